@@ -1,0 +1,1 @@
+"""Pool model backends. Each module owns one kind; `registry` maps kind names to them."""

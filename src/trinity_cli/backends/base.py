@@ -1,0 +1,51 @@
+"""The one seam every pool model goes through.
+
+A backend answers `chat(messages, params) -> Completion`. It declares a `fingerprint`
+(what makes its replies what they are: a weights file hash or an API model id, never a
+key) used in cache keys, its context size, and a token counter used to fit transcripts.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+
+from trinity_cli.messages import ChatMessage, Completion, GenParams
+
+# Per-message overhead of chat templates (role markers, separators), in tokens, used when
+# estimating whether a prompt fits a context window.
+MESSAGE_OVERHEAD_TOKENS = 8
+
+
+class Backend(ABC):
+    """One pool model. Subclasses load lazily: constructing one must be cheap."""
+
+    #: True when the model is loaded in this process and holds memory until `close()`.
+    resident: bool = False
+
+    def __init__(self, name: str, n_ctx: int) -> None:
+        self.name = name
+        self.n_ctx = n_ctx
+
+    @property
+    @abstractmethod
+    def fingerprint(self) -> str:
+        """Identity of the model for cache keys: changes whenever replies could change."""
+
+    @abstractmethod
+    def chat(self, messages: Sequence[ChatMessage], params: GenParams) -> Completion:
+        """Answer the conversation. Raises `BackendError` subclasses on failure."""
+
+    def count_tokens(self, text: str) -> int:
+        """Token count of `text`; the default is a conservative character estimate."""
+        return len(text) // 3 + 1
+
+    def prompt_tokens(self, messages: Sequence[ChatMessage]) -> int:
+        return sum(self.count_tokens(m.content) + MESSAGE_OVERHEAD_TOKENS for m in messages)
+
+    def fits(self, messages: Sequence[ChatMessage], max_tokens: int) -> bool:
+        """Whether the prompt leaves room for at least `max_tokens` of reply."""
+        return self.prompt_tokens(messages) + max_tokens <= self.n_ctx
+
+    def close(self) -> None:
+        """Free whatever the backend holds (model weights, connections)."""

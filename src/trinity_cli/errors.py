@@ -1,0 +1,76 @@
+"""Errors a user can act on.
+
+Every error the library raises for a user-facing reason is a `TrinityError`: a one-line
+message saying what is wrong plus a hint saying what to do. Only `cli.py` turns them into
+exit codes; `TRINITY_DEBUG=1` makes it re-raise them with the traceback.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+
+
+class TrinityError(Exception):
+    """Base class: `message` says what is wrong, `hint` what to do about it."""
+
+    exit_code = 2
+
+    def __init__(self, message: str, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        return f"{self.message} ({self.hint})" if self.hint else self.message
+
+
+class ConfigError(TrinityError):
+    """A pool file, head file or option is invalid."""
+
+
+class AssetError(TrinityError):
+    """A model or data file is missing, truncated or fails its checksum."""
+
+
+class BackendError(TrinityError):
+    """A pool model could not answer."""
+
+
+class BackendUnavailable(BackendError):
+    """The server could not be reached (refused connection, timeout, 5xx after retries)."""
+
+
+class AuthError(BackendError):
+    """The API rejected the key, or the key's environment variable is unset."""
+
+
+class ModelNotFound(BackendError):
+    """The server does not know the requested model."""
+
+
+class ContextOverflow(BackendError):
+    """The prompt does not fit the model's context window, even after truncation."""
+
+
+class HeadMismatch(TrinityError):
+    """A head file does not fit the pool or backbone it is used with."""
+
+
+class NotFound(TrinityError):
+    """A run, head or pool name that does not exist."""
+
+
+class Interrupted(TrinityError):
+    """The user pressed Ctrl-C; nothing half-written was kept."""
+
+    exit_code = 130
+
+
+def did_you_mean(name: str, choices: Iterable[str]) -> str:
+    """A hint naming the closest matches of `name` among `choices`, or listing them all."""
+    options = sorted(choices)
+    close = difflib.get_close_matches(name, options, n=3, cutoff=0.5)
+    if close:
+        return "did you mean " + " or ".join(repr(c) for c in close) + "?"
+    return "choose from: " + ", ".join(options) if options else "none are defined"

@@ -1,0 +1,193 @@
+"""Plain data passed between layers: chat messages, generation parameters, completions,
+coordinator decisions, turns and transcripts.
+
+Everything here is a dataclass with `to_dict` / `from_dict` so it can be written to JSON
+(run files, cache entries) and read back unchanged.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+
+class Role(str, enum.Enum):
+    """The three roles the coordinator can give a pool model, in head-logit order."""
+
+    THINKER = "thinker"
+    WORKER = "worker"
+    VERIFIER = "verifier"
+
+
+ROLES: tuple[Role, ...] = (Role.THINKER, Role.WORKER, Role.VERIFIER)
+
+
+@dataclass(frozen=True)
+class ChatMessage:
+    """One OpenAI-style chat message: `role` is "system", "user" or "assistant"."""
+
+    role: str
+    content: str
+
+
+@dataclass(frozen=True)
+class GenParams:
+    """Everything that changes a model's reply besides the messages.
+
+    `seed` is passed to the backend; a call with `temperature > 0` and no seed is never
+    cached, because its reply is not a function of its inputs.
+    """
+
+    max_tokens: int = 512
+    temperature: float = 0.0
+    top_p: float = 1.0
+    seed: int | None = 0
+    stop: tuple[str, ...] = ()
+
+    @property
+    def deterministic(self) -> bool:
+        return self.temperature == 0.0 or self.seed is not None
+
+
+@dataclass
+class Completion:
+    """What a backend returns for one chat call."""
+
+    text: str
+    prompt_tokens: int
+    completion_tokens: int
+    latency_s: float
+    finish_reason: str = "stop"
+    cost_usd: float | None = None
+    cached: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Completion:
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+
+@dataclass
+class Decision:
+    """One coordinator decision: probabilities over models and roles and the chosen pair.
+
+    `model_probs[i]` is the probability of the pool's i-th model (0 for excluded ones),
+    `role_probs` follows `ROLES` order.
+    """
+
+    model: str
+    role: Role
+    model_probs: list[float]
+    role_probs: list[float]
+    seconds: float = 0.0
+
+
+@dataclass
+class Turn:
+    """One turn of an episode, as recorded in a run file.
+
+    `role` is the role that acted; `chosen_role` is the coordinator's pick, which differs
+    when a Thinker's suggestion or a rule (no answer to verify yet, last turn without an
+    answer) overrode it, with the reason in `override`.
+    """
+
+    index: int
+    model: str
+    role: Role
+    chosen_role: Role
+    model_probs: list[float]
+    role_probs: list[float]
+    messages: list[ChatMessage]
+    reply: str
+    prompt_tokens: int
+    completion_tokens: int
+    latency_s: float
+    coordinator_s: float
+    cost_usd: float | None = None
+    cached: bool = False
+    override: str | None = None
+    verdict: str | None = None
+    suggestion: Role | None = None
+    truncated_turns: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["role"] = self.role.value
+        data["chosen_role"] = self.chosen_role.value
+        data["suggestion"] = self.suggestion.value if self.suggestion else None
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Turn:
+        data = dict(data)
+        data["role"] = Role(data["role"])
+        data["chosen_role"] = Role(data["chosen_role"])
+        data["suggestion"] = Role(data["suggestion"]) if data.get("suggestion") else None
+        data["messages"] = [ChatMessage(**m) for m in data["messages"]]
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+
+@dataclass
+class Transcript:
+    """A whole episode: the task, its turns, and how it ended.
+
+    `answer` is the latest Worker reply (None only if no Worker ever answered);
+    `stop_reason` is "accepted" (a Verifier said ACCEPT) or "max_turns".
+    """
+
+    task: str
+    turns: list[Turn] = field(default_factory=list)
+    answer: str | None = None
+    accepted: bool = False
+    stop_reason: str = "max_turns"
+    context: list[ChatMessage] = field(default_factory=list)
+
+    @property
+    def prompt_tokens(self) -> int:
+        return sum(t.prompt_tokens for t in self.turns)
+
+    @property
+    def completion_tokens(self) -> int:
+        return sum(t.completion_tokens for t in self.turns)
+
+    @property
+    def cost_usd(self) -> float | None:
+        costs = [t.cost_usd for t in self.turns if t.cost_usd is not None]
+        return sum(costs) if costs else None
+
+    @property
+    def pool_seconds(self) -> float:
+        return sum(t.latency_s for t in self.turns)
+
+    @property
+    def coordinator_seconds(self) -> float:
+        return sum(t.coordinator_s for t in self.turns)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "task": self.task,
+            "context": [asdict(m) for m in self.context],
+            "turns": [t.to_dict() for t in self.turns],
+            "answer": self.answer,
+            "accepted": self.accepted,
+            "stop_reason": self.stop_reason,
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "cost_usd": self.cost_usd,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Transcript:
+        return cls(
+            task=data["task"],
+            context=[ChatMessage(**m) for m in data.get("context", [])],
+            turns=[Turn.from_dict(t) for t in data["turns"]],
+            answer=data.get("answer"),
+            accepted=bool(data.get("accepted")),
+            stop_reason=data.get("stop_reason", "max_turns"),
+        )
