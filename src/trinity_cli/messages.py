@@ -111,6 +111,7 @@ class Turn:
     cached: bool = False
     override: str | None = None
     verdict: str | None = None
+    verdict_source: str | None = None
     suggestion: Role | None = None
     truncated_turns: int = 0
 

@@ -44,7 +44,14 @@ class Backend(ABC):
         return sum(self.count_tokens(m.content) + MESSAGE_OVERHEAD_TOKENS for m in messages)
 
     def fits(self, messages: Sequence[ChatMessage], max_tokens: int) -> bool:
-        """Whether the prompt leaves room for at least `max_tokens` of reply."""
+        """Whether the prompt leaves room for at least `max_tokens` of reply.
+
+        A cheap upper bound (two characters a token) answers first, so a prompt that
+        clearly fits never needs the model loaded just to count its tokens.
+        """
+        rough = sum(len(m.content) // 2 + 1 + MESSAGE_OVERHEAD_TOKENS for m in messages)
+        if rough + max_tokens <= self.n_ctx:
+            return True
         return self.prompt_tokens(messages) + max_tokens <= self.n_ctx
 
     def close(self) -> None:

@@ -1,0 +1,132 @@
+"""`trinity ask` as a library call: build pool and coordinator, run one episode, save it.
+
+Run record (`runs/run-N/run.json`, kind "ask"):
+    {"kind": "ask", "title": first line of the question, "question", "pool": {"name",
+     "models", "source"}, "head": {"name", "trained"}, "backbone", "seed", "max_turns",
+     "exclude", "transcript": Transcript.to_dict(), "wall_s", "pool_calls", "cache_hits"}
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from trinity_cli import roles
+from trinity_cli.config import PoolConfig, load_pool
+from trinity_cli.coordinator.policy import Coordinator, resolve_head
+from trinity_cli.episode import DecisionCallback, TurnCallback, run_episode
+from trinity_cli.errors import ConfigError
+from trinity_cli.messages import ChatMessage, Transcript
+from trinity_cli.pool import Pool
+from trinity_cli.store import RolloutCache, RunStore
+
+
+@dataclass
+class AskOptions:
+    pool: str | None = None
+    head: str | None = None
+    backbone: str | None = None
+    device: str = "auto"
+    max_turns: int = 5
+    seed: int = 0
+    exclude: Sequence[str] = ()
+    greedy: bool = False
+    use_cache: bool = True
+    token_budget: int | None = None
+    cost_budget: float | None = None
+
+
+@dataclass
+class AskResult:
+    run_id: str
+    transcript: Transcript
+    head_name: str
+    head_trained: bool
+    wall_s: float
+    record: dict[str, Any] = field(default_factory=dict)
+
+
+def clean_question(question: str) -> str:
+    question = question.strip()
+    if not question:
+        raise ConfigError("the question is empty", 'pass it as an argument or on stdin: trinity ask "..."')
+    return question
+
+
+def open_pool(config: PoolConfig, use_cache: bool = True) -> Pool:
+    return Pool(config, cache=RolloutCache() if use_cache else None, prompt_version=roles.PROMPT_VERSION)
+
+
+def build(options: AskOptions) -> tuple[Pool, Coordinator]:
+    """Pool and coordinator for `options`; the head is checked against the pool here."""
+    config = load_pool(options.pool)
+    pool = open_pool(config, options.use_cache)
+    if set(pool.check_names(options.exclude)) >= set(pool.names):
+        raise ConfigError("every model of the pool is excluded", "exclude fewer models")
+    pool.check_assets()
+    head = resolve_head(options.head, config.name, config.names, options.backbone)
+    return pool, Coordinator(head, backbone_ref=options.backbone, device=options.device)
+
+
+def ask(
+    question: str,
+    options: AskOptions,
+    on_decision: DecisionCallback | None = None,
+    on_turn: TurnCallback | None = None,
+    context: Sequence[ChatMessage] = (),
+    store: RunStore | None = None,
+    built: tuple[Pool, Coordinator] | None = None,
+    extra: dict[str, Any] | None = None,
+) -> AskResult:
+    """Answer `question` with the coordinated pool and save the run.
+
+    `built` reuses an already built (pool, coordinator) and leaves it open; `extra` adds
+    fields to the run record (e.g. {"via": "serve"}). Nothing is saved if the episode
+    fails or is interrupted."""
+    question = clean_question(question)
+    pool, coordinator = built or build(options)
+    store = store or RunStore()
+    start = time.perf_counter()
+    try:
+        with store.new_run() as run_dir:
+            transcript = run_episode(
+                question,
+                pool,
+                coordinator,
+                max_turns=options.max_turns,
+                seed=options.seed,
+                exclude=options.exclude,
+                context=context,
+                greedy=options.greedy,
+                on_decision=on_decision,
+                on_turn=on_turn,
+                token_budget=options.token_budget,
+                cost_budget=options.cost_budget,
+            )
+            wall = time.perf_counter() - start
+            head = coordinator.head
+            record = {
+                "kind": "ask",
+                "title": question.splitlines()[0][:100],
+                "question": question,
+                "pool": {"name": pool.config.name, "models": pool.names, "source": pool.config.source},
+                "head": {"name": head.manifest.get("name"), "trained": head.trained},
+                "backbone": coordinator.backbone_ref,
+                "prompt_version": roles.PROMPT_VERSION,
+                "seed": options.seed,
+                "max_turns": options.max_turns,
+                "exclude": list(options.exclude),
+                "transcript": transcript.to_dict(),
+                "wall_s": wall,
+                "pool_calls": len(transcript.turns),
+                "cache_hits": sum(t.cached for t in transcript.turns),
+                **(extra or {}),
+            }
+            store.save(run_dir, record)
+    finally:
+        if built is None:
+            pool.close()
+            coordinator.close()
+    return AskResult(run_dir.name, transcript, str(head.manifest.get("name")), head.trained, wall, record)

@@ -1,0 +1,139 @@
+"""GGUF models run in process by llama-cpp-python. The only module that imports llama_cpp.
+
+The model loads on first use and stays loaded until `close()`; the pool decides when to
+evict it (`max_resident`). One llama.cpp context is not thread-safe, so calls are
+serialised with a lock. llama.cpp's own logging is silenced (`verbose=False`).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from trinity_cli import assets
+from trinity_cli.backends.base import Backend
+from trinity_cli.config import GGUFModel
+from trinity_cli.errors import AssetError, BackendError, ContextOverflow
+from trinity_cli.messages import ChatMessage, Completion, GenParams
+
+# Smallest reply we still ask for when a prompt nearly fills the context.
+MIN_REPLY_TOKENS = 16
+
+
+class LlamaCppBackend(Backend):
+    resident = True
+
+    def __init__(self, config: GGUFModel) -> None:
+        super().__init__(config.name, config.n_ctx)
+        self.config = config
+        self._llm: Any = None
+        self._path: Path | None = None
+        self._fingerprint: str | None = None
+        self._lock = threading.RLock()
+
+    @property
+    def path(self) -> Path:
+        if self._path is None:
+            path = assets.resolve(self.config.weights)
+            assets.check_gguf(path)
+            self._path = path
+        return self._path
+
+    @property
+    def fingerprint(self) -> str:
+        if self._fingerprint is None:
+            fmt = self.config.chat_format or "template"
+            self._fingerprint = f"gguf:{assets.fingerprint(self.path)}|{fmt}|ctx{self.config.n_ctx}"
+        return self._fingerprint
+
+    @property
+    def loaded(self) -> bool:
+        return self._llm is not None
+
+    def load(self) -> Any:
+        with self._lock:
+            if self._llm is None:
+                try:
+                    from llama_cpp import Llama
+                except ImportError:
+                    raise BackendError(
+                        "llama-cpp-python is not installed, so GGUF models cannot run",
+                        "pip install llama-cpp-python",
+                    ) from None
+
+                try:
+                    self._llm = Llama(
+                        model_path=str(self.path),
+                        n_ctx=self.config.n_ctx,
+                        n_threads=self.config.n_threads or os.cpu_count() or 1,
+                        n_batch=self.config.n_batch,
+                        seed=self.config.seed if self.config.seed is not None else 0,
+                        chat_format=self.config.chat_format,
+                        verbose=False,
+                    )
+                except ValueError as exc:
+                    raise AssetError(
+                        f"model {self.name!r}: llama.cpp could not load {self.path} ({exc})",
+                        "the file is truncated or not a GGUF model: re-download it",
+                    ) from None
+            return self._llm
+
+    def count_tokens(self, text: str) -> int:
+        llm = self.load()
+        return len(llm.tokenize(text.encode("utf-8"), add_bos=False, special=True))
+
+    def chat(self, messages: Sequence[ChatMessage], params: GenParams) -> Completion:
+        with self._lock:
+            llm = self.load()
+            prompt_tokens = self.prompt_tokens(messages)
+            room = self.n_ctx - prompt_tokens
+            if room < MIN_REPLY_TOKENS:
+                raise ContextOverflow(
+                    f"model {self.name!r}: the prompt needs about {prompt_tokens} tokens, "
+                    f"its context holds {self.n_ctx}",
+                    "shorten the question, or raise n_ctx for this model in the pool file",
+                )
+            start = time.perf_counter()
+            try:
+                out = llm.create_chat_completion(
+                    messages=[{"role": m.role, "content": m.content} for m in messages],
+                    max_tokens=min(params.max_tokens, room),
+                    temperature=params.temperature,
+                    top_p=params.top_p,
+                    seed=params.seed,
+                    stop=list(params.stop) or None,
+                )
+            except ValueError as exc:
+                if "context window" in str(exc) or "exceed" in str(exc):
+                    raise ContextOverflow(
+                        f"model {self.name!r}: {exc}",
+                        "shorten the question, or raise n_ctx for this model in the pool file",
+                    ) from None
+                raise BackendError(f"model {self.name!r}: llama.cpp failed: {exc}") from None
+            latency = time.perf_counter() - start
+            choice = out["choices"][0]
+            usage = out.get("usage") or {}
+            p_tok = int(usage.get("prompt_tokens", prompt_tokens))
+            c_tok = int(usage.get("completion_tokens", 0))
+            price = self.config.price
+            return Completion(
+                text=(choice["message"].get("content") or "").strip(),
+                prompt_tokens=p_tok,
+                completion_tokens=c_tok,
+                latency_s=latency,
+                finish_reason=choice.get("finish_reason") or "stop",
+                cost_usd=price.cost(p_tok, c_tok) if price else None,
+            )
+
+    def close(self) -> None:
+        with self._lock:
+            if self._llm is not None:
+                try:
+                    self._llm.close()
+                except AttributeError:  # older llama-cpp-python: freed on garbage collection
+                    pass
+                self._llm = None

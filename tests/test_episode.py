@@ -1,0 +1,150 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from trinity_cli import roles
+from trinity_cli.config import load_pool
+from trinity_cli.coordinator import head as head_mod
+from trinity_cli.coordinator.policy import Coordinator
+from trinity_cli.episode import run_episode
+from trinity_cli.errors import ConfigError, ContextOverflow
+from trinity_cli.messages import ROLES, Role, Transcript
+from trinity_cli.pool import Pool
+from trinity_cli.store import RolloutCache
+
+from .conftest import scripted_pool, write_pool
+
+BACKBONE = {"ref": "test", "fingerprint": "test", "hidden_size": 4}
+
+
+class FixedCoordinator(Coordinator):
+    """Uses a real Head but fixed features, so routing is controlled without a backbone."""
+
+    def __init__(self, head: head_mod.Head, features: np.ndarray) -> None:
+        super().__init__(head, backbone_ref="test")
+        self._features = features
+
+    def features(self, text: str) -> np.ndarray:
+        return self._features
+
+
+def make_head(models: list[str], model_bias: list[float], role_bias: list[float]) -> head_mod.Head:
+    head = head_mod.untrained("scripted", models, BACKBONE, 4)
+    head.weights[:, 0] = np.array(model_bias + role_bias, dtype=np.float32)
+    return head
+
+
+def setup(tmp_path: Path, rules=None, n=3, cache=False, **extra):
+    config = load_pool(str(scripted_pool(tmp_path, n, rules, **extra)))
+    pool = Pool(config, cache=RolloutCache(tmp_path / "c") if cache else None, prompt_version=roles.PROMPT_VERSION)
+    return config, pool
+
+
+def test_worker_then_verifier_accepts(tmp_path: Path) -> None:
+    config, pool = setup(tmp_path)
+    # Strongly prefer m1; roles: worker first (verifier would be overridden anyway).
+    head = make_head(config.names, [0, 50, 0], [0, 0, 50])
+    coord = FixedCoordinator(head, np.array([1.0, 0, 0, 0]))
+    tr = run_episode("What is 12*7?", pool, coord, max_turns=5, seed=1)
+    assert tr.turns[0].role is Role.WORKER and tr.turns[0].chosen_role is Role.VERIFIER
+    assert "no answer to verify" in (tr.turns[0].override or "")
+    assert tr.turns[1].role is Role.VERIFIER and tr.turns[1].verdict == "ACCEPT"
+    assert tr.accepted and tr.stop_reason == "accepted" and len(tr.turns) == 2
+    assert tr.answer is not None and "84" in tr.answer
+    assert all(t.model == "m1" for t in tr.turns)
+    assert tr.turns[1].model_probs[1] > 0.99
+
+
+def test_thinker_suggestion_is_honoured(tmp_path: Path) -> None:
+    config, pool = setup(tmp_path)
+    head = make_head(config.names, [0, 0, 0], [50, 0, 0])  # always thinker
+    coord = FixedCoordinator(head, np.array([1.0, 0, 0, 0]))
+    tr = run_episode("What is 12*7?", pool, coord, max_turns=3, seed=0)
+    assert tr.turns[0].role is Role.THINKER and tr.turns[0].suggestion is Role.WORKER
+    assert tr.turns[1].role is Role.WORKER and tr.turns[1].override == "thinker suggested worker"
+    # Turn 3: the thinker was chosen again, with no suggestion pending.
+    assert tr.turns[2].role is Role.THINKER
+    assert tr.answer and "84" in tr.answer and not tr.accepted and tr.stop_reason == "max_turns"
+
+
+def test_last_turn_forces_a_worker(tmp_path: Path) -> None:
+    rules = [{"match": "critique now", "reply": "Think harder."}]
+    config, pool = setup(tmp_path, rules=rules)
+    head = make_head(config.names, [0, 0, 0], [50, 0, 0])
+    coord = FixedCoordinator(head, np.array([1.0, 0, 0, 0]))
+    tr = run_episode("Q?", pool, coord, max_turns=2)
+    assert [t.role for t in tr.turns] == [Role.THINKER, Role.WORKER]
+    assert tr.turns[1].override and "last turn" in tr.turns[1].override
+    assert tr.answer is not None
+
+
+def test_exclusion_masks_models(tmp_path: Path) -> None:
+    config, pool = setup(tmp_path)
+    head = make_head(config.names, [0, 50, 0], [0, 50, 0])  # prefers m1
+    coord = FixedCoordinator(head, np.array([1.0, 0, 0, 0]))
+    tr = run_episode("Q 12*7", pool, coord, max_turns=3, exclude=["m1"], seed=3)
+    assert all(t.model != "m1" for t in tr.turns)
+    assert all(t.model_probs[1] == 0.0 for t in tr.turns)
+    assert abs(sum(tr.turns[0].model_probs) - 1) < 1e-9
+    with pytest.raises(ConfigError, match="every model"):
+        run_episode("Q", pool, coord, exclude=["m0", "m1", "m2"])
+    with pytest.raises(ConfigError, match="did you mean"):
+        run_episode("Q", pool, coord, exclude=["m7"])
+
+
+def test_same_seed_same_transcript_and_uniform_untrained(tmp_path: Path) -> None:
+    config, pool = setup(tmp_path)
+    head = head_mod.untrained("scripted", config.names, BACKBONE, 4)
+    coord = Coordinator(head, backbone_ref="test")  # zero head: the backbone is never loaded
+    a = run_episode("Q 12*7", pool, coord, max_turns=4, seed=7)
+    b = run_episode("Q 12*7", pool, coord, max_turns=4, seed=7)
+    assert [(t.model, t.role) for t in a.turns] == [(t.model, t.role) for t in b.turns]
+    assert all(np.allclose(t.model_probs, 1 / 3) for t in a.turns)
+    assert all(np.allclose(t.role_probs, 1 / 3) for t in a.turns)
+    seqs = {tuple((t.model, t.chosen_role) for t in run_episode("Q", pool, coord, 4, seed=s).turns)
+            for s in range(8)}
+    assert len(seqs) > 1  # different seeds route differently
+
+
+def test_transcript_round_trips(tmp_path: Path) -> None:
+    config, pool = setup(tmp_path)
+    head = make_head(config.names, [0, 0, 0], [50, 0, 0])
+    tr = run_episode("Q", pool, FixedCoordinator(head, np.array([1.0, 0, 0, 0])), max_turns=3)
+    again = Transcript.from_dict(tr.to_dict())
+    assert again.to_dict() == tr.to_dict()
+
+
+def test_context_overflow_routes_around_then_fails(tmp_path: Path) -> None:
+    models = [
+        {"name": "small", "kind": "scripted", "n_ctx": 256, "default": "Answer: 1"},
+        {"name": "big", "kind": "scripted", "n_ctx": 8192, "default": "Answer: 1"},
+    ]
+    config = load_pool(str(write_pool(tmp_path, {"name": "ctx", "models": models})))
+    pool = Pool(config)
+    head = head_mod.untrained("ctx", config.names, BACKBONE, 4)
+    coord = Coordinator(head, backbone_ref="test")
+    long_task = "word " * 400
+    tr = run_episode(long_task, pool, coord, max_turns=3, seed=0)
+    assert {t.model for t in tr.turns} == {"big"}
+    with pytest.raises(ContextOverflow, match="longer than every model"):
+        run_episode("word " * 9000, pool, coord, max_turns=1)
+
+
+def test_cache_serves_repeat_calls(tmp_path: Path) -> None:
+    config, pool = setup(tmp_path, cache=True)
+    head = head_mod.untrained("scripted", config.names, BACKBONE, 4)
+    coord = Coordinator(head, backbone_ref="test")
+    first = run_episode("Q 12*7", pool, coord, max_turns=3, seed=5)
+    calls_before = sum(len(pool.backend(n).calls) for n in config.names)
+    second = run_episode("Q 12*7", pool, coord, max_turns=3, seed=5)
+    calls_after = sum(len(pool.backend(n).calls) for n in config.names)
+    assert calls_after == calls_before
+    assert all(t.cached for t in second.turns) and not any(t.cached for t in first.turns)
+    assert [t.reply for t in first.turns] == [t.reply for t in second.turns]
+
+
+def test_roles_order_matches_head_layout() -> None:
+    assert [r.value for r in ROLES] == ["thinker", "worker", "verifier"]
