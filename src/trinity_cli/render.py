@@ -166,3 +166,51 @@ def replay_ask(record: dict[str, Any]) -> None:
     end = "accepted by a verifier" if tr["accepted"] else "turn budget spent"
     out.print(Text(f"Answer ({end}):", style="bold"))
     out.print(tr.get("answer") or "(none)")
+
+
+class EvolveProgress:
+    """Progress callback for `evolve`: a bar over the episode budget and one line per generation."""
+
+    def __init__(self) -> None:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+        self.progress = Progress(
+            TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+            TextColumn("{task.fields[info]}"), TimeRemainingColumn(), console=err, transient=False,
+        )
+        self.task: Any = None
+
+    def __enter__(self) -> EvolveProgress:
+        self.progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.stop()
+
+    def __call__(self, kind: str, data: dict[str, Any]) -> None:
+        if kind == "resume":
+            err.print(Text(f"resuming unfinished {data['run']} (same configuration)", style="yellow"))
+        elif kind == "start":
+            err.print(Text(f"{data['run']}: {data['n_params']} parameters, population {data['popsize']}, "
+                           f"{data['per_gen']} episodes per generation", style="dim"))
+            self.task = self.progress.add_task("episodes", total=data["budget"], completed=data["spent"], info="")
+        elif kind == "episode" and data.get("kind") == "train" and self.task is not None:
+            self.progress.advance(self.task)
+        elif kind == "generation":
+            hit = data["cache_hits"] / data["pool_calls"] if data["pool_calls"] else 0.0
+            val = "" if data["val"] is None else f"  val {data['val']:.3f}"
+            best = "" if data.get("best_val") is None else f" (best {data['best_val']:.3f})"
+            line = (f"gen {data['generation']:>3}  {data['spent']}/{data['budget']} episodes  "
+                    f"fitness best {data['best_fitness']:.3f} mean {data['mean_fitness']:.3f}{val}{best}  "
+                    f"cache {hit:.0%}  calls {data['pool_calls']}  tokens {data['tokens']}")
+            self.progress.console.print(Text(line))
+            if self.task is not None:
+                self.progress.update(self.task, completed=data["spent"], info=f"gen {data['generation']}")
+
+
+def evolve_done(result: Any) -> None:
+    val = "n/a" if result.best_val is None else f"{result.best_val:.3f}"
+    err.print(Text(f"{result.run_id}: {result.generations} generations, {result.spent} training episodes, "
+                   f"best validation score {val}", style="bold"))
+    out.print(str(result.head_dir))
+    note(f"use it: trinity ask --head {result.head_dir} \"...\"   curves: {result.head_dir / 'curves.png'}")

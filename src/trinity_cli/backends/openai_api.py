@@ -11,6 +11,10 @@ first use and closed by `close()`. Contracts:
   408, 429 and 5xx, refused connections, timeouts and dropped connections. The delay before
   retry `n` (0-based) is `BACKOFF_BASE_S * 2**n` plus up to `BACKOFF_BASE_S` of jitter, or the
   server's `Retry-After` when given, never more than `BACKOFF_CAP_S`.
+* Redirects are not followed (the key must not travel to another address): a 3xx is an
+  error naming where it points. 401/403 -> `AuthError`; 404, or a 400 saying the model does
+  not exist -> `ModelNotFound`; 413, or a 400 about the context length -> `ContextOverflow`;
+  other 4xx and unusable bodies -> `BackendError` quoting the server (200 characters at most).
 * Every failure leaves as a `BackendError` subclass; no httpx exception escapes, not even as
   `__context__`, because httpx exceptions carry the request and so the auth header.
 """
@@ -252,17 +256,18 @@ class OpenAIBackend(Backend):
                 else "the server wants a key: set api_key_env in the pool file and export that variable"
             )
             return AuthError(f"{self._where()} rejected the request with {status}{detail}", hint)
+        # A 400 about the context is checked first: its wording can mention "model" too.
+        if status == 413 or (status == 400 and _CONTEXT_FULL.search(message)):
+            return ContextOverflow(
+                f"{self._where()} refused the prompt as too long{detail}",
+                "shorten the conversation or lower max_tokens; set n_ctx in the pool file to the server's",
+            )
         if status == 404 or (status == 400 and _MODEL_MISSING.search(message)):
             said = f"{status}: {message}" if message else str(status)
             return ModelNotFound(
                 f"{self._where()} has no model {self.config.model!r} ({said})",
                 f"check `model:` for {self.name!r} in the pool file, "
                 "and that base_url is the API root (…/v1)",
-            )
-        if status == 413 or (status == 400 and _CONTEXT_FULL.search(message)):
-            return ContextOverflow(
-                f"{self._where()} refused the prompt as too long{detail}",
-                "shorten the conversation or lower max_tokens; set n_ctx in the pool file to the server's",
             )
         return BackendError(f"{self._where()} returned {status}{detail}", "check the request parameters")
 
@@ -276,8 +281,12 @@ class OpenAIBackend(Backend):
         choice = choices[0] if isinstance(choices, list) and choices else None
         message = choice.get("message") if isinstance(choice, dict) else None
         content = message.get("content") if isinstance(message, dict) else None
-        usable = isinstance(choice, dict) and isinstance(message, dict)
-        if not usable or not (content is None or isinstance(content, str)) or not isinstance(data, dict):
+        if (
+            not isinstance(data, dict)
+            or not isinstance(choice, dict)
+            or not isinstance(message, dict)
+            or not (content is None or isinstance(content, str))
+        ):
             problem = "an error" if isinstance(data, dict) and "error" in data else "a malformed response"
             raise BackendError(
                 f"{self._where()} returned {problem} with status {response.status_code}: "

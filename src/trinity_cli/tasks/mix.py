@@ -1,0 +1,156 @@
+"""Task mixes: which items a run trains or benchmarks on.
+
+A mix is a comma-separated list of `TASK:SPLIT[:N]` entries:
+
+    gsm8k:train,arc-challenge:test:200,file:my_tasks.jsonl:all:50
+
+TASK is a registered task or `file:PATH` (the path may contain ":" but not ","), SPLIT is
+train, val, test or all ("validation" and "dev" mean val), and N, if given, draws N items
+of that split instead of taking all of them. A task may appear with several splits, but not
+twice with the same split, nor with `all` and another split.
+
+Sampling is a pure function of (mix, seed) and the task data; it uses no random-number
+generator state at all. Each item gets the rank sha256("<seed>:<task>:<split>:<id>") and an
+entry with N takes the N lowest-ranked items, so raising N keeps the items drawn before and
+changing one entry leaves the others' draws alone. The combined list is then ordered by
+sha256("<seed>:mix:<task>:<id>"), which interleaves the tasks.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from pathlib import Path
+from typing import NamedTuple
+
+from trinity_cli.errors import ConfigError, did_you_mean
+from trinity_cli.tasks.items import TaskItem
+from trinity_cli.tasks.registry import FILE_PREFIX, SPLIT_ALIASES, SPLITS, TASKS, load_split, normalize_split
+
+MIX_HINT = "write TASK:SPLIT[:N] entries separated by commas, e.g. gsm8k:train,mmlu:test:200"
+
+
+class MixEntry(NamedTuple):
+    """One entry of a mix: take `n` items (all when None) of `task`'s `split`."""
+
+    task: str
+    split: str
+    n: int | None = None
+
+    def __str__(self) -> str:
+        return f"{self.task}:{self.split}" + (f":{self.n}" if self.n is not None else "")
+
+
+def parse_mix(text: str) -> list[MixEntry]:
+    """Parse a mix string; a `ConfigError` names the offending entry."""
+    entries: list[MixEntry] = []
+    for raw in text.split(","):
+        raw = raw.strip()
+        if raw:
+            entries.append(_parse_entry(raw))
+    if not entries:
+        raise ConfigError("the task mix is empty", hint=MIX_HINT)
+    _check_overlaps(entries)
+    return entries
+
+
+def format_mix(entries: Sequence[MixEntry]) -> str:
+    """The mix string that `parse_mix` turns back into `entries`."""
+    return ",".join(str(entry) for entry in entries)
+
+
+def _parse_entry(raw: str) -> MixEntry:
+    if raw.startswith(FILE_PREFIX):
+        parts = raw[len(FILE_PREFIX) :].split(":")
+        n = _parse_n(parts.pop(), raw) if len(parts) > 2 and parts[-1].strip().isdigit() else None
+        if len(parts) < 2:
+            raise ConfigError(f"mix entry {raw!r} names no split", hint=f"write {raw}:test, {raw}:all ...")
+        split = _parse_split(parts.pop(), raw)
+        path = ":".join(parts).strip()
+        if not path:
+            raise ConfigError(
+                f"mix entry {raw!r} has no file path", hint="write file:path/to/tasks.jsonl:test"
+            )
+        if not Path(path).expanduser().is_file():
+            raise ConfigError(f"task file not found: {path}", hint=f"check the path in mix entry {raw!r}")
+        return MixEntry(FILE_PREFIX + path, split, n)
+    parts = [part.strip() for part in raw.split(":")]
+    task = parts[0]
+    if task not in TASKS:
+        raise ConfigError(
+            f"unknown task {task!r} in mix entry {raw!r}", hint=did_you_mean(task, [*TASKS, "file:PATH"])
+        )
+    if len(parts) == 1:
+        raise ConfigError(
+            f"mix entry {raw!r} names no split", hint=f"write {task}:train, {task}:val or {task}:test"
+        )
+    if len(parts) > 3:
+        raise ConfigError(f"mix entry {raw!r} has too many ':' parts", hint=MIX_HINT)
+    split = _parse_split(parts[1], raw)
+    n = _parse_n(parts[2], raw) if len(parts) == 3 else None
+    return MixEntry(task, split, n)
+
+
+def _parse_split(text: str, raw: str) -> str:
+    text = text.strip()
+    try:
+        return normalize_split(text)
+    except ConfigError:
+        raise ConfigError(
+            f"unknown split {text!r} in mix entry {raw!r}", hint=did_you_mean(text, [*SPLITS, *SPLIT_ALIASES])
+        ) from None
+
+
+def _parse_n(text: str, raw: str) -> int:
+    text = text.strip()
+    if not text.isdigit() or int(text) == 0:
+        raise ConfigError(
+            f"item count {text!r} in mix entry {raw!r} is not a positive integer",
+            hint="write e.g. gsm8k:train:100, or leave the count out to take the whole split",
+        )
+    return int(text)
+
+
+def _check_overlaps(entries: Sequence[MixEntry]) -> None:
+    splits_of: dict[str, list[str]] = {}
+    for entry in entries:
+        taken = splits_of.setdefault(entry.task, [])
+        if entry.split in taken:
+            raise ConfigError(
+                f"the mix lists {entry.task}:{entry.split} twice",
+                hint="merge the entries into one, with the total count",
+            )
+        if taken and (entry.split == "all" or "all" in taken):
+            raise ConfigError(
+                f"the mix takes {entry.task}:all and another split of it",
+                hint="'all' already contains every split",
+            )
+        taken.append(entry.split)
+
+
+def _rank(*parts: object) -> bytes:
+    return hashlib.sha256(":".join(str(part) for part in parts).encode()).digest()
+
+
+def sample_items(mix: str | Sequence[MixEntry], seed: int) -> list[TaskItem]:
+    """The items of `mix` drawn with `seed` (see the module docstring); same inputs, same list."""
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise ConfigError(f"seed must be an integer, got {seed!r}", hint="e.g. --seed 0")
+    entries = parse_mix(mix) if isinstance(mix, str) else [MixEntry(*entry) for entry in mix]
+    if not isinstance(mix, str):
+        entries = [MixEntry(e.task, normalize_split(e.split), e.n) for e in entries]
+        _check_overlaps(entries)
+    chosen: list[TaskItem] = []
+    for entry in entries:
+        items = load_split(entry.task, entry.split)
+        if entry.n is None:
+            chosen.extend(items)
+            continue
+        if entry.n > len(items):
+            raise ConfigError(
+                f"mix entry {entry} asks for {entry.n} items but the split has {len(items)}",
+                hint=f"ask for at most {len(items)}, or leave the count out",
+            )
+        ranked = sorted(items, key=lambda item: _rank(seed, entry.task, entry.split, item.id))
+        chosen.extend(ranked[: entry.n])
+    return sorted(chosen, key=lambda item: _rank(seed, "mix", item.task, item.id))

