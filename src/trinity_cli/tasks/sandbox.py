@@ -183,23 +183,24 @@ def _libc_unshare() -> Callable[[int], int] | None:
     if not sys.platform.startswith("linux"):
         return None
     try:
-        return ctypes.CDLL(None, use_errno=True).unshare  # type: ignore[no-any-return]
+        unshare: Callable[[int], int] = ctypes.CDLL(None, use_errno=True).unshare
     except (OSError, AttributeError):
         return None
+    return unshare
 
 
 def _supervise(proc: subprocess.Popen[bytes], timeout_s: float, max_procs: int) -> str | None:
-    """Wait for `proc`; return why it had to be killed ("timeout", "processes") or None."""
+    """Wait for `proc` to exit; return why it had to be killed ("timeout", "processes") or None.
+
+    The child is not reaped here (see `_exited`), so its pid, which is also the process
+    group id, cannot be reused before `_kill_group` signals the group.
+    """
     deadline = time.monotonic() + timeout_s
     baseline = _system_tasks()
     interval = _POLL_MIN_S
-    while True:
-        try:
-            proc.wait(timeout=min(interval, max(0.0, deadline - time.monotonic())))
-            return None
-        except subprocess.TimeoutExpired:
-            pass
-        if time.monotonic() >= deadline:
+    while not _exited(proc.pid):
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
             return "timeout"
         total = _system_tasks()
         if total is not None and baseline is not None and total - baseline > max_procs:
@@ -207,7 +208,17 @@ def _supervise(proc: subprocess.Popen[bytes], timeout_s: float, max_procs: int) 
             if in_group > max_procs:
                 return "processes"
             baseline = total - in_group  # the growth was elsewhere on the machine
+        time.sleep(min(interval, remaining))
         interval = min(interval * 2, _POLL_MAX_S)
+    return None
+
+
+def _exited(pid: int) -> bool:
+    """Whether child `pid` has exited, leaving it unreaped (a zombie) if so."""
+    try:
+        return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except ChildProcessError:
+        return True
 
 
 def _system_tasks() -> int | None:
@@ -260,12 +271,14 @@ def _user_tasks(uid: int) -> int:
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
-    """SIGKILL the process group led by `proc` (twice: before and after reaping it)."""
-    for _ in range(2):
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(timeout=5)
+    """SIGKILL the process group led by `proc`, then reap `proc`.
+
+    The leader is still unreaped when the group is signalled, so the group id cannot belong
+    to anyone else yet; the kernel delivers a group kill atomically with respect to fork.
+    """
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
 
 
 def marked_pids(marker: str | None = None) -> list[int]:

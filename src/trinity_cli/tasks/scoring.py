@@ -203,7 +203,7 @@ def extract_choice(text: str) -> str | None:
             return letter
     marked = re.findall(r"\(([A-E])\)|\[([A-E])\]|\\boxed\{\s*(?:\\text\{)?([A-Ea-e])\}", text)
     if marked:
-        return next(g for g in marked[-1] if g).upper()
+        return str(next(g for g in marked[-1] if g)).upper()
     stripped = text.strip().strip("*`'\". ()[]")
     if len(stripped) == 1 and stripped.upper() in _LETTERS:
         return stripped.upper()
@@ -281,7 +281,7 @@ def normalize_math(answer: str) -> str:
     s = answer.strip()
     s = s.replace("\\$", "").replace("$", "")
     s = re.sub(r"\\(?:left|right|big|Big|bigg|Bigg)(?![a-zA-Z])", "", s)
-    s = re.sub(r"\\[!,;: ]", " ", s).replace("~", " ")
+    s = re.sub(r"(?<!\\)\\[!,;: ]", " ", s).replace("~", " ")  # spacing, not the "\\\\" row break
     s = s.replace("\\dfrac", "\\frac").replace("\\tfrac", "\\frac").replace("\\displaystyle", "")
     s = re.sub(r"\^\s*\{\s*\\circ\s*\}|\^\s*\\circ|°", "", s)
     s = s.replace("\\%", "").replace("%", "")
@@ -295,9 +295,12 @@ def normalize_math(answer: str) -> str:
     # Plain unit words after a number: "5 cm", "\frac{270}{7} degrees".
     s = re.sub(r"(?<=[\d}])\s+[a-zA-Z]{2,}(?:\s+[a-zA-Z]{2,})*\s*(?:\^\s*\d)?\s*$", "", s)
     s = s.strip().rstrip(".").strip()
-    lhs = re.fullmatch(r"\s*[a-zA-Z]\s*=\s*([^=]+)", s)
-    if lhs:
+    lhs = re.fullmatch(r"\s*[a-zA-Z]\s*(?:=|\\in(?![a-zA-Z]))\s*([^=]+)", s)
+    if lhs:  # "x = 5" -> "5", "x \in [-2,7]" -> "[-2,7]"
         s = lhs.group(1)
+    braces = re.fullmatch(r"\s*\\\{(.*)\\\}\s*", s)
+    if braces:  # a set "\{1, 2\}" compares as an unordered list
+        s = braces.group(1)
     s = _fix_fracs(s)
     s = re.sub(r"\s+", "", s)
     if re.fullmatch(r"-?\d{1,3}(?:,\d{3})+(?:\.\d+)?", s):
@@ -334,9 +337,26 @@ def _split_top_level(s: str) -> list[str]:
 _BRACKETS = re.compile(r"^([(\[])(.*)([)\]])$")
 
 
+_MATRIX = re.compile(r"\\begin\{([pbvB]?matrix|array)\}(?:\{[^{}]*\})?(.*)\\end\{\1\}")
+
+
+def _matrix_cells(s: str) -> list[list[str]] | None:
+    match = _MATRIX.fullmatch(s)
+    if not match:
+        return None
+    return [row.split("&") for row in match.group(2).split("\\\\") if row]
+
+
 def _math_equal(a: str, b: str) -> bool:
     if a == b:
         return True
+    ca, cb = _matrix_cells(a), _matrix_cells(b)
+    if ca is not None or cb is not None:
+        if ca is None or cb is None or [len(r) for r in ca] != [len(r) for r in cb]:
+            return False
+        return all(
+            _math_equal(x, y) for ra, rb in zip(ca, cb, strict=True) for x, y in zip(ra, rb, strict=True)
+        )
     ma, mb = _BRACKETS.match(a), _BRACKETS.match(b)
     if ma and mb:
         if (ma.group(1), ma.group(3)) != (mb.group(1), mb.group(3)):
@@ -461,7 +481,7 @@ _FENCE = re.compile(r"```[ \t]*([\w+-]*)[^\n]*\n(.*?)(?:```|\Z)", re.DOTALL)
 
 def extract_code(text: str, entry_point: str | None = None) -> str:
     """The program in a reply: a fenced block (preferring one defining `entry_point`) or the reply."""
-    blocks = [(lang.lower(), body) for lang, body in _FENCE.findall(text)]
+    blocks: list[tuple[str, str]] = [(lang.lower(), body) for lang, body in _FENCE.findall(text)]
     blocks = [(lang, body) for lang, body in blocks if lang in ("", "python", "py", "python3")]
     if not blocks:
         # No fences: drop any prose before the first line that starts code.
