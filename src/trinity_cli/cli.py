@@ -144,6 +144,36 @@ def evolve(
 
 
 @app.command()
+def bench(
+    pool: PoolOpt = None,
+    tasks: Annotated[str, typer.Option(help="Held-out mix (test splits), e.g. gsm8k:test:50,mmlu:test:100.")] = (
+        "gsm8k:test:50,arc-challenge:test:50"
+    ),
+    head: Annotated[list[str] | None, typer.Option(
+        "--head", help="Head to benchmark, name or directory (repeatable; default: the shipped head if it fits).")
+    ] = None,
+    max_turns: Annotated[int, typer.Option(min=1, max=50, help="Turn budget of self-loops, random and heads.")] = 5,
+    random_seeds: Annotated[int, typer.Option(min=0, help="Seeds of random routing (0: leave it out).")] = 3,
+    seed: Annotated[int, typer.Option(help="Seed of item sampling and episodes.")] = 0,
+    greedy: Annotated[bool, typer.Option(help="Heads take the most likely model and role.")] = False,
+    backbone: BackboneOpt = None,
+    device: DeviceOpt = "auto",
+    as_json: Annotated[bool, typer.Option("--json", help="Print bench.json on stdout.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar and no tables.")] = False,
+) -> None:
+    """Benchmark heads against each pool model alone, self-loops, random routing and the oracle."""
+    from trinity_cli import render
+    from trinity_cli.bench import BenchOptions
+    from trinity_cli.bench import bench as run_bench
+
+    options = BenchOptions(pool=pool, tasks=tasks, heads=head, max_turns=max_turns, random_seeds=random_seeds,
+                           seed=seed, greedy=greedy, backbone=backbone, device=device)
+    with render.BenchProgress(quiet=quiet) as progress:
+        result = run_bench(options, progress=progress)
+    render.bench_done(result, as_json=as_json, quiet=quiet)
+
+
+@app.command()
 def pools() -> None:
     """List the available pools and their models."""
     from trinity_cli import render
@@ -153,6 +183,28 @@ def pools() -> None:
         config = load_pool(str(path))
         models = ", ".join(f"{m.name} ({m.kind})" for m in config.models)
         render.out.print(f"[bold]{name}[/bold]  {path}\n  {models}")
+
+
+@app.command()
+def serve(
+    pool: PoolOpt = None,
+    head: HeadOpt = None,
+    port: Annotated[int, typer.Option(min=0, max=65535, help="TCP port (0: any free port).")] = 8000,
+    host: Annotated[str, typer.Option(help="Address to listen on; 0.0.0.0 opens it to the network.")] = "127.0.0.1",
+    api_key_env: Annotated[
+        str | None, typer.Option(help="Require 'Authorization: Bearer TOKEN', TOKEN read from this env variable.")
+    ] = None,
+    max_turns: Annotated[int, typer.Option(min=1, max=50, help="Turn budget when a request sets none.")] = 5,
+    backbone: BackboneOpt = None,
+    device: DeviceOpt = "auto",
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not read or write the rollout cache.")] = False,
+) -> None:
+    """Serve the coordinated pool as one OpenAI-compatible model (/v1/chat/completions) until Ctrl-C."""
+    from trinity_cli.serve import ServeOptions
+    from trinity_cli.serve import run as run_server
+
+    run_server(ServeOptions(pool=pool, head=head, host=host, port=port, api_key_env=api_key_env,
+                            max_turns=max_turns, backbone=backbone, device=device, use_cache=not no_cache))
 
 
 def _usage(message: str) -> Exception:

@@ -96,9 +96,10 @@ class EvolveOptions:
     def val_mix(self) -> str:
         if self.val_tasks:
             return self.val_tasks
-        names = [spec[0] for spec in tasks.parse_mix(self.tasks)]
+        names = list(dict.fromkeys(spec[0] for spec in tasks.parse_mix(self.tasks)))
         per = max(1, self.val_size // max(1, len(names)))
-        return ",".join(f"{n}:val:{per}" for n in dict.fromkeys(names))
+        # Small tasks (a short user file) may hold fewer validation items than `per`.
+        return ",".join(f"{n}:val:{min(per, len(tasks.load_split(n, 'val')))}" for n in names)
 
 
 @dataclass

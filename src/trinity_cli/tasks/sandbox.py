@@ -9,7 +9,8 @@
     RLIMIT_AS           `memory_mb` of address space per process (allocations beyond it
                         raise MemoryError)
     RLIMIT_CPU          ceil(timeout_s) + 1 CPU seconds per process
-    RLIMIT_NPROC        the user's current task count + `max_procs` (see "as root")
+    RLIMIT_NPROC        the user's current task count + `max_procs` (see "as root"; left
+                        unset where /proc cannot count the user's tasks)
     RLIMIT_FSIZE        `file_mb` per file written, stdout/stderr included (writes beyond it
                         fail with EFBIG)
     RLIMIT_NOFILE       `max_open_files` descriptors
@@ -100,7 +101,7 @@ def run_python(
     marker = secrets.token_hex(12)
     workdir = Path(tempfile.mkdtemp(prefix="trinity-sandbox-"))
     try:
-        (workdir / "main.py").write_text(source, encoding="utf-8")
+        (workdir / "main.py").write_text(source, encoding="utf-8", errors="replace")
         env = {
             "PATH": os.environ.get("PATH", os.defpath),
             "HOME": str(workdir),
@@ -113,11 +114,13 @@ def run_python(
         limits = {
             resource.RLIMIT_AS: memory_mb * 1024 * 1024,
             resource.RLIMIT_CPU: math.ceil(timeout_s) + 1,
-            resource.RLIMIT_NPROC: max_procs if is_root else _user_tasks(os.getuid()) + max_procs,
             resource.RLIMIT_FSIZE: file_mb * 1024 * 1024,
             resource.RLIMIT_NOFILE: max_open_files,
             resource.RLIMIT_CORE: 0,
         }
+        user_tasks = None if is_root else _user_tasks(os.getuid())
+        if is_root or user_tasks is not None:
+            limits[resource.RLIMIT_NPROC] = max_procs + (user_tasks or 0)
         preexec = _limiter(_clamped(limits), cut_network=is_root)
         with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
             start = time.monotonic()
@@ -250,10 +253,13 @@ def _group_size(pgid: int) -> int:
     return count
 
 
-def _user_tasks(uid: int) -> int:
-    """Tasks (threads count: RLIMIT_NPROC counts them) owned by real user `uid`."""
+def _user_tasks(uid: int) -> int | None:
+    """Tasks (threads count: RLIMIT_NPROC counts them) of real user `uid`; None without /proc."""
+    pids = _proc_pids()
+    if not pids:
+        return None
     total = 0
-    for pid in _proc_pids():
+    for pid in pids:
         try:
             with open(f"/proc/{pid}/status", "rb") as fh:
                 status = fh.read()

@@ -1,0 +1,736 @@
+"""`trinity bench`: the coordinator against every model of its pool, random routing and the
+oracle, on held-out items, in one run.
+
+Systems (names as they appear in every output):
+    single:<model>     the model alone, one Worker turn
+    selfloop:<model>   the model alone for the same turn budget: Worker, Verifier, Worker, …
+                       (itself each time), stopping when its Verifier says ACCEPT
+    random             uniform model and role each turn (the untrained head), over
+                       `random_seeds` seeds; its numbers pool all seeds' episodes
+    head:<name>        each head given, sampling its decisions (argmax with `greedy`)
+    oracle             an item counts as solved if any single model solved it alone
+
+Fixed routing (single, self-loop) goes through `episode.run_episode` like everything
+else, with a `FixedSchedule` in place of the coordinator, so prompts, context fitting,
+verdicts and the episode rules are exactly those of `trinity ask`. Every system shares one
+pool and its rollout cache: the self-loop's first turn is the single run's only turn, and a
+re-run (or a run resumed after Ctrl-C) makes no call that was made before.
+
+Episode seeds are a function of (--seed, system, item), never of the item's position, so
+adding items leaves the other episodes alone:
+    seed = first 4 bytes (little endian) of sha256("<seed>:<stream>:<task>/<id>")
+with stream "fixed" (single, self-loop: their decisions use no randomness), "random:<r>"
+for random seed r, and "head" for every head (all heads see the same seeds).
+
+Metrics of a system, overall and per task (`Metrics` below): accuracy with a 95% Wilson
+interval, mean turns, mean pool calls, mean tokens (prompt + completion), mean wall seconds
+and mean cost per question. Wall seconds are what the pool calls took when they were made
+(a cached reply keeps the latency measured when it was computed, so a warm re-run reports
+the same) plus coordinator seconds. Cost is USD for priced models, None when none is priced.
+The oracle has no turns; its pool calls, tokens, seconds and cost are the sums over all
+single runs of the item (what it takes to obtain).
+
+Run directory (`runs/run-N/`):
+    bench.json      the summary below plus "episodes" (one compact record per episode)
+    report.md       the same numbers as Markdown tables
+    chart.png       accuracy per system (overall and per task) with 95% CI error bars
+    episodes.jsonl  one line per episode: {"system", "task", "item", "seed", "reward",
+                    "transcript": Transcript.to_dict()}
+    run.json        {"kind": "bench", "title", "summary": <summary>, "files": [...]}, written
+                    last, so an interrupted bench leaves no run behind
+
+bench.json (format "trinity-bench/1"):
+    {"format", "run", "options": BenchOptions as a dict,
+     "pool": {"name", "models", "source"}, "prompt_version",
+     "tasks": [task names in mix order], "items": [{"task", "id"}, ...],
+     "systems": [{"name", "kind": "single"|"selfloop"|"random"|"head"|"oracle",
+                  "model": str|null, "head": {"name", "trained", "ref"}|null, "seeds": int}],
+     "results": {system: {"overall": Metrics, "per_task": {task: Metrics}}},
+     "gaps": {system: {"overall": Gap, "per_task": {task: Gap}}}     (random and heads)
+     "selection": {system: {"overall": Share, "per_task": {task: Share}}}   (random and heads)
+     "per_item": {system: {"task/id": reward}}     (random: mean over its seeds)
+     "stats": {"pool_calls", "cache_hits", "backend_calls", "backend_s", "wall_s"},
+     "notes": [str, ...],
+     "episodes": [{"system", "task", "item", "seed", "reward", "answer" (first 300 chars),
+                   "turns": [[model, role], ...], "stop_reason", "tokens", "wall_s",
+                   "cost_usd", "cached", "error"}, ...]}
+    Metrics = {"n", "correct", "accuracy", "ci_low", "ci_high", "mean_turns",
+               "mean_pool_calls", "mean_tokens", "mean_wall_s", "mean_cost_usd"}
+    Gap     = {"best_single": system name, "vs_best_single": accuracy difference,
+               "vs_oracle": accuracy difference}       (negative: the system is behind)
+    Share   = {"models": {model: share of turns}, "roles": {role: share of turns}}
+An episode that cannot run because the item does not fit the model's context is scored
+wrong, with "error" saying so.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import time
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, cast
+
+import numpy as np
+
+from trinity_cli import paths, roles, tasks
+from trinity_cli.ask import open_pool
+from trinity_cli.config import load_pool
+from trinity_cli.coordinator.head import Head
+from trinity_cli.coordinator.policy import Coordinator, resolve_head
+from trinity_cli.episode import run_episode
+from trinity_cli.errors import ConfigError, ContextOverflow
+from trinity_cli.messages import ROLES, ChatMessage, Decision, Role, Transcript, Turn
+from trinity_cli.pool import Pool
+from trinity_cli.store import RunStore
+
+BENCH_FORMAT = "trinity-bench/1"
+DEFAULT_TASKS = "gsm8k:test:50,arc-challenge:test:50"
+Z95 = 1.959963984540054  # two-sided 95% normal quantile
+ANSWER_CHARS = 300
+FILES = ("bench.json", "report.md", "chart.png", "episodes.jsonl")
+
+ProgressFn = Callable[[str, dict[str, Any]], None]
+
+
+# -- options ---------------------------------------------------------------------------
+@dataclass
+class BenchOptions:
+    """What `trinity bench` runs: `heads` None means the shipped default head when it fits
+    the pool (none otherwise); `random_seeds` 0 leaves random routing out."""
+
+    pool: str | None = None
+    tasks: str = DEFAULT_TASKS
+    heads: Sequence[str] | None = None
+    max_turns: int = 5
+    random_seeds: int = 3
+    seed: int = 0
+    greedy: bool = False
+    backbone: str | None = None
+    device: str = "auto"
+
+    def validate(self) -> list[tasks.MixEntry]:
+        """Check the options; return the parsed mix, refusing splits that are not held out."""
+        if self.max_turns < 1:
+            raise ConfigError(f"--max-turns must be at least 1, got {self.max_turns}")
+        if self.random_seeds < 0:
+            raise ConfigError(f"--random-seeds must be 0 or more, got {self.random_seeds}")
+        return held_out_mix(self.tasks)
+
+
+def held_out_mix(text: str) -> list[tasks.MixEntry]:
+    """Parse a mix for benchmarking: train splits (and `all` of a built-in task, which
+    contains its train split) are refused, since heads are evolved on them."""
+    entries = tasks.parse_mix(text)
+    for entry in entries:
+        count = f":{entry.n}" if entry.n is not None else ""
+        if entry.split == "train":
+            raise ConfigError(
+                f"--tasks {entry}: bench measures held-out accuracy, and heads are evolved on train items",
+                f"use {entry.task}:test{count}",
+            )
+        if entry.split == "all" and not entry.task.startswith("file:"):
+            raise ConfigError(
+                f"--tasks {entry}: 'all' includes the train split that heads are evolved on",
+                f"use {entry.task}:test{count}",
+            )
+    return entries
+
+
+# -- fixed routing -----------------------------------------------------------------------
+class FixedSchedule:
+    """A decision source that needs no head: model `model` every turn, in the roles of
+    `plan` taken in turn (cycling). It has the two members `run_episode` uses of a
+    coordinator, `models` and `decide`, so episodes run with it exactly as with a head.
+
+    single:<m>   FixedSchedule(models, m, (Role.WORKER,)) with max_turns 1
+    selfloop:<m> FixedSchedule(models, m, (Role.WORKER, Role.VERIFIER))
+    """
+
+    def __init__(self, models: Sequence[str], model: str, plan: Sequence[Role]) -> None:
+        if model not in models:
+            raise ConfigError(f"no model {model!r} among {list(models)}")
+        if not plan:
+            raise ConfigError("a fixed schedule needs at least one role")
+        self.models = list(models)
+        self.model = model
+        self.plan = tuple(plan)
+
+    def decide(
+        self,
+        task: str,
+        turns: Sequence[Turn],
+        rng: np.random.Generator,
+        excluded: Collection[str] = (),
+        context: Sequence[ChatMessage] = (),
+        greedy: bool = False,
+    ) -> Decision:
+        if self.model in excluded:
+            raise ContextOverflow(f"model {self.model!r} cannot hold this task in its context")
+        role = self.plan[len(turns) % len(self.plan)]
+        return Decision(
+            model=self.model,
+            role=role,
+            model_probs=[float(m == self.model) for m in self.models],
+            role_probs=[float(r is role) for r in ROLES],
+        )
+
+    def close(self) -> None:
+        """Nothing to free (same interface as `Coordinator`)."""
+
+
+DecisionSource = Coordinator | FixedSchedule
+
+
+@dataclass
+class System:
+    """One row of the report. `seeds` is how many episodes each item gets (random: one per
+    seed); `source` is None only for the oracle, which runs nothing itself."""
+
+    name: str
+    kind: str
+    model: str | None = None
+    head: dict[str, Any] | None = None
+    seeds: int = 1
+    max_turns: int = 1
+    stream: str = "fixed"
+    source: DecisionSource | None = None
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name, "kind": self.kind, "model": self.model, "head": self.head,
+                "seeds": self.seeds, "max_turns": self.max_turns}
+
+
+@dataclass
+class EpisodeResult:
+    """One episode of one system on one item, reduced to what the report needs."""
+
+    system: str
+    task: str
+    item: str
+    seed: int
+    reward: float
+    answer: str | None
+    turns: list[tuple[str, str]]
+    stop_reason: str
+    tokens: int
+    wall_s: float
+    cost_usd: float | None
+    cached: bool
+    error: str | None = None
+
+    @property
+    def key(self) -> str:
+        return f"{self.task}/{self.item}"
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["turns"] = [list(t) for t in self.turns]
+        data["answer"] = self.answer[:ANSWER_CHARS] if self.answer else self.answer
+        return data
+
+
+def episode_seed(seed: int, stream: str, item_key: str) -> int:
+    """The episode seed of an item in a stream (see the module docstring)."""
+    digest = hashlib.sha256(f"{seed}:{stream}:{item_key}".encode()).digest()
+    return int.from_bytes(digest[:4], "little")
+
+
+# -- statistics --------------------------------------------------------------------------
+def wilson_interval(correct: float, n: int, z: float = Z95) -> tuple[float, float]:
+    """Wilson score interval for `correct` successes out of `n`; (0, 1) when n is 0."""
+    if n <= 0:
+        return 0.0, 1.0
+    p = correct / n
+    denom = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    low = 0.0 if correct <= 0 else max(0.0, centre - half)
+    high = 1.0 if correct >= n else min(1.0, centre + half)  # exact at the ends, not 1 - 1e-16
+    return low, high
+
+
+@dataclass
+class _Row:
+    """One question's outcome for a system: what `metrics` averages."""
+
+    reward: float
+    turns: int | None
+    calls: int
+    tokens: int
+    wall_s: float
+    cost_usd: float | None
+
+
+def _row(ep: EpisodeResult) -> _Row:
+    return _Row(ep.reward, len(ep.turns), len(ep.turns), ep.tokens, ep.wall_s, ep.cost_usd)
+
+
+def metrics(rows: Sequence[_Row]) -> dict[str, Any]:
+    """The Metrics dict of the module docstring for a list of outcomes."""
+    n = len(rows)
+    correct = int(round(sum(r.reward for r in rows)))
+    low, high = wilson_interval(correct, n)
+
+    def mean(values: Sequence[float]) -> float | None:
+        return float(sum(values) / len(values)) if values else None
+
+    costs = [r.cost_usd for r in rows if r.cost_usd is not None]
+    turns = [r.turns for r in rows if r.turns is not None]
+    return {
+        "n": n,
+        "correct": correct,
+        "accuracy": correct / n if n else None,
+        "ci_low": low,
+        "ci_high": high,
+        "mean_turns": mean(turns) if len(turns) == n else None,
+        "mean_pool_calls": mean([r.calls for r in rows]),
+        "mean_tokens": mean([r.tokens for r in rows]),
+        "mean_wall_s": mean([r.wall_s for r in rows]),
+        "mean_cost_usd": (sum(costs) / n) if costs and n else None,
+    }
+
+
+def _by_task(rows: Sequence[tuple[str, _Row]], task_names: Sequence[str]) -> dict[str, Any]:
+    return {
+        "overall": metrics([r for _, r in rows]),
+        "per_task": {t: metrics([r for task, r in rows if task == t]) for t in task_names},
+    }
+
+
+def _oracle_rows(
+    singles: Sequence[EpisodeResult], items: Sequence[tasks.TaskItem]
+) -> list[tuple[tasks.TaskItem, _Row]]:
+    by_item: dict[str, list[EpisodeResult]] = {}
+    for ep in singles:
+        by_item.setdefault(ep.key, []).append(ep)
+    rows = []
+    for item in items:
+        eps = by_item.get(item.key, [])
+        costs = [e.cost_usd for e in eps if e.cost_usd is not None]
+        solved = any(e.reward >= 1.0 for e in eps)
+        rows.append((item, _Row(
+            reward=1.0 if solved else 0.0,
+            turns=None,
+            calls=sum(len(e.turns) for e in eps),
+            tokens=sum(e.tokens for e in eps),
+            wall_s=sum(e.wall_s for e in eps),
+            cost_usd=sum(costs) if costs else None,
+        )))
+    return rows
+
+
+def _share(counts: dict[str, int], names: Sequence[str]) -> dict[str, float]:
+    total = sum(counts.values())
+    return {n: (counts.get(n, 0) / total if total else 0.0) for n in names}
+
+
+def selection(
+    episodes: Sequence[EpisodeResult], models: Sequence[str], task_names: Sequence[str]
+) -> dict[str, Any]:
+    """Share of turns given to each model and each (acting) role, overall and per task."""
+    role_names = [r.value for r in ROLES]
+
+    def shares(eps: Sequence[EpisodeResult]) -> dict[str, dict[str, float]]:
+        m_counts: dict[str, int] = {}
+        r_counts: dict[str, int] = {}
+        for ep in eps:
+            for model, role in ep.turns:
+                m_counts[model] = m_counts.get(model, 0) + 1
+                r_counts[role] = r_counts.get(role, 0) + 1
+        return {"models": _share(m_counts, models), "roles": _share(r_counts, role_names)}
+
+    return {
+        "overall": shares(episodes),
+        "per_task": {t: shares([e for e in episodes if e.task == t]) for t in task_names},
+    }
+
+
+def _gap(
+    results: dict[str, Any], name: str, singles: Sequence[str], scope: str | None
+) -> dict[str, Any] | None:
+    """The Gap of `name` overall (`scope` None) or on task `scope`; None when unscored."""
+    def acc(system: str) -> float | None:
+        block = results[system]["overall"] if scope is None else results[system]["per_task"][scope]
+        value: float | None = block["accuracy"]
+        return value
+
+    mine, oracle = acc(name), acc("oracle") if "oracle" in results else None
+    scored = [(acc(s), -i, s) for i, s in enumerate(singles) if acc(s) is not None]
+    if mine is None or not scored:
+        return None
+    best_acc, _, best = max(scored)
+    return {
+        "best_single": best,
+        "vs_best_single": mine - float(best_acc or 0.0),
+        "vs_oracle": None if oracle is None else mine - oracle,
+    }
+
+
+def summarize(
+    systems: Sequence[System],
+    episodes: Sequence[EpisodeResult],
+    items: Sequence[tasks.TaskItem],
+    models: Sequence[str],
+) -> dict[str, Any]:
+    """results, gaps, selection and per_item of bench.json from the episodes."""
+    task_names = list(dict.fromkeys(item.task for item in items))
+    by_system: dict[str, list[EpisodeResult]] = {}
+    for ep in episodes:
+        by_system.setdefault(ep.system, []).append(ep)
+    results: dict[str, Any] = {}
+    per_item: dict[str, dict[str, float]] = {}
+    singles = [s.name for s in systems if s.kind == "single"]
+    for system in systems:
+        if system.kind == "oracle":
+            oracle = _oracle_rows([e for s in singles for e in by_system.get(s, [])], items)
+            rows = [(item.task, row) for item, row in oracle]
+            per_item[system.name] = {item.key: row.reward for item, row in oracle}
+        else:
+            eps = by_system.get(system.name, [])
+            rows = [(e.task, _row(e)) for e in eps]
+            rewards: dict[str, list[float]] = {}
+            for ep in eps:
+                rewards.setdefault(ep.key, []).append(ep.reward)
+            per_item[system.name] = {key: sum(v) / len(v) for key, v in rewards.items()}
+        results[system.name] = _by_task(rows, task_names)
+    routed = [s.name for s in systems if s.kind in ("random", "head")]
+    gaps = {
+        name: {"overall": _gap(results, name, singles, None),
+               "per_task": {t: _gap(results, name, singles, t) for t in task_names}}
+        for name in routed
+    }
+    chosen = {name: selection(by_system.get(name, []), models, task_names) for name in routed}
+    return {"tasks": task_names, "results": results, "gaps": gaps, "selection": chosen, "per_item": per_item}
+
+
+# -- running -----------------------------------------------------------------------------
+def _play(
+    pool: Pool, system: System, item: tasks.TaskItem, seed: int, greedy: bool
+) -> tuple[EpisodeResult, Transcript | None]:
+    """Run one episode; a task that fits no usable context is scored wrong, not raised."""
+    assert system.source is not None
+    try:
+        # run_episode reads only `models` and `decide` of its coordinator; a FixedSchedule
+        # has both (the cast stands in for a decision-source protocol in episode.py).
+        source = cast(Coordinator, system.source)
+        transcript = run_episode(item.prompt, pool, source, max_turns=system.max_turns, seed=seed,
+                                 greedy=greedy)
+    except ContextOverflow as exc:
+        result = EpisodeResult(system.name, item.task, item.id, seed, 0.0, None, [], "error", 0, 0.0, None,
+                               False, error=f"context overflow: {exc.message}")
+        return result, None
+    reward = tasks.score_item(item, transcript.answer or "")
+    result = EpisodeResult(
+        system=system.name,
+        task=item.task,
+        item=item.id,
+        seed=seed,
+        reward=float(reward),
+        answer=transcript.answer,
+        turns=[(t.model, t.role.value) for t in transcript.turns],
+        stop_reason=transcript.stop_reason,
+        tokens=transcript.prompt_tokens + transcript.completion_tokens,
+        wall_s=transcript.pool_seconds + transcript.coordinator_seconds,
+        cost_usd=transcript.cost_usd,
+        cached=bool(transcript.turns) and all(t.cached for t in transcript.turns),
+    )
+    return result, transcript
+
+
+def _head_systems(options: BenchOptions, pool_name: str, models: list[str]) -> tuple[list[System], list[str]]:
+    notes: list[str] = []
+    heads: list[tuple[str | None, Head]] = []
+    if options.heads:
+        for ref in options.heads:
+            heads.append((ref, resolve_head(ref, pool_name, models, options.backbone)))
+    else:
+        head = resolve_head(None, pool_name, models, options.backbone)
+        if head.trained:
+            heads.append((None, head))
+        else:
+            notes.append(f"no trained head ships for pool {pool_name!r}, so no head was benchmarked "
+                         "(an untrained head routes like `random`); evolve one and pass --head")
+    systems: list[System] = []
+    taken: set[str] = set()
+    for ref, head in heads:
+        name = f"head:{head.manifest.get('name') or 'unnamed'}"
+        base, k = name, 2
+        while name in taken:
+            name, k = f"{base}#{k}", k + 1
+        taken.add(name)
+        source = Coordinator(head, backbone_ref=options.backbone, device=options.device)
+        info = {"name": head.manifest.get("name"), "trained": head.trained, "ref": ref}
+        systems.append(System(name, "head", head=info, max_turns=options.max_turns, stream="head",
+                              source=source))
+    return systems, notes
+
+
+def plan_systems(options: BenchOptions, pool_name: str, models: list[str]) -> tuple[list[System], list[str]]:
+    """The systems of a bench in run order (oracle last), and notes for the report."""
+    systems = [System(f"single:{m}", "single", model=m, source=FixedSchedule(models, m, (Role.WORKER,)))
+               for m in models]
+    systems += [System(f"selfloop:{m}", "selfloop", model=m, max_turns=options.max_turns,
+                       source=FixedSchedule(models, m, (Role.WORKER, Role.VERIFIER))) for m in models]
+    if options.random_seeds:
+        untrained = resolve_head("untrained", pool_name, models, options.backbone)
+        source = Coordinator(untrained, backbone_ref=options.backbone, device=options.device)
+        systems.append(System("random", "random", seeds=options.random_seeds, max_turns=options.max_turns,
+                              stream="random", source=source))
+    heads, notes = _head_systems(options, pool_name, models)
+    systems += heads
+    systems.append(System("oracle", "oracle"))
+    return systems, notes
+
+
+def _stream(system: System, r: int) -> str:
+    return f"random:{r}" if system.kind == "random" else system.stream
+
+
+@dataclass
+class BenchResult:
+    run_id: str
+    run_dir: Path
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+def _run_systems(
+    pool: Pool, runnable: Sequence[System], items: Sequence[tasks.TaskItem], options: BenchOptions,
+    run_dir: Path, emit: ProgressFn,
+) -> list[EpisodeResult]:
+    """Every episode of every system, in order; transcripts go to episodes.jsonl as they end."""
+    episodes: list[EpisodeResult] = []
+    partial = run_dir / ".episodes.jsonl.tmp"
+    with open(partial, "w", encoding="utf-8") as log:
+        for system in runnable:
+            emit("system", {"name": system.name, "episodes": system.seeds * len(items)})
+            for r in range(system.seeds):
+                for item in items:
+                    seed = episode_seed(options.seed, _stream(system, r), item.key)
+                    result, transcript = _play(pool, system, item, seed, options.greedy)
+                    episodes.append(result)
+                    log.write(json.dumps({
+                        "system": system.name, "task": item.task, "item": item.id, "seed": seed,
+                        "reward": result.reward, "transcript": transcript.to_dict() if transcript else None,
+                    }, ensure_ascii=False) + "\n")
+                    emit("episode", {"system": system.name, "task": item.task, "item": item.id,
+                                     "reward": result.reward, "cached": result.cached,
+                                     "cache_hits": pool.stats.cache_hits, "pool_calls": pool.stats.calls})
+    partial.replace(run_dir / "episodes.jsonl")
+    return episodes
+
+
+def bench(
+    options: BenchOptions, progress: ProgressFn | None = None, store: RunStore | None = None
+) -> BenchResult:
+    """Run every system on the items of `options.tasks` and write the run directory (see
+    the module docstring); returns bench.json's content. Progress events, in order:
+    ("start", {"run", "items", "systems", "episodes"}), then per system ("system", {"name",
+    "episodes"}) and per episode ("episode", {"system", "task", "item", "reward", "cached",
+    "cache_hits", "pool_calls"}), the last two counting the pool's calls so far.
+    Ctrl-C removes the run directory; the rollout cache keeps every finished call, so
+    running the same command again resumes where it stopped."""
+    entries = options.validate()
+    emit = progress or (lambda kind, data: None)
+    config = load_pool(options.pool)
+    items = tasks.sample_items(entries, seed=options.seed)
+    if not items:
+        raise ConfigError(f"--tasks {options.tasks!r} selects no items")
+    store = store or RunStore()
+    pool = open_pool(config)
+    systems: list[System] = []
+    started = time.perf_counter()
+    try:
+        pool.check_assets()
+        systems, notes = plan_systems(options, config.name, config.names)
+        if any(e.split == "val" for e in entries):
+            notes.append("val items were used to pick the best head during `trinity evolve`: "
+                         "test items are the held-out ones")
+        runnable = [s for s in systems if s.source is not None]
+        with store.new_run() as run_dir:
+            emit("start", {"run": run_dir.name, "items": len(items), "systems": [s.name for s in systems],
+                           "episodes": sum(s.seeds for s in runnable) * len(items)})
+            episodes = _run_systems(pool, runnable, items, options, run_dir, emit)
+            errors = sum(e.error is not None for e in episodes)
+            if errors:
+                notes.append(f"{errors} episodes could not run (the item does not fit the model's context) "
+                             "and count as wrong")
+            summary = {
+                "format": BENCH_FORMAT,
+                "run": run_dir.name,
+                "options": {**asdict(options), "heads": list(options.heads or [])},
+                "pool": {"name": config.name, "models": config.names, "source": config.source},
+                "prompt_version": roles.PROMPT_VERSION,
+                "items": [{"task": i.task, "id": i.id} for i in items],
+                "systems": [s.describe() for s in systems],
+                **summarize(systems, episodes, items, config.names),
+                "stats": {
+                    "pool_calls": pool.stats.calls,
+                    "cache_hits": pool.stats.cache_hits,
+                    "backend_calls": pool.stats.calls - pool.stats.cache_hits,
+                    "backend_s": pool.stats.seconds,
+                    "wall_s": time.perf_counter() - started,
+                },
+                "notes": notes,
+            }
+            write_outputs(run_dir, summary, episodes)
+            title = f"bench {config.name} on {options.tasks} ({len(items)} items)"
+            store.save(run_dir, {"kind": "bench", "title": title, "summary": summary, "files": list(FILES)})
+            data = {**summary, "episodes": [e.to_dict() for e in episodes]}
+            return BenchResult(run_dir.name, run_dir, data)
+    finally:
+        for system in systems:
+            if system.source is not None:
+                system.source.close()
+        pool.close()
+        if pool.cache is not None:
+            pool.cache.close()
+
+
+# -- outputs -----------------------------------------------------------------------------
+def write_outputs(run_dir: Path, summary: dict[str, Any], episodes: Sequence[EpisodeResult]) -> None:
+    """bench.json, report.md and chart.png of a finished bench (episodes.jsonl is written
+    while it runs)."""
+    paths.atomic_write_json(run_dir / "bench.json", {**summary, "episodes": [e.to_dict() for e in episodes]})
+    paths.atomic_write_bytes(run_dir / "report.md", report_markdown(summary).encode())
+    plot_accuracy(summary, run_dir / "chart.png")
+
+
+def short_task(task: str) -> str:
+    """A task name for tables: `file:` tasks by their file name alone."""
+    return "file:" + Path(task[5:]).name if task.startswith("file:") else task
+
+
+def _pct(x: float | None) -> str:
+    return "—" if x is None else f"{100 * x:.1f}%"
+
+
+def _num(x: float | None, fmt: str = "{:.2f}") -> str:
+    return "—" if x is None else fmt.format(x)
+
+
+def _signed(x: float | None) -> str:
+    return "—" if x is None else f"{100 * x:+.1f} pts"
+
+
+def _md_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in rows]
+    return lines
+
+
+def report_markdown(summary: dict[str, Any]) -> str:
+    """The bench report as Markdown: accuracy with CIs, costs, gaps, selection shares."""
+    o = summary["options"]
+    pool = summary["pool"]
+    results = summary["results"]
+    task_names = summary["tasks"]
+    out = [f"# trinity bench — {summary['run']}", ""]
+    out.append(f"Pool `{pool['name']}` ({', '.join(pool['models'])}) · tasks `{o['tasks']}` "
+               f"({len(summary['items'])} items) · max turns {o['max_turns']} · random routing over "
+               f"{o['random_seeds']} seeds · seed {o['seed']}" + (" · heads greedy" if o["greedy"] else ""))
+    out += ["", "## Accuracy and cost per question", ""]
+    per_task_cols = task_names if len(task_names) > 1 else []
+    header = ["system", "accuracy", "95% CI", *[short_task(t) for t in per_task_cols],
+              "turns", "pool calls", "tokens", "wall s", "cost $"]
+    rows = []
+    for system in summary["systems"]:
+        block = results[system["name"]]
+        m = block["overall"]
+        rows.append([system["name"], _pct(m["accuracy"]), f"{_pct(m['ci_low'])} – {_pct(m['ci_high'])}",
+                     *[_pct(block["per_task"][t]["accuracy"]) for t in per_task_cols],
+                     _num(m["mean_turns"]), _num(m["mean_pool_calls"]), _num(m["mean_tokens"], "{:.0f}"),
+                     _num(m["mean_wall_s"]), _num(m["mean_cost_usd"], "{:.5f}")])
+    out += _md_table(header, rows)
+    if len(task_names) > 1:
+        out += ["", "## Per task (accuracy, 95% CI, n)", ""]
+        rows = []
+        for system in summary["systems"]:
+            cells = []
+            for t in task_names:
+                m = results[system["name"]]["per_task"][t]
+                ci = f"{_pct(m['ci_low'])} – {_pct(m['ci_high'])}"
+                cells.append(f"{_pct(m['accuracy'])} ({ci}, n={m['n']})")
+            rows.append([system["name"], *cells])
+        out += _md_table(["system", *[short_task(t) for t in task_names]], rows)
+    if summary["gaps"]:
+        out += ["", "## Gaps (accuracy difference, percentage points)", ""]
+        rows = []
+        for name, gap in summary["gaps"].items():
+            g = gap["overall"]
+            if g is None:
+                continue
+            rows.append([name, "all", g["best_single"], _signed(g["vs_best_single"]),
+                         _signed(g["vs_oracle"])])
+            if len(task_names) > 1:
+                for t in task_names:
+                    gt = gap["per_task"][t]
+                    if gt is not None:
+                        rows.append([name, short_task(t), gt["best_single"], _signed(gt["vs_best_single"]),
+                                     _signed(gt["vs_oracle"])])
+        out += _md_table(["system", "tasks", "best single model", "vs best single", "vs oracle"], rows)
+    if summary["selection"]:
+        out += ["", "## Selection share (turns given to each model and role)", ""]
+        role_names = [r.value for r in ROLES]
+        for name, sel in summary["selection"].items():
+            out += [f"### {name}", ""]
+            rows = []
+            scopes = [("all", sel["overall"])] + [(short_task(t), sel["per_task"][t]) for t in task_names]
+            for label, share in scopes[: 1 if len(task_names) == 1 else None]:
+                rows.append([label, *[_pct(share["models"][m]) for m in pool["models"]],
+                             *[_pct(share["roles"][r]) for r in role_names]])
+            out += _md_table(["tasks", *pool["models"], *role_names], rows)
+            out.append("")
+    st = summary["stats"]
+    out += ["", "## Notes", "",
+            "- single: the model alone, one Worker turn. selfloop: the model alone for the same turn budget, "
+            "Worker and Verifier in turn, stopping on ACCEPT. random: uniform model and role each turn, all "
+            "seeds pooled. oracle: solved if any single model solved it (an upper bound, not a system).",
+            "- 95% CI: Wilson score interval. Wall s: seconds the pool calls took when they were made plus "
+            "coordinator seconds. Oracle pool calls, tokens, seconds and cost: sums over all single runs.",
+            f"- This run: {st['pool_calls']} pool calls, {st['cache_hits']} from the rollout cache, "
+            f"{st['backend_calls']} to a model ({st['backend_s']:.1f} s), {st['wall_s']:.1f} s in all."]
+    out += [f"- {note}" for note in summary["notes"]]
+    return "\n".join(out) + "\n"
+
+
+def plot_accuracy(summary: dict[str, Any], path: Path) -> None:
+    """Bar chart of accuracy per system (overall, and per task when there are several)
+    with 95% Wilson error bars, as a PNG (matplotlib, headless)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = [s["name"] for s in summary["systems"]]
+    task_names = summary["tasks"]
+    groups: list[tuple[str, Callable[[str], dict[str, Any]]]] = [
+        ("overall", lambda s: summary["results"][s]["overall"])
+    ]
+    if len(task_names) > 1:
+        groups += [(short_task(t), lambda s, t=t: summary["results"][s]["per_task"][t]) for t in task_names]
+    width = 0.8 / len(groups)
+    fig, ax = plt.subplots(figsize=(max(6.0, 0.9 * len(names) * max(1, len(groups) / 2) + 2), 4.5), dpi=100)
+    x = np.arange(len(names))
+    for g, (label, get) in enumerate(groups):
+        acc = np.array([get(n)["accuracy"] or 0.0 for n in names])
+        low = np.array([get(n)["ci_low"] for n in names])
+        high = np.array([get(n)["ci_high"] for n in names])
+        ax.bar(x + (g - (len(groups) - 1) / 2) * width, acc, width, label=label,
+               yerr=[np.clip(acc - low, 0, None), np.clip(high - acc, 0, None)], capsize=3)
+    ax.set_xticks(x)
+    ax.set_xticklabels(names, rotation=30, ha="right")
+    ax.set_ylabel("accuracy (95% Wilson CI)")
+    ax.set_ylim(0, 1.05)
+    ax.set_title(f"trinity bench {summary['run']}: pool {summary['pool']['name']}")
+    ax.grid(axis="y", alpha=0.3)
+    if len(groups) > 1:
+        ax.legend()
+    fig.tight_layout()
+    tmp = path.with_name(f".{path.name}.tmp.png")
+    fig.savefig(tmp)
+    plt.close(fig)
+    tmp.replace(path)

@@ -1,0 +1,265 @@
+"""`trinity bench` on a scripted pool whose right and wrong answers are known: exact numbers.
+
+Items are tagged [A], [B] or [C]; every answer is 42. The pool:
+    m0  Worker right on A and B, wrong (7) on C
+    m1  Worker right on C only, wrong (7) on A and B; priced, so it has a cost
+    m2  Worker wrong (5) on a first try, right once earlier turns are shown (a reviser)
+Every Verifier solves the task itself (42) and its verdict compares answers, so a
+self-loop stops after Worker + Verifier exactly when the Worker was right.
+The test split of the 40-item file (ids decide it) holds 8 items: 2 A, 3 B, 3 C.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from trinity_cli import cli, render
+from trinity_cli.bench import BenchOptions, FixedSchedule, bench, held_out_mix, wilson_interval
+from trinity_cli.coordinator import head as head_mod
+from trinity_cli.coordinator.backbone import describe
+from trinity_cli.errors import ConfigError, ContextOverflow
+from trinity_cli.messages import Role
+from trinity_cli.store import RunStore
+
+from .conftest import write_pool
+
+VERIFY = {"match": "Solve it independently", "reply": "I get 42.\nAnswer: 42\nVerdict: ACCEPT"}
+PLAN = "Plan: compute it.\nNext: worker"
+MODELS = [
+    {"name": "m0", "kind": "scripted", "default": PLAN, "rules": [
+        {"match": r"\[C\].*Solve the task now", "reply": "Answer: 7"},
+        {"match": "Solve the task now", "reply": "Answer: 42"}, VERIFY]},
+    {"name": "m1", "kind": "scripted", "default": PLAN, "price": {"input_per_1k": 1.0, "output_per_1k": 2.0},
+     "rules": [{"match": r"\[C\].*Solve the task now", "reply": "Answer: 42"},
+               {"match": "Solve the task now", "reply": "Answer: 7"}, VERIFY]},
+    {"name": "m2", "kind": "scripted", "default": PLAN, "rules": [
+        {"match": r"Turns so far.*Solve the task now", "reply": "Fixed it.\nAnswer: 42"},
+        {"match": "Solve the task now", "reply": "Answer: 5"}, VERIFY]},
+]
+
+
+def setup_files(tmp_path: Path) -> tuple[Path, Path]:
+    pool = write_pool(tmp_path, {"name": "trio", "models": MODELS})
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text("".join(
+        json.dumps({"id": f"q{i}", "prompt": f"Question q{i} [{'ABC'[i % 3]}]: what is six times seven?",
+                    "answer": 42, "scorer": "numeric"}) + "\n" for i in range(40)))
+    return pool, tasks
+
+
+def options(pool: Path, task_file: Path, **kw) -> BenchOptions:
+    base = dict(pool=str(pool), tasks=f"file:{task_file}:test", max_turns=5, random_seeds=2, seed=0)
+    base.update(kw)
+    return BenchOptions(**base)
+
+
+def count_backend_calls(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    from trinity_cli.backends.scripted import ScriptedBackend
+
+    calls: list[int] = []
+    original = ScriptedBackend.chat
+    monkeypatch.setattr(ScriptedBackend, "chat", lambda self, m, p: calls.append(1) or original(self, m, p))
+    return calls
+
+
+def hash_head(directory: Path, name: str = "hashy", seed: int = 1) -> Path:
+    fingerprint, _ = describe("hash:16")
+    info = {"ref": "hash:16", "fingerprint": fingerprint, "hidden_size": 16}
+    head = head_mod.untrained("trio", ["m0", "m1", "m2"], info, 16)
+    head.weights[:] = np.random.default_rng(seed).normal(scale=3.0, size=head.weights.shape)
+    head.manifest.update(name=name, trained=True)
+    head.save(directory)
+    return directory
+
+
+def test_exact_accuracies_oracle_selfloop_and_files(tmp_path: Path) -> None:
+    pool, tasks = setup_files(tmp_path)
+    result = bench(options(pool, tasks))
+    data = result.data
+    res = {name: r["overall"] for name, r in data["results"].items()}
+    assert [s["name"] for s in data["systems"]] == [
+        "single:m0", "single:m1", "single:m2", "selfloop:m0", "selfloop:m1", "selfloop:m2", "random", "oracle"]
+    # Single models: one Worker turn each.
+    assert (res["single:m0"]["correct"], res["single:m0"]["n"]) == (5, 8)
+    assert res["single:m1"]["accuracy"] == 3 / 8 and res["single:m2"]["accuracy"] == 0.0
+    assert all(res[f"single:m{i}"]["mean_turns"] == 1.0 for i in range(3))
+    # Self-loops: right answers stop after W+V (2 turns); wrong ones spend all 5 turns;
+    # the reviser is wrong, told so, right, accepted: 4 turns, and beats every single model.
+    assert res["selfloop:m0"]["accuracy"] == 5 / 8 and res["selfloop:m0"]["mean_turns"] == (5 * 2 + 3 * 5) / 8
+    assert res["selfloop:m1"]["accuracy"] == 3 / 8 and res["selfloop:m1"]["mean_turns"] == (3 * 2 + 5 * 5) / 8
+    assert res["selfloop:m2"]["accuracy"] == 1.0 and res["selfloop:m2"]["mean_turns"] == 4.0
+    # Oracle: m0 solves A and B, m1 solves C; it costs every single run.
+    assert res["oracle"]["accuracy"] == 1.0 and res["oracle"]["mean_turns"] is None
+    assert res["oracle"]["mean_pool_calls"] == 3.0
+    assert res["oracle"]["mean_tokens"] == pytest.approx(sum(res[f"single:m{i}"]["mean_tokens"] for i in range(3)))
+    assert res["single:m1"]["mean_cost_usd"] > 0 and res["single:m0"]["mean_cost_usd"] is None
+    assert res["oracle"]["mean_cost_usd"] == pytest.approx(res["single:m1"]["mean_cost_usd"])
+    assert data["per_item"]["oracle"] == {f"file:{tasks}/{q}": 1.0 for q in
+                                          ("q13", "q8", "q25", "q9", "q27", "q2", "q37", "q5")}
+    # Random routing pools its 2 seeds: 16 episodes, within the turn budget.
+    assert res["random"]["n"] == 16 and 1.0 <= res["random"]["mean_turns"] <= 5.0
+    # Wilson 95% interval of 5/8, and sane bounds everywhere.
+    assert (res["single:m0"]["ci_low"], res["single:m0"]["ci_high"]) == pytest.approx((0.3057, 0.8632), abs=1e-4)
+    for m in res.values():
+        assert 0.0 <= m["ci_low"] <= m["accuracy"] <= m["ci_high"] <= 1.0
+    assert res["oracle"]["ci_high"] == 1.0 and res["single:m2"]["ci_low"] == 0.0
+    # Gaps and selection are given for routed systems; no trained head fits this pool.
+    gap = data["gaps"]["random"]["overall"]
+    assert gap["best_single"] == "single:m0"
+    assert gap["vs_best_single"] == pytest.approx(res["random"]["accuracy"] - 5 / 8)
+    assert gap["vs_oracle"] == pytest.approx(res["random"]["accuracy"] - 1.0)
+    share = data["selection"]["random"]["overall"]
+    assert sum(share["models"].values()) == pytest.approx(1.0) and sum(share["roles"].values()) == pytest.approx(1.0)
+    assert any("no trained head" in n for n in data["notes"])
+    # Files and the run record.
+    run_dir = result.run_dir
+    on_disk = json.loads((run_dir / "bench.json").read_text())
+    assert on_disk["format"] == "trinity-bench/1" and on_disk["results"] == data["results"]
+    assert len(on_disk["episodes"]) == 8 * (3 + 3 + 2)
+    assert len((run_dir / "episodes.jsonl").read_text().splitlines()) == 8 * (3 + 3 + 2)
+    assert (run_dir / "chart.png").stat().st_size > 1000
+    report = (run_dir / "report.md").read_text()
+    assert "| selfloop:m2 | 100.0% |" in report and "Wilson" in report
+    record = RunStore().load(result.run_id)
+    assert record["kind"] == "bench" and record["summary"]["results"] == data["results"]
+    assert [(r.id, r.kind) for r in RunStore().list()] == [(result.run_id, "bench")]
+
+
+def test_second_run_is_served_by_the_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pool, tasks = setup_files(tmp_path)
+    calls = count_backend_calls(monkeypatch)
+    first = bench(options(pool, tasks))
+    # Each self-loop's first turn is its single run's turn: a cache hit within the first run.
+    assert first.data["stats"]["cache_hits"] >= 3 * 8
+    assert len(calls) == first.data["stats"]["backend_calls"] > 0
+    calls.clear()
+    second = bench(options(pool, tasks))
+    assert calls == [] and second.data["stats"]["backend_calls"] == 0
+    assert second.data["stats"]["pool_calls"] == first.data["stats"]["pool_calls"]
+    assert second.data["per_item"] == first.data["per_item"]
+    assert second.run_id != first.run_id
+
+
+def test_interrupt_keeps_no_run_and_rerun_resumes_through_cache(tmp_path: Path, monkeypatch) -> None:
+    pool, tasks = setup_files(tmp_path)
+    calls = count_backend_calls(monkeypatch)
+    monkeypatch.setenv("TRINITY_HOME", str(tmp_path / "home-a"))
+    clean = bench(options(pool, tasks)).data["stats"]["backend_calls"]
+    monkeypatch.setenv("TRINITY_HOME", str(tmp_path / "home-b"))
+    calls.clear()
+    seen = {"episodes": 0}
+
+    def ctrl_c(kind: str, data: dict) -> None:
+        if kind == "episode":
+            seen["episodes"] += 1
+            if seen["episodes"] == 30:
+                raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        bench(options(pool, tasks), progress=ctrl_c)
+    assert not list((tmp_path / "home-b" / "runs").iterdir())
+    before = len(calls)
+    assert 0 < before < clean
+    resumed = bench(options(pool, tasks))
+    assert resumed.data["stats"]["backend_calls"] == clean - before  # nothing done twice
+
+
+def test_heads_gaps_and_selection(tmp_path: Path) -> None:
+    pool, tasks = setup_files(tmp_path)
+    head = str(hash_head(tmp_path / "head"))
+    data = bench(options(pool, tasks, heads=[head, head], random_seeds=1)).data
+    names = [s["name"] for s in data["systems"]]
+    assert names[-3:] == ["head:hashy", "head:hashy#2", "oracle"]
+    # Every head sees the same episode seeds: the same head twice gives the same episodes.
+    assert data["per_item"]["head:hashy"] == data["per_item"]["head:hashy#2"]
+    acc = data["results"]["head:hashy"]["overall"]["accuracy"]
+    gap = data["gaps"]["head:hashy"]
+    assert gap["overall"]["vs_best_single"] == pytest.approx(acc - 5 / 8)
+    assert gap["overall"]["vs_oracle"] == pytest.approx(acc - 1.0)
+    task = f"file:{tasks}"
+    sel = data["selection"]["head:hashy"]["per_task"][task]
+    assert set(sel["models"]) == {"m0", "m1", "m2"} and set(sel["roles"]) == {"thinker", "worker", "verifier"}
+    assert sum(sel["models"].values()) == pytest.approx(1.0) and sum(sel["roles"].values()) == pytest.approx(1.0)
+    turns = [t for e in data["episodes"] if e["system"] == "head:hashy" for t in e["turns"]]
+    assert sel["models"]["m0"] == pytest.approx(sum(m == "m0" for m, _ in turns) / len(turns))
+    assert data["systems"][-2]["head"] == {"name": "hashy", "trained": True, "ref": head}
+
+
+def test_fixed_schedule_alternates_and_respects_masks() -> None:
+    schedule = FixedSchedule(["a", "b"], "b", (Role.WORKER, Role.VERIFIER))
+    rng = np.random.default_rng(0)
+    first = schedule.decide("task", [], rng)
+    assert (first.model, first.role, first.model_probs, first.role_probs) == ("b", Role.WORKER, [0.0, 1.0],
+                                                                              [0.0, 1.0, 0.0])
+    assert schedule.decide("task", [object()], rng).role is Role.VERIFIER  # type: ignore[list-item]
+    with pytest.raises(ContextOverflow):
+        schedule.decide("task", [], rng, excluded={"b"})
+    with pytest.raises(ConfigError):
+        FixedSchedule(["a"], "z", (Role.WORKER,))
+
+
+def test_context_overflow_counts_as_wrong(tmp_path: Path) -> None:
+    pool = write_pool(tmp_path, {"name": "mixed", "models": [
+        MODELS[0], {"name": "tiny", "kind": "scripted", "n_ctx": 256, "default": "Answer: 42"}]})
+    tasks = tmp_path / "long.jsonl"
+    tasks.write_text(json.dumps({"id": "long", "prompt": "word " * 400 + "[A] what is six times seven?",
+                                 "answer": 42, "scorer": "numeric"}) + "\n")
+    data = bench(BenchOptions(pool=str(pool), tasks=f"file:{tasks}:all", max_turns=2, random_seeds=1)).data
+    res = data["results"]
+    assert res["single:m0"]["overall"]["accuracy"] == 1.0 and res["single:tiny"]["overall"]["accuracy"] == 0.0
+    tiny = [e for e in data["episodes"] if e["system"] == "single:tiny"]
+    assert tiny[0]["error"].startswith("context overflow") and tiny[0]["turns"] == []
+    assert any("could not run" in n for n in data["notes"])
+
+
+def test_wilson_interval_edges() -> None:
+    assert wilson_interval(0, 0) == (0.0, 1.0)
+    low, high = wilson_interval(0, 10)
+    assert low == 0.0 and high == pytest.approx(0.2775, abs=1e-4)
+    low, high = wilson_interval(10, 10)
+    assert high == 1.0 and low == pytest.approx(0.7225, abs=1e-4)
+
+
+def test_refuses_splits_that_are_not_held_out(tmp_path: Path) -> None:
+    pool, tasks = setup_files(tmp_path)
+    with pytest.raises(ConfigError, match="held-out") as info:
+        bench(options(pool, tasks, tasks=f"file:{tasks}:train"))
+    assert info.value.hint == f"use file:{tasks}:test"
+    with pytest.raises(ConfigError, match="'all' includes the train split"):
+        held_out_mix("gsm8k:all:5")
+    assert [str(e) for e in held_out_mix(f"file:{tasks}:all")] == [f"file:{tasks}:all"]
+    with pytest.raises(ConfigError, match="random-seeds"):
+        bench(options(pool, tasks, random_seeds=-1))
+    assert not list(RunStore().root.iterdir())
+
+
+def run_main(args: list[str], monkeypatch: pytest.MonkeyPatch, capsys) -> tuple[int, str, str]:
+    monkeypatch.setattr(sys, "argv", ["trinity", *args])
+    with pytest.raises(SystemExit) as info:
+        cli.main()
+        raise SystemExit(0)
+    captured = capsys.readouterr()
+    return info.value.code or 0, captured.out, captured.err
+
+
+def test_cli_tables_json_and_replay(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    pool, tasks = setup_files(tmp_path)
+    base = ["bench", "--pool", str(pool), "--tasks", f"file:{tasks}:test", "--random-seeds", "1", "--max-turns", "3"]
+    code, out, err = run_main(base, monkeypatch, capsys)
+    assert code == 0, err
+    assert "selfloop:m2" in out and "oracle" in out and "62.5%" in out
+    assert "run-1" in err and "report.md" in err
+    code, out, err = run_main([*base, "--json", "-q"], monkeypatch, capsys)
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["run"] == "run-2" and data["results"]["selfloop:m2"]["overall"]["mean_turns"] == 3.0
+    assert data["stats"]["backend_calls"] == 0
+    render.replay_bench(RunStore().load("run-1"))
+    assert "single:m1" in capsys.readouterr().out
+    code, out, err = run_main(["bench", "--pool", str(pool), "--tasks", f"file:{tasks}:train"], monkeypatch, capsys)
+    assert code == 2 and "held-out" in err and "Traceback" not in err
