@@ -83,7 +83,8 @@ def test_exact_accuracies_oracle_selfloop_and_files(tmp_path: Path) -> None:
     data = result.data
     res = {name: r["overall"] for name, r in data["results"].items()}
     assert [s["name"] for s in data["systems"]] == [
-        "single:m0", "single:m1", "single:m2", "selfloop:m0", "selfloop:m1", "selfloop:m2", "random", "oracle"]
+        "single:m0", "single:m1", "single:m2", "selfloop:m0", "selfloop:m1", "selfloop:m2", "random",
+        "oracle"]
     # Single models: one Worker turn each.
     assert (res["single:m0"]["correct"], res["single:m0"]["n"]) == (5, 8)
     assert res["single:m1"]["accuracy"] == 3 / 8 and res["single:m2"]["accuracy"] == 0.0
@@ -96,7 +97,8 @@ def test_exact_accuracies_oracle_selfloop_and_files(tmp_path: Path) -> None:
     # Oracle: m0 solves A and B, m1 solves C; it costs every single run.
     assert res["oracle"]["accuracy"] == 1.0 and res["oracle"]["mean_turns"] is None
     assert res["oracle"]["mean_pool_calls"] == 3.0
-    assert res["oracle"]["mean_tokens"] == pytest.approx(sum(res[f"single:m{i}"]["mean_tokens"] for i in range(3)))
+    single_tokens = sum(res[f"single:m{i}"]["mean_tokens"] for i in range(3))
+    assert res["oracle"]["mean_tokens"] == pytest.approx(single_tokens)
     assert res["single:m1"]["mean_cost_usd"] > 0 and res["single:m0"]["mean_cost_usd"] is None
     assert res["oracle"]["mean_cost_usd"] == pytest.approx(res["single:m1"]["mean_cost_usd"])
     assert data["per_item"]["oracle"] == {f"file:{tasks}/{q}": 1.0 for q in
@@ -104,7 +106,8 @@ def test_exact_accuracies_oracle_selfloop_and_files(tmp_path: Path) -> None:
     # Random routing pools its 2 seeds: 16 episodes, within the turn budget.
     assert res["random"]["n"] == 16 and 1.0 <= res["random"]["mean_turns"] <= 5.0
     # Wilson 95% interval of 5/8, and sane bounds everywhere.
-    assert (res["single:m0"]["ci_low"], res["single:m0"]["ci_high"]) == pytest.approx((0.3057, 0.8632), abs=1e-4)
+    ci = (res["single:m0"]["ci_low"], res["single:m0"]["ci_high"])
+    assert ci == pytest.approx((0.3057, 0.8632), abs=1e-4)
     for m in res.values():
         assert 0.0 <= m["ci_low"] <= m["accuracy"] <= m["ci_high"] <= 1.0
     assert res["oracle"]["ci_high"] == 1.0 and res["single:m2"]["ci_low"] == 0.0
@@ -114,7 +117,8 @@ def test_exact_accuracies_oracle_selfloop_and_files(tmp_path: Path) -> None:
     assert gap["vs_best_single"] == pytest.approx(res["random"]["accuracy"] - 5 / 8)
     assert gap["vs_oracle"] == pytest.approx(res["random"]["accuracy"] - 1.0)
     share = data["selection"]["random"]["overall"]
-    assert sum(share["models"].values()) == pytest.approx(1.0) and sum(share["roles"].values()) == pytest.approx(1.0)
+    assert sum(share["models"].values()) == pytest.approx(1.0)
+    assert sum(share["roles"].values()) == pytest.approx(1.0)
     assert any("no trained head" in n for n in data["notes"])
     # Files and the run record.
     run_dir = result.run_dir
@@ -184,7 +188,8 @@ def test_heads_gaps_and_selection(tmp_path: Path) -> None:
     task = f"file:{tasks}"
     sel = data["selection"]["head:hashy"]["per_task"][task]
     assert set(sel["models"]) == {"m0", "m1", "m2"} and set(sel["roles"]) == {"thinker", "worker", "verifier"}
-    assert sum(sel["models"].values()) == pytest.approx(1.0) and sum(sel["roles"].values()) == pytest.approx(1.0)
+    assert sum(sel["models"].values()) == pytest.approx(1.0)
+    assert sum(sel["roles"].values()) == pytest.approx(1.0)
     turns = [t for e in data["episodes"] if e["system"] == "head:hashy" for t in e["turns"]]
     assert sel["models"]["m0"] == pytest.approx(sum(m == "m0" for m, _ in turns) / len(turns))
     assert data["systems"][-2]["head"] == {"name": "hashy", "trained": True, "ref": head}
@@ -249,7 +254,8 @@ def run_main(args: list[str], monkeypatch: pytest.MonkeyPatch, capsys) -> tuple[
 
 def test_cli_tables_json_and_replay(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
     pool, tasks = setup_files(tmp_path)
-    base = ["bench", "--pool", str(pool), "--tasks", f"file:{tasks}:test", "--random-seeds", "1", "--max-turns", "3"]
+    base = ["bench", "--pool", str(pool), "--tasks", f"file:{tasks}:test", "--random-seeds", "1",
+            "--max-turns", "3"]
     code, out, err = run_main(base, monkeypatch, capsys)
     assert code == 0, err
     assert "selfloop:m2" in out and "oracle" in out and "62.5%" in out
@@ -261,5 +267,6 @@ def test_cli_tables_json_and_replay(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     assert data["stats"]["backend_calls"] == 0
     render.replay_bench(RunStore().load("run-1"))
     assert "single:m1" in capsys.readouterr().out
-    code, out, err = run_main(["bench", "--pool", str(pool), "--tasks", f"file:{tasks}:train"], monkeypatch, capsys)
+    train = ["bench", "--pool", str(pool), "--tasks", f"file:{tasks}:train"]
+    code, out, err = run_main(train, monkeypatch, capsys)
     assert code == 2 and "held-out" in err and "Traceback" not in err

@@ -130,3 +130,28 @@ def test_bad_options(tmp_path: Path) -> None:
         evolve(options(pool, tasks, tasks=f"file:{tasks}:test"))
     with pytest.raises(ConfigError, match="neural backbone"):
         evolve(options(pool, tasks, svf=True))
+
+
+def test_inspect_shows_evolve_run_and_episode(tmp_path: Path, monkeypatch, capsys) -> None:
+    import sys
+
+    from trinity_cli import cli
+
+    pool, tasks = setup_files(tmp_path)
+    result = evolve(options(pool, tasks, budget=32))
+
+    def run(args):
+        monkeypatch.setattr(sys, "argv", ["trinity", *args])
+        with pytest.raises(SystemExit) as info:
+            cli.main()
+            raise SystemExit(0)
+        return info.value.code or 0, capsys.readouterr()
+
+    code, out = run(["inspect"])
+    assert code == 0 and result.run_id in out.out and "evolve" in out.out
+    code, out = run(["inspect", result.run_id])
+    assert code == 0 and "curves" in out.out and "selection share" in out.out and "m0=" in out.out
+    code, out = run(["inspect", result.run_id, "--episode", "1/3"])
+    assert code == 0 and "turn 1" in out.out and "reward" in out.out
+    code, out = run(["inspect", result.run_id, "--episode", "9/0"])
+    assert code == 2 and "no generation 9" in out.err

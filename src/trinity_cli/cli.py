@@ -82,12 +82,22 @@ def ask(
 def inspect(
     run: Annotated[str | None, typer.Argument(help="Run id (run-N or N); omit to list runs.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Export the run as JSON on stdout.")] = False,
+    episode: Annotated[
+        str | None, typer.Option(help="For an evolve run: replay episode K of generation GEN, as GEN/K.")
+    ] = None,
 ) -> None:
     """List runs, or replay one turn by turn."""
     from trinity_cli import render
     from trinity_cli.store import RunStore
 
     store = RunStore()
+    if run is not None and episode is not None:
+        title, models, transcript, seed = store.evolve_episode(run, episode)
+        if as_json:
+            render.out.print_json(json.dumps(transcript))
+        else:
+            render.replay_transcript(title, models, transcript, seed)
+        return
     if run is None:
         runs = store.list()
         if as_json:
@@ -100,6 +110,8 @@ def inspect(
         render.out.print_json(json.dumps(record))
     elif record.get("kind") == "ask":
         render.replay_ask(record)
+    elif record.get("kind") == "evolve":
+        render.replay_evolve(record)
     else:
         render.out.print_json(json.dumps(record))
 

@@ -344,3 +344,36 @@ def bench_done(result: Any, as_json: bool = False, quiet: bool = False) -> None:
 def replay_bench(record: dict[str, Any]) -> None:
     """`trinity inspect` of a bench run: its report tables, as printed when it ran."""
     out.print(bench_tables(record["summary"]))
+
+
+def replay_evolve(record: dict[str, Any]) -> None:
+    """An evolve run: options, curves, and where the turns went per task."""
+    o = record["options"]
+    out.print(Text(f"{record['id']}  ·  evolve on {o['tasks']}  ·  pool {o['pool'] or 'local'}  ·  "
+                   f"backbone {o['backbone']}  ·  seed {o['seed']}", style="bold"))
+    best = record.get("best_val")
+    out.print(f"head: {record['head']}  (best validation {best if best is None else f'{best:.3f}'} "
+              f"at generation {record.get('best_generation')}, {record['spent']} training episodes)")
+    table = Table(title="curves", box=None, header_style="bold")
+    for col in ("gen", "episodes", "best fit", "mean fit", "val", "calls", "cache hits", "seconds"):
+        table.add_column(col, justify="right")
+    for c in record["curves"]:
+        table.add_row(str(c["generation"]), str(c["spent"]), f"{c['best_fitness']:.3f}", f"{c['mean_fitness']:.3f}",
+                      "" if c["val"] is None else f"{c['val']:.3f}", str(c["pool_calls"]), str(c["cache_hits"]),
+                      f"{c['seconds']:.0f}")
+    out.print(table)
+    sel = Table(title="selection share over training episodes", box=None, header_style="bold")
+    sel.add_column("task")
+    sel.add_column("models")
+    sel.add_column("roles")
+    for task, shares in record.get("selection", {}).items():
+        sel.add_row(task, _probs(list(shares["models"]), list(shares["models"].values())),
+                    _probs(list(shares["roles"]), list(shares["roles"].values())))
+    out.print(sel)
+    note(f"an episode's transcript: trinity inspect {record['id']} --episode GEN/K")
+
+
+def replay_transcript(title: str, models: Sequence[str], transcript: dict[str, Any], seed: Any = "") -> None:
+    """Replay a transcript that is not an ask run (an evolve or bench episode)."""
+    replay_ask({"id": title, "pool": {"name": "", "models": list(models)}, "head": {"name": ""}, "seed": seed,
+                "transcript": transcript})

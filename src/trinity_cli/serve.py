@@ -65,6 +65,7 @@ the end and is saved.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hmac
 import ipaddress
 import json
@@ -773,9 +774,9 @@ def _bind(host: str, port: int) -> socket.socket:
         sock.listen(128)
     except OSError as exc:
         sock.close()
-        raise ConfigError(
-            f"cannot listen on {host}:{port} ({exc.strerror})", "is another server using it? pick another --port"
-        ) from None
+        hint = ("another server is using it: pick another --port" if exc.errno == errno.EADDRINUSE
+                else "use an address of this machine, such as 127.0.0.1")
+        raise ConfigError(f"cannot listen on {host}:{port} ({exc.strerror})", hint) from None
     sock.set_inheritable(True)
     return sock
 

@@ -157,6 +157,25 @@ class RunStore:
         data: dict[str, Any] = json.loads((self.path(run_id) / "run.json").read_text(encoding="utf-8"))
         return data
 
+    def evolve_episode(self, run_id: str, ref: str) -> tuple[str, list[str], dict[str, Any], Any]:
+        """(title, pool models, transcript dict, seed) of episode `ref` ("GEN/K") of an evolve run."""
+        path = self.root / (run_id if run_id.startswith("run-") else f"run-{run_id}")
+        try:
+            gen, k = (int(x) for x in ref.split("/"))
+        except ValueError:
+            raise NotFound(f"bad episode reference {ref!r}", "write GEN/K, e.g. --episode 3/0") from None
+        file = path / "episodes" / f"gen-{gen:04d}.json"
+        if not file.is_file():
+            raise NotFound(f"{path.name} has no generation {gen}", "see the generations with: trinity inspect RUN")
+        episodes = json.loads(file.read_text(encoding="utf-8"))["episodes"]
+        if not 0 <= k < len(episodes):
+            raise NotFound(f"generation {gen} of {path.name} has episodes 0..{len(episodes) - 1}, not {k}")
+        meta = json.loads((path / "evolve.json").read_text(encoding="utf-8"))
+        ep = episodes[k]
+        title = (f"{path.name} gen {gen} episode {k} (candidate {ep.get('candidate')}, task {ep['task']}, "
+                 f"reward {ep['reward']})")
+        return title, meta["manifest"]["models"], ep["transcript"], ep["seed"]
+
     def list(self) -> list[RunSummary]:
         out = []
         for n in self._numbers():
