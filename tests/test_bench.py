@@ -22,7 +22,7 @@ from trinity_cli import cli, render
 from trinity_cli.bench import BenchOptions, FixedSchedule, bench, held_out_mix, wilson_interval
 from trinity_cli.coordinator import head as head_mod
 from trinity_cli.coordinator.backbone import describe
-from trinity_cli.errors import ConfigError, ContextOverflow
+from trinity_cli.errors import ConfigError, ContextOverflow, NotFound
 from trinity_cli.messages import Role
 from trinity_cli.store import RunStore
 
@@ -240,6 +240,8 @@ def test_refuses_splits_that_are_not_held_out(tmp_path: Path) -> None:
     assert [str(e) for e in held_out_mix(f"file:{tasks}:all")] == [f"file:{tasks}:all"]
     with pytest.raises(ConfigError, match="random-seeds"):
         bench(options(pool, tasks, random_seeds=-1))
+    with pytest.raises(NotFound, match="unknown head"):
+        bench(options(pool, tasks, heads=["nosuchhead"]))
     assert not list(RunStore().root.iterdir())
 
 

@@ -155,3 +155,12 @@ def test_inspect_shows_evolve_run_and_episode(tmp_path: Path, monkeypatch, capsy
     assert code == 0 and "turn 1" in out.out and "reward" in out.out
     code, out = run(["inspect", result.run_id, "--episode", "9/0"])
     assert code == 2 and "no generation 9" in out.err
+
+
+def test_flat_fitness_with_tiny_population(tmp_path: Path) -> None:
+    """All rewards zero (every model wrong) with popsize 2 must not break pycma."""
+    pool = write_pool(tmp_path, {"name": "bad", "models": [
+        {"name": "w0", "kind": "scripted", "rules": WRONG, "default": "Next: worker"}]}, name="bad.yaml")
+    _, tasks = setup_files(tmp_path)
+    result = evolve(options(pool, tasks, budget=24, popsize=2, minibatch=3))
+    assert result.generations == 4 and result.best_val == 0.0

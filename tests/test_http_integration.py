@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -78,9 +79,21 @@ def wait_until_ready(process: subprocess.Popen[bytes], base_url: str, log: Path)
     pytest.fail(f"llama_cpp.server did not answer within {START_TIMEOUT_S:g} s:\n{tail(log)}")
 
 
+@dataclass(frozen=True)
+class Server:
+    base_url: str
+    process: subprocess.Popen[bytes]
+    log: Path
+
+    def check_alive(self) -> None:
+        """Fail with the server's output if it died (a crash reads as a refused connection)."""
+        if self.process.poll() is not None:
+            pytest.fail(f"llama_cpp.server died with exit code {self.process.returncode}:\n{tail(self.log)}")
+
+
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """Base URL (…/v1) of a llama.cpp server running the SmolLM2 GGUF as model `ALIAS`."""
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """A llama.cpp server on 127.0.0.1 running the SmolLM2 GGUF as model `ALIAS`."""
     port = free_port()
     log = tmp_path_factory.mktemp("llama-server") / "server.log"
     command = [
@@ -98,7 +111,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     try:
         base_url = f"http://127.0.0.1:{port}/v1"
         wait_until_ready(process, base_url, log)
-        yield base_url
+        yield Server(base_url, process, log)
     finally:
         process.terminate()
         try:
@@ -109,8 +122,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 @pytest.fixture
-def make(server: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Builder]:
-    """Build backends against the server (closed after the test); the key is in `KEY_VAR`."""
+def make(server: Server, monkeypatch: pytest.MonkeyPatch) -> Iterator[Builder]:
+    """Build backends against the server (closed after the test); the key is in `KEY_VAR`.
+    After the test, fails it with the server's output if the server died meanwhile."""
     monkeypatch.setenv(KEY_VAR, SERVER_KEY)
     built: list[OpenAIBackend] = []
 
@@ -118,11 +132,11 @@ def make(server: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Builder]:
         fields: dict[str, object] = {
             "kind": "openai",
             "name": "smollm2-http",
-            "base_url": server,
+            "base_url": server.base_url,
             "model": ALIAS,
             "api_key_env": KEY_VAR,
             "n_ctx": N_CTX,
-            "timeout_s": 60,
+            "timeout_s": 120,  # generous: the CI box may be busy
             "max_retries": 0,
             "price": PRICE,
         }
@@ -134,6 +148,7 @@ def make(server: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Builder]:
     yield build
     for backend in built:
         backend.close()
+    server.check_alive()
 
 
 def test_real_chat_answers_with_plausible_usage(make: Builder) -> None:

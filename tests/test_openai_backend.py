@@ -178,9 +178,7 @@ def test_retries_429_and_5xx_then_succeeds(make: Callable[..., OpenAIBackend], s
     assert 2 * BACKOFF_BASE_S <= sleeps[1] <= 3 * BACKOFF_BASE_S
 
 
-def test_backoff_doubles_with_jitter_and_is_capped(
-    make: Callable[..., OpenAIBackend], sleeps: list[float]
-) -> None:
+def test_backoff_doubles_with_jitter_and_is_capped(make: Callable[..., OpenAIBackend], sleeps: list[float]) -> None:
     backend = make(Recorder(error(500, "oops")), max_retries=3)
     with pytest.raises(BackendUnavailable):
         backend.chat(MESSAGES, PARAMS)
@@ -251,9 +249,7 @@ def test_rejected_key_is_auth_error_without_retry(make: Callable[..., OpenAIBack
         (400, "gpt-test is not a valid model ID"),  # OpenRouter
     ],
 )
-def test_unknown_model_is_model_not_found(
-    make: Callable[..., OpenAIBackend], status: int, message: str
-) -> None:
+def test_unknown_model_is_model_not_found(make: Callable[..., OpenAIBackend], status: int, message: str) -> None:
     recorder = Recorder(error(status, message))
 
     with pytest.raises(ModelNotFound) as info:

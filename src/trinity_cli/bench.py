@@ -44,16 +44,20 @@ bench.json (format "trinity-bench/1"):
      "pool": {"name", "models", "source"}, "prompt_version",
      "tasks": [task names in mix order], "items": [{"task", "id"}, ...],
      "systems": [{"name", "kind": "single"|"selfloop"|"random"|"head"|"oracle",
-                  "model": str|null, "head": {"name", "trained", "ref"}|null, "seeds": int}],
+                  "model": str|null, "head": {"name", "trained", "ref"}|null,
+                  "seeds": episodes per item, "max_turns"}],
      "results": {system: {"overall": Metrics, "per_task": {task: Metrics}}},
      "gaps": {system: {"overall": Gap, "per_task": {task: Gap}}}     (random and heads)
      "selection": {system: {"overall": Share, "per_task": {task: Share}}}   (random and heads)
      "per_item": {system: {"task/id": reward}}     (random: mean over its seeds)
-     "stats": {"pool_calls", "cache_hits", "backend_calls", "backend_s", "wall_s"},
+     "stats": {"pool_calls": all of this run, "cache_hits": of those, served by the cache,
+               "backend_calls": of those, answered by a model, "backend_s": their seconds,
+               "wall_s": the whole bench},
      "notes": [str, ...],
      "episodes": [{"system", "task", "item", "seed", "reward", "answer" (first 300 chars),
-                   "turns": [[model, role], ...], "stop_reason", "tokens", "wall_s",
-                   "cost_usd", "cached", "error"}, ...]}
+                   "turns": [[model, acting role], ...], "stop_reason", "tokens", "wall_s",
+                   "cost_usd", "cached": every turn came from the cache, "error": null or
+                   why the episode could not run}, ...]}
     Metrics = {"n", "correct", "accuracy", "ci_low", "ci_high", "mean_turns",
                "mean_pool_calls", "mean_tokens", "mean_wall_s", "mean_cost_usd"}
     Gap     = {"best_single": system name, "vs_best_single": accuracy difference,
@@ -72,7 +76,7 @@ import time
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 
@@ -375,9 +379,12 @@ def summarize(
     episodes: Sequence[EpisodeResult],
     items: Sequence[tasks.TaskItem],
     models: Sequence[str],
+    task_order: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """results, gaps, selection and per_item of bench.json from the episodes."""
-    task_names = list(dict.fromkeys(item.task for item in items))
+    """tasks, results, gaps, selection and per_item of bench.json from the episodes;
+    tasks are listed in `task_order` (the mix's order), then any others as items have them."""
+    present = set(item.task for item in items)
+    task_names = list(dict.fromkeys([*(t for t in task_order if t in present), *(i.task for i in items)]))
     by_system: dict[str, list[EpisodeResult]] = {}
     for ep in episodes:
         by_system.setdefault(ep.system, []).append(ep)
@@ -414,10 +421,7 @@ def _play(
     """Run one episode; a task that fits no usable context is scored wrong, not raised."""
     assert system.source is not None
     try:
-        # run_episode reads only `models` and `decide` of its coordinator; a FixedSchedule
-        # has both (the cast stands in for a decision-source protocol in episode.py).
-        source = cast(Coordinator, system.source)
-        transcript = run_episode(item.prompt, pool, source, max_turns=system.max_turns, seed=seed,
+        transcript = run_episode(item.prompt, pool, system.source, max_turns=system.max_turns, seed=seed,
                                  greedy=greedy)
     except ContextOverflow as exc:
         result = EpisodeResult(system.name, item.task, item.id, seed, 0.0, None, [], "error", 0, 0.0, None,
@@ -566,7 +570,7 @@ def bench(
                 "prompt_version": roles.PROMPT_VERSION,
                 "items": [{"task": i.task, "id": i.id} for i in items],
                 "systems": [s.describe() for s in systems],
-                **summarize(systems, episodes, items, config.names),
+                **summarize(systems, episodes, items, config.names, [e.task for e in entries]),
                 "stats": {
                     "pool_calls": pool.stats.calls,
                     "cache_hits": pool.stats.cache_hits,
@@ -673,17 +677,15 @@ def report_markdown(summary: dict[str, Any]) -> str:
                                      _signed(gt["vs_oracle"])])
         out += _md_table(["system", "tasks", "best single model", "vs best single", "vs oracle"], rows)
     if summary["selection"]:
-        out += ["", "## Selection share (turns given to each model and role)", ""]
+        out += ["", "## Selection share (turns given to each model and role)"]
         role_names = [r.value for r in ROLES]
         for name, sel in summary["selection"].items():
-            out += [f"### {name}", ""]
-            rows = []
-            scopes = [("all", sel["overall"])] + [(short_task(t), sel["per_task"][t]) for t in task_names]
-            for label, share in scopes[: 1 if len(task_names) == 1 else None]:
-                rows.append([label, *[_pct(share["models"][m]) for m in pool["models"]],
-                             *[_pct(share["roles"][r]) for r in role_names]])
-            out += _md_table(["tasks", *pool["models"], *role_names], rows)
-            out.append("")
+            scopes = [("all", sel["overall"])]
+            if len(task_names) > 1:
+                scopes += [(short_task(t), sel["per_task"][t]) for t in task_names]
+            rows = [[label, *[_pct(share["models"][m]) for m in pool["models"]],
+                     *[_pct(share["roles"][r]) for r in role_names]] for label, share in scopes]
+            out += ["", f"### {name}", "", *_md_table(["tasks", *pool["models"], *role_names], rows)]
     st = summary["stats"]
     out += ["", "## Notes", "",
             "- single: the model alone, one Worker turn. selfloop: the model alone for the same turn budget, "
@@ -728,7 +730,7 @@ def plot_accuracy(summary: dict[str, Any], path: Path) -> None:
     ax.set_title(f"trinity bench {summary['run']}: pool {summary['pool']['name']}")
     ax.grid(axis="y", alpha=0.3)
     if len(groups) > 1:
-        ax.legend()
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small")
     fig.tight_layout()
     tmp = path.with_name(f".{path.name}.tmp.png")
     fig.savefig(tmp)

@@ -112,6 +112,8 @@ def inspect(
         render.replay_ask(record)
     elif record.get("kind") == "evolve":
         render.replay_evolve(record)
+    elif record.get("kind") == "bench":
+        render.replay_bench(record)
     else:
         render.out.print_json(json.dumps(record))
 

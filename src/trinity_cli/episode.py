@@ -18,17 +18,35 @@ model's prompt (`Turn.truncated_turns` records how many).
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Sequence
+from typing import Protocol
 
 import numpy as np
 
 from trinity_cli import roles
-from trinity_cli.coordinator.policy import Coordinator
 from trinity_cli.errors import ConfigError, ContextOverflow
 from trinity_cli.messages import ChatMessage, Decision, Role, Transcript, Turn
 from trinity_cli.pool import Pool
 
 # Reply room a prompt must leave; llama.cpp backends clamp max_tokens to what is left.
 MIN_REPLY_ROOM = 128
+
+class DecisionSource(Protocol):
+    """What picks (model, role) each turn: the evolved `Coordinator`, or a fixed schedule
+    (bench.py's single-model and self-loop baselines)."""
+
+    @property
+    def models(self) -> list[str]: ...
+
+    def decide(
+        self,
+        task: str,
+        turns: Sequence[Turn],
+        rng: np.random.Generator,
+        excluded: Collection[str] = (),
+        context: Sequence[ChatMessage] = (),
+        greedy: bool = False,
+    ) -> Decision: ...
+
 
 TurnCallback = Callable[[Turn], None]
 DecisionCallback = Callable[[int, Decision], None]
@@ -70,7 +88,7 @@ def usable_models(pool: Pool, task: str, exclude: Collection[str], context: Sequ
 def run_episode(
     task: str,
     pool: Pool,
-    coordinator: Coordinator,
+    coordinator: DecisionSource,
     max_turns: int = 5,
     seed: int = 0,
     exclude: Collection[str] = (),

@@ -258,7 +258,10 @@ class Evolution:
             o.sigma0,
             {"CMA_diagonal": True, "seed": o.seed + 1, "popsize": popsize, "verbose": -9,
              "verb_disp": 0, "verb_log": 0, "CMA_stds": stds, "maxiter": 10**9, "tolfun": 0,
-             "tolx": 0, "tolfunhist": 0, "tolstagnation": 10**9},
+             "tolx": 0, "tolfunhist": 0, "tolstagnation": 10**9,
+             # Plain mirrored sampling: the default selective mirroring injects solutions that a
+             # small population cannot absorb when fitness is flat (all-zero rewards are common).
+             "CMA_mirrormethod": 0},
         )
         return {"es": es, "generation": 0, "spent": 0, "val_spent": 0,
                 "best": {"vector": np.zeros(self.n_params), "val": None, "generation": -1}, "curves": []}

@@ -545,66 +545,69 @@ def _answer_pieces(answer: str) -> list[str]:
     return answer.splitlines(keepends=True) or [""]
 
 
-def _make_stream_response(served: ServedPool, request: ChatRequest) -> Response:
-    """An ASGI response for `stream: true` (see the module docstring for the format).
+class EpisodeStream(Response):
+    """The ASGI response to a `stream: true` request (format in the module docstring).
 
     Its status is decided by the episode's first event: an error before the run is
     allocated is answered as a plain JSON error; once the run exists, headers go out
     with its id and chunks follow as the episode runs."""
 
-    class EpisodeStream(Response):
-        async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-            sender, events = anyio.create_memory_object_stream[tuple[str, Any]](math.inf)
+    def __init__(self, served: ServedPool, request: ChatRequest) -> None:
+        super().__init__(status_code=200)
+        self.served = served
+        self.request = request
 
-            def emit(kind: str, payload: Any) -> None:  # called from the worker thread
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        served, request = self.served, self.request
+        sender, events = anyio.create_memory_object_stream[tuple[str, Any]](math.inf)
+
+        def emit(kind: str, payload: Any) -> None:  # called from the worker thread
+            try:
+                anyio.from_thread.run_sync(sender.send_nowait, (kind, payload))
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                pass
+
+        async def work() -> None:
+            async with sender:
                 try:
-                    anyio.from_thread.run_sync(sender.send_nowait, (kind, payload))
-                except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-                    pass
+                    served.admit()
+                except ApiError as exc:
+                    await sender.send(("error", exc))
+                    return
+                try:
+                    result = await anyio.to_thread.run_sync(served.answer, request, emit)
+                except Exception as exc:  # every failure becomes an error event
+                    await sender.send(("error", exc))
+                else:
+                    await sender.send(("done", result))
+                finally:
+                    served.pending -= 1
 
-            async def work() -> None:
-                async with sender:
-                    try:
-                        served.admit()
-                    except ApiError as exc:
-                        await sender.send(("error", exc))
-                        return
-                    try:
-                        result = await anyio.to_thread.run_sync(served.answer, request, emit)
-                    except Exception as exc:  # every failure becomes an error event
-                        await sender.send(("error", exc))
-                    else:
-                        await sender.send(("done", result))
-                    finally:
-                        served.pending -= 1
-
-            client = _Client(send)
-            async with anyio.create_task_group() as group, events:
-                group.start_soon(work)
-                chunk_id, created = "chatcmpl-pending", int(time.time())
-                async for kind, payload in events:
-                    if not client.started and kind == "error":
-                        error = api_error(payload)
-                        await JSONResponse(error.body(), error.status, error.headers)(scope, receive, client.send)
-                        continue
-                    if not client.started:
-                        run_id = payload if kind == "started" else payload.run_id
-                        chunk_id = f"chatcmpl-{run_id}"
-                        await client.start(run_id)
-                        await client.body(_sse(_chunk(chunk_id, created, request.model,
-                                                      {"role": "assistant", "content": ""})))
-                    if kind == "decision":
-                        index, decision = payload
-                        await client.body(_comment(f"turn {index + 1} {decision.model} as {decision.role.value}…"))
-                    elif kind == "turn":
-                        await client.body(_turn_comment(payload))
-                    elif kind == "error":
-                        await client.body(_sse(api_error(payload).body()))
-                    elif kind == "done":
-                        await client.body(b"".join(_final_chunks(payload, chunk_id, created, request)))
-                await client.end()
-
-    return EpisodeStream(status_code=200)
+        client = _Client(send)
+        async with anyio.create_task_group() as group, events:
+            group.start_soon(work)
+            chunk_id, created = "chatcmpl-pending", int(time.time())
+            async for kind, payload in events:
+                if not client.started and kind == "error":
+                    error = api_error(payload)
+                    await JSONResponse(error.body(), error.status, error.headers)(scope, receive, client.send)
+                    continue
+                if not client.started:
+                    run_id = payload if kind == "started" else payload.run_id
+                    chunk_id = f"chatcmpl-{run_id}"
+                    await client.start(run_id)
+                    role = {"role": "assistant", "content": ""}
+                    await client.body(_sse(_chunk(chunk_id, created, request.model, role)))
+                if kind == "decision":
+                    index, decision = payload
+                    await client.body(_comment(f"turn {index + 1} {decision.model} as {decision.role.value}…"))
+                elif kind == "turn":
+                    await client.body(_turn_comment(payload))
+                elif kind == "error":
+                    await client.body(_sse(api_error(payload).body()))
+                elif kind == "done":
+                    await client.body(b"".join(_final_chunks(payload, chunk_id, created, request)))
+            await client.end()
 
 
 def _chunk(chunk_id: str, created: int, model: str, delta: dict[str, Any], finish: str | None = None,
@@ -744,7 +747,7 @@ def create_app(options: ServeOptions, verbose: bool = False) -> FastAPI:
         body = await read_body(request)
         chat = parse_request(body, served.config.names, served.served_models(), options.max_turns)
         if chat.stream:
-            return _make_stream_response(served, chat)
+            return EpisodeStream(served, chat)
         served.admit()
         try:
             result = await anyio.to_thread.run_sync(served.answer, chat, None)

@@ -163,9 +163,7 @@ class OpenAIBackend(Backend):
             return None
         key = os.environ.get(var, "").strip()
         if not key:
-            raise AuthError(
-                f"model {self.name!r}: environment variable {var} is not set", f"export {var}=..."
-            )
+            raise AuthError(f"model {self.name!r}: environment variable {var} is not set", f"export {var}=...")
         return key
 
     @property
@@ -222,9 +220,7 @@ class OpenAIBackend(Backend):
                 )
             if attempt < retries:
                 delay = self._backoff(attempt, retry_after)
-                logger.info(
-                    "%s %s; retry %d of %d in %.2f s", self._where(), failure, attempt + 1, retries, delay
-                )
+                logger.info("%s %s; retry %d of %d in %.2f s", self._where(), failure, attempt + 1, retries, delay)
                 self._sleep(delay)
         if retries:
             failure += f" after {retries} {'retry' if retries == 1 else 'retries'}"
@@ -266,8 +262,7 @@ class OpenAIBackend(Backend):
             said = f"{status}: {message}" if message else str(status)
             return ModelNotFound(
                 f"{self._where()} has no model {self.config.model!r} ({said})",
-                f"check `model:` for {self.name!r} in the pool file, "
-                "and that base_url is the API root (…/v1)",
+                f"check `model:` for {self.name!r} in the pool file, and that base_url is the API root (…/v1)",
             )
         return BackendError(f"{self._where()} returned {status}{detail}", "check the request parameters")
 
