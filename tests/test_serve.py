@@ -218,12 +218,14 @@ def test_bearer_token_is_required_when_configured(pool_file: Path, monkeypatch: 
         missing = chat(client)
         wrong = client.post("/v1/chat/completions", json={"model": "trinity", "messages": QUESTION},
                             headers={"Authorization": "Bearer not-the-token"})
+        basic = client.post("/v1/chat/completions", json={"model": "trinity", "messages": QUESTION},
+                            headers={"Authorization": f"Basic {KEY}"})
         models = client.get("/v1/models")
         assert saved_runs() == []
         right = client.post("/v1/chat/completions", json={"model": "trinity", "messages": QUESTION},
-                            headers={"Authorization": f"Bearer {KEY}"})
+                            headers={"Authorization": f"bearer {KEY}"})
 
-    for response in (missing, wrong, models):
+    for response in (missing, wrong, basic, models):
         error = assert_error(response, 401, "invalid_api_key")
         assert response.headers["WWW-Authenticate"] == "Bearer"
         assert KEY not in json.dumps(error)

@@ -684,7 +684,7 @@ def create_app(options: ServeOptions, verbose: bool = False) -> FastAPI:
     The pool and the default head are loaded here, so configuration errors raise
     `TrinityError` now; the pool is closed when the app shuts down (its lifespan)."""
     served = ServedPool(options, verbose=verbose)
-    expected = f"Bearer {served.token}".encode() if served.token else None
+    expected = served.token.encode() if served.token else None
 
     @contextlib.asynccontextmanager
     async def lifespan(_: Any) -> Any:
@@ -699,8 +699,9 @@ def create_app(options: ServeOptions, verbose: bool = False) -> FastAPI:
     def check_auth(request: Request) -> None:
         if expected is None:
             return
-        given = request.headers.get("authorization", "").encode("latin-1", "replace")
-        if not hmac.compare_digest(given, expected):
+        scheme, _, token = request.headers.get("authorization", "").partition(" ")
+        given = token.strip().encode("latin-1")  # the raw header bytes, as Starlette decoded them
+        if scheme.lower() != "bearer" or not hmac.compare_digest(given, expected):
             raise ApiError(
                 401,
                 "missing or invalid API key: send 'Authorization: Bearer <token>'",
