@@ -22,7 +22,7 @@ import numpy as np
 from trinity_cli.config import load_pool
 from trinity_cli.coordinator import head as head_mod
 from trinity_cli.coordinator.backbone import Backbone, describe
-from trinity_cli.coordinator.policy import TEXT_CHARS, Coordinator, coordinator_text
+from trinity_cli.coordinator.policy import TEXT_CHARS, TURN_CHARS, Coordinator, coordinator_text
 from trinity_cli.messages import ChatMessage, Role, Turn
 
 
@@ -68,10 +68,11 @@ def main() -> None:
     print(f"{'tokens':>8} {'decide ms (median of ' + str(args.repeats) + ')':>28}")
     import trinity_cli.coordinator.policy as policy
 
-    policy.TEXT_CHARS = 10**6  # let the bench reach 4K tokens; the default clips at TEXT_CHARS
+    # Let the bench reach 4K tokens: by default turns and the whole text are clipped.
+    policy.TEXT_CHARS, policy.TURN_CHARS = 10**6, 10**6
     for target in (256, 512, 1024, 2048, 4096):
         n_words = target
-        while True:
+        for _ in range(20):
             text = coordinator_text("Compute the total.", fake_turns(n_words))
             n = backbone.count_tokens(text)
             if n >= target * 0.95:
@@ -83,7 +84,7 @@ def main() -> None:
             coord.decide("Compute the total.", fake_turns(n_words), rng)
             times.append((time.perf_counter() - start) * 1000)
         print(f"{n:>8} {statistics.median(times):>28.0f}")
-    policy.TEXT_CHARS = TEXT_CHARS
+    policy.TEXT_CHARS, policy.TURN_CHARS = TEXT_CHARS, TURN_CHARS
     print(f"(transcripts are clipped to {TEXT_CHARS} characters, about "
           f"{backbone.count_tokens('word ' * (TEXT_CHARS // 5))} tokens, before the backbone reads them)")
 

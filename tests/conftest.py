@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib.util
+import socket
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -44,3 +46,21 @@ def smollm2_path() -> Path | None:
         return None
     path = Path(list(spec.submodule_search_locations)[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf"
     return path if path.is_file() else None
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+    return port
+
+
+def stop_process(process: subprocess.Popen) -> None:
+    """Terminate a server started by a test, killing it if it will not stop."""
+    process.terminate()
+    try:
+        process.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()

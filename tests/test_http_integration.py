@@ -7,7 +7,6 @@ too. Replies are kept short (max_tokens <= 32) so the module stays quick on two 
 from __future__ import annotations
 
 import importlib.util
-import socket
 import subprocess
 import sys
 import time
@@ -22,6 +21,8 @@ from trinity_cli.backends.openai_api import OpenAIBackend
 from trinity_cli.config import OpenAIModel, Price
 from trinity_cli.errors import AuthError, BackendUnavailable, ContextOverflow
 from trinity_cli.messages import ChatMessage, GenParams
+
+from .conftest import free_port, stop_process
 
 pytestmark = pytest.mark.integration
 
@@ -52,11 +53,6 @@ def gguf_path() -> Path:
     pytest.fail(f"{GGUF_FILE} is not inside {GGUF_PACKAGE}")
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-    return port
 
 
 def tail(path: Path, lines: int = 40) -> str:
@@ -113,12 +109,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         wait_until_ready(process, base_url, log)
         yield Server(base_url, process, log)
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop_process(process)
 
 
 @pytest.fixture

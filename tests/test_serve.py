@@ -26,18 +26,13 @@ from trinity_cli.errors import ConfigError
 from trinity_cli.serve import ServeOptions, create_app
 from trinity_cli.store import RunStore
 
-from .conftest import scripted_pool, write_pool
+from .conftest import free_port, scripted_pool, stop_process, write_pool
 
 QUESTION = [{"role": "user", "content": "What is 12*7?"}]
 KEY_VAR = "TRINITY_TEST_SERVE_KEY"
 KEY = "serve-secret-token-4711"
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-    return port
 
 
 @pytest.fixture
@@ -387,12 +382,7 @@ def live_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tup
         yield base_url, log
         assert process.poll() is None, "the server died:\n" + log.read_text()
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop_process(process)
 
 
 def test_real_server_answers_20_parallel_openai_clients(live_server: tuple[str, Path]) -> None:

@@ -8,7 +8,6 @@ module stays well under two minutes on two CPU cores.
 from __future__ import annotations
 
 import importlib.util
-import socket
 import subprocess
 import sys
 import time
@@ -22,7 +21,7 @@ import pytest
 
 from trinity_cli.store import RunStore
 
-from .conftest import write_pool
+from .conftest import free_port, stop_process, write_pool
 
 pytestmark = pytest.mark.integration
 
@@ -30,11 +29,6 @@ START_TIMEOUT_S = 90.0
 QUESTIONS = ["What is the capital of France?", "Name a primary colour.", "What is 2 + 3?"]
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-    return port
 
 
 @pytest.fixture
@@ -74,12 +68,7 @@ def server(tmp_path: Path) -> Iterator[str]:
         yield base_url
         assert process.poll() is None, "the server died:\n" + log.read_text()
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop_process(process)
 
 
 def test_real_pool_answers_parallel_and_streaming_requests(server: str) -> None:
