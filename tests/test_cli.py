@@ -114,3 +114,33 @@ def test_help_is_fast_and_imports_nothing_heavy() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert "HEAVY []" in out.stdout, out.stdout + out.stderr
     assert "ask" in out.stdout and "inspect" in out.stdout
+
+
+def test_sigterm_mid_answer_exits_cleanly_and_keeps_no_run(tmp_path, trinity_home) -> None:
+    import os
+    import signal
+    import socket
+    import time
+
+    from .conftest import write_pool
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)  # accepts the connection, never answers: the ask hangs mid-call
+    port = server.getsockname()[1]
+    pool = write_pool(tmp_path, {"name": "hang", "models": [
+        {"name": "slow", "kind": "openai", "base_url": f"http://127.0.0.1:{port}/v1", "model": "m",
+         "timeout_s": 60, "max_retries": 0}]})
+    env = {**os.environ, "TRINITY_HOME": str(trinity_home)}
+    proc = subprocess.Popen([sys.executable, "-m", "trinity_cli", "ask", "Q?", "--pool", str(pool)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        conn, _ = server.accept()  # the call is in flight
+        time.sleep(0.3)
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        server.close()
+    assert proc.returncode == 130 and "interrupted" in err and "Traceback" not in err
+    assert out == ""
+    assert not list((trinity_home / "runs").glob("run-*"))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 from typing import Annotated
 
@@ -227,13 +228,25 @@ def _usage(message: str) -> Exception:
     return ConfigError(message)
 
 
+def _raise_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def main() -> None:
     """Console entry point: run the app, turning errors into one line and an exit code."""
     debug = os.environ.get("TRINITY_DEBUG") == "1"
     from trinity_cli.errors import Interrupted, TrinityError
 
+    # `kill` (SIGTERM) takes the same path as Ctrl-C: half-made runs are removed on the way out.
+    signal.signal(signal.SIGTERM, _raise_interrupt)
+
     try:
-        app(standalone_mode=False)
+        # Typer turns Ctrl-C into a return value of 130 when not in standalone mode.
+        code = app(standalone_mode=False)
+        if code == Interrupted.exit_code:
+            raise KeyboardInterrupt
+        if isinstance(code, int) and code:
+            sys.exit(code)
     except TrinityError as exc:
         if debug:
             raise
