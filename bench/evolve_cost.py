@@ -118,8 +118,8 @@ def main() -> None:
 
 def _hidden_cache(home: Path, episodes: list[dict]) -> None:
     """Decision time for the same transcripts with the hidden-state cache cold, then warm."""
+    _link_home(home / "hidden-bench")  # links the converted backbone of the current home
     os.environ["TRINITY_HOME"] = str(home / "hidden-bench")
-    _link_home(home / "hidden-bench")
     import numpy as np
 
     from trinity_cli.coordinator.head import Head

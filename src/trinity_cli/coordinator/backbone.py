@@ -19,6 +19,8 @@ Device: `auto` picks CUDA, then MPS, then CPU; `cpu`, `cuda`, `mps` force one.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import logging
 import os
 import shutil
@@ -163,8 +165,10 @@ class Backbone:
 
         log.info("converting %s to safetensors (once)", self._gguf)
         folder, name = str(self._gguf.parent), self._gguf.name
-        tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
-        model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name)
+        # The GGUF loader draws its own progress bar on stderr; libraries stay quiet here.
+        with contextlib.redirect_stderr(io.StringIO()):
+            tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
+            model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name)
         # The weights are de-quantised on load; transformers still marks the model as a
         # GGUF-quantised one and refuses to save it, so drop that marker first.
         model.hf_quantizer = None
