@@ -9,6 +9,7 @@ prompt at temperature 0 (the rollout cache is off). Target (issue #2): within 5%
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import time
 
@@ -30,8 +31,6 @@ def main() -> None:
     config = load_pool(args.pool).model(args.model)
     ours = LlamaCppBackend(config)
     params = GenParams(max_tokens=args.max_tokens, temperature=0.0, seed=0)
-
-    import os
 
     from llama_cpp import Llama
 

@@ -162,14 +162,15 @@ class Evolution:
         self.pool = open_pool(self.config)
         self.pool.check_assets()
         base = head_mod.untrained(self.config.name, self.config.names, self.manifest_backbone, hidden)
-        self.coordinator = Coordinator(base, backbone_ref=options.backbone, device=options.device)
+        targets = None
         if options.svf:
-            from trinity_cli.coordinator.svf import DEFAULT_TARGETS, SVF
+            from trinity_cli.coordinator.svf import DEFAULT_TARGETS
 
             targets = list(options.svf_targets or DEFAULT_TARGETS)
-            svf = SVF(self.coordinator.backbone, targets)
-            self.coordinator._svf = svf
-            self.coordinator.svf_targets = targets
+        self.coordinator = Coordinator(base, backbone_ref=options.backbone, device=options.device,
+                                       svf_targets=targets)
+        if targets:
+            svf = self.coordinator.svf
             base.manifest["svf"] = {"targets": targets, "sizes": svf.sizes}
             base.svf_offsets = np.zeros(svf.n_params, dtype=np.float32)
         self.base = base

@@ -103,20 +103,23 @@ class Coordinator:
             from trinity_cli.coordinator import backbone as backbone_mod
 
             self._backbone = backbone_mod.load(self.backbone_ref, device=self.device)
-            want = self.head.manifest["backbone"].get("fingerprint")
-            if want and want != self._backbone.fingerprint:
-                self.head.check(self.head.manifest["pool"]["name"], self.models, self._backbone.fingerprint)
+            self.head.check(self.head.manifest["pool"]["name"], self.models, self._backbone.fingerprint)
             if self._backbone.hidden_size != self.head.hidden_size:
                 raise ConfigError(
                     f"head has hidden size {self.head.hidden_size}, backbone {self.backbone_ref!r} has "
                     f"{self._backbone.hidden_size}",
                     "use the backbone the head was made for",
                 )
-            if self.svf_targets and not self.backbone_ref.startswith("hash:"):
-                from trinity_cli.coordinator.svf import SVF
-
-                self._svf = SVF(self._backbone, self.svf_targets)
         return self._backbone
+
+    @property
+    def svf(self) -> Any:
+        """The SVF over `svf_targets` of the loaded backbone, or None without targets."""
+        if self._svf is None and self.svf_targets and not self.backbone_ref.startswith("hash:"):
+            from trinity_cli.coordinator.svf import SVF
+
+            self._svf = SVF(self.backbone, self.svf_targets)
+        return self._svf
 
     def set_head(self, head: Head) -> None:
         """Swap in new parameters of the same layout (used by evolution)."""
@@ -140,8 +143,8 @@ class Coordinator:
             if hit is not None:
                 self.cache_hits += 1
                 return np.frombuffer(hit, dtype=np.float32).copy()
-        if self._svf is not None:
-            self._svf.apply(self.head.svf_offsets)
+        if self.svf is not None:
+            self.svf.apply(self.head.svf_offsets)
         vector = backbone.encode(text)
         self.encode_calls += 1
         if key is not None:
