@@ -171,18 +171,23 @@ def bench(
     random_seeds: Annotated[int, typer.Option(min=0, help="Seeds of random routing (0: leave it out).")] = 3,
     seed: Annotated[int, typer.Option(help="Seed of item sampling and episodes.")] = 0,
     greedy: Annotated[bool, typer.Option(help="Heads take the most likely model and role.")] = False,
+    systems: Annotated[str | None, typer.Option(
+        help="Only these kinds of row, comma-separated: single, selfloop, random, head, vote, best-per-task, "
+             "oracle (default: all).")] = None,
     backbone: BackboneOpt = None,
     device: DeviceOpt = "auto",
     as_json: Annotated[bool, typer.Option("--json", help="Print bench.json on stdout.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar and no tables.")] = False,
 ) -> None:
-    """Benchmark heads against each pool model alone, self-loops, random routing and the oracle."""
+    """Benchmark heads against each pool model alone, self-loops, random routing, vote, best-per-task and the
+    oracle."""
     from trinity_cli import render
     from trinity_cli.bench import BenchOptions
     from trinity_cli.bench import bench as run_bench
 
+    kinds = [k.strip() for k in systems.split(",") if k.strip()] if systems else None
     options = BenchOptions(pool=pool, tasks=tasks, heads=head, max_turns=max_turns, random_seeds=random_seeds,
-                           seed=seed, greedy=greedy, backbone=backbone, device=device)
+                           seed=seed, greedy=greedy, backbone=backbone, device=device, systems=kinds)
     with render.BenchProgress(quiet=quiet) as progress:
         result = run_bench(options, progress=progress)
     render.bench_done(result, as_json=as_json, quiet=quiet)
