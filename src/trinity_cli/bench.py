@@ -104,7 +104,7 @@ from trinity_cli.pool import Pool
 from trinity_cli.store import RunStore
 
 BENCH_FORMAT = "trinity-bench/1"
-DEFAULT_TASKS = "gsm8k:test:50,arc-challenge:test:50"
+DEFAULT_TASKS = "gsm8k:test:50,arc-challenge:test:50,mbpp:test:50"
 SYSTEM_KINDS = ("single", "selfloop", "random", "head", "vote", "best-per-task", "oracle")
 DERIVED = ("vote", "best-per-task", "oracle")  # computed from the single runs
 Z95 = 1.959963984540054  # two-sided 95% normal quantile

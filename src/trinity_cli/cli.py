@@ -123,7 +123,7 @@ def inspect(
 def evolve(
     pool: PoolOpt = None,
     tasks: Annotated[str, typer.Option(help="Training mix, e.g. gsm8k:train,arc-challenge:train:200.")] = (
-        "gsm8k:train,arc-challenge:train"
+        "gsm8k:train,arc-challenge:train,mbpp:train"
     ),
     budget: Annotated[int, typer.Option(min=1, help="Training episodes to spend.")] = 2000,
     minibatch: Annotated[int, typer.Option(min=1, help="Tasks per generation, shared by all candidates.")] = 8,
@@ -162,7 +162,7 @@ def evolve(
 def bench(
     pool: PoolOpt = None,
     tasks: Annotated[str, typer.Option(help="Held-out mix (test splits), e.g. gsm8k:test:50,mmlu:test:100.")] = (
-        "gsm8k:test:50,arc-challenge:test:50"
+        "gsm8k:test:50,arc-challenge:test:50,mbpp:test:50"
     ),
     head: Annotated[list[str] | None, typer.Option(
         "--head", help="Head to benchmark, name or directory (repeatable; default: the shipped head if it fits).")

@@ -64,7 +64,7 @@ VAL_STREAM = 2**31 - 1
 @dataclass
 class EvolveOptions:
     pool: str | None = None
-    tasks: str = "gsm8k:train,arc-challenge:train"
+    tasks: str = "gsm8k:train,arc-challenge:train,mbpp:train"
     val_tasks: str | None = None
     val_size: int = 16
     budget: int = 2000
