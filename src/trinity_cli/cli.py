@@ -201,7 +201,7 @@ def pools() -> None:
 
     for name, path in available_pools().items():
         config = load_pool(str(path))
-        models = ", ".join(f"{m.name} ({m.kind})" for m in config.models)
+        models = ", ".join(f"{m.name} ({m.kind}, {m.style})" for m in config.models)
         render.out.print(f"[bold]{name}[/bold]  {path}\n  {models}")
 
 
