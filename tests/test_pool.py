@@ -135,3 +135,132 @@ def test_backend_calls_run_outside_the_pool_lock(monkeypatch: pytest.MonkeyPatch
     replies["b"] = pool.chat("b", [ChatMessage("user", "x")]).text
     first.join(timeout=15)
     assert replies == {"a": "overlapped", "b": "b"}
+
+
+def test_identical_calls_in_flight_make_one_model_call(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # Eight threads ask the same thing at once: one reaches the model, the other seven
+    # wait for it and are answered by the cache, as they would be one after another.
+    from trinity_cli.store import RolloutCache
+
+    started = threading.Event()
+    release = threading.Event()
+    made: list[str] = []
+
+    class Slow(Backend):
+        def __init__(self, config) -> None:
+            super().__init__(config.name, 4096)
+
+        @property
+        def fingerprint(self) -> str:
+            return "slow"
+
+        def chat(self, messages: Sequence[ChatMessage], params: GenParams) -> Completion:
+            made.append(messages[-1].content)
+            started.set()
+            release.wait(timeout=10)
+            return Completion(text="done", prompt_tokens=3, completion_tokens=1, latency_s=0.5)
+
+    import yaml
+
+    monkeypatch.setattr(pool_module.registry, "create", Slow)
+    config = parse_pool(yaml.safe_dump({"name": "p", "models": [
+        {"name": "a", "kind": "openai", "base_url": "http://127.0.0.1:9/v1", "model": "a"}]}), "p.yaml")
+    pool = Pool(config, cache=RolloutCache(tmp_path / "rollouts"))
+    replies: list[Completion] = []
+    threads = [threading.Thread(target=lambda: replies.append(pool.chat("a", [ChatMessage("user", "q")])))
+               for _ in range(8)]
+    for t in threads:
+        t.start()
+    assert started.wait(timeout=10)
+    release.set()
+    for t in threads:
+        t.join(timeout=10)
+    assert made == ["q"]
+    assert sorted(r.cached for r in replies) == [False] + [True] * 7
+    assert (pool.stats.calls, pool.stats.cache_hits) == (8, 7) and pool.stats.seconds == 0.5
+    assert pool.chat("a", [ChatMessage("user", "other")]).cached is False and made == ["q", "other"]
+
+
+def test_when_the_call_in_flight_fails_a_waiting_call_makes_it(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from trinity_cli.errors import BackendUnavailable
+    from trinity_cli.store import RolloutCache
+
+    waiting = threading.Event()
+    attempts: list[int] = []
+
+    class Flaky(Backend):
+        def __init__(self, config) -> None:
+            super().__init__(config.name, 4096)
+
+        @property
+        def fingerprint(self) -> str:
+            return "flaky"
+
+        def chat(self, messages: Sequence[ChatMessage], params: GenParams) -> Completion:
+            attempts.append(1)
+            if len(attempts) == 1:
+                waiting.wait(timeout=10)
+                raise BackendUnavailable("down")
+            return Completion(text="up", prompt_tokens=1, completion_tokens=1, latency_s=0.0)
+
+    import yaml
+
+    monkeypatch.setattr(pool_module.registry, "create", Flaky)
+    config = parse_pool(yaml.safe_dump({"name": "p", "models": [
+        {"name": "a", "kind": "openai", "base_url": "http://127.0.0.1:9/v1", "model": "a"}]}), "p.yaml")
+    pool = Pool(config, cache=RolloutCache(tmp_path / "rollouts"))
+    outcome: dict[str, object] = {}
+
+    def first() -> None:
+        try:
+            pool.chat("a", [ChatMessage("user", "q")])
+        except BackendUnavailable as exc:
+            outcome["first"] = exc
+
+    leader = threading.Thread(target=first)
+    leader.start()
+    while not attempts:
+        threading.Event().wait(0.001)
+    follower = threading.Thread(target=lambda: outcome.setdefault("second", pool.chat("a", [ChatMessage("user", "q")])))
+    follower.start()
+    threading.Event().wait(0.05)  # the follower is waiting on the leader's flight now
+    waiting.set()
+    leader.join(timeout=10)
+    follower.join(timeout=10)
+    assert isinstance(outcome["first"], BackendUnavailable)
+    assert outcome["second"].text == "up" and len(attempts) == 2  # type: ignore[attr-defined]
+
+
+def test_max_resident_holds_with_concurrent_calls(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Six threads call three files with room for one: a file is never evicted while a
+    # call runs on it, no more than one is loaded at once, and nobody waits forever.
+    import time
+
+    pool = _pool([_gguf(f"m{i}", f"/m/{i}.gguf") for i in range(3)], 1, monkeypatch)
+    most = [0]
+    original = FakeResident.chat
+
+    def slow_chat(self, messages, params):  # noqa: ANN001, ANN202
+        out = original(self, messages, params)
+        most[0] = max(most[0], len(LOADED))
+        time.sleep(0.005)
+        assert self.name in LOADED  # still loaded: not evicted under a running call
+        return out
+
+    monkeypatch.setattr(FakeResident, "chat", slow_chat)
+    errors: list[BaseException] = []
+
+    def work(k: int) -> None:
+        try:
+            for j in range(10):
+                pool.chat(f"m{(k + j) % 3}", [ChatMessage("user", f"{k}-{j}")])
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    assert not any(t.is_alive() for t in threads) and not errors
+    assert most[0] == 1 and pool.resident_count == 1 and pool.stats.calls == 60

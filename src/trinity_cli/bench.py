@@ -64,7 +64,7 @@ bench.json (format "trinity-bench/1"):
      "best_per_task": {task: the member best-per-task picks there},
      "stats": {"pool_calls": all of this run, "cache_hits": of those, served by the cache,
                "backend_calls": of those, answered by a model, "backend_s": their seconds,
-               "wall_s": the whole bench},
+               "wall_s": the whole bench, "parallel": episodes played at once},
      "notes": [str, ...],
      "episodes": [{"system", "task", "item", "seed", "reward", "answer" (first 300 chars),
                    "turns": [[model, acting role], ...], "stop_reason", "tokens", "wall_s",
@@ -97,9 +97,9 @@ from trinity_cli.ask import open_pool
 from trinity_cli.config import load_pool
 from trinity_cli.coordinator.head import Head
 from trinity_cli.coordinator.policy import Coordinator, resolve_head
-from trinity_cli.episode import run_episode
 from trinity_cli.errors import ConfigError, ContextOverflow, did_you_mean
-from trinity_cli.messages import ROLES, ChatMessage, Decision, Role, Transcript, Turn
+from trinity_cli.evaluate import EpisodeOutcome, EpisodeSpec, Evaluator, Runtime, make_evaluator
+from trinity_cli.messages import ROLES, ChatMessage, Decision, Role, Turn
 from trinity_cli.pool import Pool
 from trinity_cli.store import RunStore
 
@@ -502,25 +502,30 @@ def summarize(
 
 
 # -- running -----------------------------------------------------------------------------
-def _play(
-    pool: Pool, system: System, item: tasks.TaskItem, seed: int, greedy: bool
-) -> tuple[EpisodeResult, Transcript | None]:
-    """Run one episode; a task that fits no usable context is scored wrong, not raised."""
-    assert system.source is not None
-    try:
-        transcript = run_episode(item.prompt, pool, system.source, max_turns=system.max_turns, seed=seed,
-                                 greedy=greedy, kind=item.scorer)
-    except ContextOverflow as exc:
-        result = EpisodeResult(system.name, item.task, item.id, seed, 0.0, None, [], "error", 0, 0.0, None,
-                               False, error=f"context overflow: {exc.message}")
-        return result, None
-    reward = tasks.score_item(item, transcript.answer or "")
-    result = EpisodeResult(
+def _spec(system: System, item: tasks.TaskItem, seed: int, greedy: bool) -> EpisodeSpec:
+    """What to play for one episode of `system`: its head (read by its coordinator's
+    backbone) or its fixed schedule. A task that fits no usable context is scored wrong."""
+    source = system.source
+    assert source is not None
+    if isinstance(source, Coordinator):
+        return EpisodeSpec(item=item, seed=seed, router=source.head, max_turns=system.max_turns,
+                           backbone=source.backbone_ref, greedy=greedy, overflow_scores_zero=True)
+    return EpisodeSpec(item=item, seed=seed, router=source, max_turns=system.max_turns, greedy=greedy,
+                       overflow_scores_zero=True)
+
+
+def _result(system: System, item: tasks.TaskItem, seed: int, outcome: EpisodeOutcome) -> EpisodeResult:
+    """One episode reduced to what the report needs."""
+    transcript = outcome.transcript
+    if transcript is None:
+        return EpisodeResult(system.name, item.task, item.id, seed, 0.0, None, [], "error", 0, 0.0, None,
+                             False, error=outcome.error)
+    return EpisodeResult(
         system=system.name,
         task=item.task,
         item=item.id,
         seed=seed,
-        reward=float(reward),
+        reward=outcome.reward,
         answer=transcript.answer,
         turns=[(t.model, t.role.value) for t in transcript.turns],
         stop_reason=transcript.stop_reason,
@@ -529,7 +534,6 @@ def _play(
         cost_usd=transcript.cost_usd,
         cached=bool(transcript.turns) and all(t.cached for t in transcript.turns),
     )
-    return result, transcript
 
 
 def _head_systems(options: BenchOptions, pool_name: str, models: list[str]) -> tuple[list[System], list[str]]:
@@ -595,38 +599,56 @@ class BenchResult:
 
 def _run_systems(
     pool: Pool, runnable: Sequence[System], items: Sequence[tasks.TaskItem], options: BenchOptions,
-    run_dir: Path, emit: ProgressFn,
+    run_dir: Path, emit: ProgressFn, evaluator: Evaluator,
 ) -> list[EpisodeResult]:
-    """Every episode of every system, in order; transcripts go to episodes.jsonl as they end."""
+    """Every episode of every system, played by `evaluator`; results and episodes.jsonl in
+    system, seed, item order whatever order they finished in."""
+    plan = [(system, item, episode_seed(options.seed, _stream(system, r), item.key))
+            for system in runnable for r in range(system.seeds) for item in items]
+    announced: list[str] = []
+
+    def progress(kind: str, data: dict[str, Any]) -> None:
+        system, item, _ = plan[data["index"]]
+        if kind == "started" and system.name not in announced:
+            announced.append(system.name)
+            emit("system", {"name": system.name, "episodes": system.seeds * len(items),
+                            "in_flight": data["in_flight"]})
+        elif kind == "finished":
+            out = data["outcome"]
+            turns = out.transcript.turns if out.transcript is not None else []
+            emit("episode", {"system": system.name, "task": item.task, "item": item.id, "reward": out.reward,
+                             "cached": bool(turns) and all(t.cached for t in turns),
+                             "cache_hits": pool.stats.cache_hits, "pool_calls": pool.stats.calls,
+                             "in_flight": data["in_flight"]})
+
+    outcomes = evaluator.evaluate([_spec(system, item, seed, options.greedy) for system, item, seed in plan],
+                                  progress)
     episodes: list[EpisodeResult] = []
     partial = run_dir / ".episodes.jsonl.tmp"
     with open(partial, "w", encoding="utf-8") as log:
-        for system in runnable:
-            emit("system", {"name": system.name, "episodes": system.seeds * len(items)})
-            for r in range(system.seeds):
-                for item in items:
-                    seed = episode_seed(options.seed, _stream(system, r), item.key)
-                    result, transcript = _play(pool, system, item, seed, options.greedy)
-                    episodes.append(result)
-                    log.write(json.dumps({
-                        "system": system.name, "task": item.task, "item": item.id, "seed": seed,
-                        "reward": result.reward, "transcript": transcript.to_dict() if transcript else None,
-                    }, ensure_ascii=False) + "\n")
-                    emit("episode", {"system": system.name, "task": item.task, "item": item.id,
-                                     "reward": result.reward, "cached": result.cached,
-                                     "cache_hits": pool.stats.cache_hits, "pool_calls": pool.stats.calls})
+        for (system, item, seed), outcome in zip(plan, outcomes, strict=True):
+            result, transcript = _result(system, item, seed, outcome), outcome.transcript
+            episodes.append(result)
+            log.write(json.dumps({
+                "system": system.name, "task": item.task, "item": item.id, "seed": seed,
+                "reward": result.reward, "transcript": transcript.to_dict() if transcript else None,
+            }, ensure_ascii=False) + "\n")
     partial.replace(run_dir / "episodes.jsonl")
     return episodes
 
 
 def bench(
-    options: BenchOptions, progress: ProgressFn | None = None, store: RunStore | None = None
+    options: BenchOptions, progress: ProgressFn | None = None, store: RunStore | None = None,
+    parallel: int | None = None,
 ) -> BenchResult:
     """Run every system on the items of `options.tasks` and write the run directory (see
-    the module docstring); returns bench.json's content. Progress events, in order:
-    ("start", {"run", "items", "systems", "episodes"}), then per system ("system", {"name",
-    "episodes"}) and per episode ("episode", {"system", "task", "item", "reward", "cached",
-    "cache_hits", "pool_calls"}), the last two counting the pool's calls so far.
+    the module docstring); returns bench.json's content. `parallel` episodes run at once
+    (None: the pool file's `parallel`); bench.json is the same for any value but for its
+    timings and `stats.parallel`. Progress events: ("start", {"run", "items", "systems",
+    "episodes", "parallel"}), then ("system", {"name", "episodes", "in_flight"}) as a
+    system's first episode starts and per finished episode ("episode", {"system", "task",
+    "item", "reward", "cached", "cache_hits", "pool_calls", "in_flight"}), the pool counts
+    being its calls so far; with parallel > 1 episodes finish out of order.
     Ctrl-C removes the run directory; the rollout cache keeps every finished call, so
     running the same command again resumes where it stopped."""
     entries = options.validate()
@@ -636,7 +658,11 @@ def bench(
     if not items:
         raise ConfigError(f"--tasks {options.tasks!r} selects no items")
     store = store or RunStore()
+    parallel = parallel or config.parallel
+    if parallel < 1:
+        raise ConfigError(f"--parallel must be at least 1, got {parallel}")
     pool = open_pool(config)
+    runtime = Runtime(pool, device=options.device)
     systems: list[System] = []
     started = time.perf_counter()
     try:
@@ -650,8 +676,8 @@ def bench(
         reported = [s for s in systems if s.kind in kinds]
         with store.new_run() as run_dir:
             emit("start", {"run": run_dir.name, "items": len(items), "systems": [s.name for s in systems],
-                           "episodes": sum(s.seeds for s in runnable) * len(items)})
-            episodes = _run_systems(pool, runnable, items, options, run_dir, emit)
+                           "episodes": sum(s.seeds for s in runnable) * len(items), "parallel": parallel})
+            episodes = _run_systems(pool, runnable, items, options, run_dir, emit, make_evaluator(runtime, parallel))
             errors = sum(e.error is not None for e in episodes)
             if errors:
                 notes.append(f"{errors} episodes could not run (the item does not fit the model's context) "
@@ -671,6 +697,7 @@ def bench(
                     "backend_calls": pool.stats.calls - pool.stats.cache_hits,
                     "backend_s": pool.stats.seconds,
                     "wall_s": time.perf_counter() - started,
+                    "parallel": parallel,
                 },
                 "notes": notes,
             }
@@ -680,6 +707,7 @@ def bench(
             data = {**summary, "episodes": [e.to_dict() for e in episodes]}
             return BenchResult(run_dir.name, run_dir, data)
     finally:
+        runtime.close()
         for system in systems:
             if system.source is not None:
                 system.source.close()

@@ -32,6 +32,8 @@ BackboneOpt = Annotated[
     typer.Option(help="Coordinator backbone: smollm2-135m, gguf:PATH, or a HF id in your cache (default: the head's)."),
 ]
 DeviceOpt = Annotated[str, typer.Option(help="Coordinator device: auto, cpu, cuda or mps.")]
+ParallelOpt = Annotated[int | None, typer.Option(
+    min=1, help="Episodes to play at once (default: the pool file's parallel, else 1); results do not depend on it.")]
 
 
 @app.command()
@@ -143,6 +145,7 @@ def evolve(
     name: Annotated[str | None, typer.Option(help="Head name (default evolved-RUN).")] = None,
     out: Annotated[str | None, typer.Option(help="Write the head to this directory.")] = None,
     resume: Annotated[str | None, typer.Option(help="Continue this evolve run.")] = None,
+    parallel: ParallelOpt = None,
 ) -> None:
     """Evolve a coordinator head with sep-CMA-ES; killed runs resume where they stopped."""
     from trinity_cli import render
@@ -154,7 +157,7 @@ def evolve(
                             val_every=val_every, cost_weight=cost_weight, cost_unit=cost_unit, svf=svf,
                             svf_targets=svf_target, backbone=backbone, device=device, name=name, out=out)
     with render.EvolveProgress() as progress:
-        result = run_evolve(options, resume=resume, progress=progress)
+        result = run_evolve(options, resume=resume, progress=progress, parallel=parallel)
     render.evolve_done(result)
 
 
@@ -176,6 +179,7 @@ def bench(
              "oracle (default: all).")] = None,
     backbone: BackboneOpt = None,
     device: DeviceOpt = "auto",
+    parallel: ParallelOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print bench.json on stdout.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar and no tables.")] = False,
 ) -> None:
@@ -189,7 +193,7 @@ def bench(
     options = BenchOptions(pool=pool, tasks=tasks, heads=head, max_turns=max_turns, random_seeds=random_seeds,
                            seed=seed, greedy=greedy, backbone=backbone, device=device, systems=kinds)
     with render.BenchProgress(quiet=quiet) as progress:
-        result = run_bench(options, progress=progress)
+        result = run_bench(options, progress=progress, parallel=parallel)
     render.bench_done(result, as_json=as_json, quiet=quiet)
 
 

@@ -4,6 +4,7 @@ A pool file looks like this (unknown keys are errors, field names follow llama.c
 
     name: local
     max_resident: 3            # GGUF models kept loaded at once (least recently used go)
+    parallel: 1                # episodes evolve and bench play at once (--parallel overrides)
     models:
       - name: smollm2-135m
         kind: gguf             # gguf | openai | scripted
@@ -22,6 +23,7 @@ A pool file looks like this (unknown keys are errors, field names follow llama.c
         base_url: https://api.openai.com/v1
         model: gpt-4o-mini
         api_key_env: OPENAI_API_KEY   # the variable's name; the key never goes in a file
+        max_concurrency: 8     # requests in flight to this model at once (default: no cap)
 
 `scripted` models answer from a list of regex rules; they exist for tests and demos.
 Every validation error names the file, the model and the field.
@@ -134,6 +136,7 @@ class OpenAIModel(_ModelBase):
     n_ctx: int = Field(default=32768, ge=256)
     timeout_s: float = Field(default=120.0, gt=0)
     max_retries: int = Field(default=3, ge=0)
+    max_concurrency: int | None = Field(default=None, ge=1)
 
 
 class ScriptRule(_Strict):
@@ -156,6 +159,7 @@ class ScriptedModel(_ModelBase):
     rules: list[ScriptRule] = []
     default: str = ""
     n_ctx: int = Field(default=4096, ge=256)
+    delay_s: float = Field(default=0.0, ge=0)  # each reply takes this long: a slow model, for tests and demos
 
 
 ModelConfig = Annotated[GGUFModel | OpenAIModel | ScriptedModel, Field(discriminator="kind")]
@@ -165,6 +169,7 @@ class PoolConfig(_Strict):
     name: str = Field(pattern=NAME_PATTERN)
     description: str = ""
     max_resident: int = Field(default=1, ge=1)
+    parallel: int = Field(default=1, ge=1)
     models: list[ModelConfig] = Field(min_length=1)
     source: str = ""
 

@@ -14,6 +14,12 @@ Loop, per generation g:
 `budget` counts training episodes; the run stops cleanly before a generation that would
 exceed it. Validation episodes are counted apart.
 
+Episodes are played by an evaluator (evaluate.py): this module only lists them — every
+candidate on every minibatch item, or the mean on the validation slice — and reads the
+outcomes back in that order. `parallel` (`--parallel`, default the pool file's
+`parallel:`) plays that many at once; it is not part of the configuration hash, and the
+seeds, candidates, cache keys, fitness and final head are the same for any value.
+
 Run directory (`runs/run-N/`):
     evolve.json        {"options": ..., "manifest": {pool, models, backbone_fingerprint,
                         n_params, svf}, "config_hash"}: written once at the start
@@ -50,8 +56,8 @@ from trinity_cli.config import load_pool
 from trinity_cli.coordinator import head as head_mod
 from trinity_cli.coordinator.backbone import DEFAULT_BACKBONE, describe, hidden_size_of
 from trinity_cli.coordinator.policy import COORDINATOR_VERSION, Coordinator
-from trinity_cli.episode import run_episode
 from trinity_cli.errors import ConfigError, NotFound
+from trinity_cli.evaluate import EpisodeOutcome, EpisodeSpec, Runtime, make_evaluator
 from trinity_cli.store import RunStore, canonical_json
 
 # Initial step size of SVF offsets relative to head weights: an offset of 1 doubles a
@@ -141,7 +147,8 @@ def default_popsize(n: int) -> int:
 class Evolution:
     """One evolve run: set up (fresh or resumed), then `run()`."""
 
-    def __init__(self, options: EvolveOptions, resume: str | None = None, progress: ProgressFn | None = None):
+    def __init__(self, options: EvolveOptions, resume: str | None = None, progress: ProgressFn | None = None,
+                 parallel: int | None = None):
         options.validate()
         self.progress = progress or (lambda kind, data: None)
         self.store = RunStore()
@@ -175,6 +182,12 @@ class Evolution:
             base.svf_offsets = np.zeros(svf.n_params, dtype=np.float32)
         self.base = base
         self.n_params = base.n_params
+        self.parallel = parallel or self.config.parallel
+        if self.parallel < 1:
+            raise ConfigError(f"--parallel must be at least 1, got {self.parallel}")
+        runtime = Runtime(self.pool, device=options.device)
+        runtime.adopt(self.coordinator)
+        self.evaluator = make_evaluator(runtime, self.parallel)
         self.manifest = {
             "pool": self.config.name,
             "models": self.config.names,
@@ -268,25 +281,36 @@ class Evolution:
                 "best": {"vector": np.zeros(self.n_params), "val": None, "generation": -1}, "curves": []}
 
     # -- episodes ---------------------------------------------------------------------
-    def _episode(self, vector: np.ndarray, item: tasks.TaskItem, seed: int) -> dict[str, Any]:
-        self.coordinator.set_head(self.base.with_flat(vector))
-        transcript = run_episode(item.prompt, self.pool, self.coordinator, max_turns=self.options.max_turns,
-                                 seed=seed, kind=item.scorer)
-        reward = tasks.score_item(item, transcript.answer or "")
+    def _spec(self, vector: np.ndarray, item: tasks.TaskItem, seed: int) -> EpisodeSpec:
+        return EpisodeSpec(item=item, seed=seed, router=self.base.with_flat(vector),
+                           max_turns=self.options.max_turns, backbone=self.options.backbone)
+
+    def _episode(self, spec: EpisodeSpec, outcome: EpisodeOutcome) -> dict[str, Any]:
+        transcript, item = outcome.transcript, spec.item
+        assert transcript is not None  # evolve's specs let a ContextOverflow propagate
         tokens = transcript.prompt_tokens + transcript.completion_tokens
         cost = tokens / 1000 if self.options.cost_unit == "tokens" else (transcript.cost_usd or 0.0)
-        return {"task": item.task, "item": item.id, "seed": seed, "reward": reward, "tokens": tokens,
+        return {"task": item.task, "item": item.id, "seed": spec.seed, "reward": outcome.reward, "tokens": tokens,
                 "cost": cost, "turns": [(t.model, t.role.value) for t in transcript.turns],
                 "transcript": transcript.to_dict()}
 
+    def _play(self, specs: list[EpisodeSpec], kind: str) -> list[dict[str, Any]]:
+        """Play `specs` through the evaluator; their episode records, in spec order."""
+        def progress(event: str, data: dict[str, Any]) -> None:
+            if event == "finished":
+                self.progress("episode", {"kind": kind, "in_flight": data["in_flight"]})
+            else:
+                self.progress("episode_start", {"kind": kind, "in_flight": data["in_flight"]})
+
+        outcomes = self.evaluator.evaluate(specs, progress)
+        return [self._episode(spec, out) for spec, out in zip(specs, outcomes, strict=True)]
+
     def _score_set(self, vector: np.ndarray, items: list[tasks.TaskItem], generation: int,
                    kind: str) -> tuple[float, list[dict[str, Any]]]:
-        episodes = []
-        for j, item in enumerate(items):
-            # The validation slice is fixed: same items, same seeds, every time.
-            ep = self._episode(vector, item, _episode_seed(self.options.seed, VAL_STREAM, j))
-            episodes.append(ep)
-            self.progress("episode", {"kind": kind})
+        # The validation slice is fixed: same items, same seeds, every time.
+        specs = [self._spec(vector, item, _episode_seed(self.options.seed, VAL_STREAM, j))
+                 for j, item in enumerate(items)]
+        episodes = self._play(specs, kind)
         return float(np.mean([e["reward"] for e in episodes])), episodes
 
     def run(self) -> EvolveResult:
@@ -299,7 +323,8 @@ class Evolution:
         es = state["es"]
         per_gen = es.popsize * o.minibatch
         self.progress("start", {"run": self.run_dir.name, "budget": o.budget, "spent": state["spent"],
-                                "popsize": es.popsize, "n_params": self.n_params, "per_gen": per_gen})
+                                "popsize": es.popsize, "n_params": self.n_params, "per_gen": per_gen,
+                                "parallel": self.parallel})
         stats0 = (self.pool.stats.cache_hits, self.pool.stats.calls)
         while state["spent"] + per_gen <= o.budget:
             g = state["generation"]
@@ -309,11 +334,12 @@ class Evolution:
             batch = [self.train_items[i] for i in idx]
             candidates = es.ask()
             fitness, episodes = [], []
-            for c, x in enumerate(candidates):
-                eps = [self._episode(x, item, _episode_seed(o.seed, g, j)) for j, item in enumerate(batch)]
+            played = self._play([self._spec(x, item, _episode_seed(o.seed, g, j))
+                                 for x in candidates for j, item in enumerate(batch)], "train")
+            for c in range(len(candidates)):
+                eps = played[c * len(batch):(c + 1) * len(batch)]
                 for e in eps:
                     e["candidate"] = c
-                    self.progress("episode", {"kind": "train"})
                 reward = float(np.mean([e["reward"] for e in eps]))
                 cost = float(np.mean([e["cost"] for e in eps]))
                 fitness.append(reward - o.cost_weight * cost)
@@ -420,6 +446,8 @@ def plot_curves(curves: list[dict[str, Any]], path: Path) -> None:
     tmp.replace(path)
 
 
-def evolve(options: EvolveOptions, resume: str | None = None, progress: ProgressFn | None = None) -> EvolveResult:
-    """Run (or resume) an evolution and write the head; see the module docstring."""
-    return Evolution(options, resume=resume, progress=progress).run()
+def evolve(options: EvolveOptions, resume: str | None = None, progress: ProgressFn | None = None,
+           parallel: int | None = None) -> EvolveResult:
+    """Run (or resume) an evolution and write the head, `parallel` episodes at once (None:
+    the pool file's `parallel`); see the module docstring."""
+    return Evolution(options, resume=resume, progress=progress, parallel=parallel).run()

@@ -8,15 +8,24 @@ at once; loading one more closes the least recently used. API and scripted model
 count. Every load goes through here: `chat` and `fits` make room first, so counting a
 long prompt's tokens cannot load a model behind the pool's back.
 
-Locking: the pool's lock guards only its own tables (backends, LRU, stats); a backend
-call runs outside it, so API members answer concurrently, and an in-process model
-serialises its own calls with its own lock (one llama.cpp context is not thread-safe).
+Locking: the pool's lock guards only its own tables (backends, LRU, pins, calls in
+flight, stats); a backend call runs outside it, so API members answer concurrently, and an
+in-process model serialises its own calls with its own lock (one llama.cpp context is not
+thread-safe). A backend is pinned while a call (or an exact token count) runs on it, and
+only unpinned backends are evicted: a thread that needs room while every loaded backend is
+busy waits for one to finish, so `max_resident` holds with concurrent episodes too.
+
+Single flight: concurrent calls with the same rollout cache key make one model call; the
+others wait for it and are then answered by the cache, exactly as they would have been
+had they come after it. So N episodes at once make the same model calls, and count the
+same cache hits, as the same episodes one after another.
 """
 
 from __future__ import annotations
 
 import json
 import threading
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -61,7 +70,10 @@ class Pool:
         self._keys = {m.name: (m.name if backends and m.name in backends else load_key(m)) for m in config.models}
         self._backends: dict[str, Backend] = dict(backends or {})
         self._lru: list[str] = []  # load keys of resident backends, least recently used first
+        self._pins: Counter[str] = Counter()  # load key -> calls running on it now
+        self._flights: dict[str, threading.Event] = {}  # cache key -> set when its model call ends
         self._lock = threading.RLock()
+        self._room = threading.Condition(self._lock)  # notified when a pin is released
         self.stats = PoolStats()
 
     @property
@@ -116,18 +128,34 @@ class Pool:
         """In-process backends the pool counts as loaded (at most `max_resident`)."""
         return len(self._lru)
 
-    def _make_room_for(self, name: str) -> Backend:
+    def _acquire(self, name: str) -> Backend:
+        """Member `name`'s backend, made room for under `max_resident` and pinned until
+        `_release(name)`: least recently used unpinned backends are closed first; when
+        every loaded backend is pinned, this waits for one to be released."""
         backend = self.backend(name)
         key = self._keys[name]
-        with self._lock:
-            if key in self._lru:
-                self._lru.remove(key)
-            if backend.resident:
-                self._lru.append(key)
-                while len(self._lru) > self.config.max_resident:
-                    victim = self._lru.pop(0)
-                    self._backends[victim].close()  # waits for a call in flight on it
+        with self._room:
+            while backend.resident:
+                if key in self._lru:
+                    self._lru.remove(key)
+                    self._lru.append(key)
+                    break
+                if len(self._lru) < self.config.max_resident:
+                    self._lru.append(key)
+                    break
+                victim = next((k for k in self._lru if not self._pins[k]), None)
+                if victim is None:
+                    self._room.wait()
+                    continue
+                self._lru.remove(victim)
+                self._backends[victim].close()  # unpinned: no call is running on it
+            self._pins[key] += 1
         return backend
+
+    def _release(self, name: str) -> None:
+        with self._room:
+            self._pins[self._keys[name]] -= 1
+            self._room.notify_all()
 
     def fits(self, name: str, messages: Sequence[ChatMessage], max_tokens: int) -> bool:
         """Whether member `name`'s context holds `messages` plus `max_tokens` of reply.
@@ -135,24 +163,58 @@ class Pool:
         backend = self.backend(name)
         if backend.fits_roughly(messages, max_tokens):
             return True
-        return self._make_room_for(name).fits(messages, max_tokens)
+        backend = self._acquire(name)
+        try:
+            return backend.fits(messages, max_tokens)
+        finally:
+            self._release(name)
+
+    def cache_key(self, name: str, messages: Sequence[ChatMessage], params: GenParams | None = None) -> str | None:
+        """The rollout cache key of a call to member `name`, or None when the call is not
+        cached (no cache, or sampling without a seed)."""
+        params = params or self.params(name)
+        if self.cache is None or not params.deterministic:
+            return None
+        return rollout_key(self.backend(name).fingerprint, list(messages), params, self.prompt_version)
 
     def chat(self, name: str, messages: Sequence[ChatMessage], params: GenParams | None = None) -> Completion:
-        """One call to model `name`, served from the cache when it has the reply."""
+        """One call to model `name`, served from the cache when it has the reply; a call
+        identical to one in flight waits for it and is then served from the cache."""
         params = params or self.params(name)
-        backend = self.backend(name)
-        key = None
-        if self.cache is not None and params.deterministic:
-            key = rollout_key(backend.fingerprint, list(messages), params, self.prompt_version)
-            hit = self.cache.get(key)
-            if hit is not None:
-                self._count(hit)
-                return hit
-        completion = self._make_room_for(name).chat(messages, params)
-        if key is not None and self.cache is not None:
-            self.cache.put(key, completion)
-        self._count(completion)
-        return completion
+        key = self.cache_key(name, messages, params)
+        if key is None or self.cache is None:
+            completion = self._call(name, messages, params)
+            self._count(completion)
+            return completion
+        while True:
+            with self._lock:
+                flight = self._flights.get(key)
+                leader = flight is None
+                if flight is None:
+                    flight = self._flights[key] = threading.Event()
+            if not leader:
+                flight.wait()
+                continue  # its reply is in the cache now (or it failed, and this call leads)
+            try:
+                hit = self.cache.get(key)
+                if hit is not None:
+                    self._count(hit)
+                    return hit
+                completion = self._call(name, messages, params)
+                self.cache.put(key, completion)
+            finally:
+                with self._lock:
+                    del self._flights[key]
+                flight.set()
+            self._count(completion)
+            return completion
+
+    def _call(self, name: str, messages: Sequence[ChatMessage], params: GenParams) -> Completion:
+        backend = self._acquire(name)
+        try:
+            return backend.chat(messages, params)
+        finally:
+            self._release(name)
 
     def _count(self, completion: Completion) -> None:
         with self._lock:

@@ -168,8 +168,14 @@ def replay_ask(record: dict[str, Any]) -> None:
     out.print(tr.get("answer") or "(none)")
 
 
+def _in_flight(data: dict[str, Any]) -> str:
+    n = data.get("in_flight", 0)
+    return f"{n} in flight" if n else ""
+
+
 class EvolveProgress:
-    """Progress callback for `evolve`: a bar over the episode budget and one line per generation."""
+    """Progress callback for `evolve`: a bar over the episode budget (with the episodes in
+    flight when several run at once) and one line per generation."""
 
     def __init__(self) -> None:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
@@ -179,6 +185,10 @@ class EvolveProgress:
             TextColumn("{task.fields[info]}"), TimeRemainingColumn(), console=err, transient=False,
         )
         self.task: Any = None
+        self.gen = ""  # the last generation finished
+
+    def _info(self, data: dict[str, Any]) -> str:
+        return " · ".join(x for x in (self.gen, _in_flight(data)) if x)
 
     def __enter__(self) -> EvolveProgress:
         self.progress.start()
@@ -191,11 +201,16 @@ class EvolveProgress:
         if kind == "resume":
             err.print(Text(f"resuming unfinished {data['run']} (same configuration)", style="yellow"))
         elif kind == "start":
+            at_once = f", {data['parallel']} at once" if data.get("parallel", 1) > 1 else ""
             err.print(Text(f"{data['run']}: {data['n_params']} parameters, population {data['popsize']}, "
-                           f"{data['per_gen']} episodes per generation", style="dim"))
+                           f"{data['per_gen']} episodes per generation{at_once}", style="dim"))
             self.task = self.progress.add_task("episodes", total=data["budget"], completed=data["spent"], info="")
-        elif kind == "episode" and data.get("kind") == "train" and self.task is not None:
-            self.progress.advance(self.task)
+        elif kind == "episode_start" and self.task is not None:
+            self.progress.update(self.task, info=self._info(data))
+        elif kind == "episode" and self.task is not None:
+            if data.get("kind") == "train":
+                self.progress.advance(self.task)
+            self.progress.update(self.task, info=self._info(data))
         elif kind == "generation":
             hit = data["cache_hits"] / data["pool_calls"] if data["pool_calls"] else 0.0
             val = "" if data["val"] is None else f"  val {data['val']:.3f}"
@@ -205,7 +220,8 @@ class EvolveProgress:
                     f"cache {hit:.0%}  calls {data['pool_calls']}  tokens {data['tokens']}")
             self.progress.console.print(Text(line))
             if self.task is not None:
-                self.progress.update(self.task, completed=data["spent"], info=f"gen {data['generation']}")
+                self.gen = f"gen {data['generation']}"
+                self.progress.update(self.task, completed=data["spent"], info=self.gen)
 
 
 def evolve_done(result: Any) -> None:
@@ -242,14 +258,17 @@ class BenchProgress:
     def __call__(self, kind: str, data: dict[str, Any]) -> None:
         if kind == "start":
             if not self.quiet:
+                at_once = f", {data['parallel']} at once" if data.get("parallel", 1) > 1 else ""
                 err.print(Text(f"{data['run']}: {data['items']} items × {len(data['systems'])} systems "
-                               f"({data['episodes']} episodes)", style="dim"))
+                               f"({data['episodes']} episodes{at_once})", style="dim"))
             self.task = self.progress.add_task("bench", total=data["episodes"], info="")
         elif kind == "system" and self.task is not None:
             self.progress.update(self.task, description=escape(data["name"]))
         elif kind == "episode" and self.task is not None:
             calls = data["pool_calls"]
             info = f"cache {data['cache_hits'] / calls:.0%} of {calls} calls" if calls else ""
+            flying = _in_flight(data)
+            info = f"{info} · {flying}" if info and flying else info or flying
             self.progress.update(self.task, advance=1, info=info)
 
 

@@ -24,6 +24,7 @@ import hashlib
 import json
 import re
 import shutil
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -69,13 +70,15 @@ class RolloutCache:
         self._cache = diskcache.Cache(str(self.directory), size_limit=8 << 30)
         self.hits = 0
         self.misses = 0
+        self._lock = threading.Lock()  # diskcache is thread-safe; these counters are ours
 
     def get(self, key: str) -> Completion | None:
         raw = self._cache.get(key)
-        if raw is None:
-            self.misses += 1
-            return None
-        self.hits += 1
+        with self._lock:
+            if raw is None:
+                self.misses += 1
+                return None
+            self.hits += 1
         completion = Completion.from_dict(raw)
         completion.cached = True
         return completion

@@ -2,6 +2,8 @@
 
 The first rule whose `match` regex is found in the last message's content wins; otherwise
 `default`. Token counts are whitespace word counts, so runs are fully deterministic.
+`delay_s` makes every reply take that long (the reply itself does not change), so tests
+and demos can see calls overlap; `latency_s` reports the time the call took.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import time
 from collections.abc import Sequence
 
 from trinity_cli.backends.base import Backend
@@ -32,6 +35,9 @@ class ScriptedBackend(Backend):
         return len(text.split())
 
     def chat(self, messages: Sequence[ChatMessage], params: GenParams) -> Completion:
+        start = time.perf_counter()
+        if self.config.delay_s:
+            time.sleep(self.config.delay_s)
         self.calls.append(list(messages))
         last = messages[-1].content if messages else ""
         text = next((reply for rx, reply in self.rules if rx.search(last)), self.config.default)
@@ -42,6 +48,6 @@ class ScriptedBackend(Backend):
             text=" ".join(words) if len(words) < len(text.split()) else text,
             prompt_tokens=p_tok,
             completion_tokens=len(words),
-            latency_s=0.0,
+            latency_s=time.perf_counter() - start if self.config.delay_s else 0.0,
             cost_usd=price.cost(p_tok, len(words)) if price else None,
         )

@@ -12,11 +12,20 @@ so candidates and turns that share a transcript never recompute it.
 
 An all-zero head (the untrained default) gives uniform choices whatever the input, so
 the backbone is not even loaded for it.
+
+Concurrency: `Coordinator.view(head)` gives another coordinator with its own head that
+shares this one's backbone, SVF and hidden-state cache, so concurrent episodes can each
+route with their own head. Computing a feature (applying the head's SVF offsets to the
+backbone, then encoding) runs under one lock shared by all views, so a feature is always
+computed with its own head's offsets: exact, whatever the number of threads. Cache reads
+run outside the lock; a miss is looked up again under it, so a text several views ask for
+at once is encoded once.
 """
 
 from __future__ import annotations
 
 import hashlib
+import threading
 import time
 from collections.abc import Collection, Sequence
 from typing import Any
@@ -67,6 +76,19 @@ def _softmax(logits: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
     return e / e.sum()
 
 
+class _Shared:
+    """What every view of one coordinator shares: the loaded backbone, its SVF, the
+    hidden-state cache, their lock and the feature counters."""
+
+    def __init__(self) -> None:
+        self.backbone: Any = None
+        self.svf: Any = None
+        self.cache: Any = None
+        self.lock = threading.RLock()
+        self.encode_calls = 0
+        self.cache_hits = 0
+
+
 class Coordinator:
     """Chooses (model, role) each turn from the transcript.
 
@@ -81,48 +103,73 @@ class Coordinator:
         device: str = "auto",
         svf_targets: Sequence[str] | None = None,
         use_cache: bool = True,
+        _shared: _Shared | None = None,
     ) -> None:
         self.head = head
         self.backbone_ref = backbone_ref or head.manifest["backbone"]["ref"]
         self.device = device
         self.svf_targets = list(svf_targets or (head.manifest.get("svf") or {}).get("targets", []))
         self.use_cache = use_cache
-        self._backbone: Any = None
-        self._svf: Any = None
-        self._cache: Any = None
-        self.encode_calls = 0
-        self.cache_hits = 0
+        self._owner = _shared is None  # a view leaves closing to the coordinator it came from
+        self._shared = _shared or _Shared()
+        self._checked = False
+
+    def view(self, head: Head) -> Coordinator:
+        """A coordinator routing with `head` (same layout) that shares this one's backbone,
+        SVF and hidden-state cache; safe to use from another thread (module docstring)."""
+        return Coordinator(head, backbone_ref=self.backbone_ref, device=self.device,
+                           svf_targets=self.svf_targets, use_cache=self.use_cache, _shared=self._shared)
 
     @property
     def models(self) -> list[str]:
         return self.head.models
 
     @property
-    def backbone(self) -> Any:
-        if self._backbone is None:
-            from trinity_cli.coordinator import backbone as backbone_mod
+    def encode_calls(self) -> int:
+        """Texts the backbone encoded, over this coordinator and all its views."""
+        return self._shared.encode_calls
 
-            self._backbone = backbone_mod.load(self.backbone_ref, device=self.device)
-            self.head.check(self.head.manifest["pool"]["name"], self.models, self._backbone.fingerprint)
-            if self._backbone.hidden_size != self.head.hidden_size:
+    @property
+    def cache_hits(self) -> int:
+        """Features read from the hidden-state cache, over this coordinator and all its views."""
+        return self._shared.cache_hits
+
+    @property
+    def backbone(self) -> Any:
+        shared = self._shared
+        if shared.backbone is None:
+            with shared.lock:
+                if shared.backbone is None:
+                    from trinity_cli.coordinator import backbone as backbone_mod
+
+                    shared.backbone = backbone_mod.load(self.backbone_ref, device=self.device)
+        if not self._checked:
+            loaded = shared.backbone
+            self.head.check(self.head.manifest["pool"]["name"], self.models, loaded.fingerprint)
+            if loaded.hidden_size != self.head.hidden_size:
                 raise ConfigError(
                     f"head has hidden size {self.head.hidden_size}, backbone {self.backbone_ref!r} has "
-                    f"{self._backbone.hidden_size}",
+                    f"{loaded.hidden_size}",
                     "use the backbone the head was made for",
                 )
-        return self._backbone
+            self._checked = True
+        return shared.backbone
 
     @property
     def svf(self) -> Any:
         """The SVF over `svf_targets` of the loaded backbone, or None without targets."""
-        if self._svf is None and self.svf_targets and not self.backbone_ref.startswith("hash:"):
-            from trinity_cli.coordinator.svf import SVF
+        shared = self._shared
+        if shared.svf is None and self.svf_targets and not self.backbone_ref.startswith("hash:"):
+            with shared.lock:
+                if shared.svf is None:
+                    from trinity_cli.coordinator.svf import SVF
 
-            self._svf = SVF(self.backbone, self.svf_targets)
-        return self._svf
+                    shared.svf = SVF(self.backbone, self.svf_targets)
+        return shared.svf
 
     def set_head(self, head: Head) -> None:
-        """Swap in new parameters of the same layout (used by evolution)."""
+        """Swap in new parameters of the same layout (one episode at a time; concurrent
+        episodes each use a `view`)."""
         self.head = head
 
     def _cache_key(self, text: str) -> str:
@@ -130,25 +177,47 @@ class Coordinator:
         raw = f"{self.backbone.fingerprint}|{COORDINATOR_VERSION}|{self.backbone.max_tokens}|{svf}|{text}"
         return "h1:" + hashlib.sha256(raw.encode()).hexdigest()
 
+    def _hidden_cache(self) -> Any:
+        shared = self._shared
+        if shared.cache is None:
+            with shared.lock:
+                if shared.cache is None:
+                    import diskcache
+
+                    shared.cache = diskcache.Cache(str(paths.cache_dir("hidden")), size_limit=2 << 30)
+        return shared.cache
+
+    def _cached(self, cache: Any, key: str) -> np.ndarray | None:
+        hit = cache.get(key)
+        if hit is None:
+            return None
+        with self._shared.lock:
+            self._shared.cache_hits += 1
+        return np.frombuffer(hit, dtype=np.float32).copy()
+
     def features(self, text: str) -> np.ndarray:
         backbone = self.backbone
-        key = None
+        shared = self._shared
+        cache: Any = None
+        key: str | None = None
         if self.use_cache:
-            if self._cache is None:
-                import diskcache
-
-                self._cache = diskcache.Cache(str(paths.cache_dir("hidden")), size_limit=2 << 30)
+            cache = self._hidden_cache()
             key = self._cache_key(text)
-            hit = self._cache.get(key)
-            if hit is not None:
-                self.cache_hits += 1
-                return np.frombuffer(hit, dtype=np.float32).copy()
-        if self.svf is not None:
-            self.svf.apply(self.head.svf_offsets)
-        vector = backbone.encode(text)
-        self.encode_calls += 1
-        if key is not None:
-            self._cache.set(key, vector.astype(np.float32).tobytes())
+            found = self._cached(cache, key)
+            if found is not None:
+                return found
+        with shared.lock:
+            if key is not None:  # another view may have encoded it while this one waited
+                found = self._cached(cache, key)
+                if found is not None:
+                    return found
+            # The backbone's weights depend on the head's SVF offsets: set and encode together.
+            if self.svf is not None:
+                self.svf.apply(self.head.svf_offsets)
+            vector = backbone.encode(text)
+            shared.encode_calls += 1
+            if key is not None:
+                cache.set(key, vector.astype(np.float32).tobytes())
         return vector
 
     def decide(
@@ -187,8 +256,8 @@ class Coordinator:
         )
 
     def close(self) -> None:
-        if self._cache is not None:
-            self._cache.close()
+        if self._owner and self._shared.cache is not None:
+            self._shared.cache.close()
 
 
 DEFAULT_HEAD = "default"
