@@ -17,16 +17,23 @@ first use and closed by `close()`. Contracts:
   other 4xx and unusable bodies -> `BackendError` quoting the server (200 characters at most).
 * Every failure leaves as a `BackendError` subclass; no httpx exception escapes, not even as
   `__context__`, because httpx exceptions carry the request and so the auth header.
+* Calls may come from several threads at once (`--parallel`): they share one client (httpx's
+  connection pool), and at most `max_concurrency` of them (pool file; default no cap) hold a
+  request to this model at a time, the others waiting for a free slot. A call keeps its slot
+  through its retries, so a rate-limited server is not hit harder by waiting calls.
+  `latency_s` counts from when the call got its slot.
 """
 
 from __future__ import annotations
 
+import contextlib
 import email.utils
 import json
 import logging
 import os
 import random
 import re
+import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -83,6 +90,9 @@ class OpenAIBackend(Backend):
         self._sleep = sleep
         self._rng = rng if rng is not None else random.Random()
         self._client: httpx.Client | None = None
+        self._client_lock = threading.Lock()
+        limit = config.max_concurrency
+        self._slots: threading.BoundedSemaphore | None = threading.BoundedSemaphore(limit) if limit else None
 
     def __repr__(self) -> str:
         return f"OpenAIBackend(name={self.name!r}, base_url={self.base_url!r}, model={self.config.model!r})"
@@ -102,9 +112,10 @@ class OpenAIBackend(Backend):
 
     def close(self) -> None:
         """Close the HTTP connection pool; the next `chat()` opens a new one."""
-        if self._client is not None:
-            self._client.close()
-            self._client = None
+        with self._client_lock:
+            if self._client is not None:
+                self._client.close()
+                self._client = None
 
     def chat(self, messages: Sequence[ChatMessage], params: GenParams) -> Completion:
         """Send `messages` with `params` as given and return the first choice.
@@ -129,12 +140,13 @@ class OpenAIBackend(Backend):
         if params.stop:
             body["stop"] = list(params.stop)
 
-        start = time.perf_counter()
-        response = self._post(body, headers, key)
+        with self._slots if self._slots is not None else contextlib.nullcontext():
+            start = time.perf_counter()
+            response = self._post(body, headers, key)
+            latency = time.perf_counter() - start
         if response.status_code >= 300:
             raise self._status_error(response, key)
         text, finish_reason, usage = self._parse(response, key)
-        latency = time.perf_counter() - start
 
         prompt_tokens = usage.get("prompt_tokens")
         completion_tokens = usage.get("completion_tokens")
@@ -168,10 +180,11 @@ class OpenAIBackend(Backend):
 
     @property
     def client(self) -> httpx.Client:
-        if self._client is None:
-            timeout = httpx.Timeout(self.config.timeout_s)
-            self._client = httpx.Client(timeout=timeout, transport=self._transport)
-        return self._client
+        with self._client_lock:
+            if self._client is None:
+                timeout = httpx.Timeout(self.config.timeout_s)
+                self._client = httpx.Client(timeout=timeout, transport=self._transport)
+            return self._client
 
     def _post(self, body: dict[str, Any], headers: dict[str, str], key: str | None) -> httpx.Response:
         """POST with retries. Returns the first response that is not worth retrying (2xx or
