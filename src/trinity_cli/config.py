@@ -13,6 +13,8 @@ A pool file looks like this (unknown keys are errors, field names follow llama.c
         n_ctx: 4096
         n_threads: 2
         chat_format: null      # llama.cpp chat format when the GGUF has no template
+        runtime: inprocess     # inprocess (llama-cpp-python, one sequence at a time) | server
+        slots: 4               # runtime: server: sequences decoded together (continuous batching)
         max_tokens: 384
         temperature: 0.0
         seed: 0
@@ -120,12 +122,19 @@ class _ModelBase(_Strict):
 
 
 class GGUFModel(_ModelBase):
+    """`runtime: inprocess` (the default) runs the file with llama-cpp-python in this
+    process, one call at a time; `runtime: server` serves it with llama.cpp's own server
+    (xllamacpp), started and stopped by the pool, decoding up to `slots` calls together
+    (backends/llamaserver.py)."""
+
     kind: Literal["gguf"]
     weights: Weights
     n_ctx: int = Field(default=4096, ge=256)
     n_threads: int | None = Field(default=None, ge=1)
     n_batch: int = Field(default=512, ge=1)
     chat_format: str | None = None
+    runtime: Literal["inprocess", "server"] = "inprocess"
+    slots: int = Field(default=4, ge=1, le=64)
 
 
 class OpenAIModel(_ModelBase):

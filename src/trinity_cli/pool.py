@@ -39,10 +39,12 @@ from trinity_cli.store import RolloutCache, rollout_key
 
 def load_key(model: ModelConfig) -> str:
     """Members with equal keys share one backend: for GGUF members, the weights and every
-    setting llama.cpp is loaded with; any other member is its own backend."""
+    setting llama.cpp is loaded with (`runtime: server` members sharing a file share one
+    server and its slots); any other member is its own backend."""
     if model.kind != "gguf":
         return f"{model.kind}:{model.name}"
-    fields = model.model_dump(include={"weights", "n_ctx", "n_threads", "n_batch", "chat_format", "seed"})
+    fields = model.model_dump(include={"weights", "n_ctx", "n_threads", "n_batch", "chat_format", "seed",
+                                       "runtime", "slots"})
     return "gguf:" + json.dumps(fields, sort_keys=True, default=str)
 
 

@@ -10,6 +10,7 @@ from trinity_cli.errors import ConfigError, did_you_mean
 
 KINDS: dict[str, str] = {
     "gguf": "trinity_cli.backends.llamacpp:LlamaCppBackend",
+    "gguf:server": "trinity_cli.backends.llamaserver:LlamaServerBackend",
     "openai": "trinity_cli.backends.openai_api:OpenAIBackend",
     "scripted": "trinity_cli.backends.scripted:ScriptedBackend",
 }
@@ -17,7 +18,8 @@ KINDS: dict[str, str] = {
 
 def create(config: ModelConfig) -> Backend:
     """Construct (not load) the backend for one pool model."""
-    target = KINDS.get(config.kind)
+    kind = "gguf:server" if config.kind == "gguf" and config.runtime == "server" else config.kind
+    target = KINDS.get(kind)
     if target is None:
         raise ConfigError(f"unknown model kind {config.kind!r}", did_you_mean(config.kind, KINDS))
     module, cls = target.split(":")
