@@ -55,7 +55,8 @@ class FakeServer:
 
 def _namespace() -> types.SimpleNamespace:
     return types.SimpleNamespace(model=types.SimpleNamespace(path=""), cpuparams=types.SimpleNamespace(),
-                                 cpuparams_batch=types.SimpleNamespace(), sampling=types.SimpleNamespace())
+                                 cpuparams_batch=types.SimpleNamespace(), sampling=types.SimpleNamespace(),
+                                 kv_unified=True)
 
 
 @pytest.fixture

@@ -376,3 +376,30 @@ def test_thread_evaluator_returns_spec_order_and_raises_the_failure(tmp_path: Pa
     fail["on"] = True
     with pytest.raises(BackendError, match="model down"):
         ThreadEvaluator(runtime, 4).evaluate(specs)
+
+
+def test_cli_parallel_option_and_pool_default(tmp_path: Path, monkeypatch, capsys) -> None:
+    import yaml
+
+    pool, tasks = test_bench.setup_files(tmp_path)
+    base = ["bench", "--pool", str(pool), "--tasks", f"file:{tasks}:test", "--random-seeds", "1", "--json", "-q"]
+    code, out, err = test_bench.run_main([*base, "--parallel", "4"], monkeypatch, capsys)
+    assert code == 0, err
+    assert json.loads(out)["stats"]["parallel"] == 4
+    data = yaml.safe_load(pool.read_text())
+    pool.write_text(yaml.safe_dump({**data, "parallel": 3}))
+    code, out, err = test_bench.run_main(base, monkeypatch, capsys)
+    assert code == 0, err
+    assert json.loads(out)["stats"]["parallel"] == 3  # the pool file's default
+    code, out, err = test_bench.run_main([*base, "--parallel", "0"], monkeypatch, capsys)
+    assert code != 0 and "greater than or equal to 1" in err and "Traceback" not in err
+    pool.write_text(yaml.safe_dump({**data, "parallel": 0}))
+    code, out, err = test_bench.run_main(base, monkeypatch, capsys)
+    assert code == 2 and "parallel" in err and "Traceback" not in err
+    evolve_pool, evolve_tasks = test_evolve.setup_files(tmp_path)
+    code, out, err = test_bench.run_main(
+        ["evolve", "--pool", str(evolve_pool), "--tasks", f"file:{evolve_tasks}:train", "--val-tasks",
+         f"file:{evolve_tasks}:val:4", "--budget", "16", "--minibatch", "4", "--popsize", "4",
+         "--backbone", "hash:16", "--parallel", "4"], monkeypatch, capsys)
+    assert code == 0, err
+    assert "4 at once" in err
