@@ -87,7 +87,7 @@ class LlamaServerBackend(Backend):
         with self._lock:
             if self._server is None:
                 try:
-                    import xllamacpp
+                    import xllamacpp  # type: ignore[import-untyped]
                 except ImportError:
                     raise BackendError(
                         f"model {self.name!r} has runtime: server, which needs xllamacpp",
