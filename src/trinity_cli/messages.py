@@ -138,7 +138,8 @@ class Transcript:
     """A whole episode: the task, its turns, and how it ended.
 
     `answer` is the latest Worker reply (None only if no Worker ever answered);
-    `stop_reason` is "accepted" (a Verifier said ACCEPT) or "max_turns".
+    `stop_reason` is "accepted" (a Verifier said ACCEPT), "max_turns", "token_budget" or
+    "cost_budget" (episode.run_episode's `token_budget` / `cost_budget` was reached).
     """
 
     task: str

@@ -110,8 +110,23 @@ def ask_header(pool: str, models: Sequence[str], head: str, trained: bool, exclu
         note(f"excluded: {', '.join(excluded)}")
 
 
+STOP_REASONS = {
+    "accepted": "accepted by a verifier",
+    "max_turns": "turn budget spent",
+    "token_budget": "token budget spent",
+    "cost_budget": "cost budget spent",
+}
+
+
+def stop_text(stop_reason: str, accepted: bool = False) -> str:
+    """Why an episode ended, in words (Transcript.stop_reason)."""
+    if accepted:
+        return STOP_REASONS["accepted"]
+    return STOP_REASONS.get(stop_reason, stop_reason)
+
+
 def ask_footer(run_id: str, transcript: Any, wall_s: float) -> None:
-    how = "accepted by a verifier" if transcript.accepted else "turn budget spent"
+    how = stop_text(transcript.stop_reason, transcript.accepted)
     note(
         f"{run_id}: {len(transcript.turns)} turns, {how}, "
         f"{transcript.prompt_tokens + transcript.completion_tokens} tokens, {wall_s:.1f}s "
@@ -163,7 +178,7 @@ def replay_ask(record: dict[str, Any]) -> None:
         )
         title = f"turn {turn.index + 1} · {turn.model} · {turn.role.value}"
         out.print(Panel(body, title=title, title_align="left", border_style=ROLE_STYLE[turn.role.value]))
-    end = "accepted by a verifier" if tr["accepted"] else "turn budget spent"
+    end = stop_text(tr.get("stop_reason", "max_turns"), bool(tr["accepted"]))
     out.print(Text(f"Answer ({end}):", style="bold"))
     out.print(tr.get("answer") or "(none)")
 

@@ -486,7 +486,8 @@ def _usage(result: ask_mod.AskResult) -> dict[str, int]:
 
 def _finish_reason(result: ask_mod.AskResult) -> str:
     transcript = result.transcript
-    return "length" if transcript.stop_reason == "budget" and transcript.answer is None else "stop"
+    over = transcript.stop_reason in ("token_budget", "cost_budget")
+    return "length" if over and transcript.answer is None else "stop"
 
 
 def _trinity_field(result: ask_mod.AskResult) -> dict[str, Any]:
