@@ -97,7 +97,7 @@ class Pool:
         params = params or self.params(name)
         backend = self.backend(name)
         key = None
-        if self.cache is not None and params.deterministic:
+        if self.cache is not None and backend.deterministic(params):
             key = rollout_key(backend.fingerprint, list(messages), params, self.prompt_version)
             hit = self.cache.get(key)
             if hit is not None:
