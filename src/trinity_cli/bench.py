@@ -6,9 +6,14 @@ Systems (names as they appear in every output):
     selfloop:<model>   the model alone for the same turn budget: Worker, Verifier, Worker, …
                        (itself each time), stopping when its Verifier says ACCEPT
     random             uniform model and role each turn (the untrained head), over
-                       `random_seeds` seeds; its numbers pool all seeds' episodes
+                       `random_seeds` seeds; each item's numbers are its means over the
+                       seeds. Always sampled: `greedy` does not apply to it (the argmax of
+                       a uniform head is the first model and role, every time)
     head:<name>        each head given, sampling its decisions (argmax with `greedy`)
-    oracle             an item counts as solved if any single model solved it alone
+    oracle             an item counts as solved if any single model solved it alone: the
+                       best a per-question pick of one model for one Worker turn could do.
+                       Not an upper bound: multi-turn systems (self-loops, heads, random)
+                       can solve items no single model solves in one turn
 
 Fixed routing (single, self-loop) goes through `episode.run_episode` like everything
 else, with a `FixedSchedule` in place of the coordinator, so prompts, context fitting,
@@ -22,13 +27,18 @@ adding items leaves the other episodes alone:
 with stream "fixed" (single, self-loop: their decisions use no randomness), "random:<r>"
 for random seed r, and "head" for every head (all heads see the same seeds).
 
-Metrics of a system, overall and per task (`Metrics` below): accuracy with a 95% Wilson
-interval, mean turns, mean pool calls, mean tokens (prompt + completion), mean wall seconds
+Metrics of a system, overall and per task (`Metrics` below), over items: accuracy with a
+95% Wilson interval, mean turns, mean pool calls, mean tokens (prompt + completion), mean wall seconds
 and mean cost per question. Wall seconds are what the pool calls took when they were made
 (a cached reply keeps the latency measured when it was computed, so a warm re-run reports
 the same) plus coordinator seconds. Cost is USD for priced models, None when none is priced.
 The oracle has no turns; its pool calls, tokens, seconds and cost are the sums over all
-single runs of the item (what it takes to obtain).
+single runs of the item (what it takes to obtain). A system with several seeds (random)
+is first reduced to one row per item, each number the mean over that item's seeds, so its
+`n` counts items and its interval reflects how many questions were asked, not how many
+episodes: seeds of one item are not independent samples. Its `correct` (the sum of the
+items' mean rewards) may be fractional; the Wilson interval takes it as is, which is
+conservative, since a mean of rewards in [0, 1] has at most a 0/1 reward's variance.
 
 Run directory (`runs/run-N/`):
     bench.json      the summary below plus "episodes" (one compact record per episode)
@@ -58,7 +68,7 @@ bench.json (format "trinity-bench/1"):
                    "turns": [[model, acting role], ...], "stop_reason", "tokens", "wall_s",
                    "cost_usd", "cached": every turn came from the cache, "error": null or
                    why the episode could not run}, ...]}
-    Metrics = {"n", "correct", "accuracy", "ci_low", "ci_high", "mean_turns",
+    Metrics = {"n" (items), "correct", "accuracy", "ci_low", "ci_high", "mean_turns",
                "mean_pool_calls", "mean_tokens", "mean_wall_s", "mean_cost_usd"}
     Gap     = {"best_single": system name, "vs_best_single": accuracy difference,
                "vs_oracle": accuracy difference}       (negative: the system is behind)
@@ -259,12 +269,13 @@ def wilson_interval(correct: float, n: int, z: float = Z95) -> tuple[float, floa
 
 @dataclass
 class _Row:
-    """One question's outcome for a system: what `metrics` averages."""
+    """One question's outcome for a system: what `metrics` averages (for a system with
+    several seeds, each field is the mean over the item's seeds)."""
 
     reward: float
-    turns: int | None
-    calls: int
-    tokens: int
+    turns: float | None
+    calls: float
+    tokens: float
     wall_s: float
     cost_usd: float | None
 
@@ -273,10 +284,27 @@ def _row(ep: EpisodeResult) -> _Row:
     return _Row(ep.reward, len(ep.turns), len(ep.turns), ep.tokens, ep.wall_s, ep.cost_usd)
 
 
+def _item_mean(rows: Sequence[_Row]) -> _Row:
+    """One item's row from its episodes' rows (one per seed): the mean of each field."""
+    k = len(rows)
+    costs = [r.cost_usd for r in rows if r.cost_usd is not None]
+    turns = [r.turns for r in rows if r.turns is not None]
+    return _Row(
+        reward=sum(r.reward for r in rows) / k,
+        turns=sum(turns) / k if len(turns) == k else None,
+        calls=sum(r.calls for r in rows) / k,
+        tokens=sum(r.tokens for r in rows) / k,
+        wall_s=sum(r.wall_s for r in rows) / k,
+        cost_usd=sum(costs) / k if costs else None,
+    )
+
+
 def metrics(rows: Sequence[_Row]) -> dict[str, Any]:
-    """The Metrics dict of the module docstring for a list of outcomes."""
+    """The Metrics dict of the module docstring for a list of outcomes, one per item."""
     n = len(rows)
-    correct = int(round(sum(r.reward for r in rows)))
+    total = sum(r.reward for r in rows)
+    # Whole for one episode per item; a sum of per-item means over seeds may be fractional.
+    correct: float = int(round(total)) if abs(total - round(total)) < 1e-9 else total
     low, high = wilson_interval(correct, n)
 
     def mean(values: Sequence[float]) -> float | None:
@@ -397,12 +425,12 @@ def summarize(
             rows = [(item.task, row) for item, row in oracle]
             per_item[system.name] = {item.key: row.reward for item, row in oracle}
         else:
-            eps = by_system.get(system.name, [])
-            rows = [(e.task, _row(e)) for e in eps]
-            rewards: dict[str, list[float]] = {}
-            for ep in eps:
-                rewards.setdefault(ep.key, []).append(ep.reward)
-            per_item[system.name] = {key: sum(v) / len(v) for key, v in rewards.items()}
+            by_item: dict[str, list[EpisodeResult]] = {}
+            for ep in by_system.get(system.name, []):
+                by_item.setdefault(ep.key, []).append(ep)
+            item_rows = {key: _item_mean([_row(e) for e in eps]) for key, eps in by_item.items()}
+            rows = [(eps[0].task, item_rows[key]) for key, eps in by_item.items()]
+            per_item[system.name] = {key: row.reward for key, row in item_rows.items()}
         results[system.name] = _by_task(rows, task_names)
     routed = [s.name for s in systems if s.kind in ("random", "head")]
     gaps = {
@@ -514,7 +542,8 @@ def _run_systems(
             for r in range(system.seeds):
                 for item in items:
                     seed = episode_seed(options.seed, _stream(system, r), item.key)
-                    result, transcript = _play(pool, system, item, seed, options.greedy)
+                    greedy = options.greedy and system.kind == "head"  # random stays random
+                    result, transcript = _play(pool, system, item, seed, greedy)
                     episodes.append(result)
                     log.write(json.dumps({
                         "system": system.name, "task": item.task, "item": item.id, "seed": seed,
@@ -689,10 +718,13 @@ def report_markdown(summary: dict[str, Any]) -> str:
     st = summary["stats"]
     out += ["", "## Notes", "",
             "- single: the model alone, one Worker turn. selfloop: the model alone for the same turn budget, "
-            "Worker and Verifier in turn, stopping on ACCEPT. random: uniform model and role each turn, all "
-            "seeds pooled. oracle: solved if any single model solved it (an upper bound, not a system).",
-            "- 95% CI: Wilson score interval. Wall s: seconds the pool calls took when they were made plus "
-            "coordinator seconds. Oracle pool calls, tokens, seconds and cost: sums over all single runs.",
+            "Worker and Verifier in turn, stopping on ACCEPT. random: uniform model and role each turn, always "
+            "sampled; each item scores its mean over the seeds. oracle: an item counts as solved if any single "
+            "model solved it alone in one Worker turn, i.e. the best per-question pick of one model; it is not "
+            "a system, and not a ceiling: multi-turn systems can solve items that no single model does.",
+            "- 95% CI: Wilson score interval over items (random: over items, each scored by its mean over "
+            "the seeds). Wall s: seconds the pool calls took when they were made plus coordinator seconds. "
+            "Oracle pool calls, tokens, seconds and cost: sums over all single runs.",
             f"- This run: {st['pool_calls']} pool calls, {st['cache_hits']} from the rollout cache, "
             f"{st['backend_calls']} to a model ({st['backend_s']:.1f} s), {st['wall_s']:.1f} s in all."]
     out += [f"- {note}" for note in summary["notes"]]
