@@ -144,3 +144,43 @@ def test_sigterm_mid_answer_exits_cleanly_and_keeps_no_run(tmp_path, trinity_hom
     assert proc.returncode == 130 and "interrupted" in err and "Traceback" not in err
     assert out == ""
     assert not list((trinity_home / "runs").glob("run-*"))
+
+
+MARKUP = "Use [bold]x[/bold], [/] and [red]y[/red]: \\[z] [link=http://e.x]e[/link]\nAnswer: 84"
+
+
+def test_model_text_prints_literally(tmp_path, monkeypatch, capsys) -> None:
+    rules = [{"match": ".", "reply": MARKUP}]
+    pool = scripted_pool(tmp_path, rules=rules)
+    question = "What is [italic]12*7[/italic]? [/]"
+    code, out, err = run_main(["ask", question, "--pool", str(pool), "--max-turns", "2"], monkeypatch, capsys)
+    assert code == 0, err
+    assert out.strip() == MARKUP  # the answer, on stdout
+    assert "[bold]x[/bold], [/] and [red]y[/red]" in err  # the live view of the reply
+    code, out, err = run_main(["inspect", "run-1"], monkeypatch, capsys)
+    assert code == 0, err
+    assert out.count("[bold]x[/bold], [/] and [red]y[/red]: \\[z] [link=http://e.x]e[/link]") >= 2  # reply + answer
+    assert question in out  # the task, in the header and in the prompt sent
+    code, out, err = run_main(["inspect"], monkeypatch, capsys)
+    assert code == 0 and question in out
+    code, out, _ = run_main(["inspect", "run-1", "--json"], monkeypatch, capsys)
+    assert json.loads(out)["transcript"]["answer"] == MARKUP
+
+
+def test_model_text_prints_literally_in_bench_and_evolve(tmp_path, monkeypatch, capsys) -> None:
+    rules = [{"match": ".", "reply": MARKUP}]
+    pool = scripted_pool(tmp_path, rules=rules)
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text("".join(json.dumps({"id": f"q{i}", "prompt": f"[bold]Q{i}[/]: 12*7?", "answer": 84,
+                                         "scorer": "numeric"}) + "\n" for i in range(20)))
+    code, out, err = run_main(["bench", "--pool", str(pool), "--tasks", f"file:{tasks}:test", "--max-turns", "2",
+                               "--random-seeds", "1", "--json"], monkeypatch, capsys)
+    assert code == 0, err
+    assert {e["answer"] for e in json.loads(out)["episodes"]} == {MARKUP}
+    code, out, err = run_main(["evolve", "--pool", str(pool), "--tasks", f"file:{tasks}:train",
+                               "--val-tasks", f"file:{tasks}:val:2", "--budget", "4", "--minibatch", "2",
+                               "--popsize", "2", "--max-turns", "2", "--backbone", "hash:16"], monkeypatch, capsys)
+    assert code == 0, err
+    code, out, err = run_main(["inspect", "run-2", "--episode", "0/0"], monkeypatch, capsys)
+    assert code == 0, err
+    assert "[bold]x[/bold], [/] and [red]y[/red]" in out and "[bold]Q" in out

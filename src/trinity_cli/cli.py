@@ -194,10 +194,11 @@ def pools() -> None:
     from trinity_cli import render
     from trinity_cli.config import available_pools, load_pool
 
+    listed = []
     for name, path in available_pools().items():
         config = load_pool(str(path))
-        models = ", ".join(f"{m.name} ({m.kind})" for m in config.models)
-        render.out.print(f"[bold]{name}[/bold]  {path}\n  {models}")
+        listed.append((name, str(path), [(m.name, m.kind) for m in config.models]))
+    render.pools_list(listed)
 
 
 @app.command()

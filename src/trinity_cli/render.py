@@ -1,7 +1,10 @@
 """Everything Rich: the live turn view, run listings and replays, error lines.
 
 Only this module prints. Live progress goes to stderr so that stdout carries nothing
-but the answer (or JSON) and pipes cleanly.
+but the answer (or JSON) and pipes cleanly. Text that comes from models, users or files
+(replies, answers, prompts, questions, task names, paths) is always printed literally:
+as `rich.text.Text`, escaped, or with `markup=False`, never parsed as Rich markup, so a
+reply holding `[bold]` or `[/]` shows as written.
 """
 
 from __future__ import annotations
@@ -180,7 +183,7 @@ def replay_ask(record: dict[str, Any]) -> None:
         out.print(Panel(body, title=title, title_align="left", border_style=ROLE_STYLE[turn.role.value]))
     end = stop_text(tr.get("stop_reason", "max_turns"), bool(tr["accepted"]))
     out.print(Text(f"Answer ({end}):", style="bold"))
-    out.print(tr.get("answer") or "(none)")
+    out.print(Text(tr.get("answer") or "(none)"))
 
 
 class EvolveProgress:
@@ -227,7 +230,7 @@ def evolve_done(result: Any) -> None:
     val = "n/a" if result.best_val is None else f"{result.best_val:.3f}"
     err.print(Text(f"{result.run_id}: {result.generations} generations, {result.spent} training episodes, "
                    f"best validation score {val}", style="bold"))
-    out.print(str(result.head_dir))
+    out.print(Text(str(result.head_dir)))
     note(f"use it: trinity ask --head {result.head_dir} \"...\"   curves: {result.head_dir / 'curves.png'}")
 
 
@@ -367,8 +370,8 @@ def replay_evolve(record: dict[str, Any]) -> None:
     out.print(Text(f"{record['id']}  ·  evolve on {o['tasks']}  ·  pool {o['pool'] or 'local'}  ·  "
                    f"backbone {o['backbone']}  ·  seed {o['seed']}", style="bold"))
     best = record.get("best_val")
-    out.print(f"head: {record['head']}  (best validation {best if best is None else f'{best:.3f}'} "
-              f"at generation {record.get('best_generation')}, {record['spent']} training episodes)")
+    out.print(Text(f"head: {record['head']}  (best validation {best if best is None else f'{best:.3f}'} "
+                   f"at generation {record.get('best_generation')}, {record['spent']} training episodes)"))
     table = Table(title="curves", box=None, header_style="bold")
     for col in ("gen", "episodes", "best fit", "mean fit", "val", "calls", "cache hits", "seconds"):
         table.add_column(col, justify="right")
@@ -382,7 +385,7 @@ def replay_evolve(record: dict[str, Any]) -> None:
     sel.add_column("models")
     sel.add_column("roles")
     for task, shares in record.get("selection", {}).items():
-        sel.add_row(task, _probs(list(shares["models"]), list(shares["models"].values())),
+        sel.add_row(Text(task), _probs(list(shares["models"]), list(shares["models"].values())),
                     _probs(list(shares["roles"]), list(shares["roles"].values())))
     out.print(sel)
     note(f"an episode's transcript: trinity inspect {record['id']} --episode GEN/K")
@@ -392,3 +395,11 @@ def replay_transcript(title: str, models: Sequence[str], transcript: dict[str, A
     """Replay a transcript that is not an ask run (an evolve or bench episode)."""
     replay_ask({"id": title, "pool": {"name": "", "models": list(models)}, "head": {"name": ""}, "seed": seed,
                 "transcript": transcript})
+
+
+def pools_list(pools: Sequence[tuple[str, str, Sequence[tuple[str, str]]]]) -> None:
+    """`trinity pools`: each pool's name and file, then its models as "name (kind)"."""
+    for name, path, models in pools:
+        line = Text(name, style="bold")
+        line.append(f"  {path}\n  " + ", ".join(f"{m} ({kind})" for m, kind in models))
+        out.print(line)
