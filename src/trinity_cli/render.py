@@ -187,14 +187,17 @@ def replay_ask(record: dict[str, Any]) -> None:
 
 
 class EvolveProgress:
-    """Progress callback for `evolve`: a bar over the episode budget and one line per generation."""
+    """Progress callback for `evolve`: a bar over the episode budget and one line per
+    generation, on stderr; nothing with `quiet`."""
 
-    def __init__(self) -> None:
+    def __init__(self, quiet: bool = False) -> None:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
+        self.quiet = quiet
         self.progress = Progress(
             TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
             TextColumn("{task.fields[info]}"), TimeRemainingColumn(), console=err, transient=False,
+            disable=quiet,
         )
         self.task: Any = None
 
@@ -206,6 +209,8 @@ class EvolveProgress:
         self.progress.stop()
 
     def __call__(self, kind: str, data: dict[str, Any]) -> None:
+        if self.quiet:
+            return
         if kind == "resume":
             err.print(Text(f"resuming unfinished {data['run']} (same configuration)", style="yellow"))
         elif kind == "start":
@@ -226,11 +231,16 @@ class EvolveProgress:
                 self.progress.update(self.task, completed=data["spent"], info=f"gen {data['generation']}")
 
 
-def evolve_done(result: Any) -> None:
+def evolve_done(result: Any, as_json: bool = False, quiet: bool = False) -> None:
+    """After `evolve`: the head's directory on stdout (unless the run's JSON went there),
+    a summary and how to use the head on stderr (unless `quiet`)."""
+    if not as_json:
+        out.print(Text(str(result.head_dir)))
+    if quiet:
+        return
     val = "n/a" if result.best_val is None else f"{result.best_val:.3f}"
     err.print(Text(f"{result.run_id}: {result.generations} generations, {result.spent} training episodes, "
                    f"best validation score {val}", style="bold"))
-    out.print(Text(str(result.head_dir)))
     note(f"use it: trinity ask --head {result.head_dir} \"...\"   curves: {result.head_dir / 'curves.png'}")
 
 
