@@ -186,5 +186,15 @@ def test_budget_spent_with_an_answer_stops_at_once(tmp_path: Path) -> None:
     assert len(unbounded.turns) == 3 and unbounded.stop_reason == "max_turns"
 
 
-def test_roles_order_matches_head_layout() -> None:
-    assert [r.value for r in ROLES] == ["thinker", "worker", "verifier"]
+@pytest.mark.parametrize("row,role", [(0, Role.THINKER), (1, Role.WORKER), (2, Role.VERIFIER)])
+def test_head_role_rows_follow_the_documented_layout(row: int, role: Role) -> None:
+    # head.py: rows are the pool's models, then the roles thinker, worker, verifier; the manifest
+    # records that order, and the coordinator must decide by it.
+    models = ["m0", "m1", "m2"]
+    role_bias = [0.0, 0.0, 0.0]
+    role_bias[row] = 50.0
+    head = make_head(models, [0, 0, 0], role_bias)
+    assert head.manifest["roles"][row] == role.value
+    decision = FixedCoordinator(head, np.array([1.0, 0, 0, 0])).decide("Q", [], np.random.default_rng(0))
+    assert decision.role is role
+    assert decision.role_probs[row] > 0.99 and ROLES.index(role) == row
