@@ -100,6 +100,7 @@ from trinity_cli.errors import ConfigError, ContextOverflow
 from trinity_cli.messages import ROLES, ChatMessage, Decision, Role, Transcript, Turn
 from trinity_cli.pool import Pool
 from trinity_cli.store import RunStore
+from trinity_cli.tasks import MixEntry
 
 BENCH_FORMAT = "trinity-bench/1"
 DEFAULT_TASKS = "gsm8k:test:50,arc-challenge:test:50"
@@ -126,7 +127,7 @@ class BenchOptions:
     backbone: str | None = None
     device: str = "auto"
 
-    def validate(self) -> list[tasks.MixEntry]:
+    def validate(self) -> list[MixEntry]:
         """Check the options; return the parsed mix, refusing splits that are not held out."""
         if self.max_turns < 1:
             raise ConfigError(f"--max-turns must be at least 1, got {self.max_turns}")
@@ -135,7 +136,7 @@ class BenchOptions:
         return held_out_mix(self.tasks)
 
 
-def held_out_mix(text: str) -> list[tasks.MixEntry]:
+def held_out_mix(text: str) -> list[MixEntry]:
     """Parse a mix for benchmarking: train splits (and `all` of a built-in task, which
     contains its train split) are refused, since heads are evolved on them."""
     entries = tasks.parse_mix(text)
@@ -488,14 +489,14 @@ def _head_systems(options: BenchOptions, pool_name: str, models: list[str]) -> t
                          "(an untrained head routes like `random`); evolve one and pass --head")
     systems: list[System] = []
     taken: set[str] = set()
-    for ref, head in heads:
+    for head_ref, head in heads:
         name = f"head:{head.manifest.get('name') or 'unnamed'}"
         base, k = name, 2
         while name in taken:
             name, k = f"{base}#{k}", k + 1
         taken.add(name)
         source = Coordinator(head, backbone_ref=options.backbone, device=options.device)
-        info = {"name": head.manifest.get("name"), "trained": head.trained, "ref": ref}
+        info = {"name": head.manifest.get("name"), "trained": head.trained, "ref": head_ref}
         systems.append(System(name, "head", head=info, max_turns=options.max_turns, stream="head",
                               source=source))
     return systems, notes
@@ -741,11 +742,14 @@ def plot_accuracy(summary: dict[str, Any], path: Path) -> None:
 
     names = [s["name"] for s in summary["systems"]]
     task_names = summary["tasks"]
+    def on_task(task: str) -> Callable[[str], dict[str, Any]]:
+        return lambda s: summary["results"][s]["per_task"][task]
+
     groups: list[tuple[str, Callable[[str], dict[str, Any]]]] = [
         ("overall", lambda s: summary["results"][s]["overall"])
     ]
     if len(task_names) > 1:
-        groups += [(short_task(t), lambda s, t=t: summary["results"][s]["per_task"][t]) for t in task_names]
+        groups += [(short_task(t), on_task(t)) for t in task_names]
     width = 0.8 / len(groups)
     fig, ax = plt.subplots(figsize=(max(6.0, 0.9 * len(names) * max(1, len(groups) / 2) + 2), 4.5), dpi=100)
     x = np.arange(len(names))

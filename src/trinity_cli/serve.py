@@ -76,7 +76,7 @@ import re
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -644,10 +644,10 @@ class _Client:
         self.finished = False
         self.gone = False
 
-    async def send(self, message: dict[str, Any]) -> None:
+    async def send(self, message: MutableMapping[str, Any]) -> None:
         await self._deliver(message)
 
-    async def _deliver(self, message: dict[str, Any]) -> None:
+    async def _deliver(self, message: MutableMapping[str, Any]) -> None:
         if message["type"] == "http.response.start":
             self.started = True
         elif message["type"] == "http.response.body" and not message.get("more_body", False):
