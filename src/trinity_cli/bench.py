@@ -10,6 +10,12 @@ Systems (names as they appear in every output):
                        seeds. Always sampled: `greedy` does not apply to it (the argmax of
                        a uniform head is the first model and role, every time)
     head:<name>        each head given, sampling its decisions (argmax with `greedy`)
+    vote               majority over the members' single answers (read as the task's scorer
+                       reads them; code by its normalised text); a tie goes to the group holding
+                       the earliest member in pool order. Free: it plays nothing new.
+    best-per-task      for each task, the single member best on that task in this bench (ties:
+                       pool order): what perfect task-aware routing to one member would score.
+                       It picks with the test labels, so it is a reference, not a system.
     oracle             an item counts as solved if any single model solved it alone: the
                        best a per-question pick of one model for one Worker turn could do.
                        Not an upper bound: multi-turn systems (self-loops, heads, random)
@@ -32,13 +38,18 @@ Metrics of a system, overall and per task (`Metrics` below), over items: accurac
 and mean cost per question. Wall seconds are what the pool calls took when they were made
 (a cached reply keeps the latency measured when it was computed, so a warm re-run reports
 the same) plus coordinator seconds. Cost is USD for priced models, None when none is priced.
-The oracle has no turns; its pool calls, tokens, seconds and cost are the sums over all
-single runs of the item (what it takes to obtain). A system with several seeds (random)
-is first reduced to one row per item, each number the mean over that item's seeds, so its
-`n` counts items and its interval reflects how many questions were asked, not how many
-episodes: seeds of one item are not independent samples. Its `correct` (the sum of the
-items' mean rewards) may be fractional; the Wilson interval takes it as is, which is
-conservative, since a mean of rewards in [0, 1] has at most a 0/1 reward's variance.
+The oracle and vote have no turns; their pool calls, tokens, seconds and cost are the sums
+over all single runs of the item (what it takes to obtain); best-per-task's are those of the
+single run it picks. A system with several seeds (random) is first reduced to one row per
+item, each number the mean over that item's seeds, so its `n` counts items and its interval
+reflects how many questions were asked, not how many episodes: seeds of one item are not
+independent samples. Its `correct` (the sum of the items' mean rewards) may be fractional;
+the Wilson interval takes it as is, which is conservative, since a mean of rewards in
+[0, 1] has at most a 0/1 reward's variance.
+
+`systems` (`--systems`) keeps only some kinds of row; vote, best-per-task and oracle need
+the single runs, which are then played even when `single` itself is not listed (and not
+reported).
 
 Run directory (`runs/run-N/`):
     bench.json      the summary below plus "episodes" (one compact record per episode)
@@ -53,13 +64,14 @@ bench.json (format "trinity-bench/1"):
     {"format", "run", "options": BenchOptions as a dict,
      "pool": {"name", "models", "source"}, "prompt_version",
      "tasks": [task names in mix order], "items": [{"task", "id"}, ...],
-     "systems": [{"name", "kind": "single"|"selfloop"|"random"|"head"|"oracle",
-                  "model": str|null, "head": {"name", "trained", "ref"}|null,
+     "systems": [{"name", "kind": "single"|"selfloop"|"random"|"head"|"vote"|"best-per-task"|"oracle",
+                  "model": str|null, (best-per-task: {task: model}) "head": {"name", "trained", "ref"}|null,
                   "seeds": episodes per item, "max_turns"}],
      "results": {system: {"overall": Metrics, "per_task": {task: Metrics}}},
      "gaps": {system: {"overall": Gap, "per_task": {task: Gap}}}     (random and heads)
      "selection": {system: {"overall": Share, "per_task": {task: Share}}}   (random and heads)
      "per_item": {system: {"task/id": reward}}     (random: mean over its seeds)
+     "best_per_task": {task: the member best-per-task picks there},
      "stats": {"pool_calls": all of this run, "cache_hits": of those, served by the cache,
                "backend_calls": of those, answered by a model, "backend_s": their seconds,
                "wall_s": the whole bench},
@@ -96,14 +108,16 @@ from trinity_cli.config import load_pool
 from trinity_cli.coordinator.head import Head
 from trinity_cli.coordinator.policy import Coordinator, resolve_head
 from trinity_cli.episode import run_episode
-from trinity_cli.errors import ConfigError, ContextOverflow
+from trinity_cli.errors import ConfigError, ContextOverflow, did_you_mean
 from trinity_cli.messages import ROLES, ChatMessage, Decision, Role, Transcript, Turn
 from trinity_cli.pool import Pool
 from trinity_cli.store import RunStore
 from trinity_cli.tasks import MixEntry
 
 BENCH_FORMAT = "trinity-bench/1"
-DEFAULT_TASKS = "gsm8k:test:50,arc-challenge:test:50"
+DEFAULT_TASKS = "gsm8k:test:50,arc-challenge:test:50,mbpp:test:50"
+SYSTEM_KINDS = ("single", "selfloop", "random", "head", "vote", "best-per-task", "oracle")
+DERIVED = ("vote", "best-per-task", "oracle")  # computed from the single runs
 Z95 = 1.959963984540054  # two-sided 95% normal quantile
 ANSWER_CHARS = 300
 FILES = ("bench.json", "report.md", "chart.png", "episodes.jsonl")
@@ -126,9 +140,18 @@ class BenchOptions:
     greedy: bool = False
     backbone: str | None = None
     device: str = "auto"
+    systems: Sequence[str] | None = None
+
+    def kinds(self) -> list[str]:
+        """The kinds of row to report (`systems`, default all), in SYSTEM_KINDS order."""
+        wanted = set(self.systems) if self.systems else set(SYSTEM_KINDS)
+        return [k for k in SYSTEM_KINDS if k in wanted]
 
     def validate(self) -> list[MixEntry]:
         """Check the options; return the parsed mix, refusing splits that are not held out."""
+        for kind in self.systems or ():
+            if kind not in SYSTEM_KINDS:
+                raise ConfigError(f"--systems: unknown kind {kind!r}", did_you_mean(kind, SYSTEM_KINDS))
         if self.max_turns < 1:
             raise ConfigError(f"--max-turns must be at least 1, got {self.max_turns}")
         if self.random_seeds < 0:
@@ -356,6 +379,61 @@ def _oracle_rows(
     return rows
 
 
+def _vote_key(answer: str | None, item: tasks.TaskItem) -> str | None:
+    """What a member's single answer counts as in the vote; None: no readable answer."""
+    if not answer:
+        return None
+    if item.scorer == "code":
+        code = tasks.scoring.extract_code(answer, (item.reference or {}).get("entry_point"))
+        return "\n".join(line.rstrip() for line in code.strip().splitlines() if line.strip()) or None
+    found = tasks.scoring.final_answer(answer, item.scorer)
+    return f"{found.kind}:{found.value}" if found is not None else None
+
+
+def _vote_rows(
+    singles: Sequence[EpisodeResult], items: Sequence[tasks.TaskItem], models: Sequence[str]
+) -> list[tuple[tasks.TaskItem, _Row]]:
+    """Majority vote over the single answers of each item (module docstring); the winning
+    group's first answer in pool order is scored as the vote's reply."""
+    order = {f"single:{m}": i for i, m in enumerate(models)}
+    by_item: dict[str, list[EpisodeResult]] = {}
+    for ep in singles:
+        by_item.setdefault(ep.key, []).append(ep)
+    rows = []
+    for item in items:
+        eps = sorted(by_item.get(item.key, []), key=lambda e: order.get(e.system, len(order)))
+        groups: dict[str, list[EpisodeResult]] = {}
+        for ep in eps:
+            key = _vote_key(ep.answer, item)
+            if key is not None:
+                groups.setdefault(key, []).append(ep)
+        reward = 0.0
+        if groups:
+            # max() keeps the first of equal counts, and groups are in pool order of first member.
+            winner = max(groups.values(), key=len)
+            reward = float(tasks.score_item(item, winner[0].answer or ""))
+        costs = [e.cost_usd for e in eps if e.cost_usd is not None]
+        rows.append((item, _Row(reward, None, sum(len(e.turns) for e in eps), sum(e.tokens for e in eps),
+                                sum(e.wall_s for e in eps), sum(costs) if costs else None)))
+    return rows
+
+
+def best_per_task(
+    singles: Sequence[EpisodeResult], task_names: Sequence[str], models: Sequence[str]
+) -> dict[str, str]:
+    """task -> the member whose single runs scored best on it (ties: pool order)."""
+    best: dict[str, str] = {}
+    for task in task_names:
+        scores = []
+        for i, model in enumerate(models):
+            eps = [e for e in singles if e.system == f"single:{model}" and e.task == task]
+            if eps:
+                scores.append((sum(e.reward for e in eps) / len(eps), -i, model))
+        if scores:
+            best[task] = max(scores)[2]
+    return best
+
+
 def _share(counts: dict[str, int], names: Sequence[str]) -> dict[str, float]:
     total = sum(counts.values())
     return {n: (counts.get(n, 0) / total if total else 0.0) for n in names}
@@ -419,12 +497,19 @@ def summarize(
         by_system.setdefault(ep.system, []).append(ep)
     results: dict[str, Any] = {}
     per_item: dict[str, dict[str, float]] = {}
-    singles = [s.name for s in systems if s.kind == "single"]
+    singles = [f"single:{m}" for m in models]
+    single_eps = [e for s in singles for e in by_system.get(s, [])]
+    picks = best_per_task(single_eps, task_names, models)
     for system in systems:
-        if system.kind == "oracle":
-            oracle = _oracle_rows([e for s in singles for e in by_system.get(s, [])], items)
-            rows = [(item.task, row) for item, row in oracle]
-            per_item[system.name] = {item.key: row.reward for item, row in oracle}
+        if system.kind in ("oracle", "vote"):
+            derived = (_oracle_rows if system.kind == "oracle" else
+                       lambda eps, its: _vote_rows(eps, its, models))(single_eps, items)
+            rows = [(item.task, row) for item, row in derived]
+            per_item[system.name] = {item.key: row.reward for item, row in derived}
+        elif system.kind == "best-per-task":
+            picked = [e for e in single_eps if picks.get(e.task) and e.system == f"single:{picks[e.task]}"]
+            rows = [(e.task, _row(e)) for e in picked]
+            per_item[system.name] = {e.key: e.reward for e in picked}
         else:
             by_item: dict[str, list[EpisodeResult]] = {}
             for ep in by_system.get(system.name, []):
@@ -433,6 +518,7 @@ def summarize(
             rows = [(eps[0].task, item_rows[key]) for key, eps in by_item.items()]
             per_item[system.name] = {key: row.reward for key, row in item_rows.items()}
         results[system.name] = _by_task(rows, task_names)
+    singles = [s for s in singles if s in results]  # reported singles only
     routed = [s.name for s in systems if s.kind in ("random", "head")]
     gaps = {
         name: {"overall": _gap(results, name, singles, None),
@@ -440,7 +526,8 @@ def summarize(
         for name in routed
     }
     chosen = {name: selection(by_system.get(name, []), models, task_names) for name in routed}
-    return {"tasks": task_names, "results": results, "gaps": gaps, "selection": chosen, "per_item": per_item}
+    return {"tasks": task_names, "results": results, "gaps": gaps, "selection": chosen, "per_item": per_item,
+            "best_per_task": picks}
 
 
 # -- running -----------------------------------------------------------------------------
@@ -451,7 +538,7 @@ def _play(
     assert system.source is not None
     try:
         transcript = run_episode(item.prompt, pool, system.source, max_turns=system.max_turns, seed=seed,
-                                 greedy=greedy)
+                                 greedy=greedy, kind=item.scorer)
     except ContextOverflow as exc:
         result = EpisodeResult(system.name, item.task, item.id, seed, 0.0, None, [], "error", 0, 0.0, None,
                                False, error=f"context overflow: {exc.message}")
@@ -503,19 +590,24 @@ def _head_systems(options: BenchOptions, pool_name: str, models: list[str]) -> t
 
 
 def plan_systems(options: BenchOptions, pool_name: str, models: list[str]) -> tuple[list[System], list[str]]:
-    """The systems of a bench in run order (oracle last), and notes for the report."""
-    systems = [System(f"single:{m}", "single", model=m, source=FixedSchedule(models, m, (Role.WORKER,)))
-               for m in models]
-    systems += [System(f"selfloop:{m}", "selfloop", model=m, max_turns=options.max_turns,
-                       source=FixedSchedule(models, m, (Role.WORKER, Role.VERIFIER))) for m in models]
-    if options.random_seeds:
+    """The systems of a bench in run order (derived rows last), and notes for the report.
+    Single runs are played whenever a reported row needs them (see `systems`)."""
+    kinds = options.kinds()
+    systems: list[System] = []
+    if "single" in kinds or any(k in kinds for k in DERIVED):
+        systems += [System(f"single:{m}", "single", model=m, source=FixedSchedule(models, m, (Role.WORKER,)))
+                    for m in models]
+    if "selfloop" in kinds:
+        systems += [System(f"selfloop:{m}", "selfloop", model=m, max_turns=options.max_turns,
+                           source=FixedSchedule(models, m, (Role.WORKER, Role.VERIFIER))) for m in models]
+    if options.random_seeds and "random" in kinds:
         untrained = resolve_head("untrained", pool_name, models, options.backbone)
         source = Coordinator(untrained, backbone_ref=options.backbone, device=options.device)
         systems.append(System("random", "random", seeds=options.random_seeds, max_turns=options.max_turns,
                               stream="random", source=source))
-    heads, notes = _head_systems(options, pool_name, models)
+    heads, notes = _head_systems(options, pool_name, models) if "head" in kinds else ([], [])
     systems += heads
-    systems.append(System("oracle", "oracle"))
+    systems += [System(kind, kind) for kind in DERIVED if kind in kinds]
     return systems, notes
 
 
@@ -584,6 +676,8 @@ def bench(
             notes.append("val items were used to pick the best head during `trinity evolve`: "
                          "test items are the held-out ones")
         runnable = [s for s in systems if s.source is not None]
+        kinds = options.kinds()
+        reported = [s for s in systems if s.kind in kinds]
         with store.new_run() as run_dir:
             emit("start", {"run": run_dir.name, "items": len(items), "systems": [s.name for s in systems],
                            "episodes": sum(s.seeds for s in runnable) * len(items)})
@@ -599,8 +693,8 @@ def bench(
                 "pool": {"name": config.name, "models": config.names, "source": config.source},
                 "prompt_version": roles.PROMPT_VERSION,
                 "items": [{"task": i.task, "id": i.id} for i in items],
-                "systems": [s.describe() for s in systems],
-                **summarize(systems, episodes, items, config.names, [e.task for e in entries]),
+                "systems": [s.describe() for s in reported],
+                **summarize(reported, episodes, items, config.names, [e.task for e in entries]),
                 "stats": {
                     "pool_calls": pool.stats.calls,
                     "cache_hits": pool.stats.cache_hits,
@@ -720,9 +814,11 @@ def report_markdown(summary: dict[str, Any]) -> str:
     out += ["", "## Notes", "",
             "- single: the model alone, one Worker turn. selfloop: the model alone for the same turn budget, "
             "Worker and Verifier in turn, stopping on ACCEPT. random: uniform model and role each turn, always "
-            "sampled; each item scores its mean over the seeds. oracle: an item counts as solved if any single "
-            "model solved it alone in one Worker turn, i.e. the best per-question pick of one model; it is not "
-            "a system, and not a ceiling: multi-turn systems can solve items that no single model does.",
+            "sampled; each item scores its mean over the seeds. vote: majority over the single answers (ties: "
+            "pool order). best-per-task: per task, the member best on it here (chosen with the test labels: a "
+            "reference, not a system). oracle: an item counts as solved if any single model solved it alone in "
+            "one Worker turn, i.e. the best per-question pick of one model; it is a reference, not a system, "
+            "and not a ceiling: multi-turn systems can solve items that no single model does.",
             "- 95% CI: Wilson score interval over items (random: over items, each scored by its mean over "
             "the seeds). Wall s: seconds the pool calls took when they were made plus coordinator seconds. "
             "Oracle pool calls, tokens, seconds and cost: sums over all single runs.",

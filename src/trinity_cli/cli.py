@@ -130,7 +130,7 @@ def inspect(
 def evolve(
     pool: PoolOpt = None,
     tasks: Annotated[str, typer.Option(help="Training mix, e.g. gsm8k:train,arc-challenge:train:200.")] = (
-        "gsm8k:train,arc-challenge:train"
+        "gsm8k:train,arc-challenge:train,mbpp:train"
     ),
     budget: Annotated[int, typer.Option(min=1, help="Training episodes to spend.")] = 2000,
     minibatch: Annotated[int, typer.Option(min=1, help="Tasks per generation, shared by all candidates.")] = 8,
@@ -176,7 +176,7 @@ def evolve(
 def bench(
     pool: PoolOpt = None,
     tasks: Annotated[str, typer.Option(help="Held-out mix (test splits), e.g. gsm8k:test:50,mmlu:test:100.")] = (
-        "gsm8k:test:50,arc-challenge:test:50"
+        "gsm8k:test:50,arc-challenge:test:50,mbpp:test:50"
     ),
     head: Annotated[list[str] | None, typer.Option(
         "--head", help="Head to benchmark, name or directory (repeatable; default: the shipped head if it fits).")
@@ -185,6 +185,9 @@ def bench(
     random_seeds: Annotated[int, typer.Option(min=0, help="Seeds of random routing (0: leave it out).")] = 3,
     seed: Annotated[int, typer.Option(help="Seed of item sampling and episodes.")] = 0,
     greedy: Annotated[bool, typer.Option(help="Heads take the most likely model and role.")] = False,
+    systems: Annotated[str | None, typer.Option(
+        help="Only these kinds of row, comma-separated: single, selfloop, random, head, vote, best-per-task, "
+             "oracle (default: all).")] = None,
     backbone: BackboneOpt = None,
     device: DeviceOpt = "auto",
     as_json: Annotated[bool, typer.Option("--json", help="Print bench.json on stdout instead of the tables.")] = (
@@ -192,13 +195,15 @@ def bench(
     ),
     quiet: QuietOpt = False,
 ) -> None:
-    """Benchmark heads against each pool model alone, self-loops, random routing and the oracle."""
+    """Benchmark heads against each pool model alone, self-loops, random routing, vote, best-per-task and the
+    oracle."""
     from trinity_cli import render
     from trinity_cli.bench import BenchOptions
     from trinity_cli.bench import bench as run_bench
 
+    kinds = [k.strip() for k in systems.split(",") if k.strip()] if systems else None
     options = BenchOptions(pool=pool, tasks=tasks, heads=head, max_turns=max_turns, random_seeds=random_seeds,
-                           seed=seed, greedy=greedy, backbone=backbone, device=device)
+                           seed=seed, greedy=greedy, backbone=backbone, device=device, systems=kinds)
     with render.BenchProgress(quiet=quiet) as progress:
         result = run_bench(options, progress=progress)
     render.bench_done(result, as_json=as_json, quiet=quiet)
@@ -213,7 +218,7 @@ def pools() -> None:
     listed = []
     for name, path in available_pools().items():
         config = load_pool(str(path))
-        listed.append((name, str(path), [(m.name, m.kind) for m in config.models]))
+        listed.append((name, str(path), [(m.name, f"{m.kind}, {m.style}") for m in config.models]))
     render.pools_list(listed)
 
 

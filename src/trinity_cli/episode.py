@@ -11,6 +11,15 @@ Rules, applied in this order after the coordinator's pick (each recorded in `Tur
    reached the token or cost budget: a budget reached while an answer exists ends the
    episode at once; reached before any Worker turn, it allows one more turn, a Worker.
 
+Each member is asked in its own style (roles.py). A `program` member's Worker and
+Verifier replies are run in the code sandbox (program.py) before they are recorded, so the
+printed value becomes the turn's `Answer:` line; on a code task a program Verifier's
+assert block is run against the proposed code and that run decides its verdict.
+
+`kind` is the task's scorer kind ("numeric", "choice", "math", "exact", "code"; from the
+task item in evolve and bench, guessed from the task's wording in ask and serve): Verifier
+answers are compared exactly as that scorer reads answers.
+
 The answer is the latest Worker reply. Models whose context cannot hold the task at all
 are routed around (masked like `--exclude`); if no model can hold it, `ContextOverflow`.
 When the transcript outgrows a model's context, its oldest turns are left out of that
@@ -24,10 +33,11 @@ from typing import Protocol
 
 import numpy as np
 
-from trinity_cli import roles
+from trinity_cli import program, roles
 from trinity_cli.errors import ConfigError, ContextOverflow
 from trinity_cli.messages import ChatMessage, Decision, Role, Transcript, Turn
 from trinity_cli.pool import Pool
+from trinity_cli.tasks.scoring import guess_kind
 
 # Reply room a prompt must leave; llama.cpp backends clamp max_tokens to what is left.
 MIN_REPLY_ROOM = 128
@@ -54,15 +64,19 @@ TurnCallback = Callable[[Turn], None]
 DecisionCallback = Callable[[int, Decision], None]
 
 
-def _fit(pool: Pool, model: str, role: Role, task: str, turns: Sequence[Turn], context: Sequence[ChatMessage]):
-    backend = pool.backend(model)
+def _fit(
+    pool: Pool, model: str, role: Role, task: str, turns: Sequence[Turn], context: Sequence[ChatMessage],
+    kind: str | None,
+) -> tuple[list[ChatMessage], int]:
     room = min(pool.params(model).max_tokens, MIN_REPLY_ROOM)
+    style = pool.style(model)
     for keep in range(len(turns), -1, -1):
-        messages = roles.build_messages(role, task, turns, context, keep_last=keep)
-        if backend.fits(messages, room):
+        messages = roles.build_messages(role, task, turns, context, keep_last=keep, style=style, kind=kind)
+        if pool.fits(model, messages, room):
             return messages, len(turns) - keep
     raise ContextOverflow(
-        f"model {model!r}: the task and the answer to check do not fit its context of {backend.n_ctx} tokens",
+        f"model {model!r}: the task and the answer to check do not fit its context of "
+        f"{pool.backend(model).n_ctx} tokens",
         "shorten the question, or raise n_ctx in the pool file",
     )
 
@@ -75,8 +89,8 @@ def usable_models(pool: Pool, task: str, exclude: Collection[str], context: Sequ
         raise ConfigError("every model of the pool is excluded", "exclude fewer models")
     fitting = []
     for name in left:
-        messages = roles.build_messages(Role.WORKER, task, [], context)
-        if pool.backend(name).fits(messages, MIN_REPLY_ROOM):
+        messages = roles.build_messages(Role.WORKER, task, [], context, style=pool.style(name))
+        if pool.fits(name, messages, MIN_REPLY_ROOM):
             fitting.append(name)
     if not fitting:
         biggest = max(pool.backend(n).n_ctx for n in left)
@@ -100,8 +114,10 @@ def run_episode(
     on_turn: TurnCallback | None = None,
     token_budget: int | None = None,
     cost_budget: float | None = None,
+    kind: str | None = None,
 ) -> Transcript:
-    """Run one episode. Decisions are sampled from `np.random.default_rng(seed)`, so the
+    """Run one episode (`kind`: the task's scorer kind, None to guess it from the task).
+    Decisions are sampled from `np.random.default_rng(seed)`, so the
     same seed, pool replies and head give the same transcript.
 
     `token_budget` (prompt + completion tokens over all turns) and `cost_budget` (USD,
@@ -113,6 +129,8 @@ def run_episode(
         raise ConfigError(f"max_turns must be at least 1, got {max_turns}")
     if coordinator.models != pool.names:
         raise ConfigError(f"the coordinator routes {coordinator.models}, the pool has {pool.names}")
+    if kind is None:
+        kind = guess_kind(task)
     usable = usable_models(pool, task, exclude, context)
     masked = set(pool.names) - usable
     rng = np.random.default_rng(seed)
@@ -133,14 +151,23 @@ def run_episode(
         if last and not has_answer and role is not Role.WORKER:
             why = "last turn" if spent is None else f"{spent.replace('_', ' ')} spent"
             role, override = Role.WORKER, f"{why} and no answer yet: worker"
-        messages, dropped = _fit(pool, decision.model, role, task, transcript.turns, context)
+        messages, dropped = _fit(pool, decision.model, role, task, transcript.turns, context, kind)
         completion = pool.chat(decision.model, messages)
+        reply, execution = completion.text, None
         verdict = verdict_how = None
         suggested = None
-        if role is Role.VERIFIER:
-            verdict, verdict_how = roles.verdict(completion.text, roles.latest_answer(transcript.turns))
+        proposed = roles.latest_answer(transcript.turns)
+        if pool.style(decision.model) == "program" and role is not Role.THINKER:
+            if role is Role.VERIFIER and kind == "code" and proposed is not None:
+                verdict, run = program.run_tests(proposed, reply)
+                verdict_how = "executed"
+            else:
+                reply, run = program.run_reply(reply)
+            execution = run.to_dict()
+        if role is Role.VERIFIER and verdict is None:
+            verdict, verdict_how = roles.verdict(reply, proposed, kind)
         elif role is Role.THINKER:
-            suggested = roles.suggestion(completion.text)
+            suggested = roles.suggestion(reply)
         turn = Turn(
             index=index,
             model=decision.model,
@@ -149,7 +176,7 @@ def run_episode(
             model_probs=decision.model_probs,
             role_probs=decision.role_probs,
             messages=messages,
-            reply=completion.text,
+            reply=reply,
             prompt_tokens=completion.prompt_tokens,
             completion_tokens=completion.completion_tokens,
             latency_s=completion.latency_s,
@@ -161,6 +188,7 @@ def run_episode(
             verdict_source=verdict_how,
             suggestion=suggested,
             truncated_turns=dropped,
+            execution=execution,
         )
         transcript.turns.append(turn)
         if on_turn:

@@ -89,7 +89,9 @@ class Turn:
 
     `role` is the role that acted; `chosen_role` is the coordinator's pick, which differs
     when a Thinker's suggestion or a rule (no answer to verify yet, last turn without an
-    answer) overrode it, with the reason in `override`.
+    answer) overrode it, with the reason in `override`. `reply` is what later turns and
+    scorers read: the model's text, plus a program member's output and answer line;
+    `execution` is what running that program did (program.Execution as a dict), or None.
     """
 
     index: int
@@ -111,6 +113,7 @@ class Turn:
     verdict_source: str | None = None
     suggestion: Role | None = None
     truncated_turns: int = 0
+    execution: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)

@@ -408,8 +408,8 @@ def replay_transcript(title: str, models: Sequence[str], transcript: dict[str, A
 
 
 def pools_list(pools: Sequence[tuple[str, str, Sequence[tuple[str, str]]]]) -> None:
-    """`trinity pools`: each pool's name and file, then its models as "name (kind)"."""
+    """`trinity pools`: each pool's name and file, then its models as "name (what)"."""
     for name, path, models in pools:
         line = Text(name, style="bold")
-        line.append(f"  {path}\n  " + ", ".join(f"{m} ({kind})" for m, kind in models))
+        line.append(f"  {path}\n  " + ", ".join(f"{m} ({what})" for m, what in models))
         out.print(line)

