@@ -54,8 +54,9 @@ from trinity_cli.episode import run_episode
 from trinity_cli.errors import ConfigError, NotFound
 from trinity_cli.store import RunStore, canonical_json
 
-# Initial step size of SVF offsets relative to head weights: an offset of 1 doubles a
-# singular value, a head weight of 1 moves a logit by at most 1 (unit-norm features).
+# Initial step size of SVF offsets relative to head weights: an offset of 0.1 scales a
+# singular value by exp(0.1), about 10 % (before the sum is restored); a head weight of 1
+# moves a logit by at most 1 (unit-norm features).
 SVF_STD = 0.1
 # Seed stream of validation episodes (training generations use their own index).
 VAL_STREAM = 2**31 - 1
@@ -171,7 +172,7 @@ class Evolution:
                                        svf_targets=targets)
         if targets:
             svf = self.coordinator.svf
-            base.manifest["svf"] = {"targets": targets, "sizes": svf.sizes}
+            base.manifest["svf"] = svf.manifest()
             base.svf_offsets = np.zeros(svf.n_params, dtype=np.float32)
         self.base = base
         self.n_params = base.n_params
