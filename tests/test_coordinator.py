@@ -176,7 +176,8 @@ def stub_backbone(**kw):
 def coordinator(svf_targets=None, **kw) -> Coordinator:
     head = head_mod.untrained("p", ["a", "b"], {"ref": "x", "fingerprint": "dir:abc", "hidden_size": 8}, 8)
     head.weights[:] = 0.1
-    c = Coordinator(head, backbone_ref="x", svf_targets=svf_targets, use_cache=False)
+    c = Coordinator(head, backbone_ref="x", svf_targets=svf_targets, use_cache=False,
+                    max_tokens=kw.get("max_tokens", 1024))
     c._backbone = stub_backbone(**kw)
     return c
 
@@ -198,6 +199,14 @@ def turn(i: int, words: int) -> Turn:
                 messages=[], reply=reply, prompt_tokens=0, completion_tokens=0, latency_s=0, coordinator_s=0)
 
 
+def test_short_text_fits_without_loading_the_backbone() -> None:
+    c = coordinator()
+    c._backbone = None  # loading "x" would fail: the check must not need it
+    assert c.fits("Next:" * 100)
+    c._backbone = stub_backbone(max_tokens=1024)
+    assert not c.fits("word " * 1100) and c.fits("word " * 1000)
+
+
 def test_long_transcript_drops_oldest_turns_not_instruction_or_task() -> None:
     c = coordinator(max_tokens=120)
     seen = []
@@ -215,15 +224,15 @@ def test_long_transcript_drops_oldest_turns_not_instruction_or_task() -> None:
 
 def test_task_longer_than_the_limit_is_clipped_at_its_end() -> None:
     task = "Important first words. " + "filler " * 400
-    text = coordinator_text(task, [turn(0, 10)], max_tokens=100, count_tokens=lambda t: len(t.split()))
+    text = coordinator_text(task, [turn(0, 10)], fits=lambda t: len(t.split()) <= 100)
     assert len(text.split()) <= 100
     assert text.startswith(INSTRUCTION) and "Task: Important first words." in text and text.endswith("Next:")
     assert "reply0" not in text
 
 
 def test_tiny_backbone_reads_the_instruction_of_a_long_transcript(tiny_lm_dir: Path) -> None:
-    bb = backbone(tiny_lm_dir, max_tokens=1024)  # one token per character
-    text = coordinator_text("Add 2 and 3.", [turn(i, 30) for i in range(5)], max_tokens=bb.max_tokens,
-                            count_tokens=bb.count_tokens)
-    assert bb.count_tokens(text) <= bb.max_tokens
+    c = coordinator(max_tokens=1024)
+    c._backbone = bb = backbone(tiny_lm_dir, max_tokens=1024)  # one token per character
+    text = coordinator_text("Add 2 and 3.", [turn(i, 30) for i in range(5)], fits=c.fits)
+    assert 900 < bb.count_tokens(text) <= bb.max_tokens
     assert text.startswith(INSTRUCTION[:40]) and "Task: Add 2 and 3." in text and "reply4" in text

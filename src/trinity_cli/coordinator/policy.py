@@ -66,14 +66,13 @@ def coordinator_text(
     task: str,
     turns: Sequence[Turn],
     context: Sequence[ChatMessage] = (),
-    max_tokens: int = 0,
-    count_tokens: Callable[[str], int] | None = None,
+    fits: Callable[[str], bool] | None = None,
 ) -> str:
     """The text the backbone reads (see module docstring).
 
-    At most TEXT_CHARS characters and, given `count_tokens` and `max_tokens` > 0, at most
-    `max_tokens` tokens: the oldest turns are dropped first, then the earlier context, and
-    only then is the task clipped (from its end); the instruction and `Next:` always stay.
+    At most TEXT_CHARS characters and, given `fits` (whether the backbone reads a text
+    whole), a text that fits: the oldest turns are dropped first, then the earlier context,
+    and only then is the task clipped (from its end); the instruction and `Next:` always stay.
     """
 
     def build(task_chars: int, with_context: bool, lines: Sequence[str]) -> str:
@@ -87,16 +86,16 @@ def coordinator_text(
     while lines and len(build(TASK_CHARS, True, lines)) > TEXT_CHARS:
         lines.pop(0)
     text = build(TASK_CHARS, True, lines)
-    if count_tokens is None or max_tokens <= 0:
+    if fits is None:
         return text
-    while lines and count_tokens(text) > max_tokens:
+    while lines and not fits(text):
         lines.pop(0)
         text = build(TASK_CHARS, True, lines)
-    if count_tokens(text) <= max_tokens:
+    if fits(text):
         return text
     task_chars = TASK_CHARS
     text = build(task_chars, False, [])
-    while count_tokens(text) > max_tokens and task_chars > 1:
+    while not fits(text) and task_chars > 1:
         task_chars //= 2
         text = build(task_chars, False, [])
     return text
@@ -125,8 +124,10 @@ class Coordinator:
         device: str = "auto",
         svf_targets: Sequence[str] | None = None,
         use_cache: bool = True,
+        max_tokens: int = 1024,
     ) -> None:
         self.head = head
+        self.max_tokens = max_tokens  # the backbone's token limit (hash backbones have none)
         self.backbone_ref = backbone_ref or head.manifest["backbone"]["ref"]
         self.device = device
         self.svf_targets = list(svf_targets or (head.manifest.get("svf") or {}).get("targets", []))
@@ -146,7 +147,7 @@ class Coordinator:
         if self._backbone is None:
             from trinity_cli.coordinator import backbone as backbone_mod
 
-            self._backbone = backbone_mod.load(self.backbone_ref, device=self.device)
+            self._backbone = backbone_mod.load(self.backbone_ref, device=self.device, max_tokens=self.max_tokens)
             self.head.check(self.head.manifest["pool"]["name"], self.models, self._backbone.fingerprint,
                             versions())
             if self._backbone.hidden_size != self.head.hidden_size:
@@ -165,6 +166,15 @@ class Coordinator:
 
             self._svf = SVF(self.backbone, self.svf_targets)
         return self._svf
+
+    def fits(self, text: str) -> bool:
+        """Whether the backbone reads `text` whole (it clips longer texts from the left)."""
+        # Every token covers at least one UTF-8 byte, and a tokenizer adds a few special
+        # tokens at most: a text this short fits without loading the backbone to count.
+        if len(text.encode()) + 8 <= self.max_tokens:
+            return True
+        backbone = self.backbone
+        return backbone.max_tokens <= 0 or backbone.count_tokens(text) <= backbone.max_tokens
 
     def set_head(self, head: Head) -> None:
         """Swap in new parameters of the same layout (used by evolution)."""
@@ -222,10 +232,7 @@ class Coordinator:
         if self.head.is_zero:
             model_logits, role_logits = np.zeros(len(self.models)), np.zeros(len(ROLES))
         else:
-            backbone = self.backbone
-            text = coordinator_text(task, turns, context, max_tokens=backbone.max_tokens,
-                                    count_tokens=backbone.count_tokens)
-            feature = self.features(text)
+            feature = self.features(coordinator_text(task, turns, context, fits=self.fits))
             # Unit L2 norm, so a head weight of scale s gives logits of scale s whatever
             # the backbone's activation magnitudes (this is what sigma0 is relative to).
             feature = feature / (float(np.linalg.norm(feature)) + 1e-8)
