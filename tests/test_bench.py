@@ -22,6 +22,7 @@ from trinity_cli import cli, render
 from trinity_cli.bench import BenchOptions, FixedSchedule, bench, held_out_mix, wilson_interval
 from trinity_cli.coordinator import head as head_mod
 from trinity_cli.coordinator.backbone import describe
+from trinity_cli.coordinator.policy import versions
 from trinity_cli.errors import ConfigError, ContextOverflow, NotFound
 from trinity_cli.messages import Role
 from trinity_cli.store import RunStore
@@ -72,7 +73,7 @@ def hash_head(directory: Path, name: str = "hashy", seed: int = 1) -> Path:
     info = {"ref": "hash:16", "fingerprint": fingerprint, "hidden_size": 16}
     head = head_mod.untrained("trio", ["m0", "m1", "m2"], info, 16)
     head.weights[:] = np.random.default_rng(seed).normal(scale=3.0, size=head.weights.shape)
-    head.manifest.update(name=name, trained=True)
+    head.manifest.update(name=name, trained=True, **versions())  # made under this trinity's versions
     head.save(directory)
     return directory
 

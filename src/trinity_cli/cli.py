@@ -128,11 +128,12 @@ def inspect(
 
 @app.command()
 def evolve(
+    ctx: typer.Context,
     pool: PoolOpt = None,
     tasks: Annotated[str, typer.Option(help="Training mix, e.g. gsm8k:train,arc-challenge:train:200.")] = (
         "gsm8k:train,arc-challenge:train,mbpp:train"
     ),
-    budget: Annotated[int, typer.Option(min=1, help="Training episodes to spend.")] = 2000,
+    budget: Annotated[int, typer.Option(min=1, help="Training episodes to spend (at least one generation).")] = 2000,
     minibatch: Annotated[int, typer.Option(min=1, help="Tasks per generation, shared by all candidates.")] = 8,
     popsize: Annotated[int | None, typer.Option(help="Population size (default 4 + 3 ln n).")] = None,
     sigma0: Annotated[float, typer.Option(help="Initial CMA-ES step size.")] = 1.0,
@@ -149,7 +150,9 @@ def evolve(
     device: DeviceOpt = "auto",
     name: Annotated[str | None, typer.Option(help="Head name (default evolved-RUN).")] = None,
     out: Annotated[str | None, typer.Option(help="Write the head to this directory.")] = None,
-    resume: Annotated[str | None, typer.Option(help="Continue this evolve run.")] = None,
+    resume: Annotated[
+        str | None, typer.Option(help="Continue this evolve run with its own options (--budget may change).")
+    ] = None,
     as_json: Annotated[bool, typer.Option(
         "--json", help="Print the run as JSON on stdout instead of the head's directory.")] = False,
     quiet: QuietOpt = False,
@@ -163,8 +166,13 @@ def evolve(
                             sigma0=sigma0, seed=seed, max_turns=max_turns, val_tasks=val_tasks, val_size=val_size,
                             val_every=val_every, cost_weight=cost_weight, cost_unit=cost_unit, svf=svf,
                             svf_targets=svf_target, backbone=backbone, device=device, name=name, out=out)
+    # On resume, only flags typed on the command line are compared with the run's options.
+    # (By name: Typer may bring its own copy of click's ParameterSource.)
+    sources = {p: ctx.get_parameter_source(p) for p in ctx.params}
+    given = [("svf_targets" if p == "svf_target" else p) for p, source in sources.items()
+             if source is not None and source.name != "DEFAULT" and p not in ("as_json", "quiet")]
     with render.EvolveProgress(quiet=quiet) as progress:
-        result = run_evolve(options, resume=resume, progress=progress)
+        result = run_evolve(options, resume=resume, progress=progress, given=given)
     if as_json:
         from trinity_cli.store import RunStore
 

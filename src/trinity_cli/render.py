@@ -220,12 +220,13 @@ class EvolveProgress:
         elif kind == "episode" and data.get("kind") == "train" and self.task is not None:
             self.progress.advance(self.task)
         elif kind == "generation":
-            hit = data["cache_hits"] / data["pool_calls"] if data["pool_calls"] else 0.0
+            calls = data["pool_calls_gen"]
+            hit = data["cache_hits_gen"] / calls if calls else 0.0
             val = "" if data["val"] is None else f"  val {data['val']:.3f}"
             best = "" if data.get("best_val") is None else f" (best {data['best_val']:.3f})"
             line = (f"gen {data['generation']:>3}  {data['spent']}/{data['budget']} episodes  "
                     f"fitness best {data['best_fitness']:.3f} mean {data['mean_fitness']:.3f}{val}{best}  "
-                    f"cache {hit:.0%}  calls {data['pool_calls']}  tokens {data['tokens']}")
+                    f"this generation: {calls} calls, cache {hit:.0%}, {data['tokens_gen']} tokens")
             self.progress.console.print(Text(line))
             if self.task is not None:
                 self.progress.update(self.task, completed=data["spent"], info=f"gen {data['generation']}")
@@ -382,13 +383,14 @@ def replay_evolve(record: dict[str, Any]) -> None:
     best = record.get("best_val")
     out.print(Text(f"head: {record['head']}  (best validation {best if best is None else f'{best:.3f}'} "
                    f"at generation {record.get('best_generation')}, {record['spent']} training episodes)"))
-    table = Table(title="curves", box=None, header_style="bold")
-    for col in ("gen", "episodes", "best fit", "mean fit", "val", "calls", "cache hits", "seconds"):
+    # Per-generation counters; runs written before they were split show none.
+    table = Table(title="curves (calls, cache hits and tokens per generation)", box=None, header_style="bold")
+    for col in ("gen", "episodes", "best fit", "mean fit", "val", "calls", "cache hits", "tokens", "seconds"):
         table.add_column(col, justify="right")
     for c in record["curves"]:
         table.add_row(str(c["generation"]), str(c["spent"]), f"{c['best_fitness']:.3f}", f"{c['mean_fitness']:.3f}",
-                      "" if c["val"] is None else f"{c['val']:.3f}", str(c["pool_calls"]), str(c["cache_hits"]),
-                      f"{c['seconds']:.0f}")
+                      "" if c["val"] is None else f"{c['val']:.3f}", str(c.get("pool_calls_gen", "")),
+                      str(c.get("cache_hits_gen", "")), str(c.get("tokens_gen", "")), f"{c['seconds']:.0f}")
     out.print(table)
     sel = Table(title="selection share over training episodes", box=None, header_style="bold")
     sel.add_column("task")

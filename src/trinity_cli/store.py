@@ -28,6 +28,7 @@ A run that fails or is interrupted before completion leaves no directory behind.
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
 import re
@@ -40,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from trinity_cli import paths
-from trinity_cli.errors import NotFound, did_you_mean
+from trinity_cli.errors import NotFound
 from trinity_cli.messages import ChatMessage, Completion, GenParams
 
 CACHE_VERSION = 1
@@ -103,6 +104,14 @@ class RolloutCache:
 _RUN_ID = re.compile(r"^run-(\d+)$")
 
 
+def _run_hint(run_id: str, known: list[str]) -> str:
+    """Close matches among `known` (run ids in numeric order), kept in that order."""
+    close = set(difflib.get_close_matches(run_id, known, n=3, cutoff=0.5))
+    if close:
+        return "did you mean " + " or ".join(repr(k) for k in known if k in close) + "?"
+    return "list the runs with: trinity inspect" if known else "no runs yet"
+
+
 @dataclass
 class RunSummary:
     id: str
@@ -125,6 +134,10 @@ class RunStore:
 
     def _numbers(self) -> list[int]:
         return sorted(int(m.group(1)) for p in self.root.iterdir() if (m := _RUN_ID.match(p.name)))
+
+    def run_dirs(self) -> list[Path]:
+        """Every `run-N` directory, oldest first: by N as a number (run-2 before run-10)."""
+        return [self.root / f"run-{n}" for n in self._numbers()]
 
     def allocate(self) -> Path:
         """Create and return a fresh `run-N` directory (N = highest + 1)."""
@@ -157,8 +170,8 @@ class RunStore:
             run_id = f"run-{run_id}"
         path = self.root / run_id
         if not (path / "run.json").is_file():
-            known = [p.name for p in self.root.iterdir() if (p / "run.json").is_file()]
-            raise NotFound(f"no run {run_id!r} under {self.root}", did_you_mean(run_id, known))
+            known = [p.name for p in self.run_dirs() if (p / "run.json").is_file()]
+            raise NotFound(f"no run {run_id!r} under {self.root}", _run_hint(run_id, known))
         return path
 
     def load(self, run_id: str) -> dict[str, Any]:
