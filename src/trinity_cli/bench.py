@@ -427,7 +427,7 @@ def _play(
         result = EpisodeResult(system.name, item.task, item.id, seed, 0.0, None, [], "error", 0, 0.0, None,
                                False, error=f"context overflow: {exc.message}")
         return result, None
-    reward = tasks.score_item(item, transcript.answer or "")
+    reward = tasks.score_item(item, transcript.answer or "", strict_sandbox=pool.config.sandbox == "strict")
     result = EpisodeResult(
         system=system.name,
         task=item.task,

@@ -7,6 +7,7 @@ become one line on stderr and a non-zero exit; `TRINITY_DEBUG=1` re-raises them.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import sys
@@ -232,6 +233,22 @@ def _raise_interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
+class _LibraryWarnings(logging.Handler):
+    """The library's warnings (e.g. the code sandbox running without isolation), one line each."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        from trinity_cli import render
+
+        render.warning(record.getMessage())
+
+
+def show_library_warnings() -> None:
+    """Route WARNING records of `trinity_cli.*` loggers to `render.warning` (once per process)."""
+    logger = logging.getLogger("trinity_cli")
+    if not any(isinstance(h, _LibraryWarnings) for h in logger.handlers):
+        logger.addHandler(_LibraryWarnings(logging.WARNING))
+
+
 def main() -> None:
     """Console entry point: run the app, turning errors into one line and an exit code."""
     debug = os.environ.get("TRINITY_DEBUG") == "1"
@@ -239,6 +256,7 @@ def main() -> None:
 
     # `kill` (SIGTERM) takes the same path as Ctrl-C: half-made runs are removed on the way out.
     signal.signal(signal.SIGTERM, _raise_interrupt)
+    show_library_warnings()
 
     try:
         # Typer turns Ctrl-C into a return value of 130 when not in standalone mode.

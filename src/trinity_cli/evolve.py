@@ -272,7 +272,7 @@ class Evolution:
         self.coordinator.set_head(self.base.with_flat(vector))
         transcript = run_episode(item.prompt, self.pool, self.coordinator, max_turns=self.options.max_turns,
                                  seed=seed)
-        reward = tasks.score_item(item, transcript.answer or "")
+        reward = tasks.score_item(item, transcript.answer or "", strict_sandbox=self.pool.config.sandbox == "strict")
         tokens = transcript.prompt_tokens + transcript.completion_tokens
         cost = tokens / 1000 if self.options.cost_unit == "tokens" else (transcript.cost_usd or 0.0)
         return {"task": item.task, "item": item.id, "seed": seed, "reward": reward, "tokens": tokens,

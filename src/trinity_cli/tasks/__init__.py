@@ -28,9 +28,15 @@ from trinity_cli.tasks.scoring import SCORERS, get_scorer
 from trinity_cli.tasks.userfile import load_jsonl
 
 
-def score_item(item: TaskItem, output: str) -> float:
-    """Score a model's reply to `item` with the item's scorer: 1.0 or 0.0."""
-    return get_scorer(item.scorer)(output, item.reference)
+def score_item(item: TaskItem, output: str, strict_sandbox: bool = False) -> float:
+    """Score a model's reply to `item` with the item's scorer: 1.0 or 0.0.
+
+    `strict_sandbox` (a pool's `sandbox: strict`): code items refuse to run without isolation.
+    """
+    reference = item.reference
+    if strict_sandbox and item.scorer == "code" and isinstance(reference, dict):
+        reference = {**reference, "sandbox": "strict"}
+    return get_scorer(item.scorer)(output, reference)
 
 
 __all__ = [
