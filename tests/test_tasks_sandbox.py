@@ -604,3 +604,48 @@ def test_code_fork_bomb_scores_zero() -> None:
 def test_code_reference_must_have_tests() -> None:
     with pytest.raises(ValueError):
         score_code("x = 1", {"prelude": ""})
+
+
+# --------------------------------------------------------------------------- where strict is asked for
+
+
+def test_a_pool_and_a_task_file_can_ask_for_the_strict_sandbox(tmp_path: Path) -> None:
+    from trinity_cli.config import parse_pool
+    from trinity_cli.tasks import load_jsonl
+
+    pool = "name: p\nsandbox: strict\nmodels:\n  - {name: a, kind: scripted}\n"
+    assert parse_pool(pool, "p.yaml").sandbox == "strict"
+    assert parse_pool(pool.replace("sandbox: strict\n", ""), "p.yaml").sandbox == "auto"
+    with pytest.raises(ConfigError, match="sandbox"):
+        parse_pool(pool.replace("strict", "paranoid"), "p.yaml")
+    tasks = tmp_path / "code.jsonl"
+    rows = [{"id": "s", "prompt": "f", "scorer": "code", "answer": {"tests": "assert f() == 1", "sandbox": "strict"}},
+            {"id": "a", "prompt": "f", "scorer": "code", "answer": {"tests": "assert f() == 1"}}]
+    tasks.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    strict, auto = load_jsonl(tasks)
+    assert strict.reference["sandbox"] == "strict" and "sandbox" not in auto.reference
+    tasks.write_text(json.dumps({**rows[0], "answer": {"tests": "assert 1", "sandbox": "off"}}) + "\n")
+    with pytest.raises(ConfigError, match="'sandbox' must be"):
+        load_jsonl(tasks)
+
+
+def test_bench_on_a_strict_pool_refuses_to_run_code_without_bwrap(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from trinity_cli.bench import BenchOptions, bench
+
+    from .conftest import write_pool
+
+    hide_bwrap(monkeypatch, tmp_path)
+    reply = "```python\ndef f():\n    return 1\n```"
+    models = [{"name": "coder", "kind": "scripted", "default": reply}]
+    tasks = tmp_path / "code.jsonl"
+    tasks.write_text(json.dumps({"id": "f1", "prompt": "Write f() returning 1.", "scorer": "code",
+                                 "answer": "assert f() == 1"}) + "\n")
+    options = {"tasks": f"file:{tasks}:all", "max_turns": 1, "random_seeds": 0}
+    auto = write_pool(tmp_path, {"name": "coders", "models": models}, "auto.yaml")
+    result = bench(BenchOptions(pool=str(auto), **options)).data
+    assert result["results"]["single:coder"]["overall"]["accuracy"] == 1.0
+    strict = write_pool(tmp_path, {"name": "coders", "sandbox": "strict", "models": models}, "strict.yaml")
+    with pytest.raises(SandboxUnavailable, match="strict code sandbox"):
+        bench(BenchOptions(pool=str(strict), **options))

@@ -293,8 +293,7 @@ def _probe(bwrap: str) -> Isolation:
         lines = [line for line in done.stderr.splitlines() if line.strip()]
         why = lines[-1].strip() if lines else f"exit status {done.returncode}"
         return Isolation(None, f"bwrap cannot create its sandbox here ({why})",
-                         "allow unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1; "
-                         "on Ubuntu 24.04+ the bwrap AppArmor profile), or run in a VM")
+                         "allow unprivileged user namespaces (README, Troubleshooting)")
     return iso
 
 
