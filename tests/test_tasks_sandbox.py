@@ -193,6 +193,20 @@ def test_output_is_capped_keeping_head_and_tail(mode: str) -> None:
     assert "bytes omitted" in result.stdout
 
 
+def test_multiprocessing_works(mode: str) -> None:
+    code = (
+        "import multiprocessing\n"
+        "def square(x):\n"
+        "    return x * x\n"
+        "if __name__ == '__main__':\n"
+        "    with multiprocessing.Pool(2) as pool:\n"
+        "        print(pool.map(square, range(4)))\n"
+    )
+    result = run_python(code, timeout_s=30)
+    assert result.passed, result.stderr
+    assert result.stdout == "[0, 1, 4, 9]\n"
+
+
 def test_network_is_cut(mode: str) -> None:
     if mode == "limits-only" and not IS_ROOT:
         pytest.skip("without bubblewrap the network is cut only when running as root")
@@ -401,6 +415,40 @@ def test_big_writes_hit_the_total_cap_and_the_memory_comes_back() -> None:
 
 
 @needs_bwrap
+def test_shared_memory_is_capped() -> None:
+    code = "open('/dev/shm/big', 'wb').write(b'x' * (3 * 1024 * 1024))\n"
+    result = run_python(code, disk_mb=8)  # /dev/shm: 1 MiB
+    assert not result.passed and "No space left on device" in result.stderr, result.stderr
+
+
+@needs_bwrap
+def test_the_run_dies_with_trinity() -> None:
+    seconds = f"{600 + secrets.randbelow(10_000)}.{secrets.randbelow(10**6):06d}"
+    driver = (
+        "from trinity_cli.tasks.sandbox import run_python\n"
+        f"run_python(\"import os\\nos.execv('/bin/sleep', ['sleep', '{seconds}'])\", timeout_s=120)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(trinity_cli.__file__).resolve().parents[1])}
+    parent = subprocess.Popen([sys.executable, "-c", driver], env=env)
+    needle = b"sleep\0" + seconds.encode()
+    try:
+        deadline = time.monotonic() + 30
+        while not _alive_with(needle) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _alive_with(needle), "the sandboxed sleeper never started"
+        parent.kill()  # SIGKILL: no cleanup code of trinity's runs
+        parent.wait()
+        deadline = time.monotonic() + 10
+        while _alive_with(needle) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _alive_with(needle) == []
+    finally:
+        parent.kill()
+        for pid in _alive_with(needle):
+            os.kill(pid, signal.SIGKILL)
+
+
+@needs_bwrap
 def test_many_tiny_files_hit_the_total_cap() -> None:
     code = (
         "import errno\n"
@@ -419,9 +467,10 @@ def test_many_tiny_files_hit_the_total_cap() -> None:
 
 
 @needs_bwrap
-def test_empty_files_are_capped_by_count() -> None:
-    # Empty files take no tmpfs pages: only the file count (disk_mb * 256) stops them.
-    code = "for i in range(200_000):\n    open(f'f{i}', 'w').close()\nprint('made them all')\n"
+@pytest.mark.parametrize("where", [".", "/dev/shm"])
+def test_empty_files_are_capped_by_count(where: str) -> None:
+    # Empty files take no tmpfs pages: only the file count (256 per MiB) stops them.
+    code = f"for i in range(200_000):\n    open(f'{where}/f{{i}}', 'w').close()\nprint('made them all')\n"
     result = run_python(code, disk_mb=1, timeout_s=60)
     assert not result.passed and result.killed_for == "disk", result.stderr
     assert "made them all" not in result.stdout

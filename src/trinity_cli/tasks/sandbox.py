@@ -13,9 +13,11 @@ PR_SET_PDEATHSIG on bwrap itself). Its file system is built from nothing:
     Python's prefixes       sys.prefix, sys.base_prefix (and exec prefixes), read-only
     /etc                    only ld.so.cache, ld.so.conf(.d) and localtime, read-only
     /proc, /dev             its own: only its own processes; null, zero, random, ... (read-only)
-    /tmp                    a private tmpfs of `disk_mb` MiB, the only writable place; the
-                            code's directory (cwd, HOME, TMPDIR) is inside it, holding
-                            main.py (read-only)
+    /tmp                    a private tmpfs of `disk_mb` MiB, the only writable place with
+                            /dev/shm; the code's directory (cwd, HOME, TMPDIR) is inside it,
+                            holding main.py (read-only)
+    /dev/shm                a private tmpfs of disk_mb / 8 MiB (at least 1), so that
+                            multiprocessing's semaphores work
     /                       read-only; nothing else of the host exists (no /home, /root,
                             /etc/shadow, the host's /tmp, sockets, ...)
 
@@ -23,11 +25,12 @@ Hence the code cannot read the parent's environment or any file that is not list
 write outside its tmpfs, cannot signal or see host processes, and has no network (only its
 own loopback). Every process it starts, including ones that call `setsid` or clear their
 environment, is killed when the run ends: the PID namespace dies with its first process.
-What it writes is capped in total at `disk_mb` MiB (tmpfs `--size`; with a bwrap older than
-0.8 that lacks `--size`, by polling the tmpfs and killing the run, which may overshoot by
-what it writes in one polling interval) and at `disk_mb * 256` files (polled: a tmpfs does
-not count empty files against its size). User namespaces are disabled inside
-(`--disable-userns`, bwrap >= 0.8), so the code cannot mount a tmpfs of its own.
+What it writes is capped in total at `disk_mb` MiB plus /dev/shm's eighth (tmpfs `--size`;
+with a bwrap older than 0.8 that lacks `--size`, by polling the mounts and killing the run,
+which may overshoot by what it writes in one polling interval) and at 256 files per MiB of
+each mount (polled: a tmpfs does not count empty files against its size). User namespaces
+are disabled inside (`--disable-userns`, bwrap >= 0.8), so the code cannot mount a tmpfs of
+its own.
 
 **Limits only** (macOS, no `bwrap`, or bwrap unable to create namespaces, as in some
 containers). The code runs in a new session, in a temporary directory of the host's, with a
@@ -357,9 +360,11 @@ def _bwrap_argv(iso: Isolation, main: Path, inner: str, env: dict[str, str], dis
     for path in _ETC_FILES:
         argv += ["--ro-bind-try", path, path]
     argv += ["--proc", "/proc", "--dev", "/dev"]
-    if iso.tmpfs_size:
-        argv += ["--size", str(disk_mb * 1024 * 1024)]
-    argv += ["--tmpfs", "/tmp", "--dir", inner, "--ro-bind", str(main), f"{inner}/main.py", "--chdir", inner]
+    for mount, mb in (("/dev/shm", _shm_mb(disk_mb)), ("/tmp", disk_mb)):
+        if iso.tmpfs_size:
+            argv += ["--size", str(mb * 1024 * 1024)]
+        argv += ["--tmpfs", mount]
+    argv += ["--dir", inner, "--ro-bind", str(main), f"{inner}/main.py", "--chdir", inner]
     for path in _python_dirs():  # after /tmp's tmpfs, which would hide a Python living under /tmp
         argv += ["--ro-bind", path, path]
     argv += ["--remount-ro", "/dev", "--remount-ro", "/", "--clearenv"]
@@ -368,16 +373,22 @@ def _bwrap_argv(iso: Isolation, main: Path, inner: str, env: dict[str, str], dis
     return [*argv, "--"]
 
 
+def _shm_mb(disk_mb: int) -> int:
+    """The size of the run's /dev/shm (POSIX semaphores and shared memory, for multiprocessing)."""
+    return max(1, disk_mb // 8)
+
+
 class _DiskWatch:
-    """Reads the run's /tmp tmpfs from outside (/proc/PID/root/tmp of the namespace's init):
-    `over()` is True once it holds more than `disk_mb * FILES_PER_MB` files, or more than
-    `disk_mb` MiB when `polled_bytes` (bwrap without `--size`)."""
+    """Reads the run's tmpfs mounts (/tmp: `disk_mb`, /dev/shm: `_shm_mb(disk_mb)`) from outside,
+    through /proc/PID/root of the namespace's init: `over()` is True once one holds more files
+    than FILES_PER_MB per MiB of its size, or, when `polled_bytes` (bwrap without `--size`), more
+    bytes than its size."""
 
     def __init__(self, bwrap_pid: int, ready: str, disk_mb: int, polled_bytes: bool) -> None:
         self.bwrap_pid = bwrap_pid
         self.ready = ready  # exists under the root only once bwrap has set the sandbox up
-        self.max_files = disk_mb * FILES_PER_MB
-        self.max_bytes = disk_mb * 1024 * 1024 if polled_bytes else None
+        self.caps = [(mount, mb * FILES_PER_MB, mb * 1024 * 1024 if polled_bytes else None)
+                     for mount, mb in (("/tmp", disk_mb), ("/dev/shm", _shm_mb(disk_mb)))]
         self.root: str | None = None
 
     def over(self) -> bool:
@@ -389,13 +400,16 @@ class _DiskWatch:
                         self.root = root
             if self.root is None:
                 return False
-        try:
-            st = os.statvfs(self.root + "/tmp")
-        except OSError:
-            return False
-        if st.f_files and st.f_files - st.f_ffree > self.max_files:
-            return True
-        return self.max_bytes is not None and (st.f_blocks - st.f_bfree) * st.f_frsize > self.max_bytes
+        for mount, max_files, max_bytes in self.caps:
+            try:
+                st = os.statvfs(self.root + mount)
+            except OSError:
+                continue
+            if st.f_files and st.f_files - st.f_ffree > max_files:
+                return True
+            if max_bytes is not None and (st.f_blocks - st.f_bfree) * st.f_frsize > max_bytes:
+                return True
+        return False
 
 
 # --------------------------------------------------------------------------- limits
