@@ -18,7 +18,6 @@ import os
 import statistics
 import tempfile
 import time
-from collections.abc import Callable
 
 from trinity_cli.tasks import sandbox
 from trinity_cli.tasks.scoring import score_code
@@ -45,25 +44,13 @@ RIGHT = (
 )
 
 
-def median_ms(fn: Callable[[], object], runs: int) -> float:
-    fn()  # warm-up: the bwrap probe, page cache
-    times = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - start) * 1000)
-    return statistics.median(times)
+def run_trivial() -> None:
+    result = sandbox.run_python("pass")
+    assert result.passed, result.stderr
 
 
-def measure(runs: int) -> dict[str, float]:
-    def trivial() -> None:
-        result = sandbox.run_python("pass")
-        assert result.passed, result.stderr
-
-    def scoring() -> None:
-        assert score_code(RIGHT, ITEM) == 1.0
-
-    return {"trivial": median_ms(trivial, runs), "score": median_ms(scoring, runs)}
+def run_scoring() -> None:
+    assert score_code(RIGHT, ITEM) == 1.0
 
 
 def main() -> None:
@@ -74,29 +61,37 @@ def main() -> None:
     logging.getLogger("trinity_cli").setLevel(logging.ERROR)  # the fallback's notice, expected here
 
     iso = sandbox.isolation()
-    results: dict[str, dict[str, float]] = {}
-    if iso.bwrap is not None:
-        results["bwrap"] = measure(args.runs)
-    else:
+    modes = ["bwrap", "fallback"] if iso.bwrap is not None else ["fallback"]
+    if iso.bwrap is None:
         print(f"bwrap unusable here ({iso.reason}): only the fallback is measured")
     path = os.environ.get("PATH", "")
+    times: dict[tuple[str, str], list[float]] = {(m, k): [] for m in modes for k in ("trivial", "score")}
     with tempfile.TemporaryDirectory() as empty:
-        os.environ["PATH"] = empty
-        try:
-            results["fallback"] = measure(args.runs)
-        finally:
-            os.environ["PATH"] = path
+        # Modes alternate run by run, so that a change in the machine's load hits both alike.
+        for i in range(args.runs + 1):  # run 0 warms up (the bwrap probe, the page cache)
+            for mode in modes:
+                os.environ["PATH"] = path if mode == "bwrap" else empty
+                try:
+                    for kind, fn in (("trivial", run_trivial), ("score", run_scoring)):
+                        start = time.perf_counter()
+                        fn()
+                        if i:
+                            times[(mode, kind)].append((time.perf_counter() - start) * 1000)
+                finally:
+                    os.environ["PATH"] = path
+    med = {key: statistics.median(values) for key, values in times.items()}
 
     print(f"median of {args.runs} runs, ms    trivial run_python   score_code (HumanEval-style, right answer)")
-    for mode, numbers in results.items():
-        print(f"  {mode:<28}{numbers['trivial']:>12.1f}{numbers['score']:>16.1f}")
-    if "bwrap" in results:
-        extra = results["bwrap"]["score"] - results["fallback"]["score"]
-        share = results["bwrap"]["score"] / (args.episode_s * 1000) * 100
-        print(f"isolation adds {results['bwrap']['trivial'] - results['fallback']['trivial']:.1f} ms per trivial run, "
+    for mode in modes:
+        print(f"  {mode:<28}{med[(mode, 'trivial')]:>12.1f}{med[(mode, 'score')]:>16.1f}")
+    if iso.bwrap is not None:
+        extra = med[("bwrap", "score")] - med[("fallback", "score")]
+        share = med[("bwrap", "score")] / (args.episode_s * 1000) * 100
+        print(f"isolation adds {med[('bwrap', 'trivial')] - med[('fallback', 'trivial')]:.1f} ms per trivial run, "
               f"{extra:.1f} ms per scored code item")
         print(f"scoring under bwrap = {share:.2f} % of a {args.episode_s:g} s episode "
               f"(isolation's extra: {extra / (args.episode_s * 1000) * 100:.2f} %; target < 5 %)")
+        print(f"load average during the run: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
 
 
 if __name__ == "__main__":

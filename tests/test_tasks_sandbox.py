@@ -341,7 +341,7 @@ def test_no_process_outlives_the_run(ending: str) -> None:
         f"        os.execve('/bin/sleep', ['sleep', {seconds!r}], {{}})\n"
         "    os._exit(0)\n"
         "os.waitpid(pid, 0)\n"
-        "for _ in range(200):\n"
+        "for _ in range(400):\n"
         "    found = [p for p in os.listdir('/proc') if p.isdigit()\n"
         f"             and {seconds!r}.encode() in open(f'/proc/{{p}}/cmdline', 'rb').read()]\n"
         "    if found:\n"
@@ -351,7 +351,9 @@ def test_no_process_outlives_the_run(ending: str) -> None:
         + ("time.sleep(60)\n" if ending == "times out" else "")
     )
     try:
-        result = run_python(code, timeout_s=3)
+        # Generous timeouts: a loaded machine must not turn "exits" into "times out" or keep the
+        # sleeper from starting before the timeout.
+        result = run_python(code, timeout_s=5 if ending == "times out" else 60)
         assert result.isolated
         assert "sleeper running" in result.stdout, result.stderr
         assert result.timed_out == (ending == "times out")
