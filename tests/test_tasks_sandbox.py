@@ -353,11 +353,12 @@ def test_no_process_outlives_the_run(ending: str) -> None:
     try:
         # Generous timeouts: a loaded machine must not turn "exits" into "times out" or keep the
         # sleeper from starting before the timeout.
-        result = run_python(code, timeout_s=5 if ending == "times out" else 60)
-        assert result.isolated
-        assert "sleeper running" in result.stdout, result.stderr
-        assert result.timed_out == (ending == "times out")
-        assert _alive_with(b"sleep\0" + seconds.encode()) == []
+        for _ in range(3 if ending == "exits" else 1):  # an end-of-run race shows up only sometimes
+            result = run_python(code, timeout_s=5 if ending == "times out" else 60)
+            assert result.isolated
+            assert "sleeper running" in result.stdout, result.stderr
+            assert result.timed_out == (ending == "times out")
+            assert _alive_with(b"sleep\0" + seconds.encode()) == []
     finally:
         for pid in _alive_with(b"sleep\0" + seconds.encode()):
             os.kill(pid, signal.SIGKILL)

@@ -110,6 +110,12 @@ _POLL_MIN_S = 0.002
 _POLL_MAX_S = 0.05
 _ETC_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime")
 _TOP_DIRS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+# The PID namespace's init: a shell that runs Python (`$0`) and exits with its status. When it
+# exits, the kernel kills every process left in the namespace and waits for them *before* the
+# outer bwrap sees it exit; bwrap's own init would instead report the program's exit at once
+# and let the namespace die afterwards, racing our "nothing is left" guarantee. (A shell, not
+# Python itself, is pid 1, because signals the code sends to pid 1 from inside are ignored.)
+_INIT = ("/bin/sh", "-c", '"$0" -I -B main.py; exit $?')
 
 
 @dataclass(frozen=True)
@@ -188,7 +194,7 @@ def run_python(
         if iso.bwrap is not None:
             inner = f"/tmp/trinity-run-{marker[:16]}"
             env = _child_env(inner, marker, path=f"{os.path.dirname(sys.executable)}:/usr/local/bin:/usr/bin:/bin")
-            argv = [*_bwrap_argv(iso, main, inner, env, disk_mb), sys.executable, "-I", "-B", "main.py"]
+            argv = [*_bwrap_argv(iso, main, inner, env, disk_mb), *_INIT, sys.executable]
             cwd, popen_env = workdir, env
             preexec = _limiter(_clamped(limits), cut_network=False)
         else:
@@ -284,7 +290,7 @@ def _probe(bwrap: str) -> Isolation:
         main.write_text("", encoding="utf-8")
         inner = "/tmp/trinity-probe"
         env = _child_env(inner, "probe", path="/usr/bin:/bin")
-        argv = [*_bwrap_argv(iso, main, inner, env, 1), sys.executable, "-I", "-B", "main.py"]
+        argv = [*_bwrap_argv(iso, main, inner, env, 1), *_INIT, sys.executable]
         try:
             done = subprocess.run(argv, capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL,
                                   env=env, start_new_session=True)
@@ -350,7 +356,7 @@ def _bwrap_argv(iso: Isolation, main: Path, inner: str, env: dict[str, str], dis
     if iso.disable_userns:
         argv.append("--disable-userns")
     argv += ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
-             "--hostname", "sandbox", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
+             "--hostname", "sandbox", "--die-with-parent", "--new-session", "--cap-drop", "ALL", "--as-pid-1",
              "--ro-bind", "/usr", "/usr"]
     for top in _TOP_DIRS:
         if os.path.islink(top):
@@ -595,9 +601,10 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
 
 
 def _kill_sandbox(proc: subprocess.Popen[bytes]) -> None:
-    """End an isolated run: SIGKILL the PID namespace's init, whose death makes the kernel kill
-    every process in the namespace and wait for them before the outer bwrap (our child) sees
-    it exit; then kill and reap the outer bwrap."""
+    """End an isolated run: SIGKILL the PID namespace's init (`_INIT`), whose death makes the
+    kernel kill every process in the namespace and wait for them before the outer bwrap (our
+    child) sees it exit; then kill and reap the outer bwrap. After a normal exit the init has
+    already gone the same way."""
     if not _exited(proc.pid):
         for pid in _children(proc.pid):
             with contextlib.suppress(ProcessLookupError, PermissionError):
