@@ -681,23 +681,64 @@ def test_a_pool_and_a_task_file_can_ask_for_the_strict_sandbox(tmp_path: Path) -
         load_jsonl(tasks)
 
 
-def test_bench_on_a_strict_pool_refuses_to_run_code_without_bwrap(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+CODER = [{"name": "coder", "kind": "scripted", "default": "```python\ndef f():\n    return 1\n```"}]
+
+
+def code_tasks(tmp_path: Path, name: str = "code") -> Path:
+    tasks = tmp_path / f"{name}.jsonl"
+    tasks.write_text("".join(json.dumps({"id": f"f{i}", "prompt": f"Write f() returning 1 ({name} {i}).",
+                                         "scorer": "code", "answer": "assert f() == 1"}) + "\n" for i in range(30)))
+    return tasks
+
+
+def count_model_calls(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    from trinity_cli.backends.scripted import ScriptedBackend
+
+    calls: list[int] = []
+    original = ScriptedBackend.chat
+    monkeypatch.setattr(ScriptedBackend, "chat", lambda self, m, p: calls.append(1) or original(self, m, p))
+    return calls
+
+
+@pytest.mark.parametrize("how", ["pool", "environment"])
+def test_bench_refuses_strict_code_tasks_before_any_episode(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, how: str
 ) -> None:
     from trinity_cli.bench import BenchOptions, bench
+    from trinity_cli.store import RunStore
 
     from .conftest import write_pool
 
     hide_bwrap(monkeypatch, tmp_path)
-    reply = "```python\ndef f():\n    return 1\n```"
-    models = [{"name": "coder", "kind": "scripted", "default": reply}]
-    tasks = tmp_path / "code.jsonl"
-    tasks.write_text(json.dumps({"id": "f1", "prompt": "Write f() returning 1.", "scorer": "code",
-                                 "answer": "assert f() == 1"}) + "\n")
-    options = {"tasks": f"file:{tasks}:all", "max_turns": 1, "random_seeds": 0}
-    auto = write_pool(tmp_path, {"name": "coders", "models": models}, "auto.yaml")
+    calls = count_model_calls(monkeypatch)
+    options = {"tasks": f"file:{code_tasks(tmp_path)}:test", "max_turns": 1, "random_seeds": 0}
+    auto = write_pool(tmp_path, {"name": "coders", "models": CODER}, "auto.yaml")
     result = bench(BenchOptions(pool=str(auto), **options)).data
-    assert result["results"]["single:coder"]["overall"]["accuracy"] == 1.0
-    strict = write_pool(tmp_path, {"name": "coders", "sandbox": "strict", "models": models}, "strict.yaml")
+    assert result["results"]["single:coder"]["overall"]["accuracy"] == 1.0  # auto: runs, limits only
+    calls.clear()
+    runs = len(RunStore().list())
+    if how == "pool":
+        pool = write_pool(tmp_path, {"name": "coders", "sandbox": "strict", "models": CODER}, "strict.yaml")
+    else:
+        pool = auto
+        monkeypatch.setenv("TRINITY_SANDBOX", "strict")
+    options["tasks"] = f"file:{code_tasks(tmp_path, 'fresh')}:test"  # prompts the rollout cache has not seen
     with pytest.raises(SandboxUnavailable, match="strict code sandbox"):
-        bench(BenchOptions(pool=str(strict), **options))
+        bench(BenchOptions(pool=str(pool), **options))
+    assert calls == [] and len(RunStore().list()) == runs, "refused before any model call or run"
+
+
+def test_evolve_on_a_strict_pool_refuses_code_tasks_up_front(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from trinity_cli.evolve import EvolveOptions, evolve
+
+    from .conftest import write_pool
+
+    hide_bwrap(monkeypatch, tmp_path)
+    calls = count_model_calls(monkeypatch)
+    tasks = code_tasks(tmp_path)
+    pool = write_pool(tmp_path, {"name": "coders", "sandbox": "strict", "models": CODER * 1}, "strict.yaml")
+    options = EvolveOptions(pool=str(pool), tasks=f"file:{tasks}:train", val_tasks=f"file:{tasks}:val:2",
+                            budget=8, minibatch=2, popsize=4, max_turns=1, backbone="hash:16")
+    with pytest.raises(SandboxUnavailable, match="strict code sandbox"):
+        evolve(options)
+    assert calls == []

@@ -543,6 +543,7 @@ def bench(
     items = tasks.sample_items(entries, seed=options.seed)
     if not items:
         raise ConfigError(f"--tasks {options.tasks!r} selects no items")
+    tasks.check_code_sandbox(items, strict_sandbox=config.sandbox == "strict")
     store = store or RunStore()
     pool = open_pool(config)
     systems: list[System] = []

@@ -155,6 +155,7 @@ class Evolution:
         self.train_items = tasks.sample_items(self.train_mix, seed=options.seed)
         if not self.train_items:
             raise ConfigError(f"--tasks {options.tasks!r} selects no items")
+        tasks.check_code_sandbox([*self.train_items, *self.val_items], strict_sandbox=self.config.sandbox == "strict")
         self.options = options
         fingerprint, _ = describe(options.backbone)
         hidden = hidden_size_of(options.backbone)

@@ -168,11 +168,8 @@ def run_python(
     `strict` (or TRINITY_SANDBOX=strict) raises `SandboxUnavailable` instead of running
     without isolation; `ConfigError` if TRINITY_SANDBOX holds anything but auto or strict.
     """
-    strict = strict_from_env() or strict
-    iso = isolation()
+    iso = require_isolation() if strict or strict_from_env() else isolation()
     if iso.bwrap is None:
-        if strict:
-            raise SandboxUnavailable(f"the strict code sandbox is required, but {iso.reason}", hint=iso.hint)
         _note_fallback(iso)
     marker = secrets.token_hex(12)
     workdir = Path(tempfile.mkdtemp(prefix="trinity-sandbox-"))
@@ -250,6 +247,14 @@ def run_python(
         duration_s=duration,
         isolated=iso.bwrap is not None,
     )
+
+
+def require_isolation() -> Isolation:
+    """`isolation()`, or `SandboxUnavailable` (one line naming the cause and the fix) if none."""
+    iso = isolation()
+    if iso.bwrap is None:
+        raise SandboxUnavailable(f"the strict code sandbox is required, but {iso.reason}", hint=iso.hint)
+    return iso
 
 
 def strict_from_env() -> bool:
