@@ -84,7 +84,7 @@ def test_exact_accuracies_oracle_selfloop_and_files(tmp_path: Path) -> None:
     res = {name: r["overall"] for name, r in data["results"].items()}
     assert [s["name"] for s in data["systems"]] == [
         "single:m0", "single:m1", "single:m2", "selfloop:m0", "selfloop:m1", "selfloop:m2", "random",
-        "oracle"]
+        "vote", "best-per-task", "oracle"]
     # Single models: one Worker turn each.
     assert (res["single:m0"]["correct"], res["single:m0"]["n"]) == (5, 8)
     assert res["single:m1"]["accuracy"] == 3 / 8 and res["single:m2"]["accuracy"] == 0.0
@@ -103,8 +103,15 @@ def test_exact_accuracies_oracle_selfloop_and_files(tmp_path: Path) -> None:
     assert res["oracle"]["mean_cost_usd"] == pytest.approx(res["single:m1"]["mean_cost_usd"])
     assert data["per_item"]["oracle"] == {f"file:{tasks}/{q}": 1.0 for q in
                                           ("q13", "q8", "q25", "q9", "q27", "q2", "q37", "q5")}
-    # Random routing pools its 2 seeds: 16 episodes, within the turn budget.
-    assert res["random"]["n"] == 16 and 1.0 <= res["random"]["mean_turns"] <= 5.0
+    # Vote: three different answers on every item, so the tie goes to m0 (pool order).
+    assert res["vote"]["correct"] == 5 and res["vote"]["mean_pool_calls"] == 3.0
+    # One task: best-per-task is the best single model.
+    assert data["best_per_task"] == {f"file:{tasks}": "m0"} and res["best-per-task"]["correct"] == 5
+    # Random routing: 2 seeds per item, scored per item (mean over its seeds), within the turn budget.
+    assert res["random"]["n"] == 8 and 1.0 <= res["random"]["mean_turns"] <= 5.0
+    random_eps = [e for e in data["episodes"] if e["system"] == "random"]
+    assert len(random_eps) == 16
+    assert res["random"]["accuracy"] == pytest.approx(sum(e["reward"] for e in random_eps) / 16)
     # Wilson 95% interval of 5/8, and sane bounds everywhere.
     ci = (res["single:m0"]["ci_low"], res["single:m0"]["ci_high"])
     assert ci == pytest.approx((0.3057, 0.8632), abs=1e-4)
@@ -132,6 +139,49 @@ def test_exact_accuracies_oracle_selfloop_and_files(tmp_path: Path) -> None:
     record = RunStore().load(result.run_id)
     assert record["kind"] == "bench" and record["summary"]["results"] == data["results"]
     assert [(r.id, r.kind) for r in RunStore().list()] == [(result.run_id, "bench")]
+
+
+def _tagged_file(path: Path, tags: str) -> Path:
+    path.write_text("".join(
+        json.dumps({"id": f"q{i}", "prompt": f"Question q{i} [{tags[i % len(tags)]}]: six times seven?",
+                    "answer": 42, "scorer": "numeric"}) + "\n" for i in range(40)))
+    return path
+
+
+def test_vote_and_best_per_task(tmp_path: Path) -> None:
+    # m0 is right on [A], m1 on [B], m2 on [B] and [C]; wrong answers are 7 (m0, m1) or 5 (m2).
+    def model(name: str, right: str, wrong: str) -> dict:
+        return {"name": name, "kind": "scripted", "rules": [
+            {"match": rf"\[[{right}]\].*Solve the task now", "reply": "Answer: 42"},
+            {"match": "Solve the task now", "reply": f"Answer: {wrong}"}]}
+
+    pool = write_pool(tmp_path, {"name": "voters", "models": [
+        model("m0", "A", "7"), model("m1", "B", "7"), model("m2", "BC", "5")]})
+    first = _tagged_file(tmp_path / "ab.jsonl", "AB")
+    second = _tagged_file(tmp_path / "c.jsonl", "C")
+    result = bench(BenchOptions(pool=str(pool), tasks=f"file:{first}:test,file:{second}:test", max_turns=1,
+                                random_seeds=0, systems=["vote", "best-per-task"]))
+    data = result.data
+    # Only the asked rows are reported, though the single runs they need were played.
+    assert [s["name"] for s in data["systems"]] == ["vote", "best-per-task"]
+    # Vote: [A] 42/7/5 is a three-way tie, which m0 (first in pool order) wins: right.
+    # [B] 7/42/42: 42 by two votes: right. [C] 7/7/42: 7 by two votes: wrong.
+    for key, reward in data["per_item"]["vote"].items():
+        question = int(key.rsplit("q", 1)[1])
+        tag = "C" if key.startswith(f"file:{second}") else "AB"[question % 2]
+        assert reward == {"A": 1.0, "B": 1.0, "C": 0.0}[tag], key
+    # best-per-task: per file, the best single member there (ties: pool order).
+    singles = {f"single:{m}": {} for m in ("m0", "m1", "m2")}
+    for ep in data["episodes"]:
+        singles[ep["system"]][ep["item"], ep["task"]] = ep["reward"]
+    for task in data["tasks"]:
+        accs = [(sum(r for (_, t), r in singles[f"single:{m}"].items() if t == task), -i, m)
+                for i, m in enumerate(("m0", "m1", "m2"))]
+        assert data["best_per_task"][task] == max(accs)[2]
+    assert data["best_per_task"][f"file:{second}"] == "m2"
+    assert data["results"]["best-per-task"]["per_task"][f"file:{second}"]["accuracy"] == 1.0
+    with pytest.raises(ConfigError, match="--systems: unknown kind 'votes'"):
+        bench(BenchOptions(pool=str(pool), tasks=f"file:{first}:test", systems=["votes"]))
 
 
 def test_second_run_is_served_by_the_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -178,7 +228,7 @@ def test_heads_gaps_and_selection(tmp_path: Path) -> None:
     head = str(hash_head(tmp_path / "head"))
     data = bench(options(pool, tasks, heads=[head, head], random_seeds=1)).data
     names = [s["name"] for s in data["systems"]]
-    assert names[-3:] == ["head:hashy", "head:hashy#2", "oracle"]
+    assert names[-5:] == ["head:hashy", "head:hashy#2", "vote", "best-per-task", "oracle"]
     # Every head sees the same episode seeds: the same head twice gives the same episodes.
     assert data["per_item"]["head:hashy"] == data["per_item"]["head:hashy#2"]
     acc = data["results"]["head:hashy"]["overall"]["accuracy"]
@@ -192,7 +242,7 @@ def test_heads_gaps_and_selection(tmp_path: Path) -> None:
     assert sum(sel["roles"].values()) == pytest.approx(1.0)
     turns = [t for e in data["episodes"] if e["system"] == "head:hashy" for t in e["turns"]]
     assert sel["models"]["m0"] == pytest.approx(sum(m == "m0" for m, _ in turns) / len(turns))
-    assert data["systems"][-2]["head"] == {"name": "hashy", "trained": True, "ref": head}
+    assert data["systems"][-4]["head"] == {"name": "hashy", "trained": True, "ref": head}
 
 
 def test_fixed_schedule_alternates_and_respects_masks() -> None:
@@ -220,6 +270,50 @@ def test_context_overflow_counts_as_wrong(tmp_path: Path) -> None:
     tiny = [e for e in data["episodes"] if e["system"] == "single:tiny"]
     assert tiny[0]["error"].startswith("context overflow") and tiny[0]["turns"] == []
     assert any("could not run" in n for n in data["notes"])
+
+
+def test_random_routing_interval_is_over_items_not_episodes() -> None:
+    from trinity_cli.bench import EpisodeResult, System, summarize
+    from trinity_cli.tasks import TaskItem
+
+    items = [TaskItem("t", f"q{i}", "Q", "42", "numeric") for i in range(4)]
+    rewards = {"q0": [1, 1, 1], "q1": [0, 0, 0], "q2": [1, 0, 0], "q3": [1, 1, 0]}
+    episodes = [EpisodeResult("random", "t", item, r, float(reward), "A", [("m0", "worker")], "max_turns",
+                              10 * (r + 1), 1.0, None, False)
+                for item, seeds in rewards.items() for r, reward in enumerate(seeds)]
+    systems = [System("random", "random", seeds=3, max_turns=2)]
+    m = summarize(systems, episodes, items, ["m0"], ["t"])["results"]["random"]["overall"]
+    # Per item: 1, 0, 1/3, 2/3. Four items, not twelve independent episodes.
+    assert m["n"] == 4 and m["correct"] == pytest.approx(2.0) and m["accuracy"] == pytest.approx(0.5)
+    assert (m["ci_low"], m["ci_high"]) == pytest.approx(wilson_interval(2.0, 4))
+    assert m["ci_high"] - m["ci_low"] > 0.5  # twelve pooled episodes would claim about 0.46
+    assert m["mean_tokens"] == pytest.approx(20.0) and m["mean_turns"] == 1.0
+
+
+def test_greedy_applies_to_heads_not_to_random(tmp_path: Path) -> None:
+    pool, tasks = setup_files(tmp_path)
+    head = str(hash_head(tmp_path / "head"))
+    data = bench(options(pool, tasks, heads=[head], random_seeds=3, greedy=True)).data
+    firsts = {tuple(e["turns"][0]) for e in data["episodes"] if e["system"] == "random"}
+    # The argmax of the uniform untrained head is (m0, thinker) on every turn of every seed.
+    assert len(firsts) > 1, firsts
+    routes = {tuple(map(tuple, e["turns"])) for e in data["episodes"] if e["system"] == "random"}
+    assert len(routes) > 3
+    # Heads do take their argmax: under other episode seeds, their first decisions stay the same.
+    again = bench(options(pool, tasks, heads=[head], random_seeds=0, greedy=True, seed=1)).data
+
+    def head_firsts(d: dict) -> dict:
+        return {e["item"]: tuple(e["turns"][0]) for e in d["episodes"] if e["system"] == "head:hashy"}
+
+    assert head_firsts(again) == head_firsts(data)
+
+
+def test_report_does_not_call_the_oracle_an_upper_bound(tmp_path: Path) -> None:
+    pool, tasks = setup_files(tmp_path)
+    result = bench(options(pool, tasks, random_seeds=1))
+    report = (result.run_dir / "report.md").read_text()
+    assert "upper bound" not in report and "ceiling routing" not in report
+    assert "not a ceiling" in report and "multi-turn systems can solve items that no single model does" in report
 
 
 def test_wilson_interval_edges() -> None:

@@ -63,18 +63,46 @@ def test_close_frees_and_reloads(backend) -> None:
 def test_max_resident_evicts(tmp_path: Path) -> None:
     from trinity_cli.pool import Pool
 
+    # Other context sizes are other llama.cpp loads of the file: two resident models.
     text = f"""
 name: two
 max_resident: 1
 models:
   - {{name: a, kind: gguf, weights: {{path: {GGUF}}}, n_ctx: 512, max_tokens: 4}}
-  - {{name: b, kind: gguf, weights: {{path: {GGUF}}}, n_ctx: 512, max_tokens: 4}}
+  - {{name: b, kind: gguf, weights: {{path: {GGUF}}}, n_ctx: 640, max_tokens: 4}}
 """
     pool = Pool(parse_pool(text, "two.yaml"))
     pool.chat("a", QUESTION)
     assert pool.backend("a").loaded
     pool.chat("b", QUESTION)
     assert pool.backend("b").loaded and not pool.backend("a").loaded
+    pool.close()
+
+
+def test_styles_share_one_loaded_model(tmp_path: Path) -> None:
+    from trinity_cli.episode import run_episode
+    from trinity_cli.pool import Pool
+
+    from .test_program import _Schedule
+
+    text = f"""
+name: styles
+max_resident: 1
+models:
+  - {{name: direct, kind: gguf, style: direct, weights: {{path: {GGUF}}}, n_ctx: 1024, max_tokens: 24}}
+  - {{name: program, kind: gguf, style: program, weights: {{path: {GGUF}}}, n_ctx: 1024, max_tokens: 96}}
+"""
+    pool = Pool(parse_pool(text, "styles.yaml"))
+    assert pool.backend("direct") is pool.backend("program")
+    task = "What is 12*7?\n\nEnd your reply with a line of the form 'Answer: <number>'."
+    transcript = run_episode(task, pool, _Schedule(pool.names), max_turns=2, kind="numeric")
+    worker, verifier = transcript.turns
+    assert pool.resident_count == 1 and pool.backend("direct").loaded
+    # Each member was asked in its own style, and the program turn's run is on record.
+    assert "final answer only" in worker.messages[0].content
+    assert "Python program" in verifier.messages[0].content
+    assert verifier.execution is not None and "code" in verifier.execution
+    assert verifier.verdict in ("ACCEPT", "REVISE")
     pool.close()
 
 

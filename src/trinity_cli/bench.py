@@ -6,9 +6,20 @@ Systems (names as they appear in every output):
     selfloop:<model>   the model alone for the same turn budget: Worker, Verifier, Worker, …
                        (itself each time), stopping when its Verifier says ACCEPT
     random             uniform model and role each turn (the untrained head), over
-                       `random_seeds` seeds; its numbers pool all seeds' episodes
+                       `random_seeds` seeds; each item's numbers are its means over the
+                       seeds. Always sampled: `greedy` does not apply to it (the argmax of
+                       a uniform head is the first model and role, every time)
     head:<name>        each head given, sampling its decisions (argmax with `greedy`)
-    oracle             an item counts as solved if any single model solved it alone
+    vote               majority over the members' single answers (read as the task's scorer
+                       reads them; code by its normalised text); a tie goes to the group holding
+                       the earliest member in pool order. Free: it plays nothing new.
+    best-per-task      for each task, the single member best on that task in this bench (ties:
+                       pool order): what perfect task-aware routing to one member would score.
+                       It picks with the test labels, so it is a reference, not a system.
+    oracle             an item counts as solved if any single model solved it alone: the
+                       best a per-question pick of one model for one Worker turn could do.
+                       Not an upper bound: multi-turn systems (self-loops, heads, random)
+                       can solve items no single model solves in one turn
 
 Fixed routing (single, self-loop) goes through `episode.run_episode` like everything
 else, with a `FixedSchedule` in place of the coordinator, so prompts, context fitting,
@@ -22,13 +33,23 @@ adding items leaves the other episodes alone:
 with stream "fixed" (single, self-loop: their decisions use no randomness), "random:<r>"
 for random seed r, and "head" for every head (all heads see the same seeds).
 
-Metrics of a system, overall and per task (`Metrics` below): accuracy with a 95% Wilson
-interval, mean turns, mean pool calls, mean tokens (prompt + completion), mean wall seconds
+Metrics of a system, overall and per task (`Metrics` below), over items: accuracy with a
+95% Wilson interval, mean turns, mean pool calls, mean tokens (prompt + completion), mean wall seconds
 and mean cost per question. Wall seconds are what the pool calls took when they were made
 (a cached reply keeps the latency measured when it was computed, so a warm re-run reports
 the same) plus coordinator seconds. Cost is USD for priced models, None when none is priced.
-The oracle has no turns; its pool calls, tokens, seconds and cost are the sums over all
-single runs of the item (what it takes to obtain).
+The oracle and vote have no turns; their pool calls, tokens, seconds and cost are the sums
+over all single runs of the item (what it takes to obtain); best-per-task's are those of the
+single run it picks. A system with several seeds (random) is first reduced to one row per
+item, each number the mean over that item's seeds, so its `n` counts items and its interval
+reflects how many questions were asked, not how many episodes: seeds of one item are not
+independent samples. Its `correct` (the sum of the items' mean rewards) may be fractional;
+the Wilson interval takes it as is, which is conservative, since a mean of rewards in
+[0, 1] has at most a 0/1 reward's variance.
+
+`systems` (`--systems`) keeps only some kinds of row; vote, best-per-task and oracle need
+the single runs, which are then played even when `single` itself is not listed (and not
+reported).
 
 Run directory (`runs/run-N/`):
     bench.json      the summary below plus "episodes" (one compact record per episode)
@@ -43,13 +64,14 @@ bench.json (format "trinity-bench/1"):
     {"format", "run", "options": BenchOptions as a dict,
      "pool": {"name", "models", "source"}, "prompt_version",
      "tasks": [task names in mix order], "items": [{"task", "id"}, ...],
-     "systems": [{"name", "kind": "single"|"selfloop"|"random"|"head"|"oracle",
-                  "model": str|null, "head": {"name", "trained", "ref"}|null,
+     "systems": [{"name", "kind": "single"|"selfloop"|"random"|"head"|"vote"|"best-per-task"|"oracle",
+                  "model": str|null, (best-per-task: {task: model}) "head": {"name", "trained", "ref"}|null,
                   "seeds": episodes per item, "max_turns"}],
      "results": {system: {"overall": Metrics, "per_task": {task: Metrics}}},
      "gaps": {system: {"overall": Gap, "per_task": {task: Gap}}}     (random and heads)
      "selection": {system: {"overall": Share, "per_task": {task: Share}}}   (random and heads)
      "per_item": {system: {"task/id": reward}}     (random: mean over its seeds)
+     "best_per_task": {task: the member best-per-task picks there},
      "stats": {"pool_calls": all of this run, "cache_hits": of those, served by the cache,
                "backend_calls": of those, answered by a model, "backend_s": their seconds,
                "wall_s": the whole bench},
@@ -58,7 +80,7 @@ bench.json (format "trinity-bench/1"):
                    "turns": [[model, acting role], ...], "stop_reason", "tokens", "wall_s",
                    "cost_usd", "cached": every turn came from the cache, "error": null or
                    why the episode could not run}, ...]}
-    Metrics = {"n", "correct", "accuracy", "ci_low", "ci_high", "mean_turns",
+    Metrics = {"n" (items), "correct", "accuracy", "ci_low", "ci_high", "mean_turns",
                "mean_pool_calls", "mean_tokens", "mean_wall_s", "mean_cost_usd"}
     Gap     = {"best_single": system name, "vs_best_single": accuracy difference,
                "vs_oracle": accuracy difference}       (negative: the system is behind)
@@ -86,13 +108,16 @@ from trinity_cli.config import load_pool
 from trinity_cli.coordinator.head import Head
 from trinity_cli.coordinator.policy import Coordinator, resolve_head
 from trinity_cli.episode import run_episode
-from trinity_cli.errors import ConfigError, ContextOverflow
+from trinity_cli.errors import ConfigError, ContextOverflow, did_you_mean
 from trinity_cli.messages import ROLES, ChatMessage, Decision, Role, Transcript, Turn
 from trinity_cli.pool import Pool
 from trinity_cli.store import RunStore
+from trinity_cli.tasks import MixEntry
 
 BENCH_FORMAT = "trinity-bench/1"
-DEFAULT_TASKS = "gsm8k:test:50,arc-challenge:test:50"
+DEFAULT_TASKS = "gsm8k:test:50,arc-challenge:test:50,mbpp:test:50"
+SYSTEM_KINDS = ("single", "selfloop", "random", "head", "vote", "best-per-task", "oracle")
+DERIVED = ("vote", "best-per-task", "oracle")  # computed from the single runs
 Z95 = 1.959963984540054  # two-sided 95% normal quantile
 ANSWER_CHARS = 300
 FILES = ("bench.json", "report.md", "chart.png", "episodes.jsonl")
@@ -115,9 +140,18 @@ class BenchOptions:
     greedy: bool = False
     backbone: str | None = None
     device: str = "auto"
+    systems: Sequence[str] | None = None
 
-    def validate(self) -> list[tasks.MixEntry]:
+    def kinds(self) -> list[str]:
+        """The kinds of row to report (`systems`, default all), in SYSTEM_KINDS order."""
+        wanted = set(self.systems) if self.systems else set(SYSTEM_KINDS)
+        return [k for k in SYSTEM_KINDS if k in wanted]
+
+    def validate(self) -> list[MixEntry]:
         """Check the options; return the parsed mix, refusing splits that are not held out."""
+        for kind in self.systems or ():
+            if kind not in SYSTEM_KINDS:
+                raise ConfigError(f"--systems: unknown kind {kind!r}", did_you_mean(kind, SYSTEM_KINDS))
         if self.max_turns < 1:
             raise ConfigError(f"--max-turns must be at least 1, got {self.max_turns}")
         if self.random_seeds < 0:
@@ -125,7 +159,7 @@ class BenchOptions:
         return held_out_mix(self.tasks)
 
 
-def held_out_mix(text: str) -> list[tasks.MixEntry]:
+def held_out_mix(text: str) -> list[MixEntry]:
     """Parse a mix for benchmarking: train splits (and `all` of a built-in task, which
     contains its train split) are refused, since heads are evolved on them."""
     entries = tasks.parse_mix(text)
@@ -259,12 +293,13 @@ def wilson_interval(correct: float, n: int, z: float = Z95) -> tuple[float, floa
 
 @dataclass
 class _Row:
-    """One question's outcome for a system: what `metrics` averages."""
+    """One question's outcome for a system: what `metrics` averages (for a system with
+    several seeds, each field is the mean over the item's seeds)."""
 
     reward: float
-    turns: int | None
-    calls: int
-    tokens: int
+    turns: float | None
+    calls: float
+    tokens: float
     wall_s: float
     cost_usd: float | None
 
@@ -273,10 +308,27 @@ def _row(ep: EpisodeResult) -> _Row:
     return _Row(ep.reward, len(ep.turns), len(ep.turns), ep.tokens, ep.wall_s, ep.cost_usd)
 
 
+def _item_mean(rows: Sequence[_Row]) -> _Row:
+    """One item's row from its episodes' rows (one per seed): the mean of each field."""
+    k = len(rows)
+    costs = [r.cost_usd for r in rows if r.cost_usd is not None]
+    turns = [r.turns for r in rows if r.turns is not None]
+    return _Row(
+        reward=sum(r.reward for r in rows) / k,
+        turns=sum(turns) / k if len(turns) == k else None,
+        calls=sum(r.calls for r in rows) / k,
+        tokens=sum(r.tokens for r in rows) / k,
+        wall_s=sum(r.wall_s for r in rows) / k,
+        cost_usd=sum(costs) / k if costs else None,
+    )
+
+
 def metrics(rows: Sequence[_Row]) -> dict[str, Any]:
-    """The Metrics dict of the module docstring for a list of outcomes."""
+    """The Metrics dict of the module docstring for a list of outcomes, one per item."""
     n = len(rows)
-    correct = int(round(sum(r.reward for r in rows)))
+    total = sum(r.reward for r in rows)
+    # Whole for one episode per item; a sum of per-item means over seeds may be fractional.
+    correct: float = int(round(total)) if abs(total - round(total)) < 1e-9 else total
     low, high = wilson_interval(correct, n)
 
     def mean(values: Sequence[float]) -> float | None:
@@ -325,6 +377,61 @@ def _oracle_rows(
             cost_usd=sum(costs) if costs else None,
         )))
     return rows
+
+
+def _vote_key(answer: str | None, item: tasks.TaskItem) -> str | None:
+    """What a member's single answer counts as in the vote; None: no readable answer."""
+    if not answer:
+        return None
+    if item.scorer == "code":
+        code = tasks.scoring.extract_code(answer, (item.reference or {}).get("entry_point"))
+        return "\n".join(line.rstrip() for line in code.strip().splitlines() if line.strip()) or None
+    found = tasks.scoring.final_answer(answer, item.scorer)
+    return f"{found.kind}:{found.value}" if found is not None else None
+
+
+def _vote_rows(
+    singles: Sequence[EpisodeResult], items: Sequence[tasks.TaskItem], models: Sequence[str]
+) -> list[tuple[tasks.TaskItem, _Row]]:
+    """Majority vote over the single answers of each item (module docstring); the winning
+    group's first answer in pool order is scored as the vote's reply."""
+    order = {f"single:{m}": i for i, m in enumerate(models)}
+    by_item: dict[str, list[EpisodeResult]] = {}
+    for ep in singles:
+        by_item.setdefault(ep.key, []).append(ep)
+    rows = []
+    for item in items:
+        eps = sorted(by_item.get(item.key, []), key=lambda e: order.get(e.system, len(order)))
+        groups: dict[str, list[EpisodeResult]] = {}
+        for ep in eps:
+            key = _vote_key(ep.answer, item)
+            if key is not None:
+                groups.setdefault(key, []).append(ep)
+        reward = 0.0
+        if groups:
+            # max() keeps the first of equal counts, and groups are in pool order of first member.
+            winner = max(groups.values(), key=len)
+            reward = float(tasks.score_item(item, winner[0].answer or ""))
+        costs = [e.cost_usd for e in eps if e.cost_usd is not None]
+        rows.append((item, _Row(reward, None, sum(len(e.turns) for e in eps), sum(e.tokens for e in eps),
+                                sum(e.wall_s for e in eps), sum(costs) if costs else None)))
+    return rows
+
+
+def best_per_task(
+    singles: Sequence[EpisodeResult], task_names: Sequence[str], models: Sequence[str]
+) -> dict[str, str]:
+    """task -> the member whose single runs scored best on it (ties: pool order)."""
+    best: dict[str, str] = {}
+    for task in task_names:
+        scores = []
+        for i, model in enumerate(models):
+            eps = [e for e in singles if e.system == f"single:{model}" and e.task == task]
+            if eps:
+                scores.append((sum(e.reward for e in eps) / len(eps), -i, model))
+        if scores:
+            best[task] = max(scores)[2]
+    return best
 
 
 def _share(counts: dict[str, int], names: Sequence[str]) -> dict[str, float]:
@@ -390,20 +497,28 @@ def summarize(
         by_system.setdefault(ep.system, []).append(ep)
     results: dict[str, Any] = {}
     per_item: dict[str, dict[str, float]] = {}
-    singles = [s.name for s in systems if s.kind == "single"]
+    singles = [f"single:{m}" for m in models]
+    single_eps = [e for s in singles for e in by_system.get(s, [])]
+    picks = best_per_task(single_eps, task_names, models)
     for system in systems:
-        if system.kind == "oracle":
-            oracle = _oracle_rows([e for s in singles for e in by_system.get(s, [])], items)
-            rows = [(item.task, row) for item, row in oracle]
-            per_item[system.name] = {item.key: row.reward for item, row in oracle}
+        if system.kind in ("oracle", "vote"):
+            derived = (_oracle_rows if system.kind == "oracle" else
+                       lambda eps, its: _vote_rows(eps, its, models))(single_eps, items)
+            rows = [(item.task, row) for item, row in derived]
+            per_item[system.name] = {item.key: row.reward for item, row in derived}
+        elif system.kind == "best-per-task":
+            picked = [e for e in single_eps if picks.get(e.task) and e.system == f"single:{picks[e.task]}"]
+            rows = [(e.task, _row(e)) for e in picked]
+            per_item[system.name] = {e.key: e.reward for e in picked}
         else:
-            eps = by_system.get(system.name, [])
-            rows = [(e.task, _row(e)) for e in eps]
-            rewards: dict[str, list[float]] = {}
-            for ep in eps:
-                rewards.setdefault(ep.key, []).append(ep.reward)
-            per_item[system.name] = {key: sum(v) / len(v) for key, v in rewards.items()}
+            by_item: dict[str, list[EpisodeResult]] = {}
+            for ep in by_system.get(system.name, []):
+                by_item.setdefault(ep.key, []).append(ep)
+            item_rows = {key: _item_mean([_row(e) for e in eps]) for key, eps in by_item.items()}
+            rows = [(eps[0].task, item_rows[key]) for key, eps in by_item.items()]
+            per_item[system.name] = {key: row.reward for key, row in item_rows.items()}
         results[system.name] = _by_task(rows, task_names)
+    singles = [s for s in singles if s in results]  # reported singles only
     routed = [s.name for s in systems if s.kind in ("random", "head")]
     gaps = {
         name: {"overall": _gap(results, name, singles, None),
@@ -411,7 +526,8 @@ def summarize(
         for name in routed
     }
     chosen = {name: selection(by_system.get(name, []), models, task_names) for name in routed}
-    return {"tasks": task_names, "results": results, "gaps": gaps, "selection": chosen, "per_item": per_item}
+    return {"tasks": task_names, "results": results, "gaps": gaps, "selection": chosen, "per_item": per_item,
+            "best_per_task": picks}
 
 
 # -- running -----------------------------------------------------------------------------
@@ -422,7 +538,7 @@ def _play(
     assert system.source is not None
     try:
         transcript = run_episode(item.prompt, pool, system.source, max_turns=system.max_turns, seed=seed,
-                                 greedy=greedy)
+                                 greedy=greedy, kind=item.scorer)
     except ContextOverflow as exc:
         result = EpisodeResult(system.name, item.task, item.id, seed, 0.0, None, [], "error", 0, 0.0, None,
                                False, error=f"context overflow: {exc.message}")
@@ -460,33 +576,38 @@ def _head_systems(options: BenchOptions, pool_name: str, models: list[str]) -> t
                          "(an untrained head routes like `random`); evolve one and pass --head")
     systems: list[System] = []
     taken: set[str] = set()
-    for ref, head in heads:
+    for head_ref, head in heads:
         name = f"head:{head.manifest.get('name') or 'unnamed'}"
         base, k = name, 2
         while name in taken:
             name, k = f"{base}#{k}", k + 1
         taken.add(name)
         source = Coordinator(head, backbone_ref=options.backbone, device=options.device)
-        info = {"name": head.manifest.get("name"), "trained": head.trained, "ref": ref}
+        info = {"name": head.manifest.get("name"), "trained": head.trained, "ref": head_ref}
         systems.append(System(name, "head", head=info, max_turns=options.max_turns, stream="head",
                               source=source))
     return systems, notes
 
 
 def plan_systems(options: BenchOptions, pool_name: str, models: list[str]) -> tuple[list[System], list[str]]:
-    """The systems of a bench in run order (oracle last), and notes for the report."""
-    systems = [System(f"single:{m}", "single", model=m, source=FixedSchedule(models, m, (Role.WORKER,)))
-               for m in models]
-    systems += [System(f"selfloop:{m}", "selfloop", model=m, max_turns=options.max_turns,
-                       source=FixedSchedule(models, m, (Role.WORKER, Role.VERIFIER))) for m in models]
-    if options.random_seeds:
+    """The systems of a bench in run order (derived rows last), and notes for the report.
+    Single runs are played whenever a reported row needs them (see `systems`)."""
+    kinds = options.kinds()
+    systems: list[System] = []
+    if "single" in kinds or any(k in kinds for k in DERIVED):
+        systems += [System(f"single:{m}", "single", model=m, source=FixedSchedule(models, m, (Role.WORKER,)))
+                    for m in models]
+    if "selfloop" in kinds:
+        systems += [System(f"selfloop:{m}", "selfloop", model=m, max_turns=options.max_turns,
+                           source=FixedSchedule(models, m, (Role.WORKER, Role.VERIFIER))) for m in models]
+    if options.random_seeds and "random" in kinds:
         untrained = resolve_head("untrained", pool_name, models, options.backbone)
         source = Coordinator(untrained, backbone_ref=options.backbone, device=options.device)
         systems.append(System("random", "random", seeds=options.random_seeds, max_turns=options.max_turns,
                               stream="random", source=source))
-    heads, notes = _head_systems(options, pool_name, models)
+    heads, notes = _head_systems(options, pool_name, models) if "head" in kinds else ([], [])
     systems += heads
-    systems.append(System("oracle", "oracle"))
+    systems += [System(kind, kind) for kind in DERIVED if kind in kinds]
     return systems, notes
 
 
@@ -514,7 +635,8 @@ def _run_systems(
             for r in range(system.seeds):
                 for item in items:
                     seed = episode_seed(options.seed, _stream(system, r), item.key)
-                    result, transcript = _play(pool, system, item, seed, options.greedy)
+                    greedy = options.greedy and system.kind == "head"  # random stays random
+                    result, transcript = _play(pool, system, item, seed, greedy)
                     episodes.append(result)
                     log.write(json.dumps({
                         "system": system.name, "task": item.task, "item": item.id, "seed": seed,
@@ -555,6 +677,8 @@ def bench(
             notes.append("val items were used to pick the best head during `trinity evolve`: "
                          "test items are the held-out ones")
         runnable = [s for s in systems if s.source is not None]
+        kinds = options.kinds()
+        reported = [s for s in systems if s.kind in kinds]
         with store.new_run() as run_dir:
             emit("start", {"run": run_dir.name, "items": len(items), "systems": [s.name for s in systems],
                            "episodes": sum(s.seeds for s in runnable) * len(items)})
@@ -570,8 +694,8 @@ def bench(
                 "pool": {"name": config.name, "models": config.names, "source": config.source},
                 "prompt_version": roles.PROMPT_VERSION,
                 "items": [{"task": i.task, "id": i.id} for i in items],
-                "systems": [s.describe() for s in systems],
-                **summarize(systems, episodes, items, config.names, [e.task for e in entries]),
+                "systems": [s.describe() for s in reported],
+                **summarize(reported, episodes, items, config.names, [e.task for e in entries]),
                 "stats": {
                     "pool_calls": pool.stats.calls,
                     "cache_hits": pool.stats.cache_hits,
@@ -690,10 +814,15 @@ def report_markdown(summary: dict[str, Any]) -> str:
     st = summary["stats"]
     out += ["", "## Notes", "",
             "- single: the model alone, one Worker turn. selfloop: the model alone for the same turn budget, "
-            "Worker and Verifier in turn, stopping on ACCEPT. random: uniform model and role each turn, all "
-            "seeds pooled. oracle: solved if any single model solved it (an upper bound, not a system).",
-            "- 95% CI: Wilson score interval. Wall s: seconds the pool calls took when they were made plus "
-            "coordinator seconds. Oracle pool calls, tokens, seconds and cost: sums over all single runs.",
+            "Worker and Verifier in turn, stopping on ACCEPT. random: uniform model and role each turn, always "
+            "sampled; each item scores its mean over the seeds. vote: majority over the single answers (ties: "
+            "pool order). best-per-task: per task, the member best on it here (chosen with the test labels: a "
+            "reference, not a system). oracle: an item counts as solved if any single model solved it alone in "
+            "one Worker turn, i.e. the best per-question pick of one model; it is a reference, not a system, "
+            "and not a ceiling: multi-turn systems can solve items that no single model does.",
+            "- 95% CI: Wilson score interval over items (random: over items, each scored by its mean over "
+            "the seeds). Wall s: seconds the pool calls took when they were made plus coordinator seconds. "
+            "Oracle pool calls, tokens, seconds and cost: sums over all single runs.",
             f"- This run: {st['pool_calls']} pool calls, {st['cache_hits']} from the rollout cache, "
             f"{st['backend_calls']} to a model ({st['backend_s']:.1f} s), {st['wall_s']:.1f} s in all."]
     out += [f"- {note}" for note in summary["notes"]]
@@ -710,11 +839,14 @@ def plot_accuracy(summary: dict[str, Any], path: Path) -> None:
 
     names = [s["name"] for s in summary["systems"]]
     task_names = summary["tasks"]
+    def on_task(task: str) -> Callable[[str], dict[str, Any]]:
+        return lambda s: summary["results"][s]["per_task"][task]
+
     groups: list[tuple[str, Callable[[str], dict[str, Any]]]] = [
         ("overall", lambda s: summary["results"][s]["overall"])
     ]
     if len(task_names) > 1:
-        groups += [(short_task(t), lambda s, t=t: summary["results"][s]["per_task"][t]) for t in task_names]
+        groups += [(short_task(t), on_task(t)) for t in task_names]
     width = 0.8 / len(groups)
     fig, ax = plt.subplots(figsize=(max(6.0, 0.9 * len(names) * max(1, len(groups) / 2) + 2), 4.5), dpi=100)
     x = np.arange(len(names))

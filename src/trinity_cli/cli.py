@@ -33,6 +33,10 @@ BackboneOpt = Annotated[
     typer.Option(help="Coordinator backbone: smollm2-135m, gguf:PATH, or a HF id in your cache (default: the head's)."),
 ]
 DeviceOpt = Annotated[str, typer.Option(help="Coordinator device: auto, cpu, cuda or mps.")]
+# The progress flags, the same on every command that shows progress (ask, evolve, bench):
+# -q leaves stderr to errors alone; --json puts the run's JSON record on stdout instead of
+# the plain result (answer, head directory, tables).
+QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="Nothing on stderr but errors: no progress.")]
 
 
 @app.command()
@@ -47,8 +51,10 @@ def ask(
     backbone: BackboneOpt = None,
     device: DeviceOpt = "auto",
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not read or write the rollout cache.")] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the whole run as JSON on stdout.")] = False,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No turn-by-turn view.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the run as JSON on stdout instead of the answer.")] = (
+        False
+    ),
+    quiet: QuietOpt = False,
 ) -> None:
     """Ask the coordinated pool a question; the answer alone goes to stdout."""
     from trinity_cli import render
@@ -65,8 +71,9 @@ def ask(
     built = build(options)
     pool_obj, coordinator = built
     try:
-        render.ask_header(pool_obj.config.name, pool_obj.names, str(coordinator.head.manifest.get("name")),
-                          coordinator.head.trained, options.exclude)
+        if not quiet:
+            render.ask_header(pool_obj.config.name, pool_obj.names, str(coordinator.head.manifest.get("name")),
+                              coordinator.head.trained, options.exclude)
         with render.LiveTurns(pool_obj.names, quiet=quiet) as live:
             result = run_ask(question, options, live.on_decision, live.on_turn, built=built)
     finally:
@@ -124,7 +131,7 @@ def inspect(
 def evolve(
     pool: PoolOpt = None,
     tasks: Annotated[str, typer.Option(help="Training mix, e.g. gsm8k:train,arc-challenge:train:200.")] = (
-        "gsm8k:train,arc-challenge:train"
+        "gsm8k:train,arc-challenge:train,mbpp:train"
     ),
     budget: Annotated[int, typer.Option(min=1, help="Training episodes to spend.")] = 2000,
     minibatch: Annotated[int, typer.Option(min=1, help="Tasks per generation, shared by all candidates.")] = 8,
@@ -144,6 +151,9 @@ def evolve(
     name: Annotated[str | None, typer.Option(help="Head name (default evolved-RUN).")] = None,
     out: Annotated[str | None, typer.Option(help="Write the head to this directory.")] = None,
     resume: Annotated[str | None, typer.Option(help="Continue this evolve run.")] = None,
+    as_json: Annotated[bool, typer.Option(
+        "--json", help="Print the run as JSON on stdout instead of the head's directory.")] = False,
+    quiet: QuietOpt = False,
 ) -> None:
     """Evolve a coordinator head with sep-CMA-ES; killed runs resume where they stopped."""
     from trinity_cli import render
@@ -154,16 +164,20 @@ def evolve(
                             sigma0=sigma0, seed=seed, max_turns=max_turns, val_tasks=val_tasks, val_size=val_size,
                             val_every=val_every, cost_weight=cost_weight, cost_unit=cost_unit, svf=svf,
                             svf_targets=svf_target, backbone=backbone, device=device, name=name, out=out)
-    with render.EvolveProgress() as progress:
+    with render.EvolveProgress(quiet=quiet) as progress:
         result = run_evolve(options, resume=resume, progress=progress)
-    render.evolve_done(result)
+    if as_json:
+        from trinity_cli.store import RunStore
+
+        render.out.print_json(json.dumps(RunStore().load(result.run_id)))
+    render.evolve_done(result, as_json=as_json, quiet=quiet)
 
 
 @app.command()
 def bench(
     pool: PoolOpt = None,
     tasks: Annotated[str, typer.Option(help="Held-out mix (test splits), e.g. gsm8k:test:50,mmlu:test:100.")] = (
-        "gsm8k:test:50,arc-challenge:test:50"
+        "gsm8k:test:50,arc-challenge:test:50,mbpp:test:50"
     ),
     head: Annotated[list[str] | None, typer.Option(
         "--head", help="Head to benchmark, name or directory (repeatable; default: the shipped head if it fits).")
@@ -172,18 +186,25 @@ def bench(
     random_seeds: Annotated[int, typer.Option(min=0, help="Seeds of random routing (0: leave it out).")] = 3,
     seed: Annotated[int, typer.Option(help="Seed of item sampling and episodes.")] = 0,
     greedy: Annotated[bool, typer.Option(help="Heads take the most likely model and role.")] = False,
+    systems: Annotated[str | None, typer.Option(
+        help="Only these kinds of row, comma-separated: single, selfloop, random, head, vote, best-per-task, "
+             "oracle (default: all).")] = None,
     backbone: BackboneOpt = None,
     device: DeviceOpt = "auto",
-    as_json: Annotated[bool, typer.Option("--json", help="Print bench.json on stdout.")] = False,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar and no tables.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print bench.json on stdout instead of the tables.")] = (
+        False
+    ),
+    quiet: QuietOpt = False,
 ) -> None:
-    """Benchmark heads against each pool model alone, self-loops, random routing and the oracle."""
+    """Benchmark heads against each pool model alone, self-loops, random routing, vote, best-per-task and the
+    oracle."""
     from trinity_cli import render
     from trinity_cli.bench import BenchOptions
     from trinity_cli.bench import bench as run_bench
 
+    kinds = [k.strip() for k in systems.split(",") if k.strip()] if systems else None
     options = BenchOptions(pool=pool, tasks=tasks, heads=head, max_turns=max_turns, random_seeds=random_seeds,
-                           seed=seed, greedy=greedy, backbone=backbone, device=device)
+                           seed=seed, greedy=greedy, backbone=backbone, device=device, systems=kinds)
     with render.BenchProgress(quiet=quiet) as progress:
         result = run_bench(options, progress=progress)
     render.bench_done(result, as_json=as_json, quiet=quiet)
@@ -195,10 +216,11 @@ def pools() -> None:
     from trinity_cli import render
     from trinity_cli.config import available_pools, load_pool
 
+    listed = []
     for name, path in available_pools().items():
         config = load_pool(str(path))
-        models = ", ".join(f"{m.name} ({m.kind})" for m in config.models)
-        render.out.print(f"[bold]{name}[/bold]  {path}\n  {models}")
+        listed.append((name, str(path), [(m.name, f"{m.kind}, {m.style}") for m in config.models]))
+    render.pools_list(listed)
 
 
 @app.command()
@@ -249,6 +271,38 @@ def show_library_warnings() -> None:
         logger.addHandler(_LibraryWarnings(logging.WARNING))
 
 
+def _click_types(name: str) -> tuple[type[BaseException], ...]:
+    """The exception class `name` as click defines it and as Typer does: Typer >= 0.2x
+    vendors click (`typer._click`) and raises its own copies, which are not click's."""
+    import importlib
+
+    found: list[type[BaseException]] = []
+    for module in ("click.exceptions", "typer._click.exceptions", "typer.exceptions"):
+        try:
+            cls = getattr(importlib.import_module(module), name, None)
+        except ImportError:
+            continue
+        if isinstance(cls, type) and issubclass(cls, BaseException) and cls not in found:
+            found.append(cls)
+    return tuple(found)
+
+
+def _usage_error(exc: BaseException) -> tuple[str, str | None, int] | None:
+    """(message, hint, exit code) of a click/Typer error (a bad option value, an unknown
+    option or command...), or None for anything else. The message names the option."""
+    if not isinstance(exc, _click_types("ClickException")):
+        return None
+    message = exc.format_message()  # type: ignore[attr-defined]
+    hint = None
+    ctx = getattr(exc, "ctx", None)
+    if isinstance(exc, _click_types("UsageError")):
+        command = ctx.command_path if ctx is not None else "trinity"
+        hint = f"see: {command} --help"
+        if isinstance(exc, _click_types("NoArgsIsHelpError")):  # bare `trinity`: Typer showed the help
+            return "", None, int(exc.exit_code)  # type: ignore[attr-defined]
+    return message, hint, int(exc.exit_code)  # type: ignore[attr-defined]
+
+
 def main() -> None:
     """Console entry point: run the app, turning errors into one line and an exit code."""
     debug = os.environ.get("TRINITY_DEBUG") == "1"
@@ -260,7 +314,7 @@ def main() -> None:
 
     try:
         # Typer turns Ctrl-C into a return value of 130 when not in standalone mode.
-        code = app(standalone_mode=False)
+        code = app(prog_name="trinity", standalone_mode=False)
         if code == Interrupted.exit_code:
             raise KeyboardInterrupt
         if isinstance(code, int) and code:
@@ -277,24 +331,41 @@ def main() -> None:
             raise
         from trinity_cli import render
 
-        render.error("interrupted", "nothing half-written was kept; run the command again to resume")
+        render.error("interrupted", _interrupted_hint(sys.argv[1:]))
         sys.exit(Interrupted.exit_code)
     except Exception as exc:  # click usage errors and the like
-        import click
-
-        if isinstance(exc, click.exceptions.Exit):
-            sys.exit(exc.exit_code)
-        if isinstance(exc, click.exceptions.Abort):
-            sys.exit(130)
-        if isinstance(exc, click.ClickException):
-            exc.show()
-            sys.exit(exc.exit_code)
-        if debug:
-            raise
+        if isinstance(exc, _click_types("Exit")):
+            sys.exit(exc.exit_code)  # type: ignore[attr-defined]
         from trinity_cli import render
 
+        if isinstance(exc, _click_types("Abort")):  # Ctrl-C at a prompt
+            render.error("interrupted", _interrupted_hint(sys.argv[1:]))
+            sys.exit(Interrupted.exit_code)
+
+        usage = _usage_error(exc)
+        if usage is not None:
+            if debug:
+                raise
+            message, hint, exit_code = usage
+            if message:
+                render.error(message, hint)
+            sys.exit(exit_code)
+        if debug:
+            raise
         render.error(f"unexpected {type(exc).__name__}: {exc}", "run again with TRINITY_DEBUG=1 for the traceback")
         sys.exit(1)
+
+
+# Commands that keep what they finished when interrupted, so running them again resumes.
+RESUMABLE = {"evolve", "bench"}
+
+
+def _interrupted_hint(args: list[str]) -> str:
+    """What Ctrl-C left behind: only evolve and bench have anything to resume."""
+    command = next((a for a in args if not a.startswith("-")), "")
+    if command in RESUMABLE:
+        return "nothing half-written was kept; run the command again to resume"
+    return "nothing half-written was kept"
 
 
 if __name__ == "__main__":

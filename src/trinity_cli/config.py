@@ -16,6 +16,7 @@ A pool file looks like this (unknown keys are errors, field names follow llama.c
         max_tokens: 384
         temperature: 0.0
         seed: 0
+        style: reason          # reason | direct | program: how the member is asked to work
         price: {input_per_1k: 0.0, output_per_1k: 0.0}
       - name: gpt-4o-mini
         kind: openai
@@ -25,6 +26,10 @@ A pool file looks like this (unknown keys are errors, field names follow llama.c
 
 `scripted` models answer from a list of regex rules; they exist for tests and demos.
 Every validation error names the file, the model and the field.
+
+A member is weights plus a way of working (`style`, see roles.py): the same GGUF file may
+appear under several members with different styles (and `max_tokens`); the pool loads
+such a file once, and `max_resident` counts loaded files, not members.
 """
 
 from __future__ import annotations
@@ -99,8 +104,13 @@ class Price(_Strict):
         return (prompt_tokens * self.input_per_1k + completion_tokens * self.output_per_1k) / 1000
 
 
+STYLES = ("reason", "direct", "program")
+Style = Literal["reason", "direct", "program"]
+
+
 class _ModelBase(_Strict):
     name: str = Field(pattern=NAME_PATTERN)
+    style: Style = "reason"
     max_tokens: int = Field(default=512, gt=0)
     temperature: float = Field(default=0.0, ge=0)
     top_p: float = Field(default=1.0, gt=0, le=1)

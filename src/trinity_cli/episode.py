@@ -1,5 +1,5 @@
 """One multi-turn episode: decide -> build prompt -> call the pool -> record, until a
-Verifier accepts or the turn budget is spent.
+Verifier accepts or a budget (turns, tokens or cost) is spent.
 
 Rules, applied in this order after the coordinator's pick (each recorded in `Turn.override`):
 1. A Thinker's `Next: <role>` suggestion replaces the role of the following turn; the
@@ -7,7 +7,18 @@ Rules, applied in this order after the coordinator's pick (each recorded in `Tur
 2. A Verifier picked before any Worker answer exists acts as a Worker instead (there is
    nothing to verify; the turn is not wasted).
 3. On the last turn, if no answer exists yet, the role is Worker, so every episode ends
-   with an answer.
+   with an answer. The last turn is turn `max_turns`, or the turn after the one that
+   reached the token or cost budget: a budget reached while an answer exists ends the
+   episode at once; reached before any Worker turn, it allows one more turn, a Worker.
+
+Each member is asked in its own style (roles.py). A `program` member's Worker and
+Verifier replies are run in the code sandbox (program.py) before they are recorded, so the
+printed value becomes the turn's `Answer:` line; on a code task a program Verifier's
+assert block is run against the proposed code and that run decides its verdict.
+
+`kind` is the task's scorer kind ("numeric", "choice", "math", "exact", "code"; from the
+task item in evolve and bench, guessed from the task's wording in ask and serve): Verifier
+answers are compared exactly as that scorer reads answers.
 
 The answer is the latest Worker reply. Models whose context cannot hold the task at all
 are routed around (masked like `--exclude`); if no model can hold it, `ContextOverflow`.
@@ -22,10 +33,11 @@ from typing import Protocol
 
 import numpy as np
 
-from trinity_cli import roles
+from trinity_cli import program, roles
 from trinity_cli.errors import ConfigError, ContextOverflow
 from trinity_cli.messages import ChatMessage, Decision, Role, Transcript, Turn
 from trinity_cli.pool import Pool
+from trinity_cli.tasks.scoring import guess_kind
 
 # Reply room a prompt must leave; llama.cpp backends clamp max_tokens to what is left.
 MIN_REPLY_ROOM = 128
@@ -52,15 +64,19 @@ TurnCallback = Callable[[Turn], None]
 DecisionCallback = Callable[[int, Decision], None]
 
 
-def _fit(pool: Pool, model: str, role: Role, task: str, turns: Sequence[Turn], context: Sequence[ChatMessage]):
-    backend = pool.backend(model)
+def _fit(
+    pool: Pool, model: str, role: Role, task: str, turns: Sequence[Turn], context: Sequence[ChatMessage],
+    kind: str | None,
+) -> tuple[list[ChatMessage], int]:
     room = min(pool.params(model).max_tokens, MIN_REPLY_ROOM)
+    style = pool.style(model)
     for keep in range(len(turns), -1, -1):
-        messages = roles.build_messages(role, task, turns, context, keep_last=keep)
-        if backend.fits(messages, room):
+        messages = roles.build_messages(role, task, turns, context, keep_last=keep, style=style, kind=kind)
+        if pool.fits(model, messages, room):
             return messages, len(turns) - keep
     raise ContextOverflow(
-        f"model {model!r}: the task and the answer to check do not fit its context of {backend.n_ctx} tokens",
+        f"model {model!r}: the task and the answer to check do not fit its context of "
+        f"{pool.backend(model).n_ctx} tokens",
         "shorten the question, or raise n_ctx in the pool file",
     )
 
@@ -73,8 +89,8 @@ def usable_models(pool: Pool, task: str, exclude: Collection[str], context: Sequ
         raise ConfigError("every model of the pool is excluded", "exclude fewer models")
     fitting = []
     for name in left:
-        messages = roles.build_messages(Role.WORKER, task, [], context)
-        if pool.backend(name).fits(messages, MIN_REPLY_ROOM):
+        messages = roles.build_messages(Role.WORKER, task, [], context, style=pool.style(name))
+        if pool.fits(name, messages, MIN_REPLY_ROOM):
             fitting.append(name)
     if not fitting:
         biggest = max(pool.backend(n).n_ctx for n in left)
@@ -98,23 +114,31 @@ def run_episode(
     on_turn: TurnCallback | None = None,
     token_budget: int | None = None,
     cost_budget: float | None = None,
+    kind: str | None = None,
 ) -> Transcript:
-    """Run one episode. Decisions are sampled from `np.random.default_rng(seed)`, so the
+    """Run one episode (`kind`: the task's scorer kind, None to guess it from the task).
+    Decisions are sampled from `np.random.default_rng(seed)`, so the
     same seed, pool replies and head give the same transcript.
 
     `token_budget` (prompt + completion tokens over all turns) and `cost_budget` (USD,
-    priced models only) end the episode with stop_reason "budget" once reached; the turn
-    that crosses the line is kept, so the answer so far is still returned."""
+    priced models only) end the episode with stop_reason "token_budget" or "cost_budget"
+    once reached. The turn that crosses the line is kept; if no Worker has answered by
+    then, one more turn is played as a Worker (rule 3), so a budget never leaves an
+    episode without an answer."""
     if max_turns < 1:
         raise ConfigError(f"max_turns must be at least 1, got {max_turns}")
     if coordinator.models != pool.names:
         raise ConfigError(f"the coordinator routes {coordinator.models}, the pool has {pool.names}")
+    if kind is None:
+        kind = guess_kind(task)
     usable = usable_models(pool, task, exclude, context)
     masked = set(pool.names) - usable
     rng = np.random.default_rng(seed)
     transcript = Transcript(task=task, context=list(context))
     suggested: Role | None = None
+    spent: str | None = None  # which budget was reached: "token_budget" or "cost_budget"
     for index in range(max_turns):
+        last = index == max_turns - 1 or spent is not None
         decision = coordinator.decide(task, transcript.turns, rng, masked, context, greedy)
         if on_decision:
             on_decision(index, decision)
@@ -124,16 +148,26 @@ def run_episode(
         has_answer = roles.latest_answer(transcript.turns) is not None
         if role is Role.VERIFIER and not has_answer:
             role, override = Role.WORKER, "no answer to verify yet: verifier acts as worker"
-        if index == max_turns - 1 and not has_answer and role is not Role.WORKER:
-            role, override = Role.WORKER, "last turn and no answer yet: worker"
-        messages, dropped = _fit(pool, decision.model, role, task, transcript.turns, context)
+        if last and not has_answer and role is not Role.WORKER:
+            why = "last turn" if spent is None else f"{spent.replace('_', ' ')} spent"
+            role, override = Role.WORKER, f"{why} and no answer yet: worker"
+        messages, dropped = _fit(pool, decision.model, role, task, transcript.turns, context, kind)
         completion = pool.chat(decision.model, messages)
+        reply, execution = completion.text, None
         verdict = verdict_how = None
         suggested = None
-        if role is Role.VERIFIER:
-            verdict, verdict_how = roles.verdict(completion.text, roles.latest_answer(transcript.turns))
+        proposed = roles.latest_answer(transcript.turns)
+        if pool.style(decision.model) == "program" and role is not Role.THINKER:
+            if role is Role.VERIFIER and kind == "code" and proposed is not None:
+                verdict, run = program.run_tests(proposed, reply)
+                verdict_how = "executed"
+            else:
+                reply, run = program.run_reply(reply)
+            execution = run.to_dict()
+        if role is Role.VERIFIER and verdict is None:
+            verdict, verdict_how = roles.verdict(reply, proposed, kind)
         elif role is Role.THINKER:
-            suggested = roles.suggestion(completion.text)
+            suggested = roles.suggestion(reply)
         turn = Turn(
             index=index,
             model=decision.model,
@@ -142,7 +176,7 @@ def run_episode(
             model_probs=decision.model_probs,
             role_probs=decision.role_probs,
             messages=messages,
-            reply=completion.text,
+            reply=reply,
             prompt_tokens=completion.prompt_tokens,
             completion_tokens=completion.completion_tokens,
             latency_s=completion.latency_s,
@@ -154,6 +188,7 @@ def run_episode(
             verdict_source=verdict_how,
             suggestion=suggested,
             truncated_turns=dropped,
+            execution=execution,
         )
         transcript.turns.append(turn)
         if on_turn:
@@ -162,11 +197,19 @@ def run_episode(
             transcript.accepted = True
             transcript.stop_reason = "accepted"
             break
-        spent_tokens = transcript.prompt_tokens + transcript.completion_tokens
-        if (token_budget is not None and spent_tokens >= token_budget) or (
-            cost_budget is not None and (transcript.cost_usd or 0.0) >= cost_budget
-        ):
-            transcript.stop_reason = "budget"
+        if spent is None:
+            spent = _budget_reached(transcript, token_budget, cost_budget)
+        if spent is not None and roles.latest_answer(transcript.turns) is not None:
+            transcript.stop_reason = spent
             break
     transcript.answer = roles.latest_answer(transcript.turns)
     return transcript
+
+
+def _budget_reached(transcript: Transcript, token_budget: int | None, cost_budget: float | None) -> str | None:
+    """"token_budget" or "cost_budget" once the transcript has spent that budget, else None."""
+    if token_budget is not None and transcript.prompt_tokens + transcript.completion_tokens >= token_budget:
+        return "token_budget"
+    if cost_budget is not None and (transcript.cost_usd or 0.0) >= cost_budget:
+        return "cost_budget"
+    return None

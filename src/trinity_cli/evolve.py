@@ -64,7 +64,7 @@ VAL_STREAM = 2**31 - 1
 @dataclass
 class EvolveOptions:
     pool: str | None = None
-    tasks: str = "gsm8k:train,arc-challenge:train"
+    tasks: str = "gsm8k:train,arc-challenge:train,mbpp:train"
     val_tasks: str | None = None
     val_size: int = 16
     budget: int = 2000
@@ -272,7 +272,7 @@ class Evolution:
     def _episode(self, vector: np.ndarray, item: tasks.TaskItem, seed: int) -> dict[str, Any]:
         self.coordinator.set_head(self.base.with_flat(vector))
         transcript = run_episode(item.prompt, self.pool, self.coordinator, max_turns=self.options.max_turns,
-                                 seed=seed)
+                                 seed=seed, kind=item.scorer)
         reward = tasks.score_item(item, transcript.answer or "", strict_sandbox=self.pool.config.sandbox == "strict")
         tokens = transcript.prompt_tokens + transcript.completion_tokens
         cost = tokens / 1000 if self.options.cost_unit == "tokens" else (transcript.cost_usd or 0.0)

@@ -35,8 +35,9 @@ class ChatMessage:
 class GenParams:
     """Everything that changes a model's reply besides the messages.
 
-    `seed` is passed to the backend; a call with `temperature > 0` and no seed is never
-    cached, because its reply is not a function of its inputs.
+    `seed` is passed to the backend. Whether a call may be cached is the backend's to say
+    (`Backend.deterministic`): a sampled call (`temperature > 0`) is cached only when its
+    backend honours the seed exactly (in-process models), never for API models.
     """
 
     max_tokens: int = 512
@@ -44,10 +45,6 @@ class GenParams:
     top_p: float = 1.0
     seed: int | None = 0
     stop: tuple[str, ...] = ()
-
-    @property
-    def deterministic(self) -> bool:
-        return self.temperature == 0.0 or self.seed is not None
 
 
 @dataclass
@@ -92,7 +89,9 @@ class Turn:
 
     `role` is the role that acted; `chosen_role` is the coordinator's pick, which differs
     when a Thinker's suggestion or a rule (no answer to verify yet, last turn without an
-    answer) overrode it, with the reason in `override`.
+    answer) overrode it, with the reason in `override`. `reply` is what later turns and
+    scorers read: the model's text, plus a program member's output and answer line;
+    `execution` is what running that program did (program.Execution as a dict), or None.
     """
 
     index: int
@@ -114,6 +113,7 @@ class Turn:
     verdict_source: str | None = None
     suggestion: Role | None = None
     truncated_turns: int = 0
+    execution: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -138,7 +138,8 @@ class Transcript:
     """A whole episode: the task, its turns, and how it ended.
 
     `answer` is the latest Worker reply (None only if no Worker ever answered);
-    `stop_reason` is "accepted" (a Verifier said ACCEPT) or "max_turns".
+    `stop_reason` is "accepted" (a Verifier said ACCEPT), "max_turns", "token_budget" or
+    "cost_budget" (episode.run_episode's `token_budget` / `cost_budget` was reached).
     """
 
     task: str

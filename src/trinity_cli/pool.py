@@ -1,22 +1,40 @@
-"""The pool: model names -> backends, loaded lazily, evicted when memory is bounded, and
+"""The pool: member names -> backends, loaded lazily, evicted when memory is bounded, and
 every call routed through the rollout cache.
 
-`max_resident` (pool file) bounds how many in-process models are loaded at once; loading
-one more closes the least recently used. API and scripted models never count.
+Members that run the same GGUF file with the same load settings (`load_key`) share one
+backend, so one loaded llama.cpp model serves every style of those weights.
+`max_resident` (pool file) bounds how many in-process backends (loaded files) are loaded
+at once; loading one more closes the least recently used. API and scripted models never
+count. Every load goes through here: `chat` and `fits` make room first, so counting a
+long prompt's tokens cannot load a model behind the pool's back.
+
+Locking: the pool's lock guards only its own tables (backends, LRU, stats); a backend
+call runs outside it, so API members answer concurrently, and an in-process model
+serialises its own calls with its own lock (one llama.cpp context is not thread-safe).
 """
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from trinity_cli.backends import registry
 from trinity_cli.backends.base import Backend
-from trinity_cli.config import PoolConfig
+from trinity_cli.config import ModelConfig, PoolConfig
 from trinity_cli.errors import ConfigError, did_you_mean
 from trinity_cli.messages import ChatMessage, Completion, GenParams
 from trinity_cli.store import RolloutCache, rollout_key
+
+
+def load_key(model: ModelConfig) -> str:
+    """Members with equal keys share one backend: for GGUF members, the weights and every
+    setting llama.cpp is loaded with; any other member is its own backend."""
+    if model.kind != "gguf":
+        return f"{model.kind}:{model.name}"
+    fields = model.model_dump(include={"weights", "n_ctx", "n_threads", "n_batch", "chat_format", "seed"})
+    return "gguf:" + json.dumps(fields, sort_keys=True, default=str)
 
 
 @dataclass
@@ -39,8 +57,10 @@ class Pool:
         self.config = config
         self.cache = cache
         self.prompt_version = prompt_version
+        # Backends by load key; `backends` (tests) gives members' backends by member name.
+        self._keys = {m.name: (m.name if backends and m.name in backends else load_key(m)) for m in config.models}
         self._backends: dict[str, Backend] = dict(backends or {})
-        self._lru: list[str] = []
+        self._lru: list[str] = []  # load keys of resident backends, least recently used first
         self._lock = threading.RLock()
         self.stats = PoolStats()
 
@@ -70,6 +90,10 @@ class Pool:
 
                 assets.check_gguf(path)
 
+    def style(self, name: str) -> str:
+        """How member `name` is asked to work: "reason", "direct" or "program"."""
+        return self.config.model(name).style
+
     def params(self, name: str) -> GenParams:
         model = self.config.model(name)
         return GenParams(
@@ -77,35 +101,54 @@ class Pool:
         )
 
     def backend(self, name: str) -> Backend:
+        """Member `name`'s backend, constructed (not loaded) on first use; shared by every
+        member with the same `load_key`."""
         with self._lock:
-            if name not in self._backends:
-                self._backends[name] = registry.create(self.config.model(name))
-            return self._backends[name]
+            if name not in self._keys:
+                self.config.model(name)  # raises with the close matches
+            key = self._keys[name]
+            if key not in self._backends:
+                self._backends[key] = registry.create(self.config.model(name))
+            return self._backends[key]
 
-    def _make_room_for(self, name: str) -> None:
+    @property
+    def resident_count(self) -> int:
+        """In-process backends the pool counts as loaded (at most `max_resident`)."""
+        return len(self._lru)
+
+    def _make_room_for(self, name: str) -> Backend:
         backend = self.backend(name)
-        if name in self._lru:
-            self._lru.remove(name)
-        if backend.resident:
-            self._lru.append(name)
-            while len(self._lru) > self.config.max_resident:
-                victim = self._lru.pop(0)
-                self._backends[victim].close()
+        key = self._keys[name]
+        with self._lock:
+            if key in self._lru:
+                self._lru.remove(key)
+            if backend.resident:
+                self._lru.append(key)
+                while len(self._lru) > self.config.max_resident:
+                    victim = self._lru.pop(0)
+                    self._backends[victim].close()  # waits for a call in flight on it
+        return backend
+
+    def fits(self, name: str, messages: Sequence[ChatMessage], max_tokens: int) -> bool:
+        """Whether member `name`'s context holds `messages` plus `max_tokens` of reply.
+        A cheap bound answers first; an exact count may load the model, through the LRU."""
+        backend = self.backend(name)
+        if backend.fits_roughly(messages, max_tokens):
+            return True
+        return self._make_room_for(name).fits(messages, max_tokens)
 
     def chat(self, name: str, messages: Sequence[ChatMessage], params: GenParams | None = None) -> Completion:
         """One call to model `name`, served from the cache when it has the reply."""
         params = params or self.params(name)
         backend = self.backend(name)
         key = None
-        if self.cache is not None and params.deterministic:
+        if self.cache is not None and backend.deterministic(params):
             key = rollout_key(backend.fingerprint, list(messages), params, self.prompt_version)
             hit = self.cache.get(key)
             if hit is not None:
                 self._count(hit)
                 return hit
-        with self._lock:
-            self._make_room_for(name)
-            completion = backend.chat(messages, params)
+        completion = self._make_room_for(name).chat(messages, params)
         if key is not None and self.cache is not None:
             self.cache.put(key, completion)
         self._count(completion)
@@ -120,6 +163,7 @@ class Pool:
             self.stats.seconds += 0.0 if completion.cached else completion.latency_s
 
     def close(self) -> None:
-        for backend in self._backends.values():
-            backend.close()
-        self._lru.clear()
+        with self._lock:
+            for backend in self._backends.values():
+                backend.close()
+            self._lru.clear()

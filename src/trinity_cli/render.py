@@ -1,7 +1,10 @@
 """Everything Rich: the live turn view, run listings and replays, error lines.
 
 Only this module prints. Live progress goes to stderr so that stdout carries nothing
-but the answer (or JSON) and pipes cleanly.
+but the answer (or JSON) and pipes cleanly. Text that comes from models, users or files
+(replies, answers, prompts, questions, task names, paths) is always printed literally:
+as `rich.text.Text`, escaped, or with `markup=False`, never parsed as Rich markup, so a
+reply holding `[bold]` or `[/]` shows as written.
 """
 
 from __future__ import annotations
@@ -117,8 +120,23 @@ def ask_header(pool: str, models: Sequence[str], head: str, trained: bool, exclu
         note(f"excluded: {', '.join(excluded)}")
 
 
+STOP_REASONS = {
+    "accepted": "accepted by a verifier",
+    "max_turns": "turn budget spent",
+    "token_budget": "token budget spent",
+    "cost_budget": "cost budget spent",
+}
+
+
+def stop_text(stop_reason: str, accepted: bool = False) -> str:
+    """Why an episode ended, in words (Transcript.stop_reason)."""
+    if accepted:
+        return STOP_REASONS["accepted"]
+    return STOP_REASONS.get(stop_reason, stop_reason)
+
+
 def ask_footer(run_id: str, transcript: Any, wall_s: float) -> None:
-    how = "accepted by a verifier" if transcript.accepted else "turn budget spent"
+    how = stop_text(transcript.stop_reason, transcript.accepted)
     note(
         f"{run_id}: {len(transcript.turns)} turns, {how}, "
         f"{transcript.prompt_tokens + transcript.completion_tokens} tokens, {wall_s:.1f}s "
@@ -170,20 +188,23 @@ def replay_ask(record: dict[str, Any]) -> None:
         )
         title = f"turn {turn.index + 1} · {turn.model} · {turn.role.value}"
         out.print(Panel(body, title=title, title_align="left", border_style=ROLE_STYLE[turn.role.value]))
-    end = "accepted by a verifier" if tr["accepted"] else "turn budget spent"
+    end = stop_text(tr.get("stop_reason", "max_turns"), bool(tr["accepted"]))
     out.print(Text(f"Answer ({end}):", style="bold"))
-    out.print(tr.get("answer") or "(none)")
+    out.print(Text(tr.get("answer") or "(none)"))
 
 
 class EvolveProgress:
-    """Progress callback for `evolve`: a bar over the episode budget and one line per generation."""
+    """Progress callback for `evolve`: a bar over the episode budget and one line per
+    generation, on stderr; nothing with `quiet`."""
 
-    def __init__(self) -> None:
+    def __init__(self, quiet: bool = False) -> None:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
+        self.quiet = quiet
         self.progress = Progress(
             TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
             TextColumn("{task.fields[info]}"), TimeRemainingColumn(), console=err, transient=False,
+            disable=quiet,
         )
         self.task: Any = None
 
@@ -195,6 +216,8 @@ class EvolveProgress:
         self.progress.stop()
 
     def __call__(self, kind: str, data: dict[str, Any]) -> None:
+        if self.quiet:
+            return
         if kind == "resume":
             err.print(Text(f"resuming unfinished {data['run']} (same configuration)", style="yellow"))
         elif kind == "start":
@@ -215,11 +238,16 @@ class EvolveProgress:
                 self.progress.update(self.task, completed=data["spent"], info=f"gen {data['generation']}")
 
 
-def evolve_done(result: Any) -> None:
+def evolve_done(result: Any, as_json: bool = False, quiet: bool = False) -> None:
+    """After `evolve`: the head's directory on stdout (unless the run's JSON went there),
+    a summary and how to use the head on stderr (unless `quiet`)."""
+    if not as_json:
+        out.print(Text(str(result.head_dir)))
+    if quiet:
+        return
     val = "n/a" if result.best_val is None else f"{result.best_val:.3f}"
     err.print(Text(f"{result.run_id}: {result.generations} generations, {result.spent} training episodes, "
                    f"best validation score {val}", style="bold"))
-    out.print(str(result.head_dir))
     note(f"use it: trinity ask --head {result.head_dir} \"...\"   curves: {result.head_dir / 'curves.png'}")
 
 
@@ -359,8 +387,8 @@ def replay_evolve(record: dict[str, Any]) -> None:
     out.print(Text(f"{record['id']}  ·  evolve on {o['tasks']}  ·  pool {o['pool'] or 'local'}  ·  "
                    f"backbone {o['backbone']}  ·  seed {o['seed']}", style="bold"))
     best = record.get("best_val")
-    out.print(f"head: {record['head']}  (best validation {best if best is None else f'{best:.3f}'} "
-              f"at generation {record.get('best_generation')}, {record['spent']} training episodes)")
+    out.print(Text(f"head: {record['head']}  (best validation {best if best is None else f'{best:.3f}'} "
+                   f"at generation {record.get('best_generation')}, {record['spent']} training episodes)"))
     table = Table(title="curves", box=None, header_style="bold")
     for col in ("gen", "episodes", "best fit", "mean fit", "val", "calls", "cache hits", "seconds"):
         table.add_column(col, justify="right")
@@ -374,7 +402,7 @@ def replay_evolve(record: dict[str, Any]) -> None:
     sel.add_column("models")
     sel.add_column("roles")
     for task, shares in record.get("selection", {}).items():
-        sel.add_row(task, _probs(list(shares["models"]), list(shares["models"].values())),
+        sel.add_row(Text(task), _probs(list(shares["models"]), list(shares["models"].values())),
                     _probs(list(shares["roles"]), list(shares["roles"].values())))
     out.print(sel)
     note(f"an episode's transcript: trinity inspect {record['id']} --episode GEN/K")
@@ -384,3 +412,11 @@ def replay_transcript(title: str, models: Sequence[str], transcript: dict[str, A
     """Replay a transcript that is not an ask run (an evolve or bench episode)."""
     replay_ask({"id": title, "pool": {"name": "", "models": list(models)}, "head": {"name": ""}, "seed": seed,
                 "transcript": transcript})
+
+
+def pools_list(pools: Sequence[tuple[str, str, Sequence[tuple[str, str]]]]) -> None:
+    """`trinity pools`: each pool's name and file, then its models as "name (what)"."""
+    for name, path, models in pools:
+        line = Text(name, style="bold")
+        line.append(f"  {path}\n  " + ", ".join(f"{m} ({what})" for m, what in models))
+        out.print(line)

@@ -1,18 +1,35 @@
-"""Role prompts, how a turn's messages are built, and how replies are read.
+"""Role prompts for each member style, how a turn's messages are built, and how replies are read.
 
-Prompts are versioned: `PROMPT_VERSION` goes into head manifests and rollout cache keys,
-so changing any wording below must bump it.
+A pool member is weights plus a style (`style:` in the pool file), and each style has its
+own prompt for every role:
 
-Message layout for every role: one system message (the role's instructions) and one user
-message holding, in order, earlier conversation (if any), the task, the turns so far
-(oldest dropped first when the context is short: `keep_last`), and the role's request.
+    reason    works step by step, briefly (the Worker ends with the answer line the task
+              asks for); its Verifier sees the proposed answer, solves the task itself and
+              states a verdict.
+    direct    the final answer alone, no working (pair it with a small `max_tokens`); its
+              Verifier answers on its own without seeing the proposed answer, and the two
+              answers are compared.
+    program   writes a Python program whose printed value (or variable `answer`) is the
+              answer; trinity runs it in the code sandbox (program.py) and appends the
+              output and an `Answer:` line to the reply. Its Verifier recomputes with its own
+              program, and the results are compared. On code tasks the Worker writes the
+              function and the Verifier writes assert tests that are run against it.
 
-Verifier contract: small models asked to "check" an answer accept nearly everything, so
-the Verifier re-derives the answer on its own and ends with `Verdict: ACCEPT` or
-`Verdict: REVISE` (a reply that starts with the bare word counts too). When both the
-Verifier's own final answer and the Worker's can be extracted (an `Answer:` line,
-`\\boxed{}`, or a final number) they are compared and the comparison decides; otherwise
-the stated verdict decides, and anything unparseable is REVISE.
+Prompts are written for small models: short, no headings to copy, and on code tasks the
+code comes first. They are versioned: `PROMPT_VERSION` goes into head manifests and rollout
+cache keys, so changing any wording below must bump it.
+
+Message layout for every style and role: one system message (the role's instructions) and
+one user message holding, in order, earlier conversation (if any), the task, the turns so
+far (oldest dropped first when the context is short: `keep_last`), the proposed answer
+(Verifiers that see it), and the role's request.
+
+Verdicts (`verdict`): when the Verifier's own final answer is strong (an anchored or
+unquoted `Answer:` line, `\\boxed{}`, a choice letter: see tasks/scoring.py) and the proposed
+answer can be read, the two are compared by the task's scorer and the comparison decides
+("compared"). Otherwise the stated `Verdict: ACCEPT|REVISE` decides ("stated"; a reply that
+opens with the bare word counts); anything unparseable is REVISE. A program Verifier on a
+code task is decided by running its tests ("executed", program.py).
 """
 
 from __future__ import annotations
@@ -21,41 +38,95 @@ import re
 from collections.abc import Sequence
 
 from trinity_cli.messages import ChatMessage, Role, Turn
+from trinity_cli.tasks.scoring import final_answer, same_answer
 
-PROMPT_VERSION = "p1"
+PROMPT_VERSION = "p2"
 
 # Past replies are clipped to this many characters when shown to later turns: small
 # models have small contexts, and the head of a long reply carries its substance.
 HISTORY_CHARS = 1500
 
-SYSTEM = {
-    Role.THINKER: (
-        "You are the Thinker in a team of assistants solving a task together. "
-        "Do NOT solve the task and do NOT state a final answer. Instead write a short plan "
-        "of the steps needed, or, if an answer was already proposed, point out exactly what "
-        "is wrong or missing in it. Be brief. End with one line naming who should act next: "
-        "'Next: worker' (to solve), 'Next: verifier' (to check the latest answer) or "
-        "'Next: thinker'."
-    ),
-    Role.WORKER: (
-        "You are the Worker in a team of assistants solving a task together. Solve the task "
-        "step by step, using the plan and fixing the mistakes pointed out in earlier turns if "
-        "there are any. Follow the answer format the task asks for; otherwise end with a "
-        "line 'Answer: <final answer>'."
-    ),
-    Role.VERIFIER: (
-        "You are the Verifier in a team of assistants. Do not trust the proposed answer. "
-        "Solve the task yourself, independently and step by step, and end your solution "
-        "with a line 'Answer: <your final answer>'. Then compare it with the proposed "
-        "answer and write a last line that is exactly 'Verdict: ACCEPT' if they agree and "
-        "the proposed answer is correct, or 'Verdict: REVISE' if not."
-    ),
+_NEXT_LINE = (
+    "End with one last line that is exactly 'Next: worker' (to have the task solved) or "
+    "'Next: verifier' (to have the latest answer checked)."
+)
+
+SYSTEM: dict[str, dict[Role, str]] = {
+    "reason": {
+        Role.THINKER: (
+            "You help a team solve a task, but you do not solve it yourself and you do not give a "
+            "final answer. In at most five short lines, say how to solve it; if an answer was "
+            "already proposed, say exactly what is wrong or missing in it. " + _NEXT_LINE
+        ),
+        Role.WORKER: (
+            "You solve the task. Think step by step and keep it brief; use the advice and fix the "
+            "mistakes pointed out in earlier turns, if any. If the task asks for code, write the "
+            "complete code first in one ```python block, then at most two sentences. Finish with "
+            "the answer in the form the task asks for."
+        ),
+        Role.VERIFIER: (
+            "You check a proposed answer, and you do not trust it. Solve the task yourself, briefly "
+            "and step by step, and write your own final answer in the form the task asks for. Then "
+            "write a last line that is exactly 'Verdict: ACCEPT' if your answer agrees with the "
+            "proposed one, or 'Verdict: REVISE' if it does not. If the task asks for code, read the "
+            "proposed code against the task and its example instead, and end with the verdict line."
+        ),
+    },
+    "direct": {
+        Role.THINKER: (
+            "You help a team solve a task, but you do not solve it. In one or two short sentences, "
+            "give the key fact or idea needed. Do not give the final answer. " + _NEXT_LINE
+        ),
+        Role.WORKER: (
+            "Reply with the final answer only, in the form the task asks for, for example "
+            "'Answer: 42' or 'Answer: B'. Do not explain and do not show any working. If the task "
+            "asks for code, reply with the code alone in one ```python block."
+        ),
+        Role.VERIFIER: (
+            "Reply with the final answer only, in the form the task asks for, for example "
+            "'Answer: 42' or 'Answer: B'. Do not explain and do not show any working. If the task "
+            "asks for code, read the proposed code against the task and its example and reply "
+            "with one line: 'Verdict: ACCEPT' if it is right, 'Verdict: REVISE' if not."
+        ),
+    },
+    "program": {
+        Role.THINKER: (
+            "You help a team solve a task with a Python program, but you do not solve it and do "
+            "not give a final answer. In at most five short lines, say what the program must "
+            "compute and how. " + _NEXT_LINE
+        ),
+        Role.WORKER: (
+            "Solve the task by writing a short Python program that computes the answer and ends "
+            "with print(answer). Reply with one ```python block and nothing else; use only the "
+            "standard library. For a multiple-choice question, print the letter of the right "
+            "choice. If the task asks for a function, write just that function instead."
+        ),
+        Role.VERIFIER: (
+            "Check the task by writing your own short Python program that computes the answer "
+            "and ends with print(answer). Reply with one ```python block and nothing else; use "
+            "only the standard library. For a multiple-choice question, print the letter of the "
+            "right choice. If the task asks for a function, write instead assert statements that "
+            "test the proposed function on the task's examples and on one more case you work out."
+        ),
+    },
 }
 
-REQUEST = {
-    Role.THINKER: "Write the plan or critique now (no final answer).",
-    Role.WORKER: "Solve the task now.",
-    Role.VERIFIER: "Solve it independently, then give your verdict.",
+REQUEST: dict[str, dict[Role, str]] = {
+    "reason": {
+        Role.THINKER: "Write the plan or critique now (no final answer).",
+        Role.WORKER: "Solve the task now.",
+        Role.VERIFIER: "Solve it independently, then give your verdict.",
+    },
+    "direct": {
+        Role.THINKER: "Give your hint now (no final answer).",
+        Role.WORKER: "Give the final answer now.",
+        Role.VERIFIER: "Give the final answer now.",
+    },
+    "program": {
+        Role.THINKER: "Give your advice now (no final answer).",
+        Role.WORKER: "Write the program now.",
+        Role.VERIFIER: "Write your program now.",
+    },
 }
 
 LABEL = {Role.THINKER: "Thinker", Role.WORKER: "Worker", Role.VERIFIER: "Verifier"}
@@ -73,14 +144,25 @@ def latest_answer(turns: Sequence[Turn]) -> str | None:
     return None
 
 
+def sees_proposed_answer(style: str, kind: str | None) -> bool:
+    """Whether a Verifier of `style` is shown the answer it checks. A direct or program
+    Verifier answers on its own and is compared, except on code, which it must read."""
+    return style == "reason" or kind == "code"
+
+
 def build_messages(
     role: Role,
     task: str,
     turns: Sequence[Turn],
     context: Sequence[ChatMessage] = (),
     keep_last: int | None = None,
+    style: str = "reason",
+    kind: str | None = None,
 ) -> list[ChatMessage]:
-    """The messages sent to the model acting as `role` (see module docstring)."""
+    """The messages sent to a `style` member acting as `role` (see module docstring);
+    `kind` is the task's scorer kind (None: unknown)."""
+    if style not in SYSTEM:
+        raise ValueError(f"unknown style {style!r}")
     shown = list(turns) if keep_last is None else list(turns)[len(turns) - keep_last :] if keep_last else []
     parts = []
     if context:
@@ -92,21 +174,18 @@ def build_messages(
         header = f"Turns so far ({dropped} earlier turns omitted):" if dropped else "Turns so far:"
         body = "\n\n".join(f"[{LABEL[t.role]}]\n{_clip(t.reply)}" for t in shown)
         parts.append(f"{header}\n{body}")
-    if role is Role.VERIFIER:
+    if role is Role.VERIFIER and sees_proposed_answer(style, kind):
         answer = latest_answer(turns)
         if answer is not None:
             parts.append(f"Proposed answer to check:\n{_clip(answer)}")
-    parts.append(REQUEST[role])
-    return [ChatMessage("system", SYSTEM[role]), ChatMessage("user", "\n\n".join(parts))]
+    parts.append(REQUEST[style][role])
+    return [ChatMessage("system", SYSTEM[style][role]), ChatMessage("user", "\n\n".join(parts))]
 
 
-_VERDICT = re.compile(r"\b(?:verdict\s*[:\-]?\s*)(ACCEPT|REVISE)\b", re.I)
+_VERDICT = re.compile(r"\bverdict\s*[:\-]?\s*\**\s*(ACCEPT|REVISE)\b", re.I)
 _LEADING = re.compile(r"^\W*(ACCEPT|REVISE)\b", re.I)
-_NEXT = re.compile(r"next\s*(?:role)?\s*[:\-]\s*\**\s*(thinker|worker|verifier)\b", re.I)
-_ANSWER = re.compile(r"(?:final\s+)?answer\s*(?:is)?\s*[:=]\s*(.+)", re.I)
-_NUMBER = re.compile(r"-?\$?\d[\d,]*(?:\.\d+)?")
-# A number, maybe with '$', thousands commas, a few unit words and a final period.
-_PLAIN_NUMBER = re.compile(r"\$?\s*(-?\$?[\d,]*\.?\d+)\s*(?:[A-Za-z%]+\s*){0,3}\.?")
+# A Thinker's suggestion is its own last line naming exactly one role: "Next: worker".
+_NEXT = re.compile(r"[\s*>_-]*next\s*(?:role)?\s*[:\-]\s*\**\s*(thinker|worker|verifier)\W*", re.I)
 
 
 def stated_verdict(reply: str) -> str | None:
@@ -118,63 +197,23 @@ def stated_verdict(reply: str) -> str | None:
     return lead.group(1).upper() if lead else None
 
 
-def _boxed(text: str) -> str | None:
-    start = text.rfind("\\boxed{")
-    if start < 0:
-        return None
-    depth, i = 0, start + len("\\boxed")
-    for j in range(i, len(text)):
-        if text[j] == "{":
-            depth += 1
-        elif text[j] == "}":
-            depth -= 1
-            if depth == 0:
-                return text[i + 1 : j]
-    return None
-
-
-def final_answer(text: str) -> str | None:
-    """A normalised final answer from free text, or None when none can be told apart.
-
-    Preference: `\\boxed{}`, then the last `Answer:` line, then the last number.
-    Normalisation: lower case, no `$`, commas, spaces, `*`, trailing period; numbers
-    written as 84.0 become 84; a lone choice letter like '(C)' becomes 'c'.
-    """
-    boxed = _boxed(text)
-    candidate = boxed
-    if candidate is None:
-        lines = [m.group(1) for line in text.splitlines() if (m := _ANSWER.search(line))]
-        candidate = lines[-1] if lines else None
-    if candidate is None:
-        numbers = _NUMBER.findall(text.split("Verdict")[0])
-        candidate = numbers[-1] if numbers else None
-    if candidate is None:
-        return None
-    value = candidate.strip().strip("*").strip()
-    letter = re.fullmatch(r"\(?([A-Ea-e])[).:]?(?:\s.*)?", value)
-    if letter:
-        return letter.group(1).lower()
-    number = _PLAIN_NUMBER.fullmatch(value)
-    if number:
-        raw = number.group(1).replace(",", "")
-        try:
-            as_float = float(raw)
-            return str(int(as_float)) if as_float.is_integer() else str(as_float)
-        except ValueError:
-            pass
-    return re.sub(r"[\s$*,]|\.$", "", value.lower()) or None
-
-
-def verdict(reply: str, proposed: str | None) -> tuple[str, str]:
-    """(verdict, how): how is 'compared' when answers were compared, else 'stated'."""
-    mine = final_answer(reply.split("Verdict")[0]) if reply else None
-    theirs = final_answer(proposed) if proposed else None
-    if mine is not None and theirs is not None:
-        return ("ACCEPT" if mine == theirs else "REVISE"), "compared"
+def verdict(reply: str, proposed: str | None, kind: str | None = None) -> tuple[str, str]:
+    """(verdict, how) for a Verifier `reply` on the answer `proposed` of a task whose
+    scorer is `kind` (None: unknown); how is 'compared' or 'stated' (module docstring)."""
+    if reply and proposed and kind != "code":
+        own_text = re.split(r"\bverdict\b", reply, flags=re.I)[0]
+        mine = final_answer(own_text, kind)
+        theirs = final_answer(proposed, kind)
+        if mine is not None and mine.strong and theirs is not None:
+            return ("ACCEPT" if same_answer(mine, theirs) else "REVISE"), "compared"
     return (stated_verdict(reply) or "REVISE"), "stated"
 
 
 def suggestion(reply: str) -> Role | None:
-    """The role a Thinker asks to act next ('Next: worker'), if any."""
-    found = _NEXT.findall(reply)
-    return Role(found[-1].lower()) if found else None
+    """The role a Thinker asks to act next: its last non-empty line, when that line is a
+    `Next: <role>` naming one role (an echo of the instructions names several: ignored)."""
+    lines = [line for line in reply.strip().splitlines() if line.strip()]
+    if not lines:
+        return None
+    match = _NEXT.fullmatch(lines[-1].strip())
+    return Role(match.group(1).lower()) if match else None

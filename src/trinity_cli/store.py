@@ -8,10 +8,18 @@ Rollout cache (diskcache under `cache/rollouts/`): one entry per pool call.
                "params": {max_tokens, temperature, top_p, seed, stop}})
     value = Completion.to_dict() (without `cached`)
 Canonical JSON: sorted keys, no whitespace, UTF-8. Changing anything that shapes a reply
-changes the key; bump CACHE_VERSION when the format itself changes. API keys are never
-part of a key (fingerprints hold no secrets). Calls that are not deterministic
-(temperature > 0 without a seed) are never cached. diskcache writes each entry in one
-SQLite transaction, so a crash leaves either the whole entry or none.
+changes the key; bump CACHE_VERSION when the format itself changes. The backend
+fingerprint carries what shapes a reply besides messages and parameters:
+    gguf     weights sha256, chat format, n_ctx, llama-cpp-python version, n_batch and
+             the number of threads (llama.cpp's sums, so its replies, depend on both)
+    openai   base URL and model id (never the key: fingerprints hold no secrets)
+    scripted a hash of the rules
+Which calls are cached (`Backend.deterministic`): only calls whose reply is a function of
+their parameters. Greedy calls (temperature 0) always are. A sampled call (temperature > 0)
+is cached only when its seed is set and the backend honours it exactly: in-process llama.cpp
+and scripted models. API models are cached only at temperature 0, since servers treat the
+seed as a hint. diskcache writes each entry in one SQLite transaction, so a crash leaves
+either the whole entry or none.
 
 Run store (`runs/run-N/run.json`): ids are allocated by an atomic mkdir, so concurrent
 processes never share one; `run.json` is written atomically once the run is complete.

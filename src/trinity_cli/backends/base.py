@@ -36,6 +36,13 @@ class Backend(ABC):
     def chat(self, messages: Sequence[ChatMessage], params: GenParams) -> Completion:
         """Answer the conversation. Raises `BackendError` subclasses on failure."""
 
+    def deterministic(self, params: GenParams) -> bool:
+        """Whether a call with `params` gives the same reply every time, so it may be cached.
+
+        Here: greedy decoding (temperature 0), or sampling from a fixed seed, which an
+        in-process model honours exactly. Backends whose seed is only a hint override this."""
+        return params.temperature == 0.0 or params.seed is not None
+
     def count_tokens(self, text: str) -> int:
         """Token count of `text`; the default is a conservative character estimate."""
         return len(text) // 3 + 1
@@ -43,14 +50,16 @@ class Backend(ABC):
     def prompt_tokens(self, messages: Sequence[ChatMessage]) -> int:
         return sum(self.count_tokens(m.content) + MESSAGE_OVERHEAD_TOKENS for m in messages)
 
-    def fits(self, messages: Sequence[ChatMessage], max_tokens: int) -> bool:
-        """Whether the prompt leaves room for at least `max_tokens` of reply.
-
-        A cheap upper bound (two characters a token) answers first, so a prompt that
-        clearly fits never needs the model loaded just to count its tokens.
-        """
+    def fits_roughly(self, messages: Sequence[ChatMessage], max_tokens: int) -> bool:
+        """True when a cheap upper bound (two characters a token) shows the prompt fits;
+        False means "count exactly", which may need the model loaded."""
         rough = sum(len(m.content) // 2 + 1 + MESSAGE_OVERHEAD_TOKENS for m in messages)
-        if rough + max_tokens <= self.n_ctx:
+        return rough + max_tokens <= self.n_ctx
+
+    def fits(self, messages: Sequence[ChatMessage], max_tokens: int) -> bool:
+        """Whether the prompt leaves room for at least `max_tokens` of reply. Callers go
+        through `Pool.fits`, which loads in-process models only through its LRU."""
+        if self.fits_roughly(messages, max_tokens):
             return True
         return self.prompt_tokens(messages) + max_tokens <= self.n_ctx
 

@@ -133,6 +133,7 @@ class Backbone:
         hf_logging.disable_progress_bar()
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
         dtype = torch.float32 if self.device == "cpu" else torch.float16
+        model: Any  # transformers' stubs type `.to()` too narrowly for a device string
         try:
             if self._gguf is not None:
                 source = self._converted()
@@ -168,7 +169,7 @@ class Backbone:
         # The GGUF loader draws its own progress bar on stderr; libraries stay quiet here.
         with contextlib.redirect_stderr(io.StringIO()):
             tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
-            model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name)
+            model: Any = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name)
         # The weights are de-quantised on load; transformers still marks the model as a
         # GGUF-quantised one and refuses to save it, so drop that marker first.
         model.hf_quantizer = None

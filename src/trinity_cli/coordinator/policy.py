@@ -209,8 +209,9 @@ def resolve_head(ref: str | None, pool_name: str, models: list[str], backbone_re
     if ref == "untrained":
         # An all-zero head never reads the backbone, so it is not pinned to one.
         bref = backbone_ref or DEFAULT_BACKBONE
-        info = {"ref": bref, "fingerprint": None, "hidden_size": hidden_size_of(bref)}
-        return head_mod.untrained(pool_name, models, info, info["hidden_size"])
+        hidden_size = hidden_size_of(bref)
+        info = {"ref": bref, "fingerprint": None, "hidden_size": hidden_size}
+        return head_mod.untrained(pool_name, models, info, hidden_size)
     head = Head.load(head_mod.find_head(ref))
     head.check(pool_name, models)
     return head

@@ -36,6 +36,7 @@ from __future__ import annotations
 import re
 import secrets
 from collections.abc import Callable
+from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
@@ -58,13 +59,50 @@ def _strip_markdown(text: str) -> str:
     return text.replace("**", "").replace("__", "")
 
 
-def _answer_tails(text: str, marker: re.Pattern[str] = _ANSWER_MARK) -> list[str]:
-    """The rest of the line after each answer marker, last marker first."""
-    tails = []
+# What may stand between a line's start and its answer marker for the marker to be the
+# reply's own final answer: "Answer:", "**Final answer:**", "- So the answer is", "Thus, the
+# correct answer is". Anything else ("The proposed answer: 18 is wrong") is an unanchored mention.
+_ANCHOR_PREFIX = re.compile(
+    r"[\s>*#\-]*(?:(?:so|thus|therefore|hence|and)\s*,?\s+)?(?:the\s+)?(?:my\s+|our\s+)?"
+    r"(?:(?:final|correct|own)\s+)*$",
+    re.IGNORECASE,
+)
+# An unanchored marker preceded by one of these words quotes someone else's answer.
+_QUOTING = re.compile(
+    r"\b(?:proposed|given|their|worker'?s|previous|other|suggested|claimed|expected|your|original)"
+    r"\s+(?:final\s+)?$",
+    re.IGNORECASE,
+)
+
+
+def answer_tails(text: str, marker: re.Pattern[str] = _ANSWER_MARK) -> tuple[list[str], list[str]]:
+    """(anchored, unanchored): the rest of the line after each answer marker, last first.
+
+    Anchored tails follow a marker that opens its line (see `_ANCHOR_PREFIX`): the reply's
+    own final answer. Unanchored ones follow a marker inside a sentence; mentions of someone
+    else's answer ("the proposed answer: 18") are left out of both.
+    """
+    anchored, loose = [], []
+    anchored_lines: set[int] = set()
     for match in marker.finditer(text):
+        line_start = text.rfind("\n", 0, match.start()) + 1
         line_end = text.find("\n", match.end())
-        tails.append(text[match.end() : line_end if line_end >= 0 else len(text)])
-    return tails[::-1]
+        tail = text[match.end() : line_end if line_end >= 0 else len(text)]
+        before = text[line_start : match.start()]
+        # A later marker on an anchored line restates that answer: "Final Answer: The final
+        # answer is 1/2" reads as 1/2.
+        if line_start in anchored_lines or _ANCHOR_PREFIX.fullmatch(before):
+            anchored_lines.add(line_start)
+            anchored.append(tail)
+        elif not _QUOTING.search(before):
+            loose.append(tail)
+    return anchored[::-1], loose[::-1]
+
+
+def _answer_tails(text: str, marker: re.Pattern[str] = _ANSWER_MARK) -> list[str]:
+    """Every tail `answer_tails` finds: the anchored ones first, each group last first."""
+    anchored, loose = answer_tails(text, marker)
+    return anchored + loose
 
 
 def find_boxed(text: str) -> list[str]:
@@ -134,23 +172,29 @@ def _numbers(text: str) -> list[Fraction]:
     return out
 
 
-def extract_number(text: str) -> Fraction | None:
-    """The number a reply gives as its answer (see the module docstring), or None."""
+def _number_with_strength(text: str) -> tuple[Fraction | None, bool]:
+    """(number, strong): strong when an answer marker, "####" or \\boxed{} gave it, weak when
+    it is only the reply's last number."""
     text = _strip_markdown(text)
     for tail in _answer_tails(text):
         found = _numbers(tail)
         if found:
-            return found[0]
+            return found[0], True
     if "####" in text:
         found = _numbers(text.rsplit("####", 1)[1])
         if found:
-            return found[0]
+            return found[0], True
     for boxed in reversed(find_boxed(text)):
         found = _numbers(boxed)
         if found:
-            return found[0]
+            return found[0], True
     found = _numbers(text)
-    return found[-1] if found else None
+    return (found[-1], False) if found else (None, False)
+
+
+def extract_number(text: str) -> Fraction | None:
+    """The number a reply gives as its answer (see the module docstring), or None."""
+    return _number_with_strength(text)[0]
 
 
 def parse_reference_number(reference: Any) -> Fraction:
@@ -525,6 +569,102 @@ def score_code(output: str, reference: Any) -> float:
     result = run_python(program, timeout_s=float(reference.get("timeout_s", 10)),
                         strict=reference.get("sandbox") == "strict")
     return 1.0 if result.passed and sentinel in result.stdout else 0.0
+
+
+# --------------------------------------------------------------------------- final answers
+
+
+@dataclass(frozen=True)
+class FinalAnswer:
+    """The answer a reply commits to, read exactly as the scorer of `kind` reads it.
+
+    `value` is canonical text (numeric: a reduced fraction "84", "3/4"; choice: "C"; math:
+    `normalize_math` of the LaTeX; exact: `normalize_text`). `strong` is False when the value
+    is only a fallback (the reply's last number, or the whole reply) rather than something
+    the reply marks as its answer (an anchored or unquoted "Answer:" line, "####", \\boxed{},
+    a choice letter).
+    """
+
+    kind: str
+    value: str
+    strong: bool
+
+
+# How a task's text asks for its answer, for replies whose task has no scorer (`ask`).
+_KIND_HINTS = (
+    ("code", re.compile(r"```python|\bpython (?:code|function)\b|\bwrite a (?:python )?function\b", re.I)),
+    ("choice", re.compile(r"answer:\s*<letter>|\n\s*\(?[B-E][.)]\s", re.I)),
+    ("math", re.compile(r"\\boxed")),
+    ("numeric", re.compile(r"answer:\s*<number>", re.I)),
+)
+
+
+def guess_kind(task: str) -> str | None:
+    """The scorer kind a task's own wording asks for ("code", "choice", "math", "numeric"), or
+    None when it does not say: then answers are compared by `final_answer(text, None)`."""
+    for kind, pattern in _KIND_HINTS:
+        if pattern.search(task):
+            return kind
+    return None
+
+
+def _generic_answer(text: str) -> FinalAnswer | None:
+    """A kind-free reading: the last \\boxed{} or answer tail, classified as a choice letter
+    (alone, or opening "B. text" / "(B)"), else LaTeX (read as the math scorer reads it),
+    else its first number (as the numeric scorer reads a tail), else normalised text; with
+    no tail at all, the reply's last number (weak)."""
+    plain = _strip_markdown(text)
+    anchored, loose = answer_tails(plain)
+    boxed = find_boxed(plain)
+    candidates = ([boxed[-1]] if boxed else []) + anchored + loose
+    for raw in candidates:
+        value = raw.strip().strip("*$ ").strip()
+        if not value:
+            continue
+        letter = re.fullmatch(r"[(\[]?([A-E])(?:[)\]]|[.:)](?:\s.*)?)?", value)
+        if letter:
+            return FinalAnswer("choice", letter.group(1), True)
+        if re.search(r"[\\^{]", value):  # LaTeX: compare as the math scorer does
+            return FinalAnswer("math", normalize_math(value), True)
+        found = _numbers(value)
+        if found:  # as the numeric scorer reads a tail: its first number
+            return FinalAnswer("numeric", str(found[0]), True)
+        return FinalAnswer("exact", normalize_text(value), True)
+    found = _numbers(plain)
+    return FinalAnswer("numeric", str(found[-1]), False) if found else None
+
+
+def final_answer(text: str, kind: str | None = None) -> FinalAnswer | None:
+    """The answer `text` commits to, as the `kind` scorer reads it; None when it gives none
+    (and always for "code": programs are compared by running them, not by reading)."""
+    if kind is None:
+        return _generic_answer(text)
+    if kind == "numeric":
+        number, strong = _number_with_strength(text)
+        return FinalAnswer(kind, str(number), strong) if number is not None else None
+    if kind == "choice":
+        letter = extract_choice(text)
+        return FinalAnswer(kind, letter, True) if letter else None
+    if kind == "math":
+        latex = extract_math_answer(text)
+        return FinalAnswer(kind, normalize_math(latex), True) if latex is not None else None
+    if kind == "exact":
+        tails = _answer_tails(_strip_markdown(text))
+        if tails and tails[0].strip():
+            return FinalAnswer(kind, normalize_text(tails[0]), True)
+        return FinalAnswer(kind, normalize_text(text), False) if text.strip() else None
+    return None
+
+
+def same_answer(a: FinalAnswer, b: FinalAnswer) -> bool:
+    """Whether two final answers agree: equal values of one kind (math: `_math_equal`)."""
+    if {a.kind, b.kind} <= {"math", "numeric"} and "math" in (a.kind, b.kind):
+        return _math_equal(normalize_math(a.value), normalize_math(b.value))
+    if a.kind != b.kind:
+        return False
+    if a.kind == "math":
+        return _math_equal(a.value, b.value)
+    return a.value == b.value
 
 
 # --------------------------------------------------------------------------- registry

@@ -1,0 +1,68 @@
+"""One answer extractor: what the scorers read is what Verifier comparisons read."""
+
+from __future__ import annotations
+
+import pytest
+
+from trinity_cli.tasks.scoring import final_answer, guess_kind, same_answer, score_choice, score_numeric
+
+
+def test_scorers_skip_quoted_answers() -> None:
+    # "The proposed answer: 18" quotes someone else; the reply's own answer is 15.
+    reply = "The proposed answer: 18 is wrong, since 3*5 = 15.\nAnswer: 15"
+    assert score_numeric(reply, "15") == 1.0
+    assert score_numeric("The worker's answer: 18 is off. I get 15 in the end.", "15") == 1.0
+    # Anchored lines win over a later mention inside a sentence.
+    assert score_numeric("Answer: 42\nI double-checked, so the previous answer: 40 was off.", "42") == 1.0
+
+
+def test_anchored_line_forms() -> None:
+    for text in ("Answer: 7", "**Final answer:** 7", "- So the answer is 7.", "Thus, the correct answer is 7"):
+        found = final_answer(text, "numeric")
+        assert found is not None and found.value == "7" and found.strong, text
+
+
+def test_weak_fallback_is_marked() -> None:
+    found = final_answer("I added 3 and 4 to get 7", "numeric")
+    assert found is not None and found.value == "7" and not found.strong
+
+
+@pytest.mark.parametrize(
+    ("text", "kind", "value"),
+    [
+        ("Answer: (C)", "choice", "C"),
+        ("Answer: C. Planetary motion", "choice", "C"),
+        ("Answer: A total of 42", "numeric", "42"),
+        ("Answer: $1,200.", "numeric", "1200"),
+        ("It is 84.0 apples", "numeric", "84"),
+        ("\\boxed{\\frac{1}{2}}", "math", "\\frac{1}{2}"),
+        ("Answer: east", "exact", "east"),
+    ],
+)
+def test_generic_reading(text: str, kind: str, value: str) -> None:
+    found = final_answer(text)
+    assert found is not None and (found.kind, found.value) == (kind, value)
+
+
+def test_no_answer() -> None:
+    assert final_answer("no numbers here") is None
+    assert final_answer("```python\ndef f(): pass\n```", "code") is None
+
+
+def test_same_answer_uses_the_scorers_equivalence() -> None:
+    half = final_answer("\\boxed{0.5}", "math")
+    frac = final_answer("\\boxed{\\frac{1}{2}}", "math")
+    assert half is not None and frac is not None and same_answer(half, frac)
+    a, b = final_answer("Answer: 84.0", "numeric"), final_answer("Answer: 84", "numeric")
+    assert a is not None and b is not None and same_answer(a, b)
+    assert score_choice("Answer: (c)", "C") == 1.0
+
+
+def test_guess_kind_from_the_task_wording() -> None:
+    from trinity_cli.tasks.builtin import CODE_INSTRUCTION, MATH_INSTRUCTION, NUMERIC_INSTRUCTION, choice_prompt
+
+    assert guess_kind(f"How many?\n\n{NUMERIC_INSTRUCTION}") == "numeric"
+    assert guess_kind(f"Solve x.\n\n{MATH_INSTRUCTION}") == "math"
+    assert guess_kind(choice_prompt("Which?", ["a", "b", "c"])) == "choice"
+    assert guess_kind(f"Write f.\n\n{CODE_INSTRUCTION}") == "code"
+    assert guess_kind("What is the capital of France?") is None
