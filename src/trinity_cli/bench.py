@@ -543,7 +543,7 @@ def _play(
         result = EpisodeResult(system.name, item.task, item.id, seed, 0.0, None, [], "error", 0, 0.0, None,
                                False, error=f"context overflow: {exc.message}")
         return result, None
-    reward = tasks.score_item(item, transcript.answer or "")
+    reward = tasks.score_item(item, transcript.answer or "", strict_sandbox=pool.config.sandbox == "strict")
     result = EpisodeResult(
         system=system.name,
         task=item.task,
@@ -665,6 +665,7 @@ def bench(
     items = tasks.sample_items(entries, seed=options.seed)
     if not items:
         raise ConfigError(f"--tasks {options.tasks!r} selects no items")
+    tasks.check_code_sandbox(items, strict_sandbox=config.sandbox == "strict")
     store = store or RunStore()
     pool = open_pool(config)
     systems: list[System] = []

@@ -7,6 +7,7 @@ become one line on stderr and a non-zero exit; `TRINITY_DEBUG=1` re-raises them.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import sys
@@ -262,6 +263,22 @@ def _raise_interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
+class _LibraryWarnings(logging.Handler):
+    """The library's warnings (e.g. the code sandbox running without isolation), one line each."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        from trinity_cli import render
+
+        render.warning(record.getMessage())
+
+
+def show_library_warnings() -> None:
+    """Route WARNING records of `trinity_cli.*` loggers to `render.warning` (once per process)."""
+    logger = logging.getLogger("trinity_cli")
+    if not any(isinstance(h, _LibraryWarnings) for h in logger.handlers):
+        logger.addHandler(_LibraryWarnings(logging.WARNING))
+
+
 def _click_types(name: str) -> tuple[type[BaseException], ...]:
     """The exception class `name` as click defines it and as Typer does: Typer >= 0.2x
     vendors click (`typer._click`) and raises its own copies, which are not click's."""
@@ -301,6 +318,7 @@ def main() -> None:
 
     # `kill` (SIGTERM) takes the same path as Ctrl-C: half-made runs are removed on the way out.
     signal.signal(signal.SIGTERM, _raise_interrupt)
+    show_library_warnings()
 
     try:
         # Typer turns Ctrl-C into a return value of 130 when not in standalone mode.

@@ -226,6 +226,7 @@ class Evolution:
         self.train_items = tasks.sample_items(self.train_mix, seed=options.seed)
         if not self.train_items:
             raise ConfigError(f"--tasks {options.tasks!r} selects no items")
+        tasks.check_code_sandbox([*self.train_items, *self.val_items], strict_sandbox=self.config.sandbox == "strict")
         fingerprint, _ = describe(options.backbone)
         hidden = hidden_size_of(options.backbone)
         self.manifest_backbone = {"ref": options.backbone, "fingerprint": fingerprint, "hidden_size": hidden}
@@ -378,7 +379,7 @@ class Evolution:
         self.coordinator.set_head(self.base.with_flat(vector))
         transcript = run_episode(item.prompt, self.pool, self.coordinator, max_turns=self.options.max_turns,
                                  seed=seed, kind=item.scorer)
-        reward = tasks.score_item(item, transcript.answer or "")
+        reward = tasks.score_item(item, transcript.answer or "", strict_sandbox=self.pool.config.sandbox == "strict")
         tokens = transcript.prompt_tokens + transcript.completion_tokens
         cost = tokens / 1000 if self.options.cost_unit == "tokens" else (transcript.cost_usd or 0.0)
         return {"task": item.task, "item": item.id, "seed": seed, "reward": reward, "tokens": tokens,

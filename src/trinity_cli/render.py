@@ -35,6 +35,13 @@ def error(message: str, hint: str | None = None) -> None:
     err.print(line, soft_wrap=True)
 
 
+def warning(message: str) -> None:
+    """One line on stderr for something the user should know (e.g. code running unisolated)."""
+    line = Text("warning: ", style="bold yellow")
+    line.append(message)
+    err.print(line, soft_wrap=True)
+
+
 def note(message: str) -> None:
     err.print(Text(message, style="dim"), soft_wrap=True)
 
