@@ -105,3 +105,16 @@ def test_episode_program_verifier_runs_tests_on_code_tasks(tmp_path: Path) -> No
 def test_a_printed_label_is_not_part_of_the_answer() -> None:
     reply, run = program.run_reply('```python\nprint("Answer: ", 8.0)\n```')
     assert run.answer == "8.0" and reply.endswith("\nAnswer: 8.0")
+
+
+def test_a_strict_pool_refuses_programs_without_isolation(tmp_path: Path, monkeypatch) -> None:
+    import pytest
+
+    from trinity_cli.errors import SandboxUnavailable
+
+    monkeypatch.setenv("PATH", str(tmp_path))  # no bwrap on PATH
+    models = [{"name": "coder", "kind": "scripted", "style": "program",
+               "rules": [{"match": "Write the program now", "reply": "```python\nprint(1)\n```"}]}]
+    pool = Pool(load_pool(str(write_pool(tmp_path, {"name": "p", "sandbox": "strict", "models": models}))))
+    with pytest.raises(SandboxUnavailable):
+        run_episode("What is 1?", pool, _Schedule(["coder", "coder"]), max_turns=1)

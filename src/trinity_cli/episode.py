@@ -158,11 +158,12 @@ def run_episode(
         suggested = None
         proposed = roles.latest_answer(transcript.turns)
         if pool.style(decision.model) == "program" and role is not Role.THINKER:
+            strict = pool.config.sandbox == "strict"
             if role is Role.VERIFIER and kind == "code" and proposed is not None:
-                verdict, run = program.run_tests(proposed, reply)
+                verdict, run = program.run_tests(proposed, reply, strict=strict)
                 verdict_how = "executed"
             else:
-                reply, run = program.run_reply(reply)
+                reply, run = program.run_reply(reply, strict=strict)
             execution = run.to_dict()
         if role is Role.VERIFIER and verdict is None:
             verdict, verdict_how = roles.verdict(reply, proposed, kind)
