@@ -59,8 +59,8 @@ class _Schedule:
         from trinity_cli.messages import Decision
 
         role = Role.WORKER if not turns else Role.VERIFIER
-        model = self.models[0] if not turns else self.models[1]
-        return Decision(model, role, [1.0, 0.0], [0.0, 1.0, 0.0])
+        model = self.models[0] if not turns else self.models[-1]
+        return Decision(model, role, [float(m == model) for m in self.models], [0.0, 1.0, 0.0])
 
 
 def _program_pool(tmp_path: Path, worker_reply: str, verifier_reply: str) -> Pool:
@@ -117,4 +117,4 @@ def test_a_strict_pool_refuses_programs_without_isolation(tmp_path: Path, monkey
                "rules": [{"match": "Write the program now", "reply": "```python\nprint(1)\n```"}]}]
     pool = Pool(load_pool(str(write_pool(tmp_path, {"name": "p", "sandbox": "strict", "models": models}))))
     with pytest.raises(SandboxUnavailable):
-        run_episode("What is 1?", pool, _Schedule(["coder", "coder"]), max_turns=1)
+        run_episode("What is 1?", pool, _Schedule(pool.names), max_turns=1)
