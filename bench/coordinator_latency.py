@@ -62,7 +62,7 @@ def main() -> None:
           f"(hidden size {backbone.hidden_size})")
     config = load_pool(None)
     head = random_head(config.names, args.backbone, backbone.hidden_size)
-    coord = Coordinator(head, backbone_ref=args.backbone, device=args.device, use_cache=False)
+    coord = Coordinator(head, backbone_ref=args.backbone, device=args.device, use_cache=False, max_tokens=4096)
     coord._backbone = backbone
     rng = np.random.default_rng(0)
     print(f"{'tokens':>8} {'decide ms (median of ' + str(args.repeats) + ')':>28}")

@@ -77,8 +77,8 @@ def main() -> None:
         last = record["curves"][-1]
         episodes = record["spent"]  # training episodes
         print(f"cold run: {episodes} training episodes (+ validation) in {seconds:.1f}s "
-              f"= {episodes / seconds * 60:.1f} training episodes/min; {last['pool_calls']} pool calls, "
-              f"{last['cache_hits']} answered by the rollout cache")
+              f"= {episodes / seconds * 60:.1f} training episodes/min; {last['pool_calls_total']} pool calls, "
+              f"{last['cache_hits_total']} answered by the rollout cache")
 
         before = _real_calls(homes["cold"])
         seconds, _ = run(homes["cold"], ["--name", "again"])

@@ -144,3 +144,115 @@ def test_sigterm_mid_answer_exits_cleanly_and_keeps_no_run(tmp_path, trinity_hom
     assert proc.returncode == 130 and "interrupted" in err and "Traceback" not in err
     assert out == ""
     assert not list((trinity_home / "runs").glob("run-*"))
+
+
+MARKUP = "Use [bold]x[/bold], [/] and [red]y[/red]: \\[z] [link=http://e.x]e[/link]\nAnswer: 84"
+
+
+def test_model_text_prints_literally(tmp_path, monkeypatch, capsys) -> None:
+    rules = [{"match": ".", "reply": MARKUP}]
+    pool = scripted_pool(tmp_path, rules=rules)
+    question = "What is [italic]12*7[/italic]? [/]"
+    code, out, err = run_main(["ask", question, "--pool", str(pool), "--max-turns", "2"], monkeypatch, capsys)
+    assert code == 0, err
+    assert out.strip() == MARKUP  # the answer, on stdout
+    assert "[bold]x[/bold], [/] and [red]y[/red]" in err  # the live view of the reply
+    code, out, err = run_main(["inspect", "run-1"], monkeypatch, capsys)
+    assert code == 0, err
+    assert out.count("[bold]x[/bold], [/] and [red]y[/red]: \\[z] [link=http://e.x]e[/link]") >= 2  # reply + answer
+    assert question in out  # the task, in the header and in the prompt sent
+    code, out, err = run_main(["inspect"], monkeypatch, capsys)
+    assert code == 0 and question in out
+    code, out, _ = run_main(["inspect", "run-1", "--json"], monkeypatch, capsys)
+    assert json.loads(out)["transcript"]["answer"] == MARKUP
+
+
+def test_model_text_prints_literally_in_bench_and_evolve(tmp_path, monkeypatch, capsys) -> None:
+    rules = [{"match": ".", "reply": MARKUP}]
+    pool = scripted_pool(tmp_path, rules=rules)
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text("".join(json.dumps({"id": f"q{i}", "prompt": f"[bold]Q{i}[/]: 12*7?", "answer": 84,
+                                         "scorer": "numeric"}) + "\n" for i in range(20)))
+    code, out, err = run_main(["bench", "--pool", str(pool), "--tasks", f"file:{tasks}:test", "--max-turns", "2",
+                               "--random-seeds", "1", "--json"], monkeypatch, capsys)
+    assert code == 0, err
+    assert {e["answer"] for e in json.loads(out)["episodes"]} == {MARKUP}
+    code, out, err = run_main(["evolve", "--pool", str(pool), "--tasks", f"file:{tasks}:train",
+                               "--val-tasks", f"file:{tasks}:val:2", "--budget", "4", "--minibatch", "2",
+                               "--popsize", "2", "--max-turns", "2", "--backbone", "hash:16"], monkeypatch, capsys)
+    assert code == 0, err
+    code, out, err = run_main(["inspect", "run-2", "--episode", "0/0"], monkeypatch, capsys)
+    assert code == 0, err
+    assert "[bold]x[/bold], [/] and [red]y[/red]" in out and "[bold]Q" in out
+
+
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["ask", "Q", "--max-turns", "0"], "'--max-turns'"),
+        (["evolve", "--budget", "-5"], "'--budget'"),
+        (["bench", "--max-turns", "x"], "'--max-turns'"),
+        (["bench", "--bogus"], "--bogus"),
+        (["evolve", "-x"], "-x"),
+        (["ask", "Q", "--seed"], "'--seed'"),
+        (["nosuch"], "'nosuch'"),
+    ],
+)
+def test_usage_errors_are_one_line_naming_the_option(monkeypatch, capsys, args, needle) -> None:
+    code, out, err = run_main(args, monkeypatch, capsys)
+    assert code == 2, err
+    assert err.startswith("error: ") and needle in err and "--help" in err
+    assert len(err.strip().splitlines()) == 1 and "unexpected" not in err and "Traceback" not in err
+    assert out == ""
+
+
+def test_bare_command_shows_help(monkeypatch, capsys) -> None:
+    code, out, err = run_main([], monkeypatch, capsys)
+    assert code == 2 and "Usage" in out and "ask" in out and err == ""
+
+
+def test_progress_flags_are_the_same_on_every_command() -> None:
+    import typer
+
+    commands = typer.main.get_command(cli.app).commands  # type: ignore[attr-defined]
+    flags = {}
+    for name in ("ask", "evolve", "bench"):
+        params = {p.name: p for p in commands[name].params}
+        flags[name] = (params["quiet"].opts, params["quiet"].help, params["as_json"].opts)
+    assert flags["ask"] == flags["evolve"] == flags["bench"]
+    assert flags["ask"][0] == ["--quiet", "-q"] and flags["ask"][2] == ["--json"]
+
+
+def test_quiet_leaves_stderr_to_errors_and_json_replaces_the_result(tmp_path, monkeypatch, capsys) -> None:
+    pool = scripted_pool(tmp_path)
+    code, out, err = run_main(["ask", "What is 12*7?", "--pool", str(pool), "-q"], monkeypatch, capsys)
+    assert code == 0 and err == "" and "84" in out
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text("".join(json.dumps({"id": f"q{i}", "prompt": f"Q{i}: 12*7?", "answer": 84,
+                                         "scorer": "numeric"}) + "\n" for i in range(20)))
+    evolve = ["evolve", "--pool", str(pool), "--tasks", f"file:{tasks}:train", "--val-tasks", f"file:{tasks}:val:2",
+              "--budget", "4", "--minibatch", "2", "--popsize", "2", "--max-turns", "2", "--backbone", "hash:16"]
+    code, out, err = run_main([*evolve, "-q"], monkeypatch, capsys)
+    assert code == 0 and err == "" and out.strip().endswith("evolved-run-2")
+    code, out, err = run_main([*evolve, "--seed", "1", "--json", "-q"], monkeypatch, capsys)
+    assert code == 0 and err == ""
+    record = json.loads(out)
+    assert record["kind"] == "evolve" and record["id"] == "run-3"
+    code, out, err = run_main(["bench", "--pool", str(pool), "--tasks", f"file:{tasks}:test", "--random-seeds", "0",
+                               "--max-turns", "2", "-q"], monkeypatch, capsys)
+    assert code == 0 and err == "" and "single:m0" in out
+
+
+def test_ctrl_c_offers_resume_only_where_there_is_one(tmp_path, monkeypatch, capsys) -> None:
+    from trinity_cli import ask as ask_mod
+    from trinity_cli import bench as bench_mod
+
+    def interrupt(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(ask_mod, "build", interrupt)
+    monkeypatch.setattr(bench_mod, "bench", interrupt)
+    code, _, err = run_main(["ask", "Q", "--pool", str(scripted_pool(tmp_path))], monkeypatch, capsys)
+    assert code == 130 and "interrupted" in err and "resume" not in err
+    code, _, err = run_main(["bench", "--pool", str(scripted_pool(tmp_path))], monkeypatch, capsys)
+    assert code == 130 and "interrupted" in err and "run the command again to resume" in err

@@ -146,5 +146,55 @@ def test_cache_serves_repeat_calls(tmp_path: Path) -> None:
     assert [t.reply for t in first.turns] == [t.reply for t in second.turns]
 
 
-def test_roles_order_matches_head_layout() -> None:
-    assert [r.value for r in ROLES] == ["thinker", "worker", "verifier"]
+THINK_RULES = [
+    {"match": "critique now", "reply": "Plan: multiply.\nNext: thinker"},
+    {"match": "Solve the task now", "reply": "Answer: 84"},
+]
+
+
+def test_token_budget_spent_before_any_worker_still_ends_with_a_worker(tmp_path: Path) -> None:
+    config, pool = setup(tmp_path, rules=THINK_RULES)
+    head = make_head(config.names, [0, 0, 0], [50, 0, 0])  # always thinker
+    coord = FixedCoordinator(head, np.array([1.0, 0, 0, 0]))
+    tr = run_episode("What is 12*7?", pool, coord, max_turns=5, token_budget=1)
+    assert [t.role for t in tr.turns] == [Role.THINKER, Role.WORKER]
+    assert tr.turns[1].override == "token budget spent and no answer yet: worker"
+    assert tr.answer == "Answer: 84" and tr.stop_reason == "token_budget"
+
+
+def test_cost_budget_spent_before_any_worker_still_ends_with_a_worker(tmp_path: Path) -> None:
+    models = [{"name": f"m{i}", "kind": "scripted", "rules": THINK_RULES,
+               "price": {"input_per_1k": 1.0, "output_per_1k": 1.0}} for i in range(2)]
+    config = load_pool(str(write_pool(tmp_path, {"name": "priced", "models": models})))
+    pool = Pool(config)
+    head = make_head(config.names, [0, 0], [50, 0, 0])
+    coord = FixedCoordinator(head, np.array([1.0, 0, 0, 0]))
+    tr = run_episode("What is 12*7?", pool, coord, max_turns=5, cost_budget=1e-9)
+    assert [t.role for t in tr.turns] == [Role.THINKER, Role.WORKER]
+    assert tr.turns[1].override == "cost budget spent and no answer yet: worker"
+    assert tr.answer == "Answer: 84" and tr.stop_reason == "cost_budget"
+
+
+def test_budget_spent_with_an_answer_stops_at_once(tmp_path: Path) -> None:
+    config, pool = setup(tmp_path, rules=THINK_RULES)
+    head = make_head(config.names, [0, 0, 0], [0, 50, 0])  # always worker
+    coord = FixedCoordinator(head, np.array([1.0, 0, 0, 0]))
+    tr = run_episode("What is 12*7?", pool, coord, max_turns=5, token_budget=1)
+    assert [t.role for t in tr.turns] == [Role.WORKER]
+    assert tr.stop_reason == "token_budget" and tr.answer == "Answer: 84"
+    unbounded = run_episode("What is 12*7?", pool, coord, max_turns=3)
+    assert len(unbounded.turns) == 3 and unbounded.stop_reason == "max_turns"
+
+
+@pytest.mark.parametrize("row,role", [(0, Role.THINKER), (1, Role.WORKER), (2, Role.VERIFIER)])
+def test_head_role_rows_follow_the_documented_layout(row: int, role: Role) -> None:
+    # head.py: rows are the pool's models, then the roles thinker, worker, verifier; the manifest
+    # records that order, and the coordinator must decide by it.
+    models = ["m0", "m1", "m2"]
+    role_bias = [0.0, 0.0, 0.0]
+    role_bias[row] = 50.0
+    head = make_head(models, [0, 0, 0], role_bias)
+    assert head.manifest["roles"][row] == role.value
+    decision = FixedCoordinator(head, np.array([1.0, 0, 0, 0])).decide("Q", [], np.random.default_rng(0))
+    assert decision.role is role
+    assert decision.role_probs[row] > 0.99 and ROLES.index(role) == row

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from trinity_cli.coordinator.head import Head
-from trinity_cli.errors import ConfigError
+from trinity_cli.errors import ConfigError, NotFound
 from trinity_cli.evolve import EvolveOptions, evolve
 from trinity_cli.store import RunStore
 
@@ -96,6 +96,9 @@ def test_kill_and_resume_redoes_no_rollout_and_ends_identical(tmp_path: Path, mo
     assert n_cached >= 5
     assert np.array_equal(Head.load(tmp_path / "a").flat(), Head.load(tmp_path / "b").flat())
     assert resumed.best_val == ref.best_val and resumed.spent == ref.spent
+    # Totals run on across the resume: each is the sum of the per-generation counts.
+    for key in ("pool_calls", "cache_hits", "tokens"):
+        assert resumed.curves[-1][f"{key}_total"] == sum(c[f"{key}_gen"] for c in resumed.curves)
 
 
 def test_rerun_of_finished_generations_is_all_cache(tmp_path: Path, monkeypatch) -> None:
@@ -120,8 +123,13 @@ def test_resume_refuses_other_pool(tmp_path: Path) -> None:
     first = evolve(options(pool, tasks, budget=16))
     other = write_pool(tmp_path, {"name": "trio", "models": [
         {"name": n, "kind": "scripted", "default": "x"} for n in ("a", "b", "c")]}, name="trio.yaml")
-    with pytest.raises(ConfigError, match="cannot resume.*pool models"):
+    with pytest.raises(ConfigError, match="cannot resume run-1 with other options: --pool"):
         evolve(options(other, tasks, budget=16), resume=first.run_id)
+    # The same pool file, since changed to hold other models.
+    write_pool(tmp_path, {"name": "trio", "models": [
+        {"name": n, "kind": "scripted", "default": "x"} for n in ("a", "b", "c")]})
+    with pytest.raises(ConfigError, match="cannot resume.*pool models"):
+        evolve(options(pool, tasks, budget=16), resume=first.run_id)
 
 
 def test_bad_options(tmp_path: Path) -> None:
@@ -164,3 +172,171 @@ def test_flat_fitness_with_tiny_population(tmp_path: Path) -> None:
     _, tasks = setup_files(tmp_path)
     result = evolve(options(pool, tasks, budget=24, popsize=2, minibatch=3))
     assert result.generations == 4 and result.best_val == 0.0
+
+
+def kill_at(n: int):
+    """A progress callback that raises Kill at the n-th training episode."""
+    seen = {"n": 0}
+
+    def killer(kind, data):
+        if kind == "episode" and data.get("kind") == "train":
+            seen["n"] += 1
+            if seen["n"] == n:
+                raise Kill()
+
+    return killer
+
+
+def run_cli(monkeypatch, capsys, args: list[str]) -> tuple[int, str, str]:
+    import sys
+
+    from trinity_cli import cli
+
+    monkeypatch.setattr(sys, "argv", ["trinity", *args])
+    with pytest.raises(SystemExit) as info:
+        cli.main()
+        raise SystemExit(0)
+    out = capsys.readouterr()
+    return int(info.value.code or 0), out.out, out.err
+
+
+def scripted_default_pool(home: Path) -> None:
+    """A scripted pool named `local` in `home`, so that code falling back to the default pool
+    never loads a real model."""
+    (home / "pools").mkdir(parents=True, exist_ok=True)
+    write_pool(home / "pools", {"name": "local", "models": [
+        {"name": "m0", "kind": "scripted", "default": "Answer: 1"},
+        {"name": "m1", "kind": "scripted", "default": "Answer: 1"}]}, name="local.yaml")
+
+
+def test_resume_takes_every_option_from_the_run(tmp_path: Path, monkeypatch, capsys) -> None:
+    """Issue 14.1: `--resume RUN` alone trains on the run's items with the run's seed."""
+    pool, tasks = setup_files(tmp_path)
+    monkeypatch.setenv("TRINITY_HOME", str(tmp_path / "home-a"))
+    ref = evolve(options(pool, tasks, out=str(tmp_path / "a")))
+    home = tmp_path / "home-b"
+    monkeypatch.setenv("TRINITY_HOME", str(home))
+    scripted_default_pool(home)
+    with pytest.raises(Kill):
+        evolve(options(pool, tasks, out=str(tmp_path / "b")), progress=kill_at(21))
+    # Library: nothing but the run id (every option at its default).
+    resumed = evolve(EvolveOptions(), resume="run-1")
+    assert np.array_equal(Head.load(tmp_path / "a").flat(), Head.load(tmp_path / "b").flat())
+    assert resumed.best_val == ref.best_val and resumed.spent == ref.spent
+    training = Head.load(tmp_path / "b").manifest["training"]
+    assert training["tasks"] == f"file:{tasks}:train" and training["seed"] == 3 and training["minibatch"] == 4
+
+
+def test_resume_from_the_cli_refuses_conflicting_flags(tmp_path: Path, monkeypatch, capsys) -> None:
+    """Issue 14.1: flags that disagree with the run are refused by name, even when they hold a
+    default value; repeating a flag with the run's value is fine; --budget may be raised."""
+    pool, tasks = setup_files(tmp_path)
+    scripted_default_pool(tmp_path / "home")
+    with pytest.raises(Kill):
+        evolve(options(pool, tasks, out=str(tmp_path / "b")), progress=kill_at(5))
+    code, _, err = run_cli(monkeypatch, capsys, ["evolve", "--resume", "run-1", "--seed", "0", "--minibatch", "8"])
+    assert code == 2
+    assert "--seed 0 (the run has 3)" in err and "--minibatch 8 (the run has 4)" in err
+    assert "--pool" not in err and "--tasks" not in err  # not typed: taken from the run
+    code, out, err = run_cli(monkeypatch, capsys, ["evolve", "--resume", "1", "--seed", "3", "--budget", "64"])
+    assert code == 0, err
+    head = Head.load(tmp_path / "b")
+    assert head.manifest["training"]["budget"] == 64 and head.manifest["training"]["spent"] == 64
+    assert RunStore().load("run-1")["options"]["tasks"] == f"file:{tasks}:train"
+
+
+def test_budget_below_one_generation_is_refused_up_front(tmp_path: Path, monkeypatch, capsys) -> None:
+    """Issue 14.2: no run, no head: popsize 4 x minibatch 4 needs a budget of 16."""
+    pool, tasks = setup_files(tmp_path)
+    with pytest.raises(ConfigError, match=r"--budget 15 is smaller than one generation.* = 16"):
+        evolve(options(pool, tasks, budget=15, out=str(tmp_path / "h")))
+    assert not (tmp_path / "h").exists() and not list((tmp_path / "home" / "runs").glob("run-*"))
+    code, _, err = run_cli(monkeypatch, capsys, [
+        "evolve", "--pool", str(pool), "--tasks", f"file:{tasks}:train", "--backbone", "hash:16",
+        "--popsize", "4", "--minibatch", "4", "--budget", "10"])
+    assert code == 2 and "smaller than one generation" in err and "--budget 16" in err
+
+
+def test_curves_count_per_generation_and_in_total(tmp_path: Path, monkeypatch) -> None:
+    """Issue 14.3: the counters of a generation are its own; totals are named as such."""
+    from trinity_cli import pool as pool_mod
+
+    pool, tasks = setup_files(tmp_path)
+    calls: list[tuple[int, bool, int]] = []  # (generation, cached, tokens)
+    generation = {"g": 0}
+    original = pool_mod.Pool.chat
+
+    def counting(self, name, messages, params=None):
+        c = original(self, name, messages, params)
+        calls.append((generation["g"], c.cached, c.prompt_tokens + c.completion_tokens))
+        return c
+
+    def progress(kind, data):
+        if kind == "generation":
+            generation["g"] = data["generation"] + 1
+
+    monkeypatch.setattr(pool_mod.Pool, "chat", counting)
+    result = evolve(options(pool, tasks, budget=48), progress=progress)
+    assert len(result.curves) == 3
+    for c in result.curves:
+        mine = [x for x in calls if x[0] == c["generation"]]
+        assert c["pool_calls_gen"] == len(mine) > 0
+        assert c["cache_hits_gen"] == sum(x[1] for x in mine)
+        assert c["tokens_gen"] == sum(x[2] for x in mine)
+        upto = [x for x in calls if x[0] <= c["generation"]]
+        assert c["pool_calls_total"] == len(upto) and c["tokens_total"] == sum(x[2] for x in upto)
+        assert c["cache_hits_total"] == sum(x[1] for x in upto)
+        assert "pool_calls" not in c and "tokens" not in c
+    assert result.curves[1]["pool_calls_gen"] < result.curves[1]["pool_calls_total"]
+
+
+def test_resume_finds_runs_in_numeric_order(tmp_path: Path) -> None:
+    """Issue 14.4: of two unfinished runs of the same command, run-2 comes before run-10."""
+    import shutil
+
+    pool, tasks = setup_files(tmp_path)
+    with pytest.raises(Kill):
+        evolve(options(pool, tasks), progress=kill_at(20))
+    runs = tmp_path / "home" / "runs"
+    shutil.copytree(runs / "run-1", runs / "run-2")
+    (runs / "run-1").rename(runs / "run-10")
+    events = []
+    evolve(options(pool, tasks), progress=lambda k, d: events.append((k, d)))
+    assert ("resume", {"run": "run-2"}) in events
+    assert [p.name for p in RunStore().run_dirs()] == ["run-2", "run-10"]
+    assert (runs / "run-2" / "run.json").exists() and not (runs / "run-10" / "run.json").exists()
+
+
+def test_inspect_names_runs_in_numeric_order(tmp_path: Path, monkeypatch, capsys) -> None:
+    """Issue 14.4: `inspect` lists runs, and suggests close ones, by number."""
+    store = RunStore()
+    for n in (1, 2, 10):
+        run_dir = store.root / f"run-{n}"
+        run_dir.mkdir()
+        store.save(run_dir, {"kind": "ask", "title": f"question {n}"})
+    with pytest.raises(NotFound) as info:
+        store.path("run-3")
+    assert info.value.hint == "did you mean 'run-1' or 'run-2' or 'run-10'?"
+    code, out, _ = run_cli(monkeypatch, capsys, ["inspect"])
+    assert code == 0 and out.index("run-2 ") < out.index("run-10 ")
+
+
+def test_candidates_do_not_depend_on_numpys_global_rng(tmp_path: Path, monkeypatch) -> None:
+    """Issue 14.5: pycma draws from its own generator, so other draws cannot shift candidates."""
+    pool, tasks = setup_files(tmp_path)
+    monkeypatch.setenv("TRINITY_HOME", str(tmp_path / "home-a"))
+    evolve(options(pool, tasks, out=str(tmp_path / "a")))
+
+    def noisy(kind, data):
+        if kind == "episode":
+            np.random.rand(3)  # someone else in the process using numpy's global RNG
+
+    monkeypatch.setenv("TRINITY_HOME", str(tmp_path / "home-b"))
+    np.random.seed(12345)
+    evolve(options(pool, tasks, out=str(tmp_path / "b")), progress=noisy)
+    assert np.array_equal(Head.load(tmp_path / "a").flat(), Head.load(tmp_path / "b").flat())
+    import pickle
+
+    run_dir = next((tmp_path / "home-b" / "runs").glob("run-*"))
+    state = pickle.loads((run_dir / "checkpoint.pkl").read_bytes())
+    assert "np_random_state" not in state and state["es"].opts["randn"].rng is not None

@@ -87,7 +87,7 @@ def test_sigkill_mid_generation_then_resume(tmp_path: Path) -> None:
     record = json.loads((run_dir / "run.json").read_text())
     gen1 = record["curves"][1]
     # Every rollout that had finished before the kill was served from the cache.
-    assert gen1["cache_hits"] >= killed_at - gen0
+    assert gen1["cache_hits_gen"] >= killed_at - gen0
     a, b = Head.load(tmp_path / "head-a"), Head.load(tmp_path / "head-b")
     assert np.array_equal(a.flat(), b.flat())
     assert a.manifest["training"]["curves"][-1]["val"] == b.manifest["training"]["curves"][-1]["val"]

@@ -43,3 +43,62 @@ def test_corrupt_head_is_a_clear_error(tmp_path: Path) -> None:
     (tmp_path / "h" / "manifest.json").write_text("{not json")
     with pytest.raises(ConfigError, match="unreadable"):
         head_mod.Head.load(tmp_path / "h")
+
+
+def trained_head(prompt_version: str = "p0", coordinator_version: str = "c1") -> head_mod.Head:
+    head = head_mod.untrained("p", ["a", "b"], {"ref": "hash:8", "fingerprint": "hash:8:v1", "hidden_size": 8}, 8)
+    head.weights[:] = 0.5
+    head.manifest.update(name="old", trained=True, prompt_version=prompt_version,
+                         coordinator_version=coordinator_version)
+    return head
+
+
+def test_check_refuses_a_head_of_other_prompt_or_coordinator_versions() -> None:
+    """Issue 14.9."""
+    current = {"prompt_version": "p1", "coordinator_version": "c1"}
+    with pytest.raises(HeadMismatch, match="evolved under prompt version 'p0', this trinity runs 'p1'"):
+        trained_head("p0").check("p", ["a", "b"], versions=current)
+    with pytest.raises(HeadMismatch, match="coordinator version 'c0'"):
+        trained_head("p1", "c0").check("p", ["a", "b"], versions=current)
+    trained_head("p1", "c1").check("p", ["a", "b"], versions=current)
+    # An untrained head reads no text: any version will do.
+    head_mod.untrained("p", ["a", "b"], BACKBONE, 8).check("p", ["a", "b"], versions=current)
+
+
+def test_resolve_head_refuses_a_named_head_of_other_versions(tmp_path: Path) -> None:
+    """Issue 14.9: `--head DIR` evolved under other prompts is refused with the reason."""
+    from trinity_cli.coordinator.policy import resolve_head, versions
+
+    trained_head("p-old").save(tmp_path / "old")
+    with pytest.raises(HeadMismatch, match="prompt version 'p-old'"):
+        resolve_head(str(tmp_path / "old"), "p", ["a", "b"])
+    current = versions()
+    trained_head(current["prompt_version"], current["coordinator_version"]).save(tmp_path / "now")
+    assert resolve_head(str(tmp_path / "now"), "p", ["a", "b"]).trained
+
+
+def test_default_head_of_other_versions_is_skipped_with_a_warning(trinity_home: Path, caplog) -> None:
+    """Issue 14.9: the implicit default head falls back to untrained and says why."""
+    from trinity_cli import paths
+    from trinity_cli.coordinator.policy import resolve_head
+
+    head = trained_head("p-old")
+    head.manifest["name"] = "default"
+    head.save(paths.user_heads_dir() / "default")
+    with caplog.at_level("WARNING"):
+        chosen = resolve_head(None, "p", ["a", "b"], "hash:8")
+    assert not chosen.trained and chosen.is_zero
+    assert "prompt version 'p-old'" in caplog.text and "untrained" in caplog.text
+
+
+def test_svf_head_of_the_old_scaling_is_refused(tmp_path: Path) -> None:
+    """Issue 14.6: offsets saved for `1 + o` mean something else under exp(o)."""
+    head = head_mod.untrained("p", ["a", "b"], BACKBONE, 8)
+    head.manifest["svf"] = {"targets": ["t"], "sizes": [3]}
+    head.svf_offsets = np.zeros(3, dtype=np.float32)
+    head.save(tmp_path / "h")
+    with pytest.raises(ConfigError, match="1 \\+ o"):
+        head_mod.Head.load(tmp_path / "h")
+    head.manifest["svf"]["scale"] = "exp"
+    head.save(tmp_path / "h")
+    assert head_mod.Head.load(tmp_path / "h").svf_sizes == [3]

@@ -4,7 +4,8 @@ evolve and bench on scripted pools (replies slowed by a random few milliseconds,
 episodes overlap and finish out of order) at --parallel 1, 4 and 16, each in its own
 TRINITY_HOME: the same head (weights and manifest), the same generation files and the
 same bench.json and episodes.jsonl, timing fields aside; the same model calls and cache
-hits; and a parallel run killed mid-generation resumes without redoing a finished call.
+hits; and a parallel run killed mid-generation (in the middle of the run) resumes without
+redoing a finished call, to the same candidates and head.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import pytest
 
 from trinity_cli.backends.scripted import ScriptedBackend
 from trinity_cli.bench import bench
+from trinity_cli.coordinator.head import Head
 from trinity_cli.evolve import evolve
 
 from . import test_bench, test_evolve
@@ -124,7 +126,7 @@ def test_evolve_gives_the_same_head_at_any_parallelism(tmp_path: Path, monkeypat
     assert seen[4] == seen[1] and seen[16] == seen[1]
     # Candidates share first turns: a serial run answers those from the cache, and so
     # does a parallel one (single flight), so hits are counted alike.
-    assert sum(c["cache_hits"] for c in seen[1]["curves"]) > 0
+    assert sum(c["cache_hits_gen"] for c in seen[1]["curves"]) > 0
 
 
 def test_bench_json_is_the_same_at_any_parallelism(tmp_path: Path, monkeypatch, slow_scripted) -> None:
@@ -153,7 +155,9 @@ class Kill(Exception):
     pass
 
 
-def test_parallel_run_killed_mid_generation_redoes_no_call(tmp_path: Path, monkeypatch, slow_scripted) -> None:
+@pytest.mark.parametrize(("kill_n", "resume_n"), [(1, 1), (4, 16)])
+def test_parallel_run_killed_mid_generation_redoes_no_call(tmp_path: Path, monkeypatch, slow_scripted,
+                                                           kill_n: int, resume_n: int) -> None:
     pool, tasks = test_evolve.setup_files(tmp_path)
     monkeypatch.setenv("TRINITY_HOME", str(tmp_path / "home-a"))
     evolve(test_evolve.options(pool, tasks, out=str(tmp_path / "a")))
@@ -165,21 +169,49 @@ def test_parallel_run_killed_mid_generation_redoes_no_call(tmp_path: Path, monke
     def killer(kind: str, data: dict) -> None:
         if kind == "episode" and data.get("kind") == "train":
             seen["n"] += 1
-            # In the last generation (episodes 33-48), with episodes in flight. (Resuming from an
-            # earlier checkpoint depends on its RNG state, which is evolve's business.)
-            if seen["n"] == 37:
+            # In the middle generation (episodes 17-32) of three, with episodes in flight: the
+            # resume restores generation 0's checkpoint (pycma's own RNG inside it) and must ask
+            # generations 1 and 2 the same candidates as the uninterrupted run.
+            if seen["n"] == 21:
                 raise Kill()
 
     with pytest.raises(Kill):
-        evolve(test_evolve.options(pool, tasks, out=str(tmp_path / "b")), progress=killer, parallel=4)
+        evolve(test_evolve.options(pool, tasks, out=str(tmp_path / "b")), progress=killer, parallel=kill_n)
     before_kill = slow_scripted.calls - reference_calls
+    assert len(list((tmp_path / "home-b").glob("runs/run-*/episodes/gen-*.json"))) == 1  # killed in gen 1
     # A different N on resume is fine: it is not part of the run's configuration.
-    evolve(test_evolve.options(pool, tasks, out=str(tmp_path / "b")), parallel=16)
+    evolve(test_evolve.options(pool, tasks, out=str(tmp_path / "b")), parallel=resume_n)
     after = slow_scripted.calls - reference_calls - before_kill
     assert before_kill > 0 and after > 0
     assert before_kill + after == reference_calls  # no call was made twice
-    # Same weights (a resumed run's curves count the calls of its own process only).
+    # Same episodes, fitness and weights (a resumed run's curves count the calls of its own
+    # process only, and the redone generation's cache flags differ, so they are left out).
+    generations = {}
+    for home in ("home-a", "home-b"):
+        files = sorted((tmp_path / home).glob("runs/run-*/episodes/gen-*.json"))
+        generations[home] = [_without_cache_flags(strip(json.loads(f.read_text()))) for f in files]
+    assert len(generations["home-a"]) == 3 and generations["home-a"] == generations["home-b"]
     assert npz_members(tmp_path / "a" / "weights.npz") == npz_members(tmp_path / "b" / "weights.npz")
+
+
+def test_cli_resume_may_change_parallel(tmp_path: Path, monkeypatch, capsys) -> None:
+    """--parallel is not an option of the run: typed on a resume it is not a conflicting flag."""
+    pool, tasks = test_evolve.setup_files(tmp_path)
+    test_evolve.scripted_default_pool(tmp_path / "home")
+    with pytest.raises(test_evolve.Kill):
+        evolve(test_evolve.options(pool, tasks, out=str(tmp_path / "b")), progress=test_evolve.kill_at(21))
+    code, _, err = test_evolve.run_cli(monkeypatch, capsys, ["evolve", "--resume", "run-1", "--parallel", "4"])
+    assert code == 0, err
+    assert "run-1: " in err and "4 at once" in err and "gen   0" not in err  # generation 0 not redone
+    assert Head.load(tmp_path / "b").manifest["training"]["spent"] == 48
+
+
+def _without_cache_flags(data: Any) -> Any:
+    if isinstance(data, dict):
+        return {k: _without_cache_flags(v) for k, v in data.items() if k != "cached"}
+    if isinstance(data, list):
+        return [_without_cache_flags(v) for v in data]
+    return data
 
 
 def test_sigkilled_parallel_run_resumes_from_the_cache(tmp_path: Path, monkeypatch) -> None:
@@ -199,11 +231,11 @@ def test_sigkilled_parallel_run_resumes_from_the_cache(tmp_path: Path, monkeypat
                                  str(tmp_path / "b")], env=env, stdout=subprocess.DEVNULL, stderr=err)
     try:
         deadline = time.monotonic() + 60
-        while not list(home_b.glob("runs/run-*/episodes/gen-0001.json")):
+        while not list(home_b.glob("runs/run-*/episodes/gen-0000.json")):
             assert proc.poll() is None, log.read_text()
-            assert time.monotonic() < deadline, "generation 1 never finished"
+            assert time.monotonic() < deadline, "generation 0 never finished"
             time.sleep(0.01)
-        time.sleep(0.1)  # into the last generation
+        time.sleep(0.1)  # into generation 1 of 3: the resume starts from generation 0's checkpoint
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait()

@@ -264,3 +264,44 @@ def test_max_resident_holds_with_concurrent_calls(monkeypatch: pytest.MonkeyPatc
         t.join(timeout=30)
     assert not any(t.is_alive() for t in threads) and not errors
     assert most[0] == 1 and pool.resident_count == 1 and pool.stats.calls == 60
+
+
+def test_members_sharing_a_file_pin_it_together_under_concurrent_calls(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Two styles of one file and a second file, room for one: pins and the LRU are per
+    # loaded file (load key), so a call of one style keeps the file loaded for the other,
+    # the two styles never load it twice, and eviction waits for both.
+    import time
+
+    pool = _pool([_gguf("a-reason", "/m/a.gguf"), _gguf("a-direct", "/m/a.gguf", "direct"),
+                  _gguf("b", "/m/b.gguf")], 1, monkeypatch)
+    shared = pool.backend("a-reason")
+    most = [0]
+    original = FakeResident.chat
+
+    def slow_chat(self, messages, params):  # noqa: ANN001, ANN202
+        out = original(self, messages, params)
+        most[0] = max(most[0], len(LOADED))
+        time.sleep(0.003)
+        assert self.name in LOADED  # not evicted under a running call of either style
+        return out
+
+    monkeypatch.setattr(FakeResident, "chat", slow_chat)
+    errors: list[BaseException] = []
+    names = ["a-reason", "a-direct", "a-reason", "b"]
+
+    def work(k: int) -> None:
+        try:
+            for j in range(12):
+                pool.chat(names[(k + j) % 4], [ChatMessage("user", f"{k}-{j}")])
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    assert not any(t.is_alive() for t in threads) and not errors
+    assert most[0] == 1 and pool.resident_count == 1 and pool.stats.calls == 72
+    assert set(LOADED) <= {"a-reason", "b"}  # the shared file is loaded under its first member's backend
+    assert pool.backend("a-direct") is shared

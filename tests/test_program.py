@@ -59,8 +59,8 @@ class _Schedule:
         from trinity_cli.messages import Decision
 
         role = Role.WORKER if not turns else Role.VERIFIER
-        model = self.models[0] if not turns else self.models[1]
-        return Decision(model, role, [1.0, 0.0], [0.0, 1.0, 0.0])
+        model = self.models[0] if not turns else self.models[-1]
+        return Decision(model, role, [float(m == model) for m in self.models], [0.0, 1.0, 0.0])
 
 
 def _program_pool(tmp_path: Path, worker_reply: str, verifier_reply: str) -> Pool:
@@ -105,3 +105,16 @@ def test_episode_program_verifier_runs_tests_on_code_tasks(tmp_path: Path) -> No
 def test_a_printed_label_is_not_part_of_the_answer() -> None:
     reply, run = program.run_reply('```python\nprint("Answer: ", 8.0)\n```')
     assert run.answer == "8.0" and reply.endswith("\nAnswer: 8.0")
+
+
+def test_a_strict_pool_refuses_programs_without_isolation(tmp_path: Path, monkeypatch) -> None:
+    import pytest
+
+    from trinity_cli.errors import SandboxUnavailable
+
+    monkeypatch.setenv("PATH", str(tmp_path))  # no bwrap on PATH
+    models = [{"name": "coder", "kind": "scripted", "style": "program",
+               "rules": [{"match": "Write the program now", "reply": "```python\nprint(1)\n```"}]}]
+    pool = Pool(load_pool(str(write_pool(tmp_path, {"name": "p", "sandbox": "strict", "models": models}))))
+    with pytest.raises(SandboxUnavailable):
+        run_episode("What is 1?", pool, _Schedule(pool.names), max_turns=1)

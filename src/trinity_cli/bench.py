@@ -6,7 +6,9 @@ Systems (names as they appear in every output):
     selfloop:<model>   the model alone for the same turn budget: Worker, Verifier, Worker, …
                        (itself each time), stopping when its Verifier says ACCEPT
     random             uniform model and role each turn (the untrained head), over
-                       `random_seeds` seeds; its numbers pool all seeds' episodes
+                       `random_seeds` seeds; each item's numbers are its means over the
+                       seeds. Always sampled: `greedy` does not apply to it (the argmax of
+                       a uniform head is the first model and role, every time)
     head:<name>        each head given, sampling its decisions (argmax with `greedy`)
     vote               majority over the members' single answers (read as the task's scorer
                        reads them; code by its normalised text); a tie goes to the group holding
@@ -14,7 +16,10 @@ Systems (names as they appear in every output):
     best-per-task      for each task, the single member best on that task in this bench (ties:
                        pool order): what perfect task-aware routing to one member would score.
                        It picks with the test labels, so it is a reference, not a system.
-    oracle             an item counts as solved if any single model solved it alone
+    oracle             an item counts as solved if any single model solved it alone: the
+                       best a per-question pick of one model for one Worker turn could do.
+                       Not an upper bound: multi-turn systems (self-loops, heads, random)
+                       can solve items no single model solves in one turn
 
 Fixed routing (single, self-loop) goes through `episode.run_episode` like everything
 else, with a `FixedSchedule` in place of the coordinator, so prompts, context fitting,
@@ -28,14 +33,19 @@ adding items leaves the other episodes alone:
 with stream "fixed" (single, self-loop: their decisions use no randomness), "random:<r>"
 for random seed r, and "head" for every head (all heads see the same seeds).
 
-Metrics of a system, overall and per task (`Metrics` below): accuracy with a 95% Wilson
-interval, mean turns, mean pool calls, mean tokens (prompt + completion), mean wall seconds
+Metrics of a system, overall and per task (`Metrics` below), over items: accuracy with a
+95% Wilson interval, mean turns, mean pool calls, mean tokens (prompt + completion), mean wall seconds
 and mean cost per question. Wall seconds are what the pool calls took when they were made
 (a cached reply keeps the latency measured when it was computed, so a warm re-run reports
 the same) plus coordinator seconds. Cost is USD for priced models, None when none is priced.
 The oracle and vote have no turns; their pool calls, tokens, seconds and cost are the sums
 over all single runs of the item (what it takes to obtain); best-per-task's are those of the
-single run it picks.
+single run it picks. A system with several seeds (random) is first reduced to one row per
+item, each number the mean over that item's seeds, so its `n` counts items and its interval
+reflects how many questions were asked, not how many episodes: seeds of one item are not
+independent samples. Its `correct` (the sum of the items' mean rewards) may be fractional;
+the Wilson interval takes it as is, which is conservative, since a mean of rewards in
+[0, 1] has at most a 0/1 reward's variance.
 
 `systems` (`--systems`) keeps only some kinds of row; vote, best-per-task and oracle need
 the single runs, which are then played even when `single` itself is not listed (and not
@@ -70,7 +80,7 @@ bench.json (format "trinity-bench/1"):
                    "turns": [[model, acting role], ...], "stop_reason", "tokens", "wall_s",
                    "cost_usd", "cached": every turn came from the cache, "error": null or
                    why the episode could not run}, ...]}
-    Metrics = {"n", "correct", "accuracy", "ci_low", "ci_high", "mean_turns",
+    Metrics = {"n" (items), "correct", "accuracy", "ci_low", "ci_high", "mean_turns",
                "mean_pool_calls", "mean_tokens", "mean_wall_s", "mean_cost_usd"}
     Gap     = {"best_single": system name, "vs_best_single": accuracy difference,
                "vs_oracle": accuracy difference}       (negative: the system is behind)
@@ -102,6 +112,7 @@ from trinity_cli.evaluate import EpisodeOutcome, EpisodeSpec, Evaluator, Runtime
 from trinity_cli.messages import ROLES, ChatMessage, Decision, Role, Turn
 from trinity_cli.pool import Pool
 from trinity_cli.store import RunStore
+from trinity_cli.tasks import MixEntry
 
 BENCH_FORMAT = "trinity-bench/1"
 DEFAULT_TASKS = "gsm8k:test:50,arc-challenge:test:50,mbpp:test:50"
@@ -136,7 +147,7 @@ class BenchOptions:
         wanted = set(self.systems) if self.systems else set(SYSTEM_KINDS)
         return [k for k in SYSTEM_KINDS if k in wanted]
 
-    def validate(self) -> list[tasks.MixEntry]:
+    def validate(self) -> list[MixEntry]:
         """Check the options; return the parsed mix, refusing splits that are not held out."""
         for kind in self.systems or ():
             if kind not in SYSTEM_KINDS:
@@ -148,7 +159,7 @@ class BenchOptions:
         return held_out_mix(self.tasks)
 
 
-def held_out_mix(text: str) -> list[tasks.MixEntry]:
+def held_out_mix(text: str) -> list[MixEntry]:
     """Parse a mix for benchmarking: train splits (and `all` of a built-in task, which
     contains its train split) are refused, since heads are evolved on them."""
     entries = tasks.parse_mix(text)
@@ -282,12 +293,13 @@ def wilson_interval(correct: float, n: int, z: float = Z95) -> tuple[float, floa
 
 @dataclass
 class _Row:
-    """One question's outcome for a system: what `metrics` averages."""
+    """One question's outcome for a system: what `metrics` averages (for a system with
+    several seeds, each field is the mean over the item's seeds)."""
 
     reward: float
-    turns: int | None
-    calls: int
-    tokens: int
+    turns: float | None
+    calls: float
+    tokens: float
     wall_s: float
     cost_usd: float | None
 
@@ -296,10 +308,27 @@ def _row(ep: EpisodeResult) -> _Row:
     return _Row(ep.reward, len(ep.turns), len(ep.turns), ep.tokens, ep.wall_s, ep.cost_usd)
 
 
+def _item_mean(rows: Sequence[_Row]) -> _Row:
+    """One item's row from its episodes' rows (one per seed): the mean of each field."""
+    k = len(rows)
+    costs = [r.cost_usd for r in rows if r.cost_usd is not None]
+    turns = [r.turns for r in rows if r.turns is not None]
+    return _Row(
+        reward=sum(r.reward for r in rows) / k,
+        turns=sum(turns) / k if len(turns) == k else None,
+        calls=sum(r.calls for r in rows) / k,
+        tokens=sum(r.tokens for r in rows) / k,
+        wall_s=sum(r.wall_s for r in rows) / k,
+        cost_usd=sum(costs) / k if costs else None,
+    )
+
+
 def metrics(rows: Sequence[_Row]) -> dict[str, Any]:
-    """The Metrics dict of the module docstring for a list of outcomes."""
+    """The Metrics dict of the module docstring for a list of outcomes, one per item."""
     n = len(rows)
-    correct = int(round(sum(r.reward for r in rows)))
+    total = sum(r.reward for r in rows)
+    # Whole for one episode per item; a sum of per-item means over seeds may be fractional.
+    correct: float = int(round(total)) if abs(total - round(total)) < 1e-9 else total
     low, high = wilson_interval(correct, n)
 
     def mean(values: Sequence[float]) -> float | None:
@@ -482,12 +511,12 @@ def summarize(
             rows = [(e.task, _row(e)) for e in picked]
             per_item[system.name] = {e.key: e.reward for e in picked}
         else:
-            eps = by_system.get(system.name, [])
-            rows = [(e.task, _row(e)) for e in eps]
-            rewards: dict[str, list[float]] = {}
-            for ep in eps:
-                rewards.setdefault(ep.key, []).append(ep.reward)
-            per_item[system.name] = {key: sum(v) / len(v) for key, v in rewards.items()}
+            by_item: dict[str, list[EpisodeResult]] = {}
+            for ep in by_system.get(system.name, []):
+                by_item.setdefault(ep.key, []).append(ep)
+            item_rows = {key: _item_mean([_row(e) for e in eps]) for key, eps in by_item.items()}
+            rows = [(eps[0].task, item_rows[key]) for key, eps in by_item.items()]
+            per_item[system.name] = {key: row.reward for key, row in item_rows.items()}
         results[system.name] = _by_task(rows, task_names)
     singles = [s for s in singles if s in results]  # reported singles only
     routed = [s.name for s in systems if s.kind in ("random", "head")]
@@ -551,14 +580,14 @@ def _head_systems(options: BenchOptions, pool_name: str, models: list[str]) -> t
                          "(an untrained head routes like `random`); evolve one and pass --head")
     systems: list[System] = []
     taken: set[str] = set()
-    for ref, head in heads:
+    for head_ref, head in heads:
         name = f"head:{head.manifest.get('name') or 'unnamed'}"
         base, k = name, 2
         while name in taken:
             name, k = f"{base}#{k}", k + 1
         taken.add(name)
         source = Coordinator(head, backbone_ref=options.backbone, device=options.device)
-        info = {"name": head.manifest.get("name"), "trained": head.trained, "ref": ref}
+        info = {"name": head.manifest.get("name"), "trained": head.trained, "ref": head_ref}
         systems.append(System(name, "head", head=info, max_turns=options.max_turns, stream="head",
                               source=source))
     return systems, notes
@@ -621,8 +650,9 @@ def _run_systems(
                              "cache_hits": pool.stats.cache_hits, "pool_calls": pool.stats.calls,
                              "in_flight": data["in_flight"]})
 
-    outcomes = evaluator.evaluate([_spec(system, item, seed, options.greedy) for system, item, seed in plan],
-                                  progress)
+    # --greedy is for heads: random routing stays random.
+    specs = [_spec(system, item, seed, options.greedy and system.kind == "head") for system, item, seed in plan]
+    outcomes = evaluator.evaluate(specs, progress)
     episodes: list[EpisodeResult] = []
     partial = run_dir / ".episodes.jsonl.tmp"
     with open(partial, "w", encoding="utf-8") as log:
@@ -657,6 +687,7 @@ def bench(
     items = tasks.sample_items(entries, seed=options.seed)
     if not items:
         raise ConfigError(f"--tasks {options.tasks!r} selects no items")
+    tasks.check_code_sandbox(items, strict_sandbox=config.sandbox == "strict")
     store = store or RunStore()
     parallel = parallel or config.parallel
     if parallel < 1:
@@ -811,12 +842,15 @@ def report_markdown(summary: dict[str, Any]) -> str:
     st = summary["stats"]
     out += ["", "## Notes", "",
             "- single: the model alone, one Worker turn. selfloop: the model alone for the same turn budget, "
-            "Worker and Verifier in turn, stopping on ACCEPT. random: uniform model and role each turn, all "
-            "seeds pooled. vote: majority over the single answers (ties: pool order). best-per-task: per "
-            "task, the member best on it here (chosen with the test labels: a reference, not a system). "
-            "oracle: solved if any single model solved it (a reference, not a system).",
-            "- 95% CI: Wilson score interval. Wall s: seconds the pool calls took when they were made plus "
-            "coordinator seconds. Oracle pool calls, tokens, seconds and cost: sums over all single runs.",
+            "Worker and Verifier in turn, stopping on ACCEPT. random: uniform model and role each turn, always "
+            "sampled; each item scores its mean over the seeds. vote: majority over the single answers (ties: "
+            "pool order). best-per-task: per task, the member best on it here (chosen with the test labels: a "
+            "reference, not a system). oracle: an item counts as solved if any single model solved it alone in "
+            "one Worker turn, i.e. the best per-question pick of one model; it is a reference, not a system, "
+            "and not a ceiling: multi-turn systems can solve items that no single model does.",
+            "- 95% CI: Wilson score interval over items (random: over items, each scored by its mean over "
+            "the seeds). Wall s: seconds the pool calls took when they were made plus coordinator seconds. "
+            "Oracle pool calls, tokens, seconds and cost: sums over all single runs.",
             f"- This run: {st['pool_calls']} pool calls, {st['cache_hits']} from the rollout cache, "
             f"{st['backend_calls']} to a model ({st['backend_s']:.1f} s), {st['wall_s']:.1f} s in all."]
     out += [f"- {note}" for note in summary["notes"]]
@@ -833,11 +867,14 @@ def plot_accuracy(summary: dict[str, Any], path: Path) -> None:
 
     names = [s["name"] for s in summary["systems"]]
     task_names = summary["tasks"]
+    def on_task(task: str) -> Callable[[str], dict[str, Any]]:
+        return lambda s: summary["results"][s]["per_task"][task]
+
     groups: list[tuple[str, Callable[[str], dict[str, Any]]]] = [
         ("overall", lambda s: summary["results"][s]["overall"])
     ]
     if len(task_names) > 1:
-        groups += [(short_task(t), lambda s, t=t: summary["results"][s]["per_task"][t]) for t in task_names]
+        groups += [(short_task(t), on_task(t)) for t in task_names]
     width = 0.8 / len(groups)
     fig, ax = plt.subplots(figsize=(max(6.0, 0.9 * len(names) * max(1, len(groups) / 2) + 2), 4.5), dpi=100)
     x = np.arange(len(names))

@@ -7,6 +7,7 @@ become one line on stderr and a non-zero exit; `TRINITY_DEBUG=1` re-raises them.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import sys
@@ -34,6 +35,10 @@ BackboneOpt = Annotated[
 DeviceOpt = Annotated[str, typer.Option(help="Coordinator device: auto, cpu, cuda or mps.")]
 ParallelOpt = Annotated[int | None, typer.Option(
     min=1, help="Episodes to play at once (default: the pool file's parallel, else 1); results do not depend on it.")]
+# The progress flags, the same on every command that shows progress (ask, evolve, bench):
+# -q leaves stderr to errors alone; --json puts the run's JSON record on stdout instead of
+# the plain result (answer, head directory, tables).
+QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="Nothing on stderr but errors: no progress.")]
 
 
 @app.command()
@@ -48,8 +53,10 @@ def ask(
     backbone: BackboneOpt = None,
     device: DeviceOpt = "auto",
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not read or write the rollout cache.")] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the whole run as JSON on stdout.")] = False,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No turn-by-turn view.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the run as JSON on stdout instead of the answer.")] = (
+        False
+    ),
+    quiet: QuietOpt = False,
 ) -> None:
     """Ask the coordinated pool a question; the answer alone goes to stdout."""
     from trinity_cli import render
@@ -66,8 +73,9 @@ def ask(
     built = build(options)
     pool_obj, coordinator = built
     try:
-        render.ask_header(pool_obj.config.name, pool_obj.names, str(coordinator.head.manifest.get("name")),
-                          coordinator.head.trained, options.exclude)
+        if not quiet:
+            render.ask_header(pool_obj.config.name, pool_obj.names, str(coordinator.head.manifest.get("name")),
+                              coordinator.head.trained, options.exclude)
         with render.LiveTurns(pool_obj.names, quiet=quiet) as live:
             result = run_ask(question, options, live.on_decision, live.on_turn, built=built)
     finally:
@@ -123,11 +131,12 @@ def inspect(
 
 @app.command()
 def evolve(
+    ctx: typer.Context,
     pool: PoolOpt = None,
     tasks: Annotated[str, typer.Option(help="Training mix, e.g. gsm8k:train,arc-challenge:train:200.")] = (
         "gsm8k:train,arc-challenge:train,mbpp:train"
     ),
-    budget: Annotated[int, typer.Option(min=1, help="Training episodes to spend.")] = 2000,
+    budget: Annotated[int, typer.Option(min=1, help="Training episodes to spend (at least one generation).")] = 2000,
     minibatch: Annotated[int, typer.Option(min=1, help="Tasks per generation, shared by all candidates.")] = 8,
     popsize: Annotated[int | None, typer.Option(help="Population size (default 4 + 3 ln n).")] = None,
     sigma0: Annotated[float, typer.Option(help="Initial CMA-ES step size.")] = 1.0,
@@ -144,8 +153,13 @@ def evolve(
     device: DeviceOpt = "auto",
     name: Annotated[str | None, typer.Option(help="Head name (default evolved-RUN).")] = None,
     out: Annotated[str | None, typer.Option(help="Write the head to this directory.")] = None,
-    resume: Annotated[str | None, typer.Option(help="Continue this evolve run.")] = None,
+    resume: Annotated[
+        str | None, typer.Option(help="Continue this evolve run with its own options (--budget may change).")
+    ] = None,
     parallel: ParallelOpt = None,
+    as_json: Annotated[bool, typer.Option(
+        "--json", help="Print the run as JSON on stdout instead of the head's directory.")] = False,
+    quiet: QuietOpt = False,
 ) -> None:
     """Evolve a coordinator head with sep-CMA-ES; killed runs resume where they stopped."""
     from trinity_cli import render
@@ -156,9 +170,18 @@ def evolve(
                             sigma0=sigma0, seed=seed, max_turns=max_turns, val_tasks=val_tasks, val_size=val_size,
                             val_every=val_every, cost_weight=cost_weight, cost_unit=cost_unit, svf=svf,
                             svf_targets=svf_target, backbone=backbone, device=device, name=name, out=out)
-    with render.EvolveProgress() as progress:
-        result = run_evolve(options, resume=resume, progress=progress, parallel=parallel)
-    render.evolve_done(result)
+    # On resume, only flags typed on the command line are compared with the run's options.
+    # (By name: Typer may bring its own copy of click's ParameterSource.)
+    sources = {p: ctx.get_parameter_source(p) for p in ctx.params}
+    given = [("svf_targets" if p == "svf_target" else p) for p, source in sources.items()
+             if source is not None and source.name != "DEFAULT" and p not in ("as_json", "quiet")]
+    with render.EvolveProgress(quiet=quiet) as progress:
+        result = run_evolve(options, resume=resume, progress=progress, given=given, parallel=parallel)
+    if as_json:
+        from trinity_cli.store import RunStore
+
+        render.out.print_json(json.dumps(RunStore().load(result.run_id)))
+    render.evolve_done(result, as_json=as_json, quiet=quiet)
 
 
 @app.command()
@@ -180,8 +203,10 @@ def bench(
     backbone: BackboneOpt = None,
     device: DeviceOpt = "auto",
     parallel: ParallelOpt = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print bench.json on stdout.")] = False,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar and no tables.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print bench.json on stdout instead of the tables.")] = (
+        False
+    ),
+    quiet: QuietOpt = False,
 ) -> None:
     """Benchmark heads against each pool model alone, self-loops, random routing, vote, best-per-task and the
     oracle."""
@@ -203,10 +228,11 @@ def pools() -> None:
     from trinity_cli import render
     from trinity_cli.config import available_pools, load_pool
 
+    listed = []
     for name, path in available_pools().items():
         config = load_pool(str(path))
-        models = ", ".join(f"{m.name} ({m.kind}, {m.style})" for m in config.models)
-        render.out.print(f"[bold]{name}[/bold]  {path}\n  {models}")
+        listed.append((name, str(path), [(m.name, f"{m.kind}, {m.style}") for m in config.models]))
+    render.pools_list(listed)
 
 
 @app.command()
@@ -241,6 +267,54 @@ def _raise_interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
+class _LibraryWarnings(logging.Handler):
+    """The library's warnings (e.g. the code sandbox running without isolation), one line each."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        from trinity_cli import render
+
+        render.warning(record.getMessage())
+
+
+def show_library_warnings() -> None:
+    """Route WARNING records of `trinity_cli.*` loggers to `render.warning` (once per process)."""
+    logger = logging.getLogger("trinity_cli")
+    if not any(isinstance(h, _LibraryWarnings) for h in logger.handlers):
+        logger.addHandler(_LibraryWarnings(logging.WARNING))
+
+
+def _click_types(name: str) -> tuple[type[BaseException], ...]:
+    """The exception class `name` as click defines it and as Typer does: Typer >= 0.2x
+    vendors click (`typer._click`) and raises its own copies, which are not click's."""
+    import importlib
+
+    found: list[type[BaseException]] = []
+    for module in ("click.exceptions", "typer._click.exceptions", "typer.exceptions"):
+        try:
+            cls = getattr(importlib.import_module(module), name, None)
+        except ImportError:
+            continue
+        if isinstance(cls, type) and issubclass(cls, BaseException) and cls not in found:
+            found.append(cls)
+    return tuple(found)
+
+
+def _usage_error(exc: BaseException) -> tuple[str, str | None, int] | None:
+    """(message, hint, exit code) of a click/Typer error (a bad option value, an unknown
+    option or command...), or None for anything else. The message names the option."""
+    if not isinstance(exc, _click_types("ClickException")):
+        return None
+    message = exc.format_message()  # type: ignore[attr-defined]
+    hint = None
+    ctx = getattr(exc, "ctx", None)
+    if isinstance(exc, _click_types("UsageError")):
+        command = ctx.command_path if ctx is not None else "trinity"
+        hint = f"see: {command} --help"
+        if isinstance(exc, _click_types("NoArgsIsHelpError")):  # bare `trinity`: Typer showed the help
+            return "", None, int(exc.exit_code)  # type: ignore[attr-defined]
+    return message, hint, int(exc.exit_code)  # type: ignore[attr-defined]
+
+
 def main() -> None:
     """Console entry point: run the app, turning errors into one line and an exit code."""
     debug = os.environ.get("TRINITY_DEBUG") == "1"
@@ -248,10 +322,11 @@ def main() -> None:
 
     # `kill` (SIGTERM) takes the same path as Ctrl-C: half-made runs are removed on the way out.
     signal.signal(signal.SIGTERM, _raise_interrupt)
+    show_library_warnings()
 
     try:
         # Typer turns Ctrl-C into a return value of 130 when not in standalone mode.
-        code = app(standalone_mode=False)
+        code = app(prog_name="trinity", standalone_mode=False)
         if code == Interrupted.exit_code:
             raise KeyboardInterrupt
         if isinstance(code, int) and code:
@@ -268,24 +343,41 @@ def main() -> None:
             raise
         from trinity_cli import render
 
-        render.error("interrupted", "nothing half-written was kept; run the command again to resume")
+        render.error("interrupted", _interrupted_hint(sys.argv[1:]))
         sys.exit(Interrupted.exit_code)
     except Exception as exc:  # click usage errors and the like
-        import click
-
-        if isinstance(exc, click.exceptions.Exit):
-            sys.exit(exc.exit_code)
-        if isinstance(exc, click.exceptions.Abort):
-            sys.exit(130)
-        if isinstance(exc, click.ClickException):
-            exc.show()
-            sys.exit(exc.exit_code)
-        if debug:
-            raise
+        if isinstance(exc, _click_types("Exit")):
+            sys.exit(exc.exit_code)  # type: ignore[attr-defined]
         from trinity_cli import render
 
+        if isinstance(exc, _click_types("Abort")):  # Ctrl-C at a prompt
+            render.error("interrupted", _interrupted_hint(sys.argv[1:]))
+            sys.exit(Interrupted.exit_code)
+
+        usage = _usage_error(exc)
+        if usage is not None:
+            if debug:
+                raise
+            message, hint, exit_code = usage
+            if message:
+                render.error(message, hint)
+            sys.exit(exit_code)
+        if debug:
+            raise
         render.error(f"unexpected {type(exc).__name__}: {exc}", "run again with TRINITY_DEBUG=1 for the traceback")
         sys.exit(1)
+
+
+# Commands that keep what they finished when interrupted, so running them again resumes.
+RESUMABLE = {"evolve", "bench"}
+
+
+def _interrupted_hint(args: list[str]) -> str:
+    """What Ctrl-C left behind: only evolve and bench have anything to resume."""
+    command = next((a for a in args if not a.startswith("-")), "")
+    if command in RESUMABLE:
+        return "nothing half-written was kept; run the command again to resume"
+    return "nothing half-written was kept"
 
 
 if __name__ == "__main__":

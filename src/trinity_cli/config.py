@@ -5,6 +5,7 @@ A pool file looks like this (unknown keys are errors, field names follow llama.c
     name: local
     max_resident: 3            # GGUF models kept loaded at once (least recently used go)
     parallel: 1                # episodes evolve and bench play at once (--parallel overrides)
+    sandbox: auto              # strict: refuse to run model-written code without bubblewrap
     models:
       - name: smollm2-135m
         kind: gguf             # gguf | openai | scripted
@@ -179,6 +180,7 @@ class PoolConfig(_Strict):
     description: str = ""
     max_resident: int = Field(default=1, ge=1)
     parallel: int = Field(default=1, ge=1)
+    sandbox: Literal["auto", "strict"] = "auto"
     models: list[ModelConfig] = Field(min_length=1)
     source: str = ""
 

@@ -1,5 +1,5 @@
 """One multi-turn episode: decide -> build prompt -> call the pool -> record, until a
-Verifier accepts or the turn budget is spent.
+Verifier accepts or a budget (turns, tokens or cost) is spent.
 
 Rules, applied in this order after the coordinator's pick (each recorded in `Turn.override`):
 1. A Thinker's `Next: <role>` suggestion replaces the role of the following turn; the
@@ -7,7 +7,9 @@ Rules, applied in this order after the coordinator's pick (each recorded in `Tur
 2. A Verifier picked before any Worker answer exists acts as a Worker instead (there is
    nothing to verify; the turn is not wasted).
 3. On the last turn, if no answer exists yet, the role is Worker, so every episode ends
-   with an answer.
+   with an answer. The last turn is turn `max_turns`, or the turn after the one that
+   reached the token or cost budget: a budget reached while an answer exists ends the
+   episode at once; reached before any Worker turn, it allows one more turn, a Worker.
 
 Each member is asked in its own style (roles.py). A `program` member's Worker and
 Verifier replies are run in the code sandbox (program.py) before they are recorded, so the
@@ -119,8 +121,10 @@ def run_episode(
     same seed, pool replies and head give the same transcript.
 
     `token_budget` (prompt + completion tokens over all turns) and `cost_budget` (USD,
-    priced models only) end the episode with stop_reason "budget" once reached; the turn
-    that crosses the line is kept, so the answer so far is still returned."""
+    priced models only) end the episode with stop_reason "token_budget" or "cost_budget"
+    once reached. The turn that crosses the line is kept; if no Worker has answered by
+    then, one more turn is played as a Worker (rule 3), so a budget never leaves an
+    episode without an answer."""
     if max_turns < 1:
         raise ConfigError(f"max_turns must be at least 1, got {max_turns}")
     if coordinator.models != pool.names:
@@ -132,7 +136,9 @@ def run_episode(
     rng = np.random.default_rng(seed)
     transcript = Transcript(task=task, context=list(context))
     suggested: Role | None = None
+    spent: str | None = None  # which budget was reached: "token_budget" or "cost_budget"
     for index in range(max_turns):
+        last = index == max_turns - 1 or spent is not None
         decision = coordinator.decide(task, transcript.turns, rng, masked, context, greedy)
         if on_decision:
             on_decision(index, decision)
@@ -142,8 +148,9 @@ def run_episode(
         has_answer = roles.latest_answer(transcript.turns) is not None
         if role is Role.VERIFIER and not has_answer:
             role, override = Role.WORKER, "no answer to verify yet: verifier acts as worker"
-        if index == max_turns - 1 and not has_answer and role is not Role.WORKER:
-            role, override = Role.WORKER, "last turn and no answer yet: worker"
+        if last and not has_answer and role is not Role.WORKER:
+            why = "last turn" if spent is None else f"{spent.replace('_', ' ')} spent"
+            role, override = Role.WORKER, f"{why} and no answer yet: worker"
         messages, dropped = _fit(pool, decision.model, role, task, transcript.turns, context, kind)
         completion = pool.chat(decision.model, messages)
         reply, execution = completion.text, None
@@ -151,11 +158,12 @@ def run_episode(
         suggested = None
         proposed = roles.latest_answer(transcript.turns)
         if pool.style(decision.model) == "program" and role is not Role.THINKER:
+            strict = pool.config.sandbox == "strict"
             if role is Role.VERIFIER and kind == "code" and proposed is not None:
-                verdict, run = program.run_tests(proposed, reply)
+                verdict, run = program.run_tests(proposed, reply, strict=strict)
                 verdict_how = "executed"
             else:
-                reply, run = program.run_reply(reply)
+                reply, run = program.run_reply(reply, strict=strict)
             execution = run.to_dict()
         if role is Role.VERIFIER and verdict is None:
             verdict, verdict_how = roles.verdict(reply, proposed, kind)
@@ -190,11 +198,19 @@ def run_episode(
             transcript.accepted = True
             transcript.stop_reason = "accepted"
             break
-        spent_tokens = transcript.prompt_tokens + transcript.completion_tokens
-        if (token_budget is not None and spent_tokens >= token_budget) or (
-            cost_budget is not None and (transcript.cost_usd or 0.0) >= cost_budget
-        ):
-            transcript.stop_reason = "budget"
+        if spent is None:
+            spent = _budget_reached(transcript, token_budget, cost_budget)
+        if spent is not None and roles.latest_answer(transcript.turns) is not None:
+            transcript.stop_reason = spent
             break
     transcript.answer = roles.latest_answer(transcript.turns)
     return transcript
+
+
+def _budget_reached(transcript: Transcript, token_budget: int | None, cost_budget: float | None) -> str | None:
+    """"token_budget" or "cost_budget" once the transcript has spent that budget, else None."""
+    if token_budget is not None and transcript.prompt_tokens + transcript.completion_tokens >= token_budget:
+        return "token_budget"
+    if cost_budget is not None and (transcript.cost_usd or 0.0) >= cost_budget:
+        return "cost_budget"
+    return None

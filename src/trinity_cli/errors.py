@@ -61,6 +61,10 @@ class NotFound(TrinityError):
     """A run, head or pool name that does not exist."""
 
 
+class SandboxUnavailable(TrinityError):
+    """Model-written code must run isolated (strict sandbox) and bubblewrap cannot do it here."""
+
+
 class Interrupted(TrinityError):
     """The user pressed Ctrl-C; nothing half-written was kept."""
 

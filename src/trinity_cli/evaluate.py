@@ -160,7 +160,9 @@ class Runtime:
             if not spec.overflow_scores_zero:
                 raise
             return EpisodeOutcome(None, 0.0, f"context overflow: {exc.message}")
-        return EpisodeOutcome(transcript, float(tasks.score_item(spec.item, transcript.answer or "")))
+        strict = self.pool.config.sandbox == "strict"
+        return EpisodeOutcome(transcript, float(tasks.score_item(spec.item, transcript.answer or "",
+                                                                 strict_sandbox=strict)))
 
     def close(self) -> None:
         """Close the coordinators this runtime made (not the pool, not adopted ones)."""

@@ -11,8 +11,14 @@ Loop, per generation g:
   4. `es.tell(candidates, -fitness)`; every `val_every` generations (and at the end) the
      distribution mean is scored on a fixed validation slice; the best mean by validation
      score is the head that is kept.
-`budget` counts training episodes; the run stops cleanly before a generation that would
-exceed it. Validation episodes are counted apart.
+`budget` counts training episodes; a budget smaller than one generation (popsize x
+minibatch episodes) is refused before anything runs, and the run stops cleanly before a
+generation that would exceed it. Validation episodes are counted apart.
+
+pycma samples candidates with a generator of its own (`_Randn`: a numpy RandomState seeded
+with seed + 1), stored inside the pickled strategy: nothing else in the process (numpy's
+global RNG included) can shift the candidates, and a resumed run draws exactly what an
+uninterrupted one would.
 
 Episodes are played by an evaluator (evaluate.py): this module only lists them — every
 candidate on every minibatch item, or the mean on the validation slice — and reads the
@@ -21,18 +27,36 @@ outcomes back in that order. `parallel` (`--parallel`, default the pool file's
 seeds, candidates, cache keys, fitness and final head are the same for any value.
 
 Run directory (`runs/run-N/`):
-    evolve.json        {"options": ..., "manifest": {pool, models, backbone_fingerprint,
-                        n_params, svf}, "config_hash"}: written once at the start
-    checkpoint.pkl     pickle of a plain dict {"es": CMAEvolutionStrategy, "np_random_state",
-                        "generation", "spent", "val_spent", "best": {"vector", "val", "generation"},
-                        "curves": [...]}: rewritten atomically after each generation
+    evolve.json        {"format": RUN_FORMAT, "options": ..., "manifest": {pool, models,
+                        backbone_fingerprint, n_params, svf, prompt_version,
+                        coordinator_version}, "config_hash"}: written once at the start
+    checkpoint.pkl     pickle of a plain dict {"es": CMAEvolutionStrategy (its RNG inside),
+                        "generation", "spent", "val_spent", "best": {"vector", "val",
+                        "generation"}, "curves": [...]}: rewritten atomically after each generation
     episodes/gen-NNNN.json   every episode of generation NNNN (transcripts, rewards)
     run.json           written when the run finishes (kind "evolve"), so `inspect` lists it
-Resume (`--resume RUN`, or re-running the same command, which finds the unfinished run
-with the same config hash) restores the checkpoint, numpy's global RNG included (pycma
-samples from it), so the interrupted generation asks the same candidates again and every
-episode that had finished is served from the rollout cache: zero pool calls for it, and
-the same final head as an uninterrupted run.
+
+Curves (one dict per generation, in the checkpoint, run.json and the head's manifest):
+    generation, spent (training episodes so far), best_fitness, mean_fitness, val (None
+    when not validated), seconds, and pool counters of two kinds:
+    pool_calls_gen, cache_hits_gen, tokens_gen        during this generation (validation
+                                                      included)
+    pool_calls_total, cache_hits_total, tokens_total  summed over the run's generations so
+                                                      far, across resumes
+    pool_calls counts every call to the pool, cache_hits those the rollout cache answered,
+    tokens the prompt + completion tokens of every reply (cached ones included). A
+    generation interrupted and redone after a resume is counted as redone.
+
+Resume: `--resume RUN` takes every option from the run; options given again must agree
+with it (a conflict is refused, naming the flags), except `--budget` (raise it to continue
+a finished run's budget, lower it to stop sooner) and `--device`, `--name`, `--out`
+(`--parallel` is not an option of the run: any value goes).
+Re-running the same command also resumes: it finds the oldest unfinished run (by number)
+with the same config hash. Either way the checkpoint is restored, so the interrupted
+generation asks the same candidates again and every episode that had finished is served
+from the rollout cache: zero pool calls for it, and the same final head as an
+uninterrupted run. Runs of another format, pool, backbone, head size, SVF layout, prompt
+or coordinator version are refused.
 """
 
 from __future__ import annotations
@@ -43,8 +67,8 @@ import math
 import pickle
 import time
 from collections import Counter
-from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Collection
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -60,11 +84,16 @@ from trinity_cli.errors import ConfigError, NotFound
 from trinity_cli.evaluate import EpisodeOutcome, EpisodeSpec, Runtime, make_evaluator
 from trinity_cli.store import RunStore, canonical_json
 
-# Initial step size of SVF offsets relative to head weights: an offset of 1 doubles a
-# singular value, a head weight of 1 moves a logit by at most 1 (unit-norm features).
+# Initial step size of SVF offsets relative to head weights: an offset of 0.1 scales a
+# singular value by exp(0.1), about 10 % (before the sum is restored); a head weight of 1
+# moves a logit by at most 1 (unit-norm features).
 SVF_STD = 0.1
 # Seed stream of validation episodes (training generations use their own index).
 VAL_STREAM = 2**31 - 1
+# Layout of a run directory (evolve.json, checkpoint.pkl); runs of another format are not resumed.
+RUN_FORMAT = "trinity-evolve/2"
+# Options a resume may change: they do not change which episodes are played.
+RESUME_FREE = ("budget", "device", "name", "out")
 
 
 @dataclass
@@ -109,21 +138,6 @@ class EvolveOptions:
 
 
 @dataclass
-class GenerationStats:
-    generation: int
-    spent: int
-    budget: int
-    best_fitness: float
-    mean_fitness: float
-    val_score: float | None
-    best_val: float | None
-    cache_hits: int
-    pool_calls: int
-    tokens: int
-    seconds: float
-
-
-@dataclass
 class EvolveResult:
     run_id: str
     head_dir: Path
@@ -144,30 +158,87 @@ def default_popsize(n: int) -> int:
     return 4 + int(3 * math.log(n))
 
 
+class _Randn:
+    """pycma's `randn` option: standard normal draws from a generator of our own.
+
+    A picklable callable (it travels inside the checkpointed strategy, state included).
+    RandomState(seed).randn is the stream pycma's `seed` option used to seed numpy's global
+    RNG with, so runs with a population of 6 or more keep their candidates. (Smaller
+    populations mirror candidates, and pycma spends a global draw on each ask to round their
+    number; that draw no longer shares our stream, so their candidates differ from the
+    second generation on. pycma reads no other randomness.)
+    """
+
+    def __init__(self, seed: int) -> None:
+        self.rng = np.random.RandomState(seed)
+
+    def __call__(self, *shape: int) -> np.ndarray:
+        return self.rng.randn(*shape)
+
+
+def _flag(key: str) -> str:
+    return "--svf-target" if key == "svf_targets" else "--" + key.replace("_", "-")
+
+
+def resume_options(run: str, saved: dict[str, Any], options: EvolveOptions,
+                   given: Collection[str] | None = None) -> EvolveOptions:
+    """The options of a resumed run: the saved ones, with `RESUME_FREE` options taken from
+    `options` where given. `given` names the options the user set (None: those that differ
+    from their defaults); any other given option that differs from the run's is refused."""
+    defaults = EvolveOptions()
+    names = [f.name for f in fields(EvolveOptions)]
+    if given is None:
+        given = [n for n in names if getattr(options, n) != getattr(defaults, n)]
+    merged = EvolveOptions(**{k: v for k, v in saved.items() if k in names})
+    conflicts = []
+    for key in names:
+        if key not in given:
+            continue
+        value = getattr(options, key)
+        if key in RESUME_FREE:
+            if value is not None:
+                setattr(merged, key, value)
+        elif value != getattr(merged, key):
+            conflicts.append(f"{_flag(key)} {value!r} (the run has {getattr(merged, key)!r})")
+    if conflicts:
+        raise ConfigError(
+            f"cannot resume {run} with other options: " + "; ".join(conflicts),
+            "drop these flags: a resume takes every option from its run (only --budget, --device, --name "
+            "and --out may change)",
+        )
+    return merged
+
+
 class Evolution:
     """One evolve run: set up (fresh or resumed), then `run()`."""
 
     def __init__(self, options: EvolveOptions, resume: str | None = None, progress: ProgressFn | None = None,
-                 parallel: int | None = None):
-        options.validate()
+                 given: Collection[str] | None = None, parallel: int | None = None):
+        """`given`: the options the user set explicitly (see `resume_options`); only read on resume.
+        `parallel`: episodes played at once (None: the pool file's `parallel`); not an option
+        of the run, so a resume may change it."""
         self.progress = progress or (lambda kind, data: None)
         self.store = RunStore()
+        resumed: tuple[Path, dict[str, Any]] | None = None
+        if resume:
+            resumed = self._find_run(resume)
+            options = resume_options(resumed[0].name, resumed[1]["options"], options, given)
+        options.validate()
+        self.options = options
         self.config = load_pool(options.pool)
         self.train_mix = tasks.parse_mix(options.tasks)
-        self.val_items = tasks.sample_items(tasks.parse_mix(options.val_mix()), seed=0)
         for task, split, _ in self.train_mix:
             if split != "train":
                 raise ConfigError(f"--tasks {task}:{split}: evolve trains on train splits only",
                                   f"use {task}:train (validation uses the val split automatically)")
+        self.val_items = tasks.sample_items(tasks.parse_mix(options.val_mix()), seed=0)
         self.train_items = tasks.sample_items(self.train_mix, seed=options.seed)
         if not self.train_items:
             raise ConfigError(f"--tasks {options.tasks!r} selects no items")
-        self.options = options
+        tasks.check_code_sandbox([*self.train_items, *self.val_items], strict_sandbox=self.config.sandbox == "strict")
         fingerprint, _ = describe(options.backbone)
         hidden = hidden_size_of(options.backbone)
         self.manifest_backbone = {"ref": options.backbone, "fingerprint": fingerprint, "hidden_size": hidden}
-        self.pool = open_pool(self.config)
-        self.pool.check_assets()
         base = head_mod.untrained(self.config.name, self.config.names, self.manifest_backbone, hidden)
         targets = None
         if options.svf:
@@ -178,30 +249,58 @@ class Evolution:
                                        svf_targets=targets)
         if targets:
             svf = self.coordinator.svf
-            base.manifest["svf"] = {"targets": targets, "sizes": svf.sizes}
+            base.manifest["svf"] = svf.manifest()
             base.svf_offsets = np.zeros(svf.n_params, dtype=np.float32)
         self.base = base
         self.n_params = base.n_params
+        self._refuse_small_budget()
         self.parallel = parallel or self.config.parallel
         if self.parallel < 1:
             raise ConfigError(f"--parallel must be at least 1, got {self.parallel}")
-        runtime = Runtime(self.pool, device=options.device)
-        runtime.adopt(self.coordinator)
-        self.evaluator = make_evaluator(runtime, self.parallel)
         self.manifest = {
             "pool": self.config.name,
             "models": self.config.names,
             "backbone_fingerprint": fingerprint,
             "n_params": self.n_params,
             "svf": base.manifest.get("svf"),
+            "prompt_version": roles.PROMPT_VERSION,
+            "coordinator_version": COORDINATOR_VERSION,
         }
         self.config_hash = self._config_hash()
-        self.run_dir = self._open_run(resume)
+        if resumed is not None:
+            self._refuse_mismatch(resumed[1])
+        self.pool = open_pool(self.config)
+        self.pool.check_assets()
+        runtime = Runtime(self.pool, device=options.device)
+        runtime.adopt(self.coordinator)
+        self.evaluator = make_evaluator(runtime, self.parallel)
+        self.run_dir = resumed[0] if resumed is not None else self._open_run()
+
+    @property
+    def popsize(self) -> int:
+        return self.options.popsize or default_popsize(self.n_params)
+
+    @property
+    def per_generation(self) -> int:
+        """Training episodes one generation plays: every candidate on one minibatch."""
+        return self.popsize * min(self.options.minibatch, len(self.train_items))
+
+    def _refuse_small_budget(self) -> None:
+        # A budget below one generation would end before any generation and write an
+        # untrained (all-zero) head marked as trained.
+        o, per_gen = self.options, self.per_generation
+        if o.budget < per_gen:
+            batch = min(o.minibatch, len(self.train_items))
+            raise ConfigError(
+                f"--budget {o.budget} is smaller than one generation: population {self.popsize} x "
+                f"minibatch {batch} = {per_gen} training episodes",
+                f"use --budget {per_gen} or more, or a smaller --popsize / --minibatch",
+            )
 
     # -- run directory ----------------------------------------------------------------
     def _config_hash(self) -> str:
         opts = asdict(self.options)
-        for key in ("budget", "device", "name", "out"):  # these may change on resume
+        for key in RESUME_FREE:  # these may change on resume
             opts.pop(key)
         pool_text = Path(self.config.source).read_bytes() if self.config.source else b""
         payload = {
@@ -213,34 +312,43 @@ class Evolution:
         }
         return hashlib.sha256(canonical_json(payload).encode()).hexdigest()[:16]
 
-    def _open_run(self, resume: str | None) -> Path:
-        if resume:
-            run_dir = self.store.root / (resume if resume.startswith("run-") else f"run-{resume}")
+    def _find_run(self, resume: str) -> tuple[Path, dict[str, Any]]:
+        """(directory, evolve.json) of the run named by --resume."""
+        run_dir = self.store.root / (resume if resume.startswith("run-") else f"run-{resume}")
+        meta_file = run_dir / "evolve.json"
+        if not meta_file.is_file():
+            raise NotFound(f"{run_dir.name} is not an evolve run", "list runs with: trinity inspect")
+        meta: dict[str, Any] = json.loads(meta_file.read_text())
+        if meta.get("format") != RUN_FORMAT:
+            raise ConfigError(
+                f"cannot resume {run_dir.name}: it was written by an older trinity (run format "
+                f"{meta.get('format', 'trinity-evolve/1')!r}, this one reads {RUN_FORMAT!r})",
+                "start a new run (the same command without --resume)",
+            )
+        return run_dir, meta
+
+    def _open_run(self) -> Path:
+        """The oldest unfinished run with this config hash (run-2 before run-10), else a new one."""
+        for run_dir in self.store.run_dirs():
             meta_file = run_dir / "evolve.json"
-            if not meta_file.is_file():
-                raise NotFound(f"{run_dir.name} is not an evolve run", "list runs with: trinity inspect")
+            if not meta_file.is_file() or (run_dir / "run.json").exists():
+                continue
             meta = json.loads(meta_file.read_text())
-            self._refuse_mismatch(meta)
-            self.options = EvolveOptions(**{**meta["options"], "budget": self.options.budget,
-                                            "device": self.options.device,
-                                            "name": self.options.name or meta["options"].get("name"),
-                                            "out": self.options.out or meta["options"].get("out")})
-            return run_dir
-        for candidate in sorted(self.store.root.glob("run-*/evolve.json")):
-            meta = json.loads(candidate.read_text())
-            if meta.get("config_hash") == self.config_hash and not (candidate.parent / "run.json").exists():
-                self.progress("resume", {"run": candidate.parent.name})
-                return candidate.parent
+            if meta.get("config_hash") == self.config_hash and meta.get("format") == RUN_FORMAT:
+                self.progress("resume", {"run": run_dir.name})
+                return run_dir
         run_dir = self.store.allocate()
         paths.atomic_write_json(run_dir / "evolve.json", {
-            "options": asdict(self.options), "manifest": self.manifest, "config_hash": self.config_hash,
+            "format": RUN_FORMAT, "options": asdict(self.options), "manifest": self.manifest,
+            "config_hash": self.config_hash,
         })
         return run_dir
 
     def _refuse_mismatch(self, meta: dict[str, Any]) -> None:
         old = meta["manifest"]
         for key, what in (("models", "pool models"), ("backbone_fingerprint", "backbone"),
-                          ("n_params", "head size"), ("svf", "SVF layout")):
+                          ("n_params", "head size"), ("svf", "SVF layout"), ("prompt_version", "prompt version"),
+                          ("coordinator_version", "coordinator version")):
             if old.get(key) != self.manifest.get(key):
                 raise ConfigError(
                     f"cannot resume: the run was made with {what} {old.get(key)!r}, now {self.manifest.get(key)!r}",
@@ -257,20 +365,21 @@ class Evolution:
         return state
 
     def _save_checkpoint(self, state: dict[str, Any]) -> None:
-        state = {**state, "np_random_state": np.random.get_state()}
         paths.atomic_write_bytes(self.run_dir / "checkpoint.pkl", pickle.dumps(state))
 
     def _new_state(self) -> dict[str, Any]:
         import cma
 
         o = self.options
-        popsize = o.popsize or default_popsize(self.n_params)
         n_svf = self.base.svf_offsets.size
         stds = [SVF_STD] * n_svf + [1.0] * (self.n_params - n_svf)
         es = cma.CMAEvolutionStrategy(
             np.zeros(self.n_params),
             o.sigma0,
-            {"CMA_diagonal": True, "seed": o.seed + 1, "popsize": popsize, "verbose": -9,
+            # `randn`: pycma's own generator (see _Randn); with it pycma leaves numpy's global
+            # RNG alone, and `seed` must be NaN or it warns that the seed goes unused.
+            {"CMA_diagonal": True, "randn": _Randn(o.seed + 1), "seed": float("nan"), "popsize": self.popsize,
+             "verbose": -9,
              "verb_disp": 0, "verb_log": 0, "CMA_stds": stds, "maxiter": 10**9, "tolfun": 0,
              "tolx": 0, "tolfunhist": 0, "tolstagnation": 10**9,
              # Plain mirrored sampling: the default selective mirroring injects solutions that a
@@ -313,22 +422,24 @@ class Evolution:
         episodes = self._play(specs, kind)
         return float(np.mean([e["reward"] for e in episodes])), episodes
 
+    def _counters(self) -> dict[str, int]:
+        st = self.pool.stats
+        return {"pool_calls": st.calls, "cache_hits": st.cache_hits, "tokens": st.prompt_tokens + st.completion_tokens}
+
     def run(self) -> EvolveResult:
         o = self.options
         state = self._load_checkpoint()
         if state is None:
             state = self._new_state()
-        else:
-            np.random.set_state(state["np_random_state"])
         es = state["es"]
-        per_gen = es.popsize * o.minibatch
+        per_gen = self.per_generation
         self.progress("start", {"run": self.run_dir.name, "budget": o.budget, "spent": state["spent"],
                                 "popsize": es.popsize, "n_params": self.n_params, "per_gen": per_gen,
                                 "parallel": self.parallel})
-        stats0 = (self.pool.stats.cache_hits, self.pool.stats.calls)
         while state["spent"] + per_gen <= o.budget:
             g = state["generation"]
             started = time.perf_counter()
+            before = self._counters()
             rng = np.random.default_rng([o.seed, g])
             idx = rng.choice(len(self.train_items), size=min(o.minibatch, len(self.train_items)), replace=False)
             batch = [self.train_items[i] for i in idx]
@@ -354,12 +465,15 @@ class Evolution:
                 state["val_spent"] += len(val_eps)
                 if state["best"]["val"] is None or val > state["best"]["val"]:
                     state["best"] = {"vector": mean.copy(), "val": val, "generation": g}
-            curve = {
+            after = self._counters()
+            previous = state["curves"][-1] if state["curves"] else {}
+            curve: dict[str, Any] = {
                 "generation": g, "spent": state["spent"], "best_fitness": max(fitness),
                 "mean_fitness": float(np.mean(fitness)), "val": val, "seconds": time.perf_counter() - started,
-                "cache_hits": self.pool.stats.cache_hits - stats0[0], "pool_calls": self.pool.stats.calls - stats0[1],
-                "tokens": self.pool.stats.prompt_tokens + self.pool.stats.completion_tokens,
             }
+            for key in ("pool_calls", "cache_hits", "tokens"):
+                curve[f"{key}_gen"] = after[key] - before[key]
+                curve[f"{key}_total"] = previous.get(f"{key}_total", 0) + curve[f"{key}_gen"]
             state["curves"].append(curve)
             paths.atomic_write_json(self.run_dir / "episodes" / f"gen-{g:04d}.json",
                                     {"generation": g, "fitness": fitness, "episodes": episodes})
@@ -447,7 +561,9 @@ def plot_curves(curves: list[dict[str, Any]], path: Path) -> None:
 
 
 def evolve(options: EvolveOptions, resume: str | None = None, progress: ProgressFn | None = None,
-           parallel: int | None = None) -> EvolveResult:
+           given: Collection[str] | None = None, parallel: int | None = None) -> EvolveResult:
     """Run (or resume) an evolution and write the head, `parallel` episodes at once (None:
-    the pool file's `parallel`); see the module docstring."""
-    return Evolution(options, resume=resume, progress=progress, parallel=parallel).run()
+    the pool file's `parallel`); see the module docstring.
+
+    `given`: on resume, the options the user set explicitly (see `resume_options`)."""
+    return Evolution(options, resume=resume, progress=progress, given=given, parallel=parallel).run()

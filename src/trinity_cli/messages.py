@@ -35,8 +35,9 @@ class ChatMessage:
 class GenParams:
     """Everything that changes a model's reply besides the messages.
 
-    `seed` is passed to the backend; a call with `temperature > 0` and no seed is never
-    cached, because its reply is not a function of its inputs.
+    `seed` is passed to the backend. Whether a call may be cached is the backend's to say
+    (`Backend.deterministic`): a sampled call (`temperature > 0`) is cached only when its
+    backend honours the seed exactly (in-process models), never for API models.
     """
 
     max_tokens: int = 512
@@ -44,10 +45,6 @@ class GenParams:
     top_p: float = 1.0
     seed: int | None = 0
     stop: tuple[str, ...] = ()
-
-    @property
-    def deterministic(self) -> bool:
-        return self.temperature == 0.0 or self.seed is not None
 
 
 @dataclass
@@ -141,7 +138,8 @@ class Transcript:
     """A whole episode: the task, its turns, and how it ended.
 
     `answer` is the latest Worker reply (None only if no Worker ever answered);
-    `stop_reason` is "accepted" (a Verifier said ACCEPT) or "max_turns".
+    `stop_reason` is "accepted" (a Verifier said ACCEPT), "max_turns", "token_budget" or
+    "cost_budget" (episode.run_episode's `token_budget` / `cost_budget` was reached).
     """
 
     task: str

@@ -173,11 +173,13 @@ class Pool:
 
     def cache_key(self, name: str, messages: Sequence[ChatMessage], params: GenParams | None = None) -> str | None:
         """The rollout cache key of a call to member `name`, or None when the call is not
-        cached (no cache, or sampling without a seed)."""
+        cached (no cache, or a call its backend does not answer deterministically:
+        `Backend.deterministic`)."""
         params = params or self.params(name)
-        if self.cache is None or not params.deterministic:
+        backend = self.backend(name)
+        if self.cache is None or not backend.deterministic(params):
             return None
-        return rollout_key(self.backend(name).fingerprint, list(messages), params, self.prompt_version)
+        return rollout_key(backend.fingerprint, list(messages), params, self.prompt_version)
 
     def chat(self, name: str, messages: Sequence[ChatMessage], params: GenParams | None = None) -> Completion:
         """One call to model `name`, served from the cache when it has the reply; a call

@@ -75,12 +75,13 @@ def _epilogue(marker: str) -> str:
     )
 
 
-def run_reply(reply: str) -> tuple[str, Execution]:
+def run_reply(reply: str, strict: bool = False) -> tuple[str, Execution]:
     """Run a program-style reply; (the reply to record, what the run did). See the module
-    docstring for how the answer is chosen and how the reply is extended."""
+    docstring for how the answer is chosen and how the reply is extended. `strict` (the
+    pool's `sandbox: strict`) refuses to run it without isolation, as TRINITY_SANDBOX=strict does."""
     code = extract_code(reply)
     marker = f"trinity-answer-{secrets.token_hex(6)}:"
-    result = run_python(code + _epilogue(marker), timeout_s=TIMEOUT_S, memory_mb=MEMORY_MB)
+    result = run_python(code + _epilogue(marker), timeout_s=TIMEOUT_S, memory_mb=MEMORY_MB, strict=strict)
     printed: list[str] = []
     variable: str | None = None
     for line in result.stdout.splitlines():
@@ -109,11 +110,13 @@ def run_reply(reply: str) -> tuple[str, Execution]:
     return text, execution
 
 
-def run_tests(proposed: str, tests_reply: str, entry_point: str | None = None) -> tuple[str, Execution]:
+def run_tests(
+    proposed: str, tests_reply: str, entry_point: str | None = None, strict: bool = False
+) -> tuple[str, Execution]:
     """('ACCEPT' | 'REVISE', what the run did): the proposed code followed by the tests."""
     sentinel = f"trinity-asserts-done-{secrets.token_hex(6)}"
     code = f"{extract_code(proposed, entry_point)}\n\n{extract_code(tests_reply)}\n\nprint({sentinel!r})\n"
-    result = run_python(code, timeout_s=TIMEOUT_S, memory_mb=MEMORY_MB)
+    result = run_python(code, timeout_s=TIMEOUT_S, memory_mb=MEMORY_MB, strict=strict)
     passed = result.passed and sentinel in result.stdout
     execution = Execution(
         code, result.returncode, _tail(result.stdout.replace(sentinel, "")), _tail(result.stderr),

@@ -1,7 +1,10 @@
 """Everything Rich: the live turn view, run listings and replays, error lines.
 
 Only this module prints. Live progress goes to stderr so that stdout carries nothing
-but the answer (or JSON) and pipes cleanly.
+but the answer (or JSON) and pipes cleanly. Text that comes from models, users or files
+(replies, answers, prompts, questions, task names, paths) is always printed literally:
+as `rich.text.Text`, escaped, or with `markup=False`, never parsed as Rich markup, so a
+reply holding `[bold]` or `[/]` shows as written.
 """
 
 from __future__ import annotations
@@ -29,6 +32,13 @@ def error(message: str, hint: str | None = None) -> None:
     line.append(message)
     if hint:
         line.append(f" — {hint}", style="dim")
+    err.print(line, soft_wrap=True)
+
+
+def warning(message: str) -> None:
+    """One line on stderr for something the user should know (e.g. code running unisolated)."""
+    line = Text("warning: ", style="bold yellow")
+    line.append(message)
     err.print(line, soft_wrap=True)
 
 
@@ -110,8 +120,23 @@ def ask_header(pool: str, models: Sequence[str], head: str, trained: bool, exclu
         note(f"excluded: {', '.join(excluded)}")
 
 
+STOP_REASONS = {
+    "accepted": "accepted by a verifier",
+    "max_turns": "turn budget spent",
+    "token_budget": "token budget spent",
+    "cost_budget": "cost budget spent",
+}
+
+
+def stop_text(stop_reason: str, accepted: bool = False) -> str:
+    """Why an episode ended, in words (Transcript.stop_reason)."""
+    if accepted:
+        return STOP_REASONS["accepted"]
+    return STOP_REASONS.get(stop_reason, stop_reason)
+
+
 def ask_footer(run_id: str, transcript: Any, wall_s: float) -> None:
-    how = "accepted by a verifier" if transcript.accepted else "turn budget spent"
+    how = stop_text(transcript.stop_reason, transcript.accepted)
     note(
         f"{run_id}: {len(transcript.turns)} turns, {how}, "
         f"{transcript.prompt_tokens + transcript.completion_tokens} tokens, {wall_s:.1f}s "
@@ -163,9 +188,9 @@ def replay_ask(record: dict[str, Any]) -> None:
         )
         title = f"turn {turn.index + 1} · {turn.model} · {turn.role.value}"
         out.print(Panel(body, title=title, title_align="left", border_style=ROLE_STYLE[turn.role.value]))
-    end = "accepted by a verifier" if tr["accepted"] else "turn budget spent"
+    end = stop_text(tr.get("stop_reason", "max_turns"), bool(tr["accepted"]))
     out.print(Text(f"Answer ({end}):", style="bold"))
-    out.print(tr.get("answer") or "(none)")
+    out.print(Text(tr.get("answer") or "(none)"))
 
 
 def _in_flight(data: dict[str, Any]) -> str:
@@ -175,14 +200,17 @@ def _in_flight(data: dict[str, Any]) -> str:
 
 class EvolveProgress:
     """Progress callback for `evolve`: a bar over the episode budget (with the episodes in
-    flight when several run at once) and one line per generation."""
+    flight when several run at once) and one line per generation, on stderr; nothing with
+    `quiet`."""
 
-    def __init__(self) -> None:
+    def __init__(self, quiet: bool = False) -> None:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
+        self.quiet = quiet
         self.progress = Progress(
             TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
             TextColumn("{task.fields[info]}"), TimeRemainingColumn(), console=err, transient=False,
+            disable=quiet,
         )
         self.task: Any = None
         self.gen = ""  # the last generation finished
@@ -198,6 +226,8 @@ class EvolveProgress:
         self.progress.stop()
 
     def __call__(self, kind: str, data: dict[str, Any]) -> None:
+        if self.quiet:
+            return
         if kind == "resume":
             err.print(Text(f"resuming unfinished {data['run']} (same configuration)", style="yellow"))
         elif kind == "start":
@@ -212,23 +242,29 @@ class EvolveProgress:
                 self.progress.advance(self.task)
             self.progress.update(self.task, info=self._info(data))
         elif kind == "generation":
-            hit = data["cache_hits"] / data["pool_calls"] if data["pool_calls"] else 0.0
+            calls = data["pool_calls_gen"]
+            hit = data["cache_hits_gen"] / calls if calls else 0.0
             val = "" if data["val"] is None else f"  val {data['val']:.3f}"
             best = "" if data.get("best_val") is None else f" (best {data['best_val']:.3f})"
             line = (f"gen {data['generation']:>3}  {data['spent']}/{data['budget']} episodes  "
                     f"fitness best {data['best_fitness']:.3f} mean {data['mean_fitness']:.3f}{val}{best}  "
-                    f"cache {hit:.0%}  calls {data['pool_calls']}  tokens {data['tokens']}")
+                    f"this generation: {calls} calls, cache {hit:.0%}, {data['tokens_gen']} tokens")
             self.progress.console.print(Text(line))
             if self.task is not None:
                 self.gen = f"gen {data['generation']}"
                 self.progress.update(self.task, completed=data["spent"], info=self.gen)
 
 
-def evolve_done(result: Any) -> None:
+def evolve_done(result: Any, as_json: bool = False, quiet: bool = False) -> None:
+    """After `evolve`: the head's directory on stdout (unless the run's JSON went there),
+    a summary and how to use the head on stderr (unless `quiet`)."""
+    if not as_json:
+        out.print(Text(str(result.head_dir)))
+    if quiet:
+        return
     val = "n/a" if result.best_val is None else f"{result.best_val:.3f}"
     err.print(Text(f"{result.run_id}: {result.generations} generations, {result.spent} training episodes, "
                    f"best validation score {val}", style="bold"))
-    out.print(str(result.head_dir))
     note(f"use it: trinity ask --head {result.head_dir} \"...\"   curves: {result.head_dir / 'curves.png'}")
 
 
@@ -371,22 +407,23 @@ def replay_evolve(record: dict[str, Any]) -> None:
     out.print(Text(f"{record['id']}  ·  evolve on {o['tasks']}  ·  pool {o['pool'] or 'local'}  ·  "
                    f"backbone {o['backbone']}  ·  seed {o['seed']}", style="bold"))
     best = record.get("best_val")
-    out.print(f"head: {record['head']}  (best validation {best if best is None else f'{best:.3f}'} "
-              f"at generation {record.get('best_generation')}, {record['spent']} training episodes)")
-    table = Table(title="curves", box=None, header_style="bold")
-    for col in ("gen", "episodes", "best fit", "mean fit", "val", "calls", "cache hits", "seconds"):
+    out.print(Text(f"head: {record['head']}  (best validation {best if best is None else f'{best:.3f}'} "
+                   f"at generation {record.get('best_generation')}, {record['spent']} training episodes)"))
+    # Per-generation counters; runs written before they were split show none.
+    table = Table(title="curves (calls, cache hits and tokens per generation)", box=None, header_style="bold")
+    for col in ("gen", "episodes", "best fit", "mean fit", "val", "calls", "cache hits", "tokens", "seconds"):
         table.add_column(col, justify="right")
     for c in record["curves"]:
         table.add_row(str(c["generation"]), str(c["spent"]), f"{c['best_fitness']:.3f}", f"{c['mean_fitness']:.3f}",
-                      "" if c["val"] is None else f"{c['val']:.3f}", str(c["pool_calls"]), str(c["cache_hits"]),
-                      f"{c['seconds']:.0f}")
+                      "" if c["val"] is None else f"{c['val']:.3f}", str(c.get("pool_calls_gen", "")),
+                      str(c.get("cache_hits_gen", "")), str(c.get("tokens_gen", "")), f"{c['seconds']:.0f}")
     out.print(table)
     sel = Table(title="selection share over training episodes", box=None, header_style="bold")
     sel.add_column("task")
     sel.add_column("models")
     sel.add_column("roles")
     for task, shares in record.get("selection", {}).items():
-        sel.add_row(task, _probs(list(shares["models"]), list(shares["models"].values())),
+        sel.add_row(Text(task), _probs(list(shares["models"]), list(shares["models"].values())),
                     _probs(list(shares["roles"]), list(shares["roles"].values())))
     out.print(sel)
     note(f"an episode's transcript: trinity inspect {record['id']} --episode GEN/K")
@@ -396,3 +433,11 @@ def replay_transcript(title: str, models: Sequence[str], transcript: dict[str, A
     """Replay a transcript that is not an ask run (an evolve or bench episode)."""
     replay_ask({"id": title, "pool": {"name": "", "models": list(models)}, "head": {"name": ""}, "seed": seed,
                 "transcript": transcript})
+
+
+def pools_list(pools: Sequence[tuple[str, str, Sequence[tuple[str, str]]]]) -> None:
+    """`trinity pools`: each pool's name and file, then its models as "name (what)"."""
+    for name, path, models in pools:
+        line = Text(name, style="bold")
+        line.append(f"  {path}\n  " + ", ".join(f"{m} ({what})" for m, what in models))
+        out.print(line)

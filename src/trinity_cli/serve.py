@@ -76,7 +76,7 @@ import re
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -486,7 +486,8 @@ def _usage(result: ask_mod.AskResult) -> dict[str, int]:
 
 def _finish_reason(result: ask_mod.AskResult) -> str:
     transcript = result.transcript
-    return "length" if transcript.stop_reason == "budget" and transcript.answer is None else "stop"
+    over = transcript.stop_reason in ("token_budget", "cost_budget")
+    return "length" if over and transcript.answer is None else "stop"
 
 
 def _trinity_field(result: ask_mod.AskResult) -> dict[str, Any]:
@@ -643,10 +644,10 @@ class _Client:
         self.finished = False
         self.gone = False
 
-    async def send(self, message: dict[str, Any]) -> None:
+    async def send(self, message: MutableMapping[str, Any]) -> None:
         await self._deliver(message)
 
-    async def _deliver(self, message: dict[str, Any]) -> None:
+    async def _deliver(self, message: MutableMapping[str, Any]) -> None:
         if message["type"] == "http.response.start":
             self.started = True
         elif message["type"] == "http.response.body" and not message.get("more_body", False):

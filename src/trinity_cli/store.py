@@ -8,10 +8,21 @@ Rollout cache (diskcache under `cache/rollouts/`): one entry per pool call.
                "params": {max_tokens, temperature, top_p, seed, stop}})
     value = Completion.to_dict() (without `cached`)
 Canonical JSON: sorted keys, no whitespace, UTF-8. Changing anything that shapes a reply
-changes the key; bump CACHE_VERSION when the format itself changes. API keys are never
-part of a key (fingerprints hold no secrets). Calls that are not deterministic
-(temperature > 0 without a seed) are never cached. diskcache writes each entry in one
-SQLite transaction, so a crash leaves either the whole entry or none.
+changes the key; bump CACHE_VERSION when the format itself changes. The backend
+fingerprint carries what shapes a reply besides messages and parameters:
+    gguf     weights sha256, chat format, n_ctx, llama-cpp-python version, n_batch and
+             the number of threads (llama.cpp's sums, so its replies, depend on both);
+             `runtime: server` members: xllamacpp's version and the slots instead of
+             llama-cpp-python's version, and `|server` (backends/llamaserver.py)
+    openai   base URL and model id (never the key: fingerprints hold no secrets)
+    scripted a hash of the rules
+Which calls are cached (`Backend.deterministic`): only calls whose reply is a function of
+their parameters. Greedy calls (temperature 0) always are. A sampled call (temperature > 0)
+is cached only when its seed is set and the backend honours it: llama.cpp (in process, or
+its server, where a batch's other sequences may still shift a reply: llamaserver.py) and
+scripted models. API models are cached only at temperature 0, since servers treat the
+seed as a hint. diskcache writes each entry in one SQLite transaction, so a crash leaves
+either the whole entry or none.
 
 Run store (`runs/run-N/run.json`): ids are allocated by an atomic mkdir, so concurrent
 processes never share one; `run.json` is written atomically once the run is complete.
@@ -20,6 +31,7 @@ A run that fails or is interrupted before completion leaves no directory behind.
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
 import re
@@ -33,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from trinity_cli import paths
-from trinity_cli.errors import NotFound, did_you_mean
+from trinity_cli.errors import NotFound
 from trinity_cli.messages import ChatMessage, Completion, GenParams
 
 CACHE_VERSION = 1
@@ -98,6 +110,14 @@ class RolloutCache:
 _RUN_ID = re.compile(r"^run-(\d+)$")
 
 
+def _run_hint(run_id: str, known: list[str]) -> str:
+    """Close matches among `known` (run ids in numeric order), kept in that order."""
+    close = set(difflib.get_close_matches(run_id, known, n=3, cutoff=0.5))
+    if close:
+        return "did you mean " + " or ".join(repr(k) for k in known if k in close) + "?"
+    return "list the runs with: trinity inspect" if known else "no runs yet"
+
+
 @dataclass
 class RunSummary:
     id: str
@@ -120,6 +140,10 @@ class RunStore:
 
     def _numbers(self) -> list[int]:
         return sorted(int(m.group(1)) for p in self.root.iterdir() if (m := _RUN_ID.match(p.name)))
+
+    def run_dirs(self) -> list[Path]:
+        """Every `run-N` directory, oldest first: by N as a number (run-2 before run-10)."""
+        return [self.root / f"run-{n}" for n in self._numbers()]
 
     def allocate(self) -> Path:
         """Create and return a fresh `run-N` directory (N = highest + 1)."""
@@ -152,8 +176,8 @@ class RunStore:
             run_id = f"run-{run_id}"
         path = self.root / run_id
         if not (path / "run.json").is_file():
-            known = [p.name for p in self.root.iterdir() if (p / "run.json").is_file()]
-            raise NotFound(f"no run {run_id!r} under {self.root}", did_you_mean(run_id, known))
+            known = [p.name for p in self.run_dirs() if (p / "run.json").is_file()]
+            raise NotFound(f"no run {run_id!r} under {self.root}", _run_hint(run_id, known))
         return path
 
     def load(self, run_id: str) -> dict[str, Any]:

@@ -36,6 +36,13 @@ class Backend(ABC):
     def chat(self, messages: Sequence[ChatMessage], params: GenParams) -> Completion:
         """Answer the conversation. Raises `BackendError` subclasses on failure."""
 
+    def deterministic(self, params: GenParams) -> bool:
+        """Whether a call with `params` gives the same reply every time, so it may be cached.
+
+        Here: greedy decoding (temperature 0), or sampling from a fixed seed, which an
+        in-process model honours exactly. Backends whose seed is only a hint override this."""
+        return params.temperature == 0.0 or params.seed is not None
+
     def count_tokens(self, text: str) -> int:
         """Token count of `text`; the default is a conservative character estimate."""
         return len(text) // 3 + 1

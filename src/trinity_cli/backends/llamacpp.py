@@ -24,6 +24,17 @@ from trinity_cli.messages import ChatMessage, Completion, GenParams
 MIN_REPLY_TOKENS = 16
 
 
+def llama_cpp_version() -> str:
+    """The installed llama-cpp-python's version, read from its metadata (no import, so no
+    shared library load); "none" when it is not installed."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("llama-cpp-python")
+    except metadata.PackageNotFoundError:
+        return "none"
+
+
 class LlamaCppBackend(Backend):
     resident = True
 
@@ -44,10 +55,25 @@ class LlamaCppBackend(Backend):
         return self._path
 
     @property
+    def threads(self) -> int:
+        """The threads llama.cpp computes with: `n_threads`, or every core by default."""
+        return self.config.n_threads or os.cpu_count() or 1
+
+    @property
     def fingerprint(self) -> str:
+        """`gguf:<sha256>|<chat format>|ctx<n_ctx>|llama-cpp-python <version>|batch<n_batch>|threads<n>`.
+
+        Besides the weights and the chat template, the reply depends on the llama.cpp build
+        (kernels and sampling change between releases) and, through the order of
+        floating-point sums, on the batch size and the number of threads; so a cache filled
+        on a machine with other cores, or by another llama-cpp-python, is not reused.
+        Computed without loading the model, so a cached reply needs no load."""
         if self._fingerprint is None:
             fmt = self.config.chat_format or "template"
-            self._fingerprint = f"gguf:{assets.fingerprint(self.path)}|{fmt}|ctx{self.config.n_ctx}"
+            self._fingerprint = (
+                f"gguf:{assets.fingerprint(self.path)}|{fmt}|ctx{self.config.n_ctx}"
+                f"|llama-cpp-python {llama_cpp_version()}|batch{self.config.n_batch}|threads{self.threads}"
+            )
         return self._fingerprint
 
     @property
@@ -69,7 +95,7 @@ class LlamaCppBackend(Backend):
                     self._llm = Llama(
                         model_path=str(self.path),
                         n_ctx=self.config.n_ctx,
-                        n_threads=self.config.n_threads or os.cpu_count() or 1,
+                        n_threads=self.threads,
                         n_batch=self.config.n_batch,
                         seed=self.config.seed if self.config.seed is not None else 0,
                         chat_format=self.config.chat_format,

@@ -16,9 +16,13 @@ Contracts:
   or the pool closing) stops the server and frees the model.
 * Every slot holds `n_ctx` tokens (the server is given `n_ctx * slots` and no unified KV
   cache), so a prompt that fits in-process fits here.
-* The fingerprint is the in-process one plus `|server`: llama.cpp's server applies the
-  chat template with its own engine, and batched decoding is not bit-identical to decoding
-  one sequence at a time, so replies are cached apart from in-process ones. Within one
+* The fingerprint is
+  `gguf:<sha256>|<chat format>|ctx<n_ctx>|xllamacpp <version>|batch<n_batch>|threads<n>|slots<k>|server`:
+  like the in-process one (llamacpp.py), it names what changes replies without loading
+  the model (the llama.cpp build, through xllamacpp's version, the batch size, the threads
+  and the slots decoded together); `|server` because llama.cpp's server applies the chat
+  template with its own engine, and batched decoding is not bit-identical to decoding one
+  sequence at a time, so replies are cached apart from in-process ones. Within one
   server, a reply may depend on which other sequences shared its batch (floating-point
   reduction order); the rollout cache then makes every later run read the first reply.
 * Errors: a file llama.cpp cannot load -> `AssetError`; a prompt over the context ->
@@ -46,6 +50,17 @@ from trinity_cli.messages import ChatMessage, Completion, GenParams
 MIN_REPLY_TOKENS = 16
 
 
+def xllamacpp_version() -> str:
+    """The installed xllamacpp's version, read from its metadata (no import, so no shared
+    library load); "none" when it is not installed."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("xllamacpp")
+    except metadata.PackageNotFoundError:
+        return "none"
+
+
 class LlamaServerBackend(Backend):
     resident = True
 
@@ -67,10 +82,20 @@ class LlamaServerBackend(Backend):
         return self._path
 
     @property
+    def threads(self) -> int:
+        """The threads llama.cpp computes with: `n_threads`, or every core by default."""
+        return self.config.n_threads or os.cpu_count() or 1
+
+    @property
     def fingerprint(self) -> str:
+        """See the module docstring; computed without starting the server."""
         if self._fingerprint is None:
             fmt = self.config.chat_format or "template"
-            self._fingerprint = f"gguf:{assets.fingerprint(self.path)}|{fmt}|ctx{self.config.n_ctx}|server"
+            self._fingerprint = (
+                f"gguf:{assets.fingerprint(self.path)}|{fmt}|ctx{self.config.n_ctx}"
+                f"|xllamacpp {xllamacpp_version()}|batch{self.config.n_batch}|threads{self.threads}"
+                f"|slots{self.config.slots}|server"
+            )
         return self._fingerprint
 
     @property
@@ -100,9 +125,8 @@ class LlamaServerBackend(Backend):
                 if hasattr(params, "kv_unified"):
                     params.kv_unified = False  # each slot its own n_ctx
                 params.n_batch = self.config.n_batch
-                threads = self.config.n_threads or os.cpu_count() or 1
-                params.cpuparams.n_threads = threads
-                params.cpuparams_batch.n_threads = threads
+                params.cpuparams.n_threads = self.threads
+                params.cpuparams_batch.n_threads = self.threads
                 params.sampling.seed = self.config.seed if self.config.seed is not None else 0
                 params.use_jinja = True
                 if self.config.chat_format:

@@ -102,6 +102,12 @@ class OpenAIBackend(Backend):
         """`openai:{base_url}|{model}`: the server and the model id, never the key."""
         return f"openai:{self.base_url}|{self.config.model}"
 
+    def deterministic(self, params: GenParams) -> bool:
+        """Only greedy calls (temperature 0) count as deterministic. Servers treat `seed` as
+        best effort (OpenAI documents it so; vLLM and others may ignore it), so a sampled
+        reply is not a function of the request and is never cached, seed or not."""
+        return params.temperature == 0.0
+
     def count_tokens(self, text: str) -> int:
         """The base class's character estimate (about 3 characters a token, rounded up).
 

@@ -14,13 +14,22 @@ References (`--backbone`):
 - `hash:DIM`: hashed word features without a network (coordinator/hashing.py), for
   quick experiments and tests.
 
-Device: `auto` picks CUDA, then MPS, then CPU; `cpu`, `cuda`, `mps` force one.
+Fingerprints (recorded in head manifests, part of hidden-state cache keys) name the
+weights, not just the reference: `gguf:<sha256 of the file>`; `hf:<id>@<commit>` with the
+snapshot revision the local Hugging Face cache resolves the id to (what transformers
+loads); `dir:<sha256 over the directory's files and their sha256>` for a local directory;
+`hash:DIM:v1`.
+
+Device: `auto` picks CUDA, then MPS, then CPU; `cpu`, `cuda`, `mps` force one. Weights are
+float32 on CPU and float16 elsewhere (`Backbone.dtype`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import io
+import json
 import logging
 import os
 import shutil
@@ -72,7 +81,37 @@ def describe(ref: str) -> tuple[str, Path | None]:
         if not path.is_file():
             raise AssetError(f"backbone file {path} does not exist")
         return f"gguf:{assets.fingerprint(path)}", path
-    return f"hf:{ref}", None
+    directory = Path(ref).expanduser()
+    if directory.is_dir():
+        return f"dir:{_directory_fingerprint(directory)}", None
+    return f"hf:{ref}@{_hf_revision(ref)}", None
+
+
+def _directory_fingerprint(directory: Path) -> str:
+    """sha256 over (relative path, sha256) of every file under `directory` (hidden ones aside)."""
+    listing = {
+        file.relative_to(directory).as_posix(): assets.fingerprint(file)
+        for file in sorted(directory.rglob("*"))
+        if file.is_file() and not any(part.startswith(".") for part in file.relative_to(directory).parts)
+    }
+    return hashlib.sha256(json.dumps(listing, sort_keys=True).encode()).hexdigest()
+
+
+def _hf_revision(ref: str) -> str:
+    """The commit of the local Hugging Face cache snapshot that `ref` resolves to."""
+    from huggingface_hub import try_to_load_from_cache
+
+    try:
+        found = try_to_load_from_cache(ref, "config.json")
+    except ValueError:  # not a valid repo id
+        found = None
+    if not isinstance(found, str):
+        raise AssetError(
+            f"backbone {ref!r} is neither a directory nor in the local Hugging Face cache",
+            "use smollm2-135m, a gguf:PATH, a model directory, or download the model once with "
+            f"`huggingface-cli download {ref}`",
+        )
+    return Path(found).parent.name  # .../snapshots/<commit>/config.json
 
 
 def _hash_backbone(ref: str):  # noqa: ANN202 - HashBackbone, imported lazily
@@ -133,6 +172,8 @@ class Backbone:
         hf_logging.disable_progress_bar()
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
         dtype = torch.float32 if self.device == "cpu" else torch.float16
+        self.dtype = "float32" if dtype is torch.float32 else "float16"
+        model: Any  # transformers' stubs type `.to()` too narrowly for a device string
         try:
             if self._gguf is not None:
                 source = self._converted()
@@ -168,7 +209,7 @@ class Backbone:
         # The GGUF loader draws its own progress bar on stderr; libraries stay quiet here.
         with contextlib.redirect_stderr(io.StringIO()):
             tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
-            model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name)
+            model: Any = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name)
         # The weights are de-quantised on load; transformers still marks the model as a
         # GGUF-quantised one and refuses to save it, so drop that marker first.
         model.hf_quantizer = None

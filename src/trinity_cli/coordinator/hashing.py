@@ -27,7 +27,8 @@ class HashBackbone:
         self.ref = ref
         self.fingerprint = f"hash:{self.hidden_size}:v1"
         self.device = "cpu"
-        self.max_tokens = 0
+        self.dtype = "float32"
+        self.max_tokens = 0  # no token limit
 
     def encode(self, text: str) -> np.ndarray:
         words = _WORD.findall(text.lower())

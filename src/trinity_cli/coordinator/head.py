@@ -15,8 +15,10 @@ Head directory (`heads/NAME/`):
     manifest.json   {"format": "trinity-head/1", "name", "trained": bool, "backbone":
                      {"ref", "fingerprint", "hidden_size"}, "pool": {"name", "models": [...]},
                      "roles": ["thinker", "worker", "verifier"], "svf": {"targets": [...],
-                     "sizes": [...]} | null, "prompt_version", "coordinator_version",
-                     "training": {...} (evolved heads only)}
+                     "sizes": [...], "scale": "exp"} | null, "prompt_version",
+                     "coordinator_version", "training": {...} (evolved heads only)}
+    A trained head is used only under the prompt and coordinator versions it records
+    (`Head.check`); an SVF head only with the exp(o) scaling (coordinator/svf.py).
     weights.npz     "head": float32 (M+3, H); "svf": float32 (sum of sizes,) (empty without SVF)
 """
 
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import io
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,6 +38,9 @@ from trinity_cli.errors import ConfigError, HeadMismatch, NotFound, did_you_mean
 from trinity_cli.messages import ROLES
 
 HEAD_FORMAT = "trinity-head/1"
+# How SVF offsets scale singular values (coordinator/svf.py); heads with another are refused.
+SVF_SCALE = "exp"
+_VERSION_NAMES = {"prompt_version": "prompt version", "coordinator_version": "coordinator version"}
 
 
 @dataclass
@@ -90,8 +96,29 @@ class Head:
         )
 
     # -- compatibility ----------------------------------------------------------------
-    def check(self, pool_name: str, pool_models: list[str], backbone_fingerprint: str | None = None) -> None:
-        """Refuse a head trained for another pool (slot order matters) or backbone."""
+    def stale_versions(self, versions: Mapping[str, str]) -> str | None:
+        """Why a trained head does not fit `versions` (manifest key -> the version this code
+        runs), or None when it does. Untrained heads fit any: their choices read no text."""
+        if not self.trained:
+            return None
+        name = self.manifest.get("name", "?")
+        for key, current in versions.items():
+            recorded = self.manifest.get(key)
+            if recorded != current:
+                what = _VERSION_NAMES.get(key, key)
+                return (f"head {name!r} was evolved under {what} {recorded!r}, this trinity runs {current!r}, "
+                        "so its choices were learned on other coordinator inputs or prompts")
+        return None
+
+    def check(
+        self,
+        pool_name: str,
+        pool_models: list[str],
+        backbone_fingerprint: str | None = None,
+        versions: Mapping[str, str] | None = None,
+    ) -> None:
+        """Refuse a head trained for another pool (slot order matters) or backbone, or (given
+        `versions`, see `stale_versions`) evolved under other prompt or coordinator versions."""
         name = self.manifest.get("name", "?")
         if pool_models != self.models:
             raise HeadMismatch(
@@ -106,6 +133,9 @@ class Head:
                 f"({want[:12]}…), the loaded backbone differs ({backbone_fingerprint[:12]}…)",
                 "load the head with the backbone it names",
             )
+        stale = self.stale_versions(versions or {})
+        if stale:
+            raise HeadMismatch(stale, "evolve the head again under this version (trinity evolve), or --head untrained")
 
     # -- files ------------------------------------------------------------------------
     def save(self, directory: Path) -> None:
@@ -128,6 +158,11 @@ class Head:
         svf_sizes = (manifest.get("svf") or {}).get("sizes", [])
         if weights.shape[0] != m + len(ROLES) or svf.size != sum(svf_sizes):
             raise ConfigError(f"head {directory}: weights do not match its manifest", "re-create it")
+        if manifest.get("svf") and manifest["svf"].get("scale") != SVF_SCALE:
+            raise ConfigError(
+                f"head {directory}: its SVF offsets scale singular values by 1 + o, this trinity by exp(o)",
+                "evolve it again (trinity evolve --svf)",
+            )
         return cls(weights=weights, manifest=manifest, svf_offsets=svf)
 
 

@@ -4,11 +4,18 @@ Input text (version `COORDINATOR_VERSION`): a short dispatcher instruction, the 
 the conversation as plain `role (model): content` lines (no chat template: it hurt role
 accuracy in the paper's code), ending with the line `Next:`. The feature is the
 backbone's last-layer hidden state at the penultimate token of that text, scaled to
-unit L2 norm before the head reads it.
+unit L2 norm before the head reads it. A long text is shortened to the backbone's token
+limit by dropping the oldest turns first (then the earlier context, then the end of the
+task): the instruction, the task and `Next:` are never the part that goes.
 
-Hidden states are cached on disk (`cache/hidden/`), keyed by sha256 of
-`backbone fingerprint | COORDINATOR_VERSION | max_tokens | sha256(SVF offsets) | text`,
-so candidates and turns that share a transcript never recompute it.
+Hidden states are cached on disk (`cache/hidden/`), keyed by
+"h2:" + sha256(canonical JSON of {backbone fingerprint, dtype, COORDINATOR_VERSION,
+max_tokens, SVF target names, sha256(SVF offsets), text}), so candidates and turns that
+share a transcript never recompute it.
+
+Heads record the prompt and coordinator versions they were evolved under (`versions()`);
+a trained head of other versions is refused, or, when it is the shipped default picked
+implicitly, skipped for the untrained head with a warning that says why.
 
 An all-zero head (the untrained default) gives uniform choices whatever the input, so
 the backbone is not even loaded for it.
@@ -25,18 +32,23 @@ at once is encoded once.
 from __future__ import annotations
 
 import hashlib
+import json
+import logging
 import threading
 import time
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 import numpy as np
 
-from trinity_cli import paths
+# roles only holds prompt text (it imports messages alone): read for PROMPT_VERSION.
+from trinity_cli import paths, roles
 from trinity_cli.coordinator import head as head_mod
 from trinity_cli.coordinator.head import Head
 from trinity_cli.errors import ConfigError
 from trinity_cli.messages import ROLES, ChatMessage, Decision, Turn
+
+log = logging.getLogger(__name__)
 
 COORDINATOR_VERSION = "c1"
 INSTRUCTION = (
@@ -54,17 +66,48 @@ def _one_line(text: str, limit: int) -> str:
     return flat if len(flat) <= limit else flat[:limit] + " …"
 
 
-def coordinator_text(task: str, turns: Sequence[Turn], context: Sequence[ChatMessage] = ()) -> str:
-    """The text the backbone reads (see module docstring); oldest turns go first when long."""
-    head = [INSTRUCTION]
-    if context:
-        head.append("Earlier: " + _one_line(" ".join(f"{m.role}: {m.content}" for m in context), TURN_CHARS))
-    head.append("Task: " + _one_line(task, TASK_CHARS))
+def versions() -> dict[str, str]:
+    """Head manifest keys -> the versions this code runs: a trained head must match them."""
+    return {"prompt_version": roles.PROMPT_VERSION, "coordinator_version": COORDINATOR_VERSION}
+
+
+def coordinator_text(
+    task: str,
+    turns: Sequence[Turn],
+    context: Sequence[ChatMessage] = (),
+    fits: Callable[[str], bool] | None = None,
+) -> str:
+    """The text the backbone reads (see module docstring).
+
+    At most TEXT_CHARS characters and, given `fits` (whether the backbone reads a text
+    whole), a text that fits: the oldest turns are dropped first, then the earlier context,
+    and only then is the task clipped (from its end); the instruction and `Next:` always stay.
+    """
+
+    def build(task_chars: int, with_context: bool, lines: Sequence[str]) -> str:
+        head = [INSTRUCTION]
+        if context and with_context:
+            head.append("Earlier: " + _one_line(" ".join(f"{m.role}: {m.content}" for m in context), TURN_CHARS))
+        head.append("Task: " + _one_line(task, task_chars))
+        return "\n".join([*head, *lines, "Next:"])
+
     lines = [f"{t.role.value} ({t.model}): {_one_line(t.reply, TURN_CHARS)}" for t in turns]
-    budget = TEXT_CHARS - sum(len(x) + 1 for x in head)
-    while lines and sum(len(x) + 1 for x in lines) > budget:
+    while lines and len(build(TASK_CHARS, True, lines)) > TEXT_CHARS:
         lines.pop(0)
-    return "\n".join([*head, *lines, "Next:"])
+    text = build(TASK_CHARS, True, lines)
+    if fits is None:
+        return text
+    while lines and not fits(text):
+        lines.pop(0)
+        text = build(TASK_CHARS, True, lines)
+    if fits(text):
+        return text
+    task_chars = TASK_CHARS
+    text = build(task_chars, False, [])
+    while not fits(text) and task_chars > 1:
+        task_chars //= 2
+        text = build(task_chars, False, [])
+    return text
 
 
 def _softmax(logits: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
@@ -103,9 +146,11 @@ class Coordinator:
         device: str = "auto",
         svf_targets: Sequence[str] | None = None,
         use_cache: bool = True,
+        max_tokens: int = 1024,
         _shared: _Shared | None = None,
     ) -> None:
         self.head = head
+        self.max_tokens = max_tokens  # the backbone's token limit (hash backbones have none)
         self.backbone_ref = backbone_ref or head.manifest["backbone"]["ref"]
         self.device = device
         self.svf_targets = list(svf_targets or (head.manifest.get("svf") or {}).get("targets", []))
@@ -118,7 +163,8 @@ class Coordinator:
         """A coordinator routing with `head` (same layout) that shares this one's backbone,
         SVF and hidden-state cache; safe to use from another thread (module docstring)."""
         return Coordinator(head, backbone_ref=self.backbone_ref, device=self.device,
-                           svf_targets=self.svf_targets, use_cache=self.use_cache, _shared=self._shared)
+                           svf_targets=self.svf_targets, use_cache=self.use_cache, max_tokens=self.max_tokens,
+                           _shared=self._shared)
 
     @property
     def models(self) -> list[str]:
@@ -142,10 +188,11 @@ class Coordinator:
                 if shared.backbone is None:
                     from trinity_cli.coordinator import backbone as backbone_mod
 
-                    shared.backbone = backbone_mod.load(self.backbone_ref, device=self.device)
+                    shared.backbone = backbone_mod.load(self.backbone_ref, device=self.device,
+                                                        max_tokens=self.max_tokens)
         if not self._checked:
             loaded = shared.backbone
-            self.head.check(self.head.manifest["pool"]["name"], self.models, loaded.fingerprint)
+            self.head.check(self.head.manifest["pool"]["name"], self.models, loaded.fingerprint, versions())
             if loaded.hidden_size != self.head.hidden_size:
                 raise ConfigError(
                     f"head has hidden size {self.head.hidden_size}, backbone {self.backbone_ref!r} has "
@@ -167,15 +214,38 @@ class Coordinator:
                     shared.svf = SVF(self.backbone, self.svf_targets)
         return shared.svf
 
+    def fits(self, text: str) -> bool:
+        """Whether the backbone reads `text` whole (it clips longer texts from the left)."""
+        # Every token covers at least one UTF-8 byte, and a tokenizer adds a few special
+        # tokens at most: a text this short fits without loading the backbone to count.
+        if len(text.encode()) + 8 <= self.max_tokens:
+            return True
+        backbone = self.backbone
+        if backbone.max_tokens <= 0:
+            return True
+        # A tokenizer is not safe to call from several threads at once (views share it).
+        with self._shared.lock:
+            return bool(backbone.count_tokens(text) <= backbone.max_tokens)
+
     def set_head(self, head: Head) -> None:
         """Swap in new parameters of the same layout (one episode at a time; concurrent
         episodes each use a `view`)."""
         self.head = head
 
     def _cache_key(self, text: str) -> str:
-        svf = hashlib.sha256(self.head.svf_offsets.astype(np.float32).tobytes()).hexdigest()[:16]
-        raw = f"{self.backbone.fingerprint}|{COORDINATOR_VERSION}|{self.backbone.max_tokens}|{svf}|{text}"
-        return "h1:" + hashlib.sha256(raw.encode()).hexdigest()
+        """The hidden-state cache key of `text` (see module docstring)."""
+        backbone = self.backbone
+        payload = {
+            "backbone": backbone.fingerprint,
+            "dtype": backbone.dtype,
+            "coordinator": COORDINATOR_VERSION,
+            "max_tokens": backbone.max_tokens,
+            "svf_targets": self.svf_targets,
+            "svf": hashlib.sha256(self.head.svf_offsets.astype(np.float32).tobytes()).hexdigest(),
+            "text": text,
+        }
+        raw = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        return "h2:" + hashlib.sha256(raw.encode()).hexdigest()
 
     def _hidden_cache(self) -> Any:
         shared = self._shared
@@ -236,7 +306,7 @@ class Coordinator:
         if self.head.is_zero:
             model_logits, role_logits = np.zeros(len(self.models)), np.zeros(len(ROLES))
         else:
-            feature = self.features(coordinator_text(task, turns, context))
+            feature = self.features(coordinator_text(task, turns, context, fits=self.fits))
             # Unit L2 norm, so a head weight of scale s gives logits of scale s whatever
             # the backbone's activation magnitudes (this is what sigma0 is relative to).
             feature = feature / (float(np.linalg.norm(feature)) + 1e-8)
@@ -273,13 +343,19 @@ def resolve_head(ref: str | None, pool_name: str, models: list[str], backbone_re
         if DEFAULT_HEAD in heads:
             candidate = Head.load(heads[DEFAULT_HEAD])
             if candidate.models == models and candidate.manifest["pool"].get("name") == pool_name:
-                return candidate
+                stale = candidate.stale_versions(versions())
+                if not stale:
+                    return candidate
+                # Picked implicitly: fall back rather than refuse, but say why.
+                log.warning("not using head %r: %s; using the untrained head (evolve a new one with "
+                            "trinity evolve)", DEFAULT_HEAD, stale)
         ref = "untrained"
     if ref == "untrained":
         # An all-zero head never reads the backbone, so it is not pinned to one.
         bref = backbone_ref or DEFAULT_BACKBONE
-        info = {"ref": bref, "fingerprint": None, "hidden_size": hidden_size_of(bref)}
-        return head_mod.untrained(pool_name, models, info, info["hidden_size"])
+        hidden = hidden_size_of(bref)
+        info = {"ref": bref, "fingerprint": None, "hidden_size": hidden}
+        return head_mod.untrained(pool_name, models, info, hidden)
     head = Head.load(head_mod.find_head(ref))
-    head.check(pool_name, models)
+    head.check(pool_name, models, versions=versions())
     return head

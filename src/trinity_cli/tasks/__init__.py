@@ -5,6 +5,8 @@
     parse_mix(text)        "gsm8k:train,mmlu:test:200" -> [MixEntry(task, split, n)]
     sample_items(mix, s)   the items of a mix, drawn deterministically from seed `s`
     score_item(item, out)  1.0 if the reply `out` answers `item` correctly, else 0.0
+    check_code_sandbox(items, strict)  refuse up front code items that must run isolated, where
+                           they cannot
 
 Built-in tasks read data shipped inside PyPI packages (builtin.py); `file:PATH` reads your
 own JSONL (userfile.py). Splits are documented in registry.py, scorers in scoring.py, the
@@ -12,6 +14,8 @@ code sandbox in sandbox.py.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterable
 
 from trinity_cli.tasks.items import TaskItem
 from trinity_cli.tasks.mix import MixEntry, format_mix, parse_mix, sample_items
@@ -28,9 +32,31 @@ from trinity_cli.tasks.scoring import SCORERS, get_scorer
 from trinity_cli.tasks.userfile import load_jsonl
 
 
-def score_item(item: TaskItem, output: str) -> float:
-    """Score a model's reply to `item` with the item's scorer: 1.0 or 0.0."""
-    return get_scorer(item.scorer)(output, item.reference)
+def score_item(item: TaskItem, output: str, strict_sandbox: bool = False) -> float:
+    """Score a model's reply to `item` with the item's scorer: 1.0 or 0.0.
+
+    `strict_sandbox` (a pool's `sandbox: strict`): code items refuse to run without isolation.
+    """
+    reference = item.reference
+    if strict_sandbox and item.scorer == "code" and isinstance(reference, dict):
+        reference = {**reference, "sandbox": "strict"}
+    return get_scorer(item.scorer)(output, reference)
+
+
+def check_code_sandbox(items: Iterable[TaskItem], strict_sandbox: bool = False) -> None:
+    """Raise `SandboxUnavailable` before any episode when a code item among `items` must run
+    isolated (`strict_sandbox`: the pool's `sandbox: strict`; TRINITY_SANDBOX=strict; or the
+    item's own "sandbox": "strict") and isolation is unavailable here."""
+    code = [item for item in items if item.scorer == "code"]
+    if not code:
+        return
+    from trinity_cli.tasks import sandbox
+
+    strict = strict_sandbox or sandbox.strict_from_env() or any(
+        isinstance(item.reference, dict) and item.reference.get("sandbox") == "strict" for item in code
+    )
+    if strict:
+        sandbox.require_isolation()
 
 
 __all__ = [
@@ -41,6 +67,7 @@ __all__ = [
     "TaskItem",
     "TaskSpec",
     "format_mix",
+    "check_code_sandbox",
     "get_scorer",
     "get_task",
     "load_items",

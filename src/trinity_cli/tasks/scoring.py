@@ -27,7 +27,8 @@ How answers are read from a reply:
     code      the first fenced code block that defines the entry point (else the first
               fenced block, else the whole reply) runs with the tests in `sandbox.run_python`;
               it passes when the process exits 0 *after* the tests ran (a sentinel printed
-              after the tests guards against `exit(0)` in the solution).
+              after the tests guards against `exit(0)` in the solution). A reference with
+              "sandbox": "strict" refuses to run without isolation (SandboxUnavailable).
 """
 
 from __future__ import annotations
@@ -565,7 +566,8 @@ def score_code(output: str, reference: Any) -> float:
 
     sentinel = f"trinity-tests-done-{secrets.token_hex(8)}"
     program = build_program(output, reference, sentinel)
-    result = run_python(program, timeout_s=float(reference.get("timeout_s", 10)))
+    result = run_python(program, timeout_s=float(reference.get("timeout_s", 10)),
+                        strict=reference.get("sandbox") == "strict")
     return 1.0 if result.passed and sentinel in result.stdout else 0.0
 
 

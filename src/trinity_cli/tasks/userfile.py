@@ -13,7 +13,8 @@ One JSON object per line (blank lines are skipped):
                exact    a string (or number), compared after normalisation
                code     test code run after the reply's code: a string, a list of assert
                         lines, or {"tests": ..., "prelude": ..., "entry_point": ...,
-                        "timeout_s": ...}
+                        "timeout_s": ..., "sandbox": "auto" | "strict"}; strict refuses to
+                        run the code without bubblewrap isolation
     scorer   required: numeric | math | choice | exact | code
     id       optional string or integer, unique in the file; defaults to "line-N". The id
              decides the item's split, so keep ids stable when you edit the file.
@@ -33,7 +34,7 @@ from trinity_cli.tasks.items import TaskItem
 from trinity_cli.tasks.scoring import SCORERS, parse_reference_number
 
 FIELDS = ("prompt", "answer", "scorer", "id")
-CODE_FIELDS = ("tests", "prelude", "entry_point", "timeout_s")
+CODE_FIELDS = ("tests", "prelude", "entry_point", "timeout_s", "sandbox")
 
 
 def load_jsonl(path: str | Path, task: str | None = None) -> list[TaskItem]:
@@ -149,6 +150,10 @@ def _code_reference(answer: Any, where: str) -> dict[str, Any]:
     timeout = answer.get("timeout_s", 10)
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout <= 600:
         raise ConfigError(f"{where}: 'timeout_s' must be a number of seconds in (0, 600]", hint="e.g. 10")
+    sandbox = answer.get("sandbox", "auto")
+    if sandbox not in ("auto", "strict"):
+        raise ConfigError(f"{where}: 'sandbox' must be \"auto\" or \"strict\", got {sandbox!r}",
+                          hint="strict refuses to run the code without bubblewrap")
     try:
         compile(tests, f"{where} tests", "exec")
     except SyntaxError as exc:
@@ -161,4 +166,5 @@ def _code_reference(answer: Any, where: str) -> dict[str, Any]:
         "prelude": answer.get("prelude") or "",
         "entry_point": answer.get("entry_point"),
         "timeout_s": float(timeout),
+        **({"sandbox": "strict"} if sandbox == "strict" else {}),
     }

@@ -1,0 +1,239 @@
+"""The coordinator: SVF, backbone fingerprints, hidden-state cache keys, the text it reads.
+
+Backbone tests use `tiny_lm_dir` (conftest): a randomly initialised Llama with hidden size
+32, loaded through the same `Backbone` class as a real model directory.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from trinity_cli.coordinator import head as head_mod
+from trinity_cli.coordinator.policy import INSTRUCTION, Coordinator, coordinator_text
+from trinity_cli.errors import AssetError
+from trinity_cli.messages import Role, Turn
+
+torch = pytest.importorskip("torch")
+
+TEXT = "You coordinate.\nTask: What is six times seven?\nworker (m0): 42\nNext:"
+
+
+def backbone(directory: Path, device: str = "cpu", max_tokens: int = 256):
+    from trinity_cli.coordinator.backbone import Backbone
+
+    return Backbone(str(directory), device=device, max_tokens=max_tokens)
+
+
+def svf_for(bb):
+    from trinity_cli.coordinator.svf import DEFAULT_TARGETS, SVF
+
+    return SVF(bb, DEFAULT_TARGETS)
+
+
+# -- SVF (issue 14.6) ---------------------------------------------------------------------
+def test_svf_zero_offsets_reproduce_features_exactly(tiny_lm_dir: Path) -> None:
+    bb = backbone(tiny_lm_dir)
+    before = bb.encode(TEXT)
+    svf = svf_for(bb)
+    offsets = np.random.default_rng(0).normal(0, 0.5, svf.n_params).astype(np.float32)
+    svf.apply(offsets)
+    assert not np.array_equal(bb.encode(TEXT), before)
+    svf.apply(np.zeros(svf.n_params, dtype=np.float32))
+    assert np.array_equal(bb.encode(TEXT), before)  # bit for bit, not up to float error
+    # Zero offsets on one target leave that matrix as it was while the other one changes.
+    down = bb.linear("layers.-1.mlp.down_proj").weight.detach().clone()
+    half = offsets.copy()
+    half[: svf.sizes[0]] = 0
+    svf.apply(half)
+    assert torch.equal(bb.linear("layers.-1.mlp.down_proj").weight, down)
+
+
+def _expected(weight: np.ndarray, o: np.ndarray) -> np.ndarray:
+    u, s, vh = np.linalg.svd(weight.astype(np.float64), full_matrices=False)
+    scaled = s * np.exp(o)
+    return (u * (scaled * s.sum() / scaled.sum())) @ vh
+
+
+def test_svf_known_offsets_give_the_expected_matrices(tiny_lm_dir: Path) -> None:
+    bb = backbone(tiny_lm_dir)
+    svf = svf_for(bb)
+    originals = [bb.linear(t).weight.detach().numpy().copy() for t in svf.targets]
+    # Offsets down to -3: with the old `1 + o` scaling these flipped singular directions.
+    offsets = np.concatenate([np.linspace(-3, 2, n) for n in svf.sizes]).astype(np.float32)
+    svf.apply(offsets)
+    start = 0
+    for target, original, size in zip(svf.targets, originals, svf.sizes, strict=True):
+        new = bb.linear(target).weight.detach().numpy().astype(np.float64)
+        expected = _expected(original, offsets[start : start + size].astype(np.float64))
+        start += size
+        assert np.allclose(new, expected, atol=1e-5 * np.abs(expected).max())
+
+
+def test_svf_keeps_the_sum_of_singular_values_and_their_signs(tiny_lm_dir: Path) -> None:
+    bb = backbone(tiny_lm_dir)
+    svf = svf_for(bb)
+    target = svf.targets[0]
+    w = bb.linear(target).weight.detach().numpy().astype(np.float64)
+    u, s, vh = np.linalg.svd(w, full_matrices=False)
+    offsets = np.zeros(svf.n_params, dtype=np.float32)
+    offsets[: svf.sizes[0]] = np.where(np.arange(svf.sizes[0]) % 2 == 0, -2.5, 1.0)
+    svf.apply(offsets)
+    new = bb.linear(target).weight.detach().numpy().astype(np.float64)
+    assert np.isclose(np.linalg.svd(new, compute_uv=False).sum(), s.sum(), rtol=1e-5)
+    # In the original singular basis the new matrix is diagonal with positive entries: no
+    # singular direction changed sign.
+    diag = np.diag(u.T @ new @ vh.T)
+    assert (diag > 0).all()
+    assert np.isclose(diag.sum(), s.sum(), rtol=1e-5)
+
+
+def test_svf_extreme_offsets_stay_finite(tiny_lm_dir: Path) -> None:
+    bb = backbone(tiny_lm_dir)
+    svf = svf_for(bb)
+    svf.apply(np.full(svf.n_params, 200.0, dtype=np.float32))
+    assert np.isfinite(bb.encode(TEXT)).all()
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_svf_on_cuda_agrees_with_cpu(tiny_lm_dir: Path) -> None:
+    offsets = None
+    features = {}
+    for device in ("cpu", "cuda"):
+        bb = backbone(tiny_lm_dir, device)
+        svf = svf_for(bb)
+        if offsets is None:
+            offsets = np.random.default_rng(1).normal(0, 0.3, svf.n_params).astype(np.float32)
+        svf.apply(offsets)  # offsets arrive as numpy on the CPU, the matrices live on the GPU
+        features[device] = bb.encode(TEXT)
+    # float32 on CPU, float16 on CUDA
+    assert np.allclose(features["cpu"], features["cuda"], rtol=2e-2, atol=2e-2)
+
+
+def test_svf_head_evolves_and_records_its_scaling(tmp_path: Path, tiny_lm_dir: Path) -> None:
+    from trinity_cli.evolve import EvolveOptions, evolve
+
+    from .test_evolve import setup_files
+
+    pool, tasks = setup_files(tmp_path)
+    result = evolve(EvolveOptions(pool=str(pool), tasks=f"file:{tasks}:train", val_tasks=f"file:{tasks}:val:2",
+                                  budget=8, minibatch=2, popsize=4, seed=1, max_turns=2, backbone=str(tiny_lm_dir),
+                                  device="cpu", svf=True, out=str(tmp_path / "head")))
+    head = head_mod.Head.load(result.head_dir)
+    assert head.manifest["svf"]["scale"] == "exp" and head.svf_offsets.size == sum(head.manifest["svf"]["sizes"])
+    assert head.manifest["backbone"]["fingerprint"].startswith("dir:")
+
+
+# -- fingerprints and the hidden-state cache key (issue 14.7) -----------------------------
+def test_directory_backbone_is_fingerprinted_by_its_files(tmp_path: Path, tiny_lm_dir: Path) -> None:
+    import shutil
+
+    from trinity_cli.coordinator.backbone import describe
+
+    copy = tmp_path / "model"
+    shutil.copytree(tiny_lm_dir, copy)
+    first, _ = describe(str(copy))
+    assert first.startswith("dir:") and describe(str(copy))[0] == first
+    config = json.loads((copy / "config.json").read_text())
+    config["rms_norm_eps"] = 1e-5 if config.get("rms_norm_eps") != 1e-5 else 1e-6
+    (copy / "config.json").write_text(json.dumps(config))
+    assert describe(str(copy))[0] != first
+
+
+def test_hf_backbone_is_fingerprinted_by_its_snapshot_revision(tmp_path: Path, monkeypatch) -> None:
+    from huggingface_hub import constants
+
+    from trinity_cli.coordinator.backbone import describe
+
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    repo = tmp_path / "hub" / "models--org--tiny"
+
+    def snapshot(commit: str) -> None:
+        (repo / "snapshots" / commit).mkdir(parents=True)
+        (repo / "snapshots" / commit / "config.json").write_text("{}")
+        (repo / "refs").mkdir(parents=True, exist_ok=True)
+        (repo / "refs" / "main").write_text(commit)
+
+    snapshot("a" * 40)
+    assert describe("org/tiny")[0] == f"hf:org/tiny@{'a' * 40}"
+    snapshot("b" * 40)  # the cache now resolves main to a newer snapshot
+    assert describe("org/tiny")[0] == f"hf:org/tiny@{'b' * 40}"
+    with pytest.raises(AssetError, match="nor in the local Hugging Face cache"):
+        describe("org/absent")
+
+
+def stub_backbone(**kw):
+    base = dict(fingerprint="dir:abc", dtype="float32", max_tokens=1024, hidden_size=8,
+                count_tokens=lambda text: len(text.split()))
+    base.update(kw)
+    return SimpleNamespace(**base)
+
+
+def coordinator(svf_targets=None, **kw) -> Coordinator:
+    head = head_mod.untrained("p", ["a", "b"], {"ref": "x", "fingerprint": "dir:abc", "hidden_size": 8}, 8)
+    head.weights[:] = 0.1
+    c = Coordinator(head, backbone_ref="x", svf_targets=svf_targets, use_cache=False,
+                    max_tokens=kw.get("max_tokens", 1024))
+    c._shared.backbone = stub_backbone(**kw)
+    c._checked = True  # a stub stands in for the loaded backbone: the head is not checked against it
+    return c
+
+
+def test_hidden_state_cache_key_names_svf_targets_and_dtype() -> None:
+    key = coordinator()._cache_key(TEXT)
+    assert key == coordinator()._cache_key(TEXT)
+    assert coordinator(svf_targets=["layers.-1.mlp.down_proj"])._cache_key(TEXT) != key
+    assert (coordinator(svf_targets=["layers.-1.mlp.down_proj"])._cache_key(TEXT)
+            != coordinator(svf_targets=["layers.-1.self_attn.o_proj"])._cache_key(TEXT))
+    assert coordinator(dtype="float16")._cache_key(TEXT) != key
+    assert coordinator(fingerprint="dir:other")._cache_key(TEXT) != key
+
+
+# -- long transcripts (issue 14.8) -------------------------------------------------------
+def turn(i: int, words: int) -> Turn:
+    reply = f"reply{i} " + " ".join(f"w{i}x{k}" for k in range(words))
+    return Turn(index=i, model="a", role=Role.WORKER, chosen_role=Role.WORKER, model_probs=[], role_probs=[],
+                messages=[], reply=reply, prompt_tokens=0, completion_tokens=0, latency_s=0, coordinator_s=0)
+
+
+def test_short_text_fits_without_loading_the_backbone() -> None:
+    c = coordinator()
+    c._shared.backbone = None  # loading "x" would fail: the check must not need it
+    assert c.fits("Next:" * 100)
+    c._shared.backbone = stub_backbone(max_tokens=1024)
+    assert not c.fits("word " * 1100) and c.fits("word " * 1000)
+
+
+def test_long_transcript_drops_oldest_turns_not_instruction_or_task() -> None:
+    c = coordinator(max_tokens=120)
+    seen = []
+    c._shared.backbone.encode = lambda text: seen.append(text) or np.ones(8, dtype=np.float32)
+    task = "Compute the total cost of seven apples."
+    turns = [turn(i, 40) for i in range(6)]
+    c.decide(task, turns, np.random.default_rng(0))
+    text = seen[0]
+    assert len(text.split()) <= 120
+    assert text.startswith(INSTRUCTION) and f"Task: {task}" in text and text.endswith("\nNext:")
+    assert "reply5" in text and "reply0" not in text  # the newest turn stays, the oldest goes
+    kept = [i for i in range(6) if f"reply{i} " in text]
+    assert kept == list(range(kept[0], 6))  # a suffix of the conversation
+
+
+def test_task_longer_than_the_limit_is_clipped_at_its_end() -> None:
+    task = "Important first words. " + "filler " * 400
+    text = coordinator_text(task, [turn(0, 10)], fits=lambda t: len(t.split()) <= 100)
+    assert len(text.split()) <= 100
+    assert text.startswith(INSTRUCTION) and "Task: Important first words." in text and text.endswith("Next:")
+    assert "reply0" not in text
+
+
+def test_tiny_backbone_reads_the_instruction_of_a_long_transcript(tiny_lm_dir: Path) -> None:
+    c = coordinator(max_tokens=1024)
+    c._shared.backbone = bb = backbone(tiny_lm_dir, max_tokens=1024)  # one token per character
+    text = coordinator_text("Add 2 and 3.", [turn(i, 30) for i in range(5)], fits=c.fits)
+    assert 900 < bb.count_tokens(text) <= bb.max_tokens
+    assert text.startswith(INSTRUCTION[:40]) and "Task: Add 2 and 3." in text and "reply4" in text
