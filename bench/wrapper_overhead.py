@@ -1,6 +1,6 @@
 """Tokens per second through trinity's llama.cpp backend against raw llama-cpp-python.
 
-Usage: python bench/wrapper_overhead.py [--model smollm2-135m] [--pool local] [--repeats 3]
+Usage: python bench/wrapper_overhead.py [--model smollm2-135m] [--pool smollm2] [--repeats 3]
 
 Both sides load the same GGUF with the same settings and generate from the same chat
 prompt at temperature 0 (the rollout cache is off). Target (issue #2): within 5%.
@@ -23,7 +23,7 @@ PROMPT = [ChatMessage("system", "You are a helpful assistant."),
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--pool", default="local")
+    ap.add_argument("--pool", default="smollm2")
     ap.add_argument("--model", default="smollm2-135m")
     ap.add_argument("--max-tokens", type=int, default=192)
     ap.add_argument("--repeats", type=int, default=3)

@@ -7,15 +7,14 @@ serialised with a lock. llama.cpp's own logging is silenced (`verbose=False`).
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from trinity_cli import assets
 from trinity_cli.backends.base import Backend
+from trinity_cli.backends.gguf_file import GGUFFile, package_version
 from trinity_cli.config import GGUFModel
 from trinity_cli.errors import AssetError, BackendError, ContextOverflow
 from trinity_cli.messages import ChatMessage, Completion, GenParams
@@ -25,17 +24,11 @@ MIN_REPLY_TOKENS = 16
 
 
 def llama_cpp_version() -> str:
-    """The installed llama-cpp-python's version, read from its metadata (no import, so no
-    shared library load); "none" when it is not installed."""
-    from importlib import metadata
-
-    try:
-        return metadata.version("llama-cpp-python")
-    except metadata.PackageNotFoundError:
-        return "none"
+    """The installed llama-cpp-python's version ("none" when it is not installed)."""
+    return package_version("llama-cpp-python")
 
 
-class LlamaCppBackend(Backend):
+class LlamaCppBackend(GGUFFile, Backend):
     resident = True
 
     def __init__(self, config: GGUFModel) -> None:
@@ -47,19 +40,6 @@ class LlamaCppBackend(Backend):
         self._lock = threading.RLock()
 
     @property
-    def path(self) -> Path:
-        if self._path is None:
-            path = assets.resolve(self.config.weights)
-            assets.check_gguf(path)
-            self._path = path
-        return self._path
-
-    @property
-    def threads(self) -> int:
-        """The threads llama.cpp computes with: `n_threads`, or every core by default."""
-        return self.config.n_threads or os.cpu_count() or 1
-
-    @property
     def fingerprint(self) -> str:
         """`gguf:<sha256>|<chat format>|ctx<n_ctx>|llama-cpp-python <version>|batch<n_batch>|threads<n>`.
 
@@ -69,11 +49,7 @@ class LlamaCppBackend(Backend):
         on a machine with other cores, or by another llama-cpp-python, is not reused.
         Computed without loading the model, so a cached reply needs no load."""
         if self._fingerprint is None:
-            fmt = self.config.chat_format or "template"
-            self._fingerprint = (
-                f"gguf:{assets.fingerprint(self.path)}|{fmt}|ctx{self.config.n_ctx}"
-                f"|llama-cpp-python {llama_cpp_version()}|batch{self.config.n_batch}|threads{self.threads}"
-            )
+            self._fingerprint = self.file_fingerprint(f"llama-cpp-python {llama_cpp_version()}")
         return self._fingerprint
 
     @property

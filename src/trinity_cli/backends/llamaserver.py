@@ -31,7 +31,6 @@ Contracts:
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections.abc import Sequence
@@ -40,8 +39,8 @@ from typing import Any
 
 import httpx
 
-from trinity_cli import assets
 from trinity_cli.backends.base import Backend
+from trinity_cli.backends.gguf_file import GGUFFile, package_version
 from trinity_cli.config import GGUFModel
 from trinity_cli.errors import AssetError, BackendError, ContextOverflow
 from trinity_cli.messages import ChatMessage, Completion, GenParams
@@ -51,17 +50,11 @@ MIN_REPLY_TOKENS = 16
 
 
 def xllamacpp_version() -> str:
-    """The installed xllamacpp's version, read from its metadata (no import, so no shared
-    library load); "none" when it is not installed."""
-    from importlib import metadata
-
-    try:
-        return metadata.version("xllamacpp")
-    except metadata.PackageNotFoundError:
-        return "none"
+    """The installed xllamacpp's version ("none" when it is not installed)."""
+    return package_version("xllamacpp")
 
 
-class LlamaServerBackend(Backend):
+class LlamaServerBackend(GGUFFile, Backend):
     resident = True
 
     def __init__(self, config: GGUFModel) -> None:
@@ -74,27 +67,11 @@ class LlamaServerBackend(Backend):
         self._lock = threading.RLock()  # guards starting and stopping, never a call
 
     @property
-    def path(self) -> Path:
-        if self._path is None:
-            path = assets.resolve(self.config.weights)
-            assets.check_gguf(path)
-            self._path = path
-        return self._path
-
-    @property
-    def threads(self) -> int:
-        """The threads llama.cpp computes with: `n_threads`, or every core by default."""
-        return self.config.n_threads or os.cpu_count() or 1
-
-    @property
     def fingerprint(self) -> str:
         """See the module docstring; computed without starting the server."""
         if self._fingerprint is None:
-            fmt = self.config.chat_format or "template"
             self._fingerprint = (
-                f"gguf:{assets.fingerprint(self.path)}|{fmt}|ctx{self.config.n_ctx}"
-                f"|xllamacpp {xllamacpp_version()}|batch{self.config.n_batch}|threads{self.threads}"
-                f"|slots{self.config.slots}|server"
+                self.file_fingerprint(f"xllamacpp {xllamacpp_version()}") + f"|slots{self.config.slots}|server"
             )
         return self._fingerprint
 

@@ -1,0 +1,52 @@
+"""What the two GGUF backends (in process: llamacpp.py; llama.cpp's server: llamaserver.py)
+share about their weights file: where it is, how many threads compute with it, and the
+part of the cache fingerprint that names the file and how it is loaded."""
+
+from __future__ import annotations
+
+import os
+from importlib import metadata
+from pathlib import Path
+
+from trinity_cli import assets
+from trinity_cli.config import GGUFModel
+
+
+def package_version(distribution: str) -> str:
+    """An installed distribution's version, read from its metadata (no import, so no shared
+    library load); "none" when it is not installed."""
+    try:
+        return metadata.version(distribution)
+    except metadata.PackageNotFoundError:
+        return "none"
+
+
+class GGUFFile:
+    """Mixin for backends of a `GGUFModel`: `self.config` must be set by the subclass."""
+
+    config: GGUFModel
+    _path: Path | None = None
+
+    @property
+    def path(self) -> Path:
+        """The weights file, located (assembled, verified) on first use."""
+        if self._path is None:
+            path = assets.resolve(self.config.weights)
+            assets.check_gguf(path)
+            self._path = path
+        return self._path
+
+    @property
+    def threads(self) -> int:
+        """The threads llama.cpp computes with: `n_threads`, or every core by default."""
+        return self.config.n_threads or os.cpu_count() or 1
+
+    def file_fingerprint(self, runtime: str) -> str:
+        """`gguf:<sha256>|<chat format>|ctx<n_ctx>|<runtime>|batch<n_batch>|threads<n>`, where
+        `runtime` names the llama.cpp build ("llama-cpp-python 0.3.36"); computed without
+        loading the model."""
+        fmt = self.config.chat_format or "template"
+        return (
+            f"gguf:{assets.fingerprint(self.path)}|{fmt}|ctx{self.config.n_ctx}"
+            f"|{runtime}|batch{self.config.n_batch}|threads{self.threads}"
+        )
