@@ -47,7 +47,9 @@ def test_gguf_fingerprint_changes_with_llama_cpp_version_batch_and_threads(
 
 
 def test_gguf_default_threads_are_the_cores_used(fake_gguf: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(llamacpp.os, "cpu_count", lambda: 6)
+    from trinity_cli.backends import gguf_file
+
+    monkeypatch.setattr(gguf_file.os, "cpu_count", lambda: 6)
     backend = gguf_backend(fake_gguf)
     assert backend.threads == 6 and "threads6" in backend.fingerprint
     assert llamacpp.llama_cpp_version() != "none"  # the real version, read without importing llama_cpp
