@@ -654,8 +654,7 @@ def _run_systems(
     specs = [_spec(system, item, seed, options.greedy and system.kind == "head") for system, item, seed in plan]
     outcomes = evaluator.evaluate(specs, progress)
     episodes: list[EpisodeResult] = []
-    partial = run_dir / ".episodes.jsonl.tmp"
-    with open(partial, "w", encoding="utf-8") as log:
+    with paths.atomic_output(run_dir / "episodes.jsonl") as partial, open(partial, "w", encoding="utf-8") as log:
         for (system, item, seed), outcome in zip(plan, outcomes, strict=True):
             result, transcript = _result(system, item, seed, outcome), outcome.transcript
             episodes.append(result)
@@ -663,7 +662,6 @@ def _run_systems(
                 "system": system.name, "task": item.task, "item": item.id, "seed": seed,
                 "reward": result.reward, "transcript": transcript.to_dict() if transcript else None,
             }, ensure_ascii=False) + "\n")
-    partial.replace(run_dir / "episodes.jsonl")
     return episodes
 
 
@@ -893,7 +891,8 @@ def plot_accuracy(summary: dict[str, Any], path: Path) -> None:
     if len(groups) > 1:
         ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small")
     fig.tight_layout()
-    tmp = path.with_name(f".{path.name}.tmp.png")
-    fig.savefig(tmp)
-    plt.close(fig)
-    tmp.replace(path)
+    try:
+        with paths.atomic_output(path) as tmp:
+            fig.savefig(tmp, format="png")
+    finally:
+        plt.close(fig)

@@ -554,10 +554,11 @@ def plot_curves(curves: list[dict[str, Any]], path: Path) -> None:
     ax.grid(alpha=0.3)
     ax.legend()
     fig.tight_layout()
-    tmp = path.with_name(f".{path.name}.tmp.png")
-    fig.savefig(tmp)
-    plt.close(fig)
-    tmp.replace(path)
+    try:
+        with paths.atomic_output(path) as tmp:
+            fig.savefig(tmp, format="png")
+    finally:
+        plt.close(fig)
 
 
 def evolve(options: EvolveOptions, resume: str | None = None, progress: ProgressFn | None = None,
