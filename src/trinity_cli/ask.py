@@ -14,13 +14,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trinity_cli import roles
-from trinity_cli.config import PoolConfig, load_pool
+from trinity_cli.config import load_pool
 from trinity_cli.coordinator.policy import Coordinator, resolve_head
 from trinity_cli.episode import DecisionCallback, TurnCallback, run_episode
 from trinity_cli.errors import ConfigError
 from trinity_cli.messages import ChatMessage, Transcript
-from trinity_cli.pool import Pool
-from trinity_cli.store import RolloutCache, RunStore
+from trinity_cli.pool import Pool, open_pool
+from trinity_cli.store import RunStore
 
 
 @dataclass
@@ -53,10 +53,6 @@ def clean_question(question: str) -> str:
     if not question:
         raise ConfigError("the question is empty", 'pass it as an argument or on stdin: trinity ask "..."')
     return question
-
-
-def open_pool(config: PoolConfig, use_cache: bool = True) -> Pool:
-    return Pool(config, cache=RolloutCache() if use_cache else None, prompt_version=roles.PROMPT_VERSION)
 
 
 def build(options: AskOptions) -> tuple[Pool, Coordinator]:

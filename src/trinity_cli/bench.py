@@ -103,14 +103,13 @@ from typing import Any
 import numpy as np
 
 from trinity_cli import paths, roles, tasks
-from trinity_cli.ask import open_pool
 from trinity_cli.config import load_pool
 from trinity_cli.coordinator.head import Head
 from trinity_cli.coordinator.policy import Coordinator, resolve_head
 from trinity_cli.errors import ConfigError, ContextOverflow, did_you_mean
 from trinity_cli.evaluate import EpisodeOutcome, EpisodeSpec, Evaluator, Runtime, make_evaluator
 from trinity_cli.messages import ROLES, ChatMessage, Decision, Role, Turn
-from trinity_cli.pool import Pool
+from trinity_cli.pool import Pool, open_pool
 from trinity_cli.store import RunStore
 from trinity_cli.tasks import MixEntry
 

@@ -75,14 +75,15 @@ from typing import Any
 import numpy as np
 
 from trinity_cli import paths, roles, tasks
-from trinity_cli.ask import open_pool
+from trinity_cli.cache import canonical_json
 from trinity_cli.config import load_pool
 from trinity_cli.coordinator import head as head_mod
 from trinity_cli.coordinator.backbone import DEFAULT_BACKBONE, describe, hidden_size_of
 from trinity_cli.coordinator.policy import COORDINATOR_VERSION, Coordinator
 from trinity_cli.errors import ConfigError, NotFound
 from trinity_cli.evaluate import EpisodeOutcome, EpisodeSpec, Runtime, make_evaluator
-from trinity_cli.store import RunStore, canonical_json
+from trinity_cli.pool import open_pool
+from trinity_cli.store import RunStore
 
 # Initial step size of SVF offsets relative to head weights: an offset of 0.1 scales a
 # singular value by exp(0.1), about 10 % (before the sum is restored); a head weight of 1

@@ -105,6 +105,7 @@ from trinity_cli.errors import (
     did_you_mean,
 )
 from trinity_cli.messages import ChatMessage, Turn
+from trinity_cli.pool import open_pool
 from trinity_cli.store import RunStore
 
 log = logging.getLogger(__name__)
@@ -356,7 +357,7 @@ class ServedPool:
         self.verbose = verbose
         self.token = _read_token(options.api_key_env)
         self.config = load_pool(options.pool)
-        self.pool = ask_mod.open_pool(self.config, options.use_cache)
+        self.pool = open_pool(self.config, options.use_cache)
         self._coordinators: dict[str | None, Coordinator] = {}
         self._heads_lock = threading.Lock()
         self._episode_lock = threading.Lock()
