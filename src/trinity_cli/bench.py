@@ -92,7 +92,6 @@ wrong, with "error" saying so.
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import time
 from collections.abc import Callable, Collection, Sequence
@@ -102,7 +101,7 @@ from typing import Any
 
 import numpy as np
 
-from trinity_cli import paths, roles, tasks
+from trinity_cli import roles, tasks
 from trinity_cli.config import load_pool
 from trinity_cli.coordinator.head import Head
 from trinity_cli.coordinator.policy import Coordinator, resolve_head
@@ -110,7 +109,7 @@ from trinity_cli.errors import ConfigError, ContextOverflow, did_you_mean
 from trinity_cli.evaluate import EpisodeOutcome, EpisodeSpec, Evaluator, Runtime, make_evaluator
 from trinity_cli.messages import ROLES, ChatMessage, Decision, Role, Turn
 from trinity_cli.pool import Pool, open_pool
-from trinity_cli.store import RunStore
+from trinity_cli.store import BenchRun, RunStore
 from trinity_cli.tasks import MixEntry
 
 BENCH_FORMAT = "trinity-bench/1"
@@ -119,7 +118,7 @@ SYSTEM_KINDS = ("single", "selfloop", "random", "head", "vote", "best-per-task",
 DERIVED = ("vote", "best-per-task", "oracle")  # computed from the single runs
 Z95 = 1.959963984540054  # two-sided 95% normal quantile
 ANSWER_CHARS = 300
-FILES = ("bench.json", "report.md", "chart.png", "episodes.jsonl")
+FILES = BenchRun.FILES
 
 ProgressFn = Callable[[str, dict[str, Any]], None]
 
@@ -652,15 +651,12 @@ def _run_systems(
     # --greedy is for heads: random routing stays random.
     specs = [_spec(system, item, seed, options.greedy and system.kind == "head") for system, item, seed in plan]
     outcomes = evaluator.evaluate(specs, progress)
-    episodes: list[EpisodeResult] = []
-    with paths.atomic_output(run_dir / "episodes.jsonl") as partial, open(partial, "w", encoding="utf-8") as log:
-        for (system, item, seed), outcome in zip(plan, outcomes, strict=True):
-            result, transcript = _result(system, item, seed, outcome), outcome.transcript
-            episodes.append(result)
-            log.write(json.dumps({
-                "system": system.name, "task": item.task, "item": item.id, "seed": seed,
-                "reward": result.reward, "transcript": transcript.to_dict() if transcript else None,
-            }, ensure_ascii=False) + "\n")
+    episodes = [_result(system, item, seed, outcome)
+                for (system, item, seed), outcome in zip(plan, outcomes, strict=True)]
+    BenchRun(run_dir).write_episodes(
+        {"system": system.name, "task": item.task, "item": item.id, "seed": seed, "reward": result.reward,
+         "transcript": outcome.transcript.to_dict() if outcome.transcript else None}
+        for (system, item, seed), outcome, result in zip(plan, outcomes, episodes, strict=True))
     return episodes
 
 
@@ -748,9 +744,8 @@ def bench(
 def write_outputs(run_dir: Path, summary: dict[str, Any], episodes: Sequence[EpisodeResult]) -> None:
     """bench.json, report.md and chart.png of a finished bench (episodes.jsonl is written
     while it runs)."""
-    paths.atomic_write_json(run_dir / "bench.json", {**summary, "episodes": [e.to_dict() for e in episodes]})
-    paths.atomic_write_bytes(run_dir / "report.md", report_markdown(summary).encode())
-    plot_accuracy(summary, run_dir / "chart.png")
+    BenchRun(run_dir).write_outputs({**summary, "episodes": [e.to_dict() for e in episodes]},
+                                    report_markdown(summary), lambda path: plot_accuracy(summary, path))
 
 
 def short_task(task: str) -> str:
@@ -891,7 +886,6 @@ def plot_accuracy(summary: dict[str, Any], path: Path) -> None:
         ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small")
     fig.tight_layout()
     try:
-        with paths.atomic_output(path) as tmp:
-            fig.savefig(tmp, format="png")
+        fig.savefig(path, format="png")
     finally:
         plt.close(fig)

@@ -62,9 +62,7 @@ or coordinator version are refused.
 from __future__ import annotations
 
 import hashlib
-import json
 import math
-import pickle
 import time
 from collections import Counter
 from collections.abc import Callable, Collection
@@ -80,10 +78,10 @@ from trinity_cli.config import load_pool
 from trinity_cli.coordinator import head as head_mod
 from trinity_cli.coordinator.backbone import DEFAULT_BACKBONE, describe, hidden_size_of
 from trinity_cli.coordinator.policy import COORDINATOR_VERSION, Coordinator
-from trinity_cli.errors import ConfigError, NotFound
+from trinity_cli.errors import ConfigError
 from trinity_cli.evaluate import EpisodeOutcome, EpisodeSpec, Runtime, make_evaluator
 from trinity_cli.pool import open_pool
-from trinity_cli.store import RunStore
+from trinity_cli.store import EvolveRun, RunStore
 
 # Initial step size of SVF offsets relative to head weights: an offset of 0.1 scales a
 # singular value by exp(0.1), about 10 % (before the sum is restored); a head weight of 1
@@ -276,6 +274,7 @@ class Evolution:
         runtime.adopt(self.coordinator)
         self.evaluator = make_evaluator(runtime, self.parallel)
         self.run_dir = resumed[0] if resumed is not None else self._open_run()
+        self.files = EvolveRun(self.run_dir)
 
     @property
     def popsize(self) -> int:
@@ -315,11 +314,10 @@ class Evolution:
 
     def _find_run(self, resume: str) -> tuple[Path, dict[str, Any]]:
         """(directory, evolve.json) of the run named by --resume."""
-        run_dir = self.store.root / (resume if resume.startswith("run-") else f"run-{resume}")
-        meta_file = run_dir / "evolve.json"
-        if not meta_file.is_file():
-            raise NotFound(f"{run_dir.name} is not an evolve run", "list runs with: trinity inspect")
-        meta: dict[str, Any] = json.loads(meta_file.read_text())
+        run = self.store.evolve_run(resume)
+        meta = run.meta()
+        assert meta is not None  # evolve_run checks that evolve.json exists
+        run_dir = run.path
         if meta.get("format") != RUN_FORMAT:
             raise ConfigError(
                 f"cannot resume {run_dir.name}: it was written by an older trinity (run format "
@@ -330,20 +328,19 @@ class Evolution:
 
     def _open_run(self) -> Path:
         """The oldest unfinished run with this config hash (run-2 before run-10), else a new one."""
-        for run_dir in self.store.run_dirs():
-            meta_file = run_dir / "evolve.json"
-            if not meta_file.is_file() or (run_dir / "run.json").exists():
+        for run in self.store.evolve_runs():
+            if run.finished:
                 continue
-            meta = json.loads(meta_file.read_text())
+            meta = run.meta() or {}
             if meta.get("config_hash") == self.config_hash and meta.get("format") == RUN_FORMAT:
-                self.progress("resume", {"run": run_dir.name})
-                return run_dir
-        run_dir = self.store.allocate()
-        paths.atomic_write_json(run_dir / "evolve.json", {
+                self.progress("resume", {"run": run.name})
+                return run.path
+        run = EvolveRun(self.store.allocate())
+        run.write_meta({
             "format": RUN_FORMAT, "options": asdict(self.options), "manifest": self.manifest,
             "config_hash": self.config_hash,
         })
-        return run_dir
+        return run.path
 
     def _refuse_mismatch(self, meta: dict[str, Any]) -> None:
         old = meta["manifest"]
@@ -357,17 +354,6 @@ class Evolution:
                 )
 
     # -- checkpoint -------------------------------------------------------------------
-    def _load_checkpoint(self) -> dict[str, Any] | None:
-        file = self.run_dir / "checkpoint.pkl"
-        if not file.is_file():
-            return None
-        with open(file, "rb") as fh:
-            state: dict[str, Any] = pickle.load(fh)
-        return state
-
-    def _save_checkpoint(self, state: dict[str, Any]) -> None:
-        paths.atomic_write_bytes(self.run_dir / "checkpoint.pkl", pickle.dumps(state))
-
     def _new_state(self) -> dict[str, Any]:
         import cma
 
@@ -429,7 +415,7 @@ class Evolution:
 
     def run(self) -> EvolveResult:
         o = self.options
-        state = self._load_checkpoint()
+        state = self.files.load_checkpoint()
         if state is None:
             state = self._new_state()
         es = state["es"]
@@ -476,10 +462,9 @@ class Evolution:
                 curve[f"{key}_gen"] = after[key] - before[key]
                 curve[f"{key}_total"] = previous.get(f"{key}_total", 0) + curve[f"{key}_gen"]
             state["curves"].append(curve)
-            paths.atomic_write_json(self.run_dir / "episodes" / f"gen-{g:04d}.json",
-                                    {"generation": g, "fitness": fitness, "episodes": episodes})
+            self.files.write_generation(g, {"generation": g, "fitness": fitness, "episodes": episodes})
             state["generation"] = g + 1
-            self._save_checkpoint(state)
+            self.files.save_checkpoint(state)
             self.progress("generation", {**curve, "best_val": state["best"]["val"], "budget": o.budget})
         return self._finish(state)
 
@@ -522,8 +507,8 @@ class Evolution:
         """Share of turns per task given to each model and each role, over all training episodes."""
         models: dict[str, Counter[str]] = {}
         roles_: dict[str, Counter[str]] = {}
-        for file in sorted((self.run_dir / "episodes").glob("gen-*.json")):
-            for ep in json.loads(file.read_text())["episodes"]:
+        for record in self.files.generations():
+            for ep in record["episodes"]:
                 for model, role in ep["turns"]:
                     models.setdefault(ep["task"], Counter())[model] += 1
                     roles_.setdefault(ep["task"], Counter())[role] += 1

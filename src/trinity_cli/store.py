@@ -1,18 +1,27 @@
-"""The run store: every run directory (`runs/run-N/`) and the files in it.
+"""The run store: every run directory (`runs/run-N/`) and the files in it. No other
+module names a file inside a run directory.
 
 Run store (`runs/run-N/run.json`): ids are allocated by an atomic mkdir, so concurrent
 processes never share one; `run.json` is written atomically once the run is complete.
-A run that fails or is interrupted before completion leaves no directory behind.
+A run that fails or is interrupted before completion leaves no directory behind (an
+evolve run keeps its directory, without run.json, so it can be resumed).
+
+Layouts (what each file holds is documented where it is built: evolve.py, bench.py):
+    evolve   EvolveRun: evolve.json, checkpoint.pkl, episodes/gen-NNNN.json, run.json
+    bench    BenchRun:  bench.json, report.md, chart.png, episodes.jsonl, run.json
+    ask      run.json only
+Every file is written through paths.atomic_output: a reader sees it whole or not at all.
 """
 
 from __future__ import annotations
 
 import difflib
 import json
+import pickle
 import re
 import shutil
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -102,22 +111,34 @@ class RunStore:
         data: dict[str, Any] = json.loads((self.path(run_id) / "run.json").read_text(encoding="utf-8"))
         return data
 
+    def evolve_run(self, run_id: str) -> EvolveRun:
+        """The evolve run `run_id` ("run-N" or "N"), finished or not (`evolve.json` exists)."""
+        run = EvolveRun(self.root / (run_id if run_id.startswith("run-") else f"run-{run_id}"))
+        if not run.meta_file.is_file():
+            raise NotFound(f"{run.name} is not an evolve run", "list runs with: trinity inspect")
+        return run
+
+    def evolve_runs(self) -> list[EvolveRun]:
+        """Every evolve run (finished or not), oldest first."""
+        return [EvolveRun(p) for p in self.run_dirs() if (p / EvolveRun.META).is_file()]
+
     def evolve_episode(self, run_id: str, ref: str) -> tuple[str, list[str], dict[str, Any], Any]:
         """(title, pool models, transcript dict, seed) of episode `ref` ("GEN/K") of an evolve run."""
-        path = self.root / (run_id if run_id.startswith("run-") else f"run-{run_id}")
+        run = EvolveRun(self.root / (run_id if run_id.startswith("run-") else f"run-{run_id}"))
         try:
             gen, k = (int(x) for x in ref.split("/"))
         except ValueError:
             raise NotFound(f"bad episode reference {ref!r}", "write GEN/K, e.g. --episode 3/0") from None
-        file = path / "episodes" / f"gen-{gen:04d}.json"
-        if not file.is_file():
-            raise NotFound(f"{path.name} has no generation {gen}", "see the generations with: trinity inspect RUN")
-        episodes = json.loads(file.read_text(encoding="utf-8"))["episodes"]
+        record = run.generation(gen)
+        if record is None:
+            raise NotFound(f"{run.name} has no generation {gen}", "see the generations with: trinity inspect RUN")
+        episodes = record["episodes"]
         if not 0 <= k < len(episodes):
-            raise NotFound(f"generation {gen} of {path.name} has episodes 0..{len(episodes) - 1}, not {k}")
-        meta = json.loads((path / "evolve.json").read_text(encoding="utf-8"))
+            raise NotFound(f"generation {gen} of {run.name} has episodes 0..{len(episodes) - 1}, not {k}")
+        meta = run.meta()
+        assert meta is not None  # a generation is only written after evolve.json
         ep = episodes[k]
-        title = (f"{path.name} gen {gen} episode {k} (candidate {ep.get('candidate')}, task {ep['task']}, "
+        title = (f"{run.name} gen {gen} episode {k} (candidate {ep.get('candidate')}, task {ep['task']}, "
                  f"reward {ep['reward']})")
         return title, meta["manifest"]["models"], ep["transcript"], ep["seed"]
 
@@ -139,3 +160,92 @@ class RunStore:
                 )
             )
         return out
+
+
+def _read_json(path: Path) -> Any:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+class EvolveRun:
+    """The files of one evolve run directory (their content: evolve.py's docstring)."""
+
+    META = "evolve.json"
+    CHECKPOINT = "checkpoint.pkl"
+    EPISODES = "episodes"
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.name = path.name
+
+    @property
+    def meta_file(self) -> Path:
+        return self.path / self.META
+
+    def meta(self) -> dict[str, Any] | None:
+        """evolve.json, None when absent."""
+        if not self.meta_file.is_file():
+            return None
+        data: dict[str, Any] = _read_json(self.meta_file)
+        return data
+
+    def write_meta(self, meta: dict[str, Any]) -> None:
+        paths.atomic_write_json(self.meta_file, meta)
+
+    @property
+    def finished(self) -> bool:
+        """Whether the run completed (its run.json exists)."""
+        return (self.path / "run.json").exists()
+
+    def load_checkpoint(self) -> dict[str, Any] | None:
+        """The pickled checkpoint dict, None before the first generation ends."""
+        file = self.path / self.CHECKPOINT
+        if not file.is_file():
+            return None
+        with open(file, "rb") as fh:
+            state: dict[str, Any] = pickle.load(fh)
+        return state
+
+    def save_checkpoint(self, state: dict[str, Any]) -> None:
+        paths.atomic_write_bytes(self.path / self.CHECKPOINT, pickle.dumps(state))
+
+    def _generation_file(self, generation: int) -> Path:
+        return self.path / self.EPISODES / f"gen-{generation:04d}.json"
+
+    def write_generation(self, generation: int, record: dict[str, Any]) -> None:
+        paths.atomic_write_json(self._generation_file(generation), record)
+
+    def generation(self, generation: int) -> dict[str, Any] | None:
+        """The record of generation `generation`, None when it was not written."""
+        file = self._generation_file(generation)
+        if not file.is_file():
+            return None
+        data: dict[str, Any] = _read_json(file)
+        return data
+
+    def generations(self) -> Iterator[dict[str, Any]]:
+        """Every written generation's record, in generation order."""
+        for file in sorted((self.path / self.EPISODES).glob("gen-*.json")):
+            yield _read_json(file)
+
+
+class BenchRun:
+    """The files of one bench run directory (their content: bench.py's docstring)."""
+
+    FILES = ("bench.json", "report.md", "chart.png", "episodes.jsonl")
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.name = path.name
+
+    def write_episodes(self, lines: Iterable[dict[str, Any]]) -> None:
+        """episodes.jsonl: one JSON object per line, the file appearing once complete."""
+        with paths.atomic_output(self.path / "episodes.jsonl") as tmp, open(tmp, "w", encoding="utf-8") as log:
+            for line in lines:
+                log.write(json.dumps(line, ensure_ascii=False) + "\n")
+
+    def write_outputs(self, bench: dict[str, Any], report_md: str, chart: Callable[[Path], None]) -> None:
+        """bench.json, report.md and chart.png (drawn by `chart(path)` into a temporary file)."""
+        paths.atomic_write_json(self.path / "bench.json", bench)
+        paths.atomic_write_bytes(self.path / "report.md", report_md.encode())
+        with paths.atomic_output(self.path / "chart.png") as tmp:
+            chart(tmp)
