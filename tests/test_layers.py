@@ -79,3 +79,42 @@ def test_checker_catches_upward_and_lazy_imports(tmp_path: Path) -> None:
         "trinity_cli.pool imports trinity_cli.cli (listed below it)",
     ]
     assert layer_of("trinity_cli.backends.llamacpp", order) == order.index("backends")
+
+
+# Heavy or presentation libraries, and the only files that may import them (path prefixes
+# inside src/trinity_cli), so `trinity --help` stays instant and presentation stays in one place.
+OWNERS = {
+    "llama_cpp": ("backends/llamacpp.py",),
+    "xllamacpp": ("backends/llamaserver.py",),
+    "torch": ("coordinator/",),
+    "transformers": ("coordinator/",),
+    "cma": ("evolve.py",),
+    "matplotlib": ("reports.py",),
+    "fastapi": ("serve",),
+    "starlette": ("serve",),
+    "sse_starlette": ("serve",),
+    "uvicorn": ("serve",),
+    "rich": ("render.py", "serve"),
+    "typer": ("cli.py",),
+}
+
+
+def third_party(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module.split(".")[0])
+        elif isinstance(node, ast.Import):
+            found |= {a.name.split(".")[0] for a in node.names}
+    return found
+
+
+def test_heavy_and_presentation_libraries_stay_in_their_modules() -> None:
+    wrong = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = path.relative_to(PACKAGE).as_posix()
+        for lib in third_party(path) & OWNERS.keys():
+            if not rel.startswith(OWNERS[lib]):
+                wrong.append(f"{rel} imports {lib}")
+    assert wrong == []

@@ -60,7 +60,7 @@ class EpisodeSpec:
 
     `router` is a `Head` (read by the coordinator backbone `backbone`, None meaning the
     head's own) or any other decision source that needs no backbone and holds no state
-    between episodes, such as bench's `FixedSchedule`; it must pickle for a cluster
+    between episodes, such as `schedules.FixedSchedule`; it must pickle for a cluster
     evaluator. `greedy` takes the most likely model and role instead of sampling.
     """
 

@@ -72,7 +72,7 @@ from typing import Any
 
 import numpy as np
 
-from trinity_cli import paths, roles, tasks
+from trinity_cli import paths, reports, roles, tasks
 from trinity_cli.cache import canonical_json
 from trinity_cli.config import load_pool
 from trinity_cli.coordinator import head as head_mod
@@ -490,7 +490,9 @@ class Evolution:
         }
         head_dir = Path(o.out).expanduser() if o.out else paths.user_heads_dir() / name
         head.save(head_dir)
-        plot_curves(state["curves"], head_dir / "curves.png")
+        if state["curves"]:
+            with paths.atomic_output(head_dir / "curves.png") as tmp:
+                reports.plot_curves(state["curves"], tmp)
         selection = self._selection()
         self.store.save(self.run_dir, {
             "kind": "evolve", "title": f"evolve {self.config.name} on {o.tasks} ({state['spent']} episodes)",
@@ -516,35 +518,6 @@ class Evolution:
             total = sum(c.values())
             return {k: v / total for k, v in sorted(c.items())}
         return {task: {"models": share(models[task]), "roles": share(roles_[task])} for task in models}
-
-
-def plot_curves(curves: list[dict[str, Any]], path: Path) -> None:
-    """Fitness and validation curves as a PNG (matplotlib, headless)."""
-    if not curves:
-        return
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    spent = [c["spent"] for c in curves]
-    fig, ax = plt.subplots(figsize=(7, 4), dpi=100)
-    ax.plot(spent, [c["best_fitness"] for c in curves], label="best fitness (minibatch)")
-    ax.plot(spent, [c["mean_fitness"] for c in curves], label="mean fitness (minibatch)")
-    vals = [(c["spent"], c["val"]) for c in curves if c["val"] is not None]
-    if vals:
-        ax.plot([v[0] for v in vals], [v[1] for v in vals], "o-", label="validation (mean head)")
-    ax.set_xlabel("training episodes")
-    ax.set_ylabel("reward")
-    ax.set_ylim(-0.05, 1.05)
-    ax.grid(alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    try:
-        with paths.atomic_output(path) as tmp:
-            fig.savefig(tmp, format="png")
-    finally:
-        plt.close(fig)
 
 
 def evolve(options: EvolveOptions, resume: str | None = None, progress: ProgressFn | None = None,
