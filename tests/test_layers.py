@@ -94,7 +94,7 @@ OWNERS = {
     "starlette": ("serve",),
     "sse_starlette": ("serve",),
     "uvicorn": ("serve",),
-    "rich": ("render.py", "serve"),
+    "rich": ("render.py",),
     "typer": ("cli.py",),
 }
 

@@ -250,11 +250,13 @@ def serve(
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not read or write the rollout cache.")] = False,
 ) -> None:
     """Serve the coordinated pool as one OpenAI-compatible model (/v1/chat/completions) until Ctrl-C."""
+    from trinity_cli import render
     from trinity_cli.serve import ServeOptions
-    from trinity_cli.serve import run as run_server
+    from trinity_cli.serve.run import run as run_server
 
     run_server(ServeOptions(pool=pool, head=head, host=host, port=port, api_key_env=api_key_env,
-                            max_turns=max_turns, backbone=backbone, device=device, use_cache=not no_cache))
+                            max_turns=max_turns, backbone=backbone, device=device, use_cache=not no_cache),
+               on_start=render.serve_started, on_run=render.serve_run, on_failure=render.serve_failure)
 
 
 def _usage(message: str) -> Exception:

@@ -401,3 +401,30 @@ def pools_list(pools: Sequence[tuple[str, str, Sequence[tuple[str, str]]]]) -> N
         line = Text(name, style="bold")
         line.append(f"  {path}\n  " + ", ".join(f"{m} ({what})" for m, what in models))
         out.print(line)
+
+
+def serve_started(served: Any, url: str, exposed: bool) -> None:
+    """`trinity serve` is listening: one line with its URL, model ids, pool and auth;
+    a warning when it is `exposed` (beyond loopback without a token)."""
+    line = Text("trinity serve ", style="bold")
+    line.append(url, style="bold cyan")
+    line.append(f"  models: {', '.join(served.served_models())}")
+    line.append(f"  pool {served.config.name} ({', '.join(served.config.names)}), head {served.default_head}",
+                style="dim")
+    line.append("  bearer auth" if served.token else "  no auth", style="dim")
+    err.print(line, soft_wrap=True)
+    if exposed:
+        note(f"warning: listening on {served.options.host} without --api-key-env: anyone who can reach it can use it")
+
+
+def serve_run(result: Any) -> None:
+    """One served episode, in one line."""
+    transcript = result.transcript
+    route = " ".join(f"{t.model}:{t.role.value}" for t in transcript.turns)
+    note(f"{result.run_id}: {len(transcript.turns)} turns ({route}), {transcript.stop_reason}, "
+         f"{transcript.prompt_tokens + transcript.completion_tokens} tokens, {result.wall_s:.1f}s")
+
+
+def serve_failure(exc: Any) -> None:
+    """A served request that failed with a TrinityError."""
+    error(f"request failed: {exc.message}", exc.hint)
