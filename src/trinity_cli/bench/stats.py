@@ -12,6 +12,8 @@ from typing import Any
 from trinity_cli import tasks
 from trinity_cli.bench.systems import EpisodeResult, System
 from trinity_cli.messages import ROLES
+from trinity_cli.tasks.answers import final_answer
+from trinity_cli.tasks.code import extract_code
 
 Z95 = 1.959963984540054  # two-sided 95% normal quantile
 
@@ -122,9 +124,9 @@ def _vote_key(answer: str | None, item: tasks.TaskItem) -> str | None:
     if not answer:
         return None
     if item.scorer == "code":
-        code = tasks.scoring.extract_code(answer, (item.reference or {}).get("entry_point"))
+        code = extract_code(answer, (item.reference or {}).get("entry_point"))
         return "\n".join(line.rstrip() for line in code.strip().splitlines() if line.strip()) or None
-    found = tasks.scoring.final_answer(answer, item.scorer)
+    found = final_answer(answer, item.scorer)
     return f"{found.kind}:{found.value}" if found is not None else None
 
 
