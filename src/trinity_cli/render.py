@@ -111,6 +111,12 @@ class LiveTurns:
             err.print(Text("    " + reply.replace("\n", "\n    "), style="dim"), soft_wrap=True)
 
 
+def ask_started(pool: Any, coordinator: Any, options: Any) -> None:
+    """`trinity ask` has its pool and coordinator: the header line and head notes."""
+    head = coordinator.head
+    ask_header(pool.config.name, pool.names, str(head.manifest.get("name")), head.trained, options.exclude)
+
+
 def ask_header(pool: str, models: Sequence[str], head: str, trained: bool, excluded: Sequence[str]) -> None:
     err.print(Text(f"pool {pool}: {', '.join(models)}", style="bold"))
     if not trained:
@@ -143,6 +149,19 @@ def ask_footer(run_id: str, transcript: Any, wall_s: float) -> None:
         f"{transcript.prompt_tokens + transcript.completion_tokens} tokens, {wall_s:.1f}s "
         f"— replay with `trinity inspect {run_id}`"
     )
+
+
+def ask_done(result: Any, as_json: bool = False, quiet: bool = False) -> None:
+    """After `ask`: the footer on stderr (unless quiet), then the answer alone on stdout,
+    or the whole run record as JSON."""
+    import json
+
+    if not quiet:
+        ask_footer(result.run_id, result.transcript, result.wall_s)
+    if as_json:
+        out.print_json(json.dumps(result.record))
+    else:
+        out.print(result.transcript.answer or "", markup=False, highlight=False)
 
 
 def runs_table(runs: Sequence[Any]) -> None:
