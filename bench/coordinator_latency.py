@@ -89,7 +89,8 @@ def main() -> None:
           f"{backbone.count_tokens('word ' * (TEXT_CHARS // 5))} tokens, before the backbone reads them)")
 
     if args.episode:
-        from trinity_cli.ask import AskOptions, ask, open_pool
+        from trinity_cli.ask import AskOptions, ask
+        from trinity_cli.pool import open_pool
 
         with tempfile.TemporaryDirectory() as tmp:
             import os

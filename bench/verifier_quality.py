@@ -35,10 +35,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
 from trinity_cli import tasks  # noqa: E402
-from trinity_cli.ask import open_pool  # noqa: E402
 from trinity_cli.config import load_pool  # noqa: E402
 from trinity_cli.episode import run_episode  # noqa: E402
 from trinity_cli.messages import ROLES, ChatMessage, Decision, Role, Turn  # noqa: E402
+from trinity_cli.pool import open_pool  # noqa: E402
 
 
 class Plan:

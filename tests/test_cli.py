@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import io
 import json
 import subprocess
 import sys
@@ -256,3 +257,40 @@ def test_ctrl_c_offers_resume_only_where_there_is_one(tmp_path, monkeypatch, cap
     assert code == 130 and "interrupted" in err and "resume" not in err
     code, _, err = run_main(["bench", "--pool", str(scripted_pool(tmp_path))], monkeypatch, capsys)
     assert code == 130 and "interrupted" in err and "run the command again to resume" in err
+
+
+def test_ask_library_reads_the_question_and_closes_what_it_built(tmp_path, monkeypatch) -> None:
+    """`ask.ask` reads stdin itself (refusing a terminal) and closes the pool and
+    coordinator it built, even when the episode fails: the command only renders."""
+    from trinity_cli import ask as ask_mod
+    from trinity_cli.errors import ConfigError
+
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    assert ask_mod.read_question("-", io.StringIO("  Q?\n")) == "Q?"
+    with pytest.raises(ConfigError, match="no question given"):
+        ask_mod.read_question(None, Tty("ignored"))
+    closed: list[str] = []
+    real_build = ask_mod.build
+
+    def build(options):
+        pool, coordinator = real_build(options)
+        pool.close = lambda: closed.append("pool")
+        coordinator.close = lambda: closed.append("coordinator")
+        return pool, coordinator
+
+    def broken_episode(*args, **kwargs):
+        raise RuntimeError("episode failed")
+
+    monkeypatch.setattr(ask_mod, "build", build)
+    monkeypatch.setattr(sys, "stdin", io.StringIO("What is 12*7?"))
+    started = []
+    options = ask_mod.AskOptions(pool=str(scripted_pool(tmp_path)))
+    result = ask_mod.ask(None, options, on_start=lambda p, c, o: started.append(o is options))
+    assert result.transcript.answer and started == [True] and sorted(closed) == ["coordinator", "pool"]
+    monkeypatch.setattr(ask_mod, "run_episode", broken_episode)
+    with pytest.raises(RuntimeError):
+        ask_mod.ask("Q", options)
+    assert sorted(closed) == ["coordinator", "coordinator", "pool", "pool"]

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from trinity_cli import roles
+from trinity_cli.cache import RolloutCache
 from trinity_cli.config import load_pool
 from trinity_cli.coordinator import head as head_mod
 from trinity_cli.coordinator.policy import Coordinator
@@ -13,7 +14,6 @@ from trinity_cli.episode import run_episode
 from trinity_cli.errors import ConfigError, ContextOverflow
 from trinity_cli.messages import ROLES, Role, Transcript
 from trinity_cli.pool import Pool
-from trinity_cli.store import RolloutCache
 
 from .conftest import scripted_pool, write_pool
 

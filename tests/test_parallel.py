@@ -353,10 +353,10 @@ def _outcome(calls: list[tuple[str, str, bool]]) -> Any:
 
 
 def test_cache_flags_are_those_of_a_serial_run(tmp_path: Path) -> None:
+    from trinity_cli.cache import RolloutCache
     from trinity_cli.config import parse_pool
     from trinity_cli.evaluate import settle_cache_flags
     from trinity_cli.pool import Pool
-    from trinity_cli.store import RolloutCache
 
     config = parse_pool(json.dumps({"name": "p", "models": [
         {"name": "a", "kind": "scripted"}, {"name": "b", "kind": "scripted", "temperature": 0.7, "seed": None}]}),
@@ -374,12 +374,12 @@ def test_cache_flags_are_those_of_a_serial_run(tmp_path: Path) -> None:
 
 
 def test_thread_evaluator_returns_spec_order_and_raises_the_failure(tmp_path: Path, monkeypatch) -> None:
-    from trinity_cli.bench import FixedSchedule
     from trinity_cli.config import load_pool
     from trinity_cli.errors import BackendError
     from trinity_cli.evaluate import EpisodeSpec, Runtime, ThreadEvaluator
     from trinity_cli.messages import Role
     from trinity_cli.pool import Pool
+    from trinity_cli.schedules import FixedSchedule
     from trinity_cli.tasks.items import TaskItem
 
     pool_file = write_pool(tmp_path, {"name": "p", "models": [

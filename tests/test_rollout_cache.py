@@ -1,4 +1,4 @@
-"""What the rollout cache keys on, and which calls it stores (store.py's contract)."""
+"""What the rollout cache keys on, and which calls it stores (cache.py's contract)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ from trinity_cli import roles
 from trinity_cli.backends import llamacpp
 from trinity_cli.backends.llamacpp import LlamaCppBackend
 from trinity_cli.backends.openai_api import OpenAIBackend
+from trinity_cli.cache import RolloutCache
 from trinity_cli.config import GGUFModel, load_pool
 from trinity_cli.messages import ChatMessage, GenParams
 from trinity_cli.pool import Pool
-from trinity_cli.store import RolloutCache
 
 from .conftest import write_pool
 

@@ -422,3 +422,16 @@ def test_real_server_answers_20_parallel_openai_clients(live_server: tuple[str, 
     output = log.read_text()
     assert f"{base_url}" in output and "trinity, trinity/untrained" in output
     assert KEY not in output and "Traceback" not in output
+
+
+def test_a_client_leaving_a_stream_early_still_gets_its_run_saved(client: TestClient) -> None:
+    body = {"model": "trinity", "messages": QUESTION, "stream": True}
+    with client.stream("POST", "/v1/chat/completions", json=body) as response:
+        run_id = response.headers["X-Trinity-Run"]
+        first = next(response.iter_bytes())
+    assert first.startswith(f'data: {{"id": "chatcmpl-{run_id}"'.encode())
+    deadline = time.monotonic() + 10
+    while run_id not in saved_runs() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert RunStore().load(run_id)["transcript"]["answer"]
+    assert chat(client).status_code == 200  # the server is free for the next request

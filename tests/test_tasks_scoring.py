@@ -251,3 +251,13 @@ def test_task_item_round_trips() -> None:
     item = TaskItem(task="mbpp", id="11", prompt="p", reference={"tests": "assert 1"}, scorer="code")
     assert TaskItem.from_dict(item.to_dict()) == item
     assert item.key == "mbpp/11"
+
+
+def test_split_modules_keep_scoring_names() -> None:
+    """Reading answers, LaTeX equivalence and code scoring live apart; scoring re-exports them."""
+    from trinity_cli.tasks import answers, code, mathequiv, scoring
+
+    assert scoring.final_answer is answers.final_answer and scoring.extract_code is code.extract_code
+    assert scoring.normalize_math is mathequiv.normalize_math
+    assert mathequiv.math_equal(mathequiv.normalize_math("\\frac{1}{2}"), mathequiv.normalize_math("0.5"))
+    assert not mathequiv.math_equal("(1,2)", "(2,1)")

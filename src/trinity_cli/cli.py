@@ -60,33 +60,15 @@ def ask(
 ) -> None:
     """Ask the coordinated pool a question; the answer alone goes to stdout."""
     from trinity_cli import render
-    from trinity_cli.ask import AskOptions, build, clean_question
+    from trinity_cli.ask import AskOptions
     from trinity_cli.ask import ask as run_ask
 
-    if question is None or question == "-":
-        if sys.stdin is None or sys.stdin.isatty():
-            raise _usage('no question given: trinity ask "QUESTION" (or pipe it on stdin)')
-        question = sys.stdin.read()
-    question = clean_question(question)
     options = AskOptions(pool=pool, head=head, backbone=backbone, device=device, max_turns=max_turns,
                          seed=seed, exclude=exclude or [], greedy=greedy, use_cache=not no_cache)
-    built = build(options)
-    pool_obj, coordinator = built
-    try:
-        if not quiet:
-            render.ask_header(pool_obj.config.name, pool_obj.names, str(coordinator.head.manifest.get("name")),
-                              coordinator.head.trained, options.exclude)
-        with render.LiveTurns(pool_obj.names, quiet=quiet) as live:
-            result = run_ask(question, options, live.on_decision, live.on_turn, built=built)
-    finally:
-        pool_obj.close()
-        coordinator.close()
-    if not quiet:
-        render.ask_footer(result.run_id, result.transcript, result.wall_s)
-    if as_json:
-        render.out.print_json(json.dumps(result.record))
-    else:
-        render.out.print(result.transcript.answer or "", markup=False, highlight=False)
+    with render.LiveTurns([], quiet=quiet) as live:
+        result = run_ask(question, options, live.on_decision, live.on_turn,
+                         on_start=None if quiet else render.ask_started)
+    render.ask_done(result, as_json=as_json, quiet=quiet)
 
 
 @app.command()
@@ -250,17 +232,13 @@ def serve(
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not read or write the rollout cache.")] = False,
 ) -> None:
     """Serve the coordinated pool as one OpenAI-compatible model (/v1/chat/completions) until Ctrl-C."""
+    from trinity_cli import render
     from trinity_cli.serve import ServeOptions
-    from trinity_cli.serve import run as run_server
+    from trinity_cli.serve.run import run as run_server
 
     run_server(ServeOptions(pool=pool, head=head, host=host, port=port, api_key_env=api_key_env,
-                            max_turns=max_turns, backbone=backbone, device=device, use_cache=not no_cache))
-
-
-def _usage(message: str) -> Exception:
-    from trinity_cli.errors import ConfigError
-
-    return ConfigError(message)
+                            max_turns=max_turns, backbone=backbone, device=device, use_cache=not no_cache),
+               on_start=render.serve_started, on_run=render.serve_run, on_failure=render.serve_failure)
 
 
 def _raise_interrupt(signum: int, frame: object) -> None:

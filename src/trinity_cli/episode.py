@@ -37,7 +37,7 @@ from trinity_cli import program, roles
 from trinity_cli.errors import ConfigError, ContextOverflow
 from trinity_cli.messages import ChatMessage, Decision, Role, Transcript, Turn
 from trinity_cli.pool import Pool
-from trinity_cli.tasks.scoring import guess_kind
+from trinity_cli.tasks.answers import guess_kind
 
 # Reply room a prompt must leave; llama.cpp backends clamp max_tokens to what is left.
 MIN_REPLY_ROOM = 128

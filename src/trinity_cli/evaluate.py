@@ -42,15 +42,14 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from trinity_cli import roles, tasks
+from trinity_cli import tasks
 from trinity_cli.config import PoolConfig
 from trinity_cli.coordinator.head import Head
 from trinity_cli.coordinator.policy import Coordinator
 from trinity_cli.episode import DecisionSource, run_episode
 from trinity_cli.errors import ContextOverflow
 from trinity_cli.messages import Decision, Transcript
-from trinity_cli.pool import Pool
-from trinity_cli.store import RolloutCache
+from trinity_cli.pool import Pool, open_pool
 
 ProgressFn = Callable[[str, dict[str, Any]], None]
 
@@ -61,7 +60,7 @@ class EpisodeSpec:
 
     `router` is a `Head` (read by the coordinator backbone `backbone`, None meaning the
     head's own) or any other decision source that needs no backbone and holds no state
-    between episodes, such as bench's `FixedSchedule`; it must pickle for a cluster
+    between episodes, such as `schedules.FixedSchedule`; it must pickle for a cluster
     evaluator. `greedy` takes the most likely model and role instead of sampling.
     """
 
@@ -116,8 +115,7 @@ class Runtime:
 
     @classmethod
     def from_setup(cls, setup: WorkerSetup) -> Runtime:
-        cache = RolloutCache() if setup.use_cache else None
-        return cls(Pool(setup.pool, cache=cache, prompt_version=roles.PROMPT_VERSION), device=setup.device)
+        return cls(open_pool(setup.pool, setup.use_cache), device=setup.device)
 
     @property
     def setup(self) -> WorkerSetup:

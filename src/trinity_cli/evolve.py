@@ -62,9 +62,7 @@ or coordinator version are refused.
 from __future__ import annotations
 
 import hashlib
-import json
 import math
-import pickle
 import time
 from collections import Counter
 from collections.abc import Callable, Collection
@@ -74,15 +72,16 @@ from typing import Any
 
 import numpy as np
 
-from trinity_cli import paths, roles, tasks
-from trinity_cli.ask import open_pool
+from trinity_cli import paths, reports, roles, tasks
+from trinity_cli.cache import canonical_json
 from trinity_cli.config import load_pool
 from trinity_cli.coordinator import head as head_mod
 from trinity_cli.coordinator.backbone import DEFAULT_BACKBONE, describe, hidden_size_of
 from trinity_cli.coordinator.policy import COORDINATOR_VERSION, Coordinator
-from trinity_cli.errors import ConfigError, NotFound
+from trinity_cli.errors import ConfigError
 from trinity_cli.evaluate import EpisodeOutcome, EpisodeSpec, Runtime, make_evaluator
-from trinity_cli.store import RunStore, canonical_json
+from trinity_cli.pool import open_pool
+from trinity_cli.store import EvolveRun, RunStore
 
 # Initial step size of SVF offsets relative to head weights: an offset of 0.1 scales a
 # singular value by exp(0.1), about 10 % (before the sum is restored); a head weight of 1
@@ -275,6 +274,7 @@ class Evolution:
         runtime.adopt(self.coordinator)
         self.evaluator = make_evaluator(runtime, self.parallel)
         self.run_dir = resumed[0] if resumed is not None else self._open_run()
+        self.files = EvolveRun(self.run_dir)
 
     @property
     def popsize(self) -> int:
@@ -314,11 +314,10 @@ class Evolution:
 
     def _find_run(self, resume: str) -> tuple[Path, dict[str, Any]]:
         """(directory, evolve.json) of the run named by --resume."""
-        run_dir = self.store.root / (resume if resume.startswith("run-") else f"run-{resume}")
-        meta_file = run_dir / "evolve.json"
-        if not meta_file.is_file():
-            raise NotFound(f"{run_dir.name} is not an evolve run", "list runs with: trinity inspect")
-        meta: dict[str, Any] = json.loads(meta_file.read_text())
+        run = self.store.evolve_run(resume)
+        meta = run.meta()
+        assert meta is not None  # evolve_run checks that evolve.json exists
+        run_dir = run.path
         if meta.get("format") != RUN_FORMAT:
             raise ConfigError(
                 f"cannot resume {run_dir.name}: it was written by an older trinity (run format "
@@ -329,20 +328,19 @@ class Evolution:
 
     def _open_run(self) -> Path:
         """The oldest unfinished run with this config hash (run-2 before run-10), else a new one."""
-        for run_dir in self.store.run_dirs():
-            meta_file = run_dir / "evolve.json"
-            if not meta_file.is_file() or (run_dir / "run.json").exists():
+        for run in self.store.evolve_runs():
+            if run.finished:
                 continue
-            meta = json.loads(meta_file.read_text())
+            meta = run.meta() or {}
             if meta.get("config_hash") == self.config_hash and meta.get("format") == RUN_FORMAT:
-                self.progress("resume", {"run": run_dir.name})
-                return run_dir
-        run_dir = self.store.allocate()
-        paths.atomic_write_json(run_dir / "evolve.json", {
+                self.progress("resume", {"run": run.name})
+                return run.path
+        run = EvolveRun(self.store.allocate())
+        run.write_meta({
             "format": RUN_FORMAT, "options": asdict(self.options), "manifest": self.manifest,
             "config_hash": self.config_hash,
         })
-        return run_dir
+        return run.path
 
     def _refuse_mismatch(self, meta: dict[str, Any]) -> None:
         old = meta["manifest"]
@@ -356,17 +354,6 @@ class Evolution:
                 )
 
     # -- checkpoint -------------------------------------------------------------------
-    def _load_checkpoint(self) -> dict[str, Any] | None:
-        file = self.run_dir / "checkpoint.pkl"
-        if not file.is_file():
-            return None
-        with open(file, "rb") as fh:
-            state: dict[str, Any] = pickle.load(fh)
-        return state
-
-    def _save_checkpoint(self, state: dict[str, Any]) -> None:
-        paths.atomic_write_bytes(self.run_dir / "checkpoint.pkl", pickle.dumps(state))
-
     def _new_state(self) -> dict[str, Any]:
         import cma
 
@@ -428,7 +415,7 @@ class Evolution:
 
     def run(self) -> EvolveResult:
         o = self.options
-        state = self._load_checkpoint()
+        state = self.files.load_checkpoint()
         if state is None:
             state = self._new_state()
         es = state["es"]
@@ -475,10 +462,9 @@ class Evolution:
                 curve[f"{key}_gen"] = after[key] - before[key]
                 curve[f"{key}_total"] = previous.get(f"{key}_total", 0) + curve[f"{key}_gen"]
             state["curves"].append(curve)
-            paths.atomic_write_json(self.run_dir / "episodes" / f"gen-{g:04d}.json",
-                                    {"generation": g, "fitness": fitness, "episodes": episodes})
+            self.files.write_generation(g, {"generation": g, "fitness": fitness, "episodes": episodes})
             state["generation"] = g + 1
-            self._save_checkpoint(state)
+            self.files.save_checkpoint(state)
             self.progress("generation", {**curve, "best_val": state["best"]["val"], "budget": o.budget})
         return self._finish(state)
 
@@ -504,7 +490,9 @@ class Evolution:
         }
         head_dir = Path(o.out).expanduser() if o.out else paths.user_heads_dir() / name
         head.save(head_dir)
-        plot_curves(state["curves"], head_dir / "curves.png")
+        if state["curves"]:
+            with paths.atomic_output(head_dir / "curves.png") as tmp:
+                reports.plot_curves(state["curves"], tmp)
         selection = self._selection()
         self.store.save(self.run_dir, {
             "kind": "evolve", "title": f"evolve {self.config.name} on {o.tasks} ({state['spent']} episodes)",
@@ -521,8 +509,8 @@ class Evolution:
         """Share of turns per task given to each model and each role, over all training episodes."""
         models: dict[str, Counter[str]] = {}
         roles_: dict[str, Counter[str]] = {}
-        for file in sorted((self.run_dir / "episodes").glob("gen-*.json")):
-            for ep in json.loads(file.read_text())["episodes"]:
+        for record in self.files.generations():
+            for ep in record["episodes"]:
                 for model, role in ep["turns"]:
                     models.setdefault(ep["task"], Counter())[model] += 1
                     roles_.setdefault(ep["task"], Counter())[role] += 1
@@ -530,34 +518,6 @@ class Evolution:
             total = sum(c.values())
             return {k: v / total for k, v in sorted(c.items())}
         return {task: {"models": share(models[task]), "roles": share(roles_[task])} for task in models}
-
-
-def plot_curves(curves: list[dict[str, Any]], path: Path) -> None:
-    """Fitness and validation curves as a PNG (matplotlib, headless)."""
-    if not curves:
-        return
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    spent = [c["spent"] for c in curves]
-    fig, ax = plt.subplots(figsize=(7, 4), dpi=100)
-    ax.plot(spent, [c["best_fitness"] for c in curves], label="best fitness (minibatch)")
-    ax.plot(spent, [c["mean_fitness"] for c in curves], label="mean fitness (minibatch)")
-    vals = [(c["spent"], c["val"]) for c in curves if c["val"] is not None]
-    if vals:
-        ax.plot([v[0] for v in vals], [v[1] for v in vals], "o-", label="validation (mean head)")
-    ax.set_xlabel("training episodes")
-    ax.set_ylabel("reward")
-    ax.set_ylim(-0.05, 1.05)
-    ax.grid(alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    tmp = path.with_name(f".{path.name}.tmp.png")
-    fig.savefig(tmp)
-    plt.close(fig)
-    tmp.replace(path)
 
 
 def evolve(options: EvolveOptions, resume: str | None = None, progress: ProgressFn | None = None,

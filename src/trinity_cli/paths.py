@@ -1,4 +1,5 @@
-"""Where trinity keeps things, and atomic file writes.
+"""Where trinity keeps things, and atomic file writes (the one implementation: every
+file or directory that must appear whole is written through `atomic_output`).
 
 Layout under the home dir (`TRINITY_HOME`, default: the platform's user data dir):
 
@@ -15,9 +16,12 @@ installed from a wheel, and at the repository root in a source checkout.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -65,19 +69,42 @@ def bundled_heads_dir() -> Path:
     return _bundled("heads")
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write `data` to `path` so that readers see the old file or the new one, never half."""
+@contextlib.contextmanager
+def atomic_output(path: Path, directory: bool = False) -> Iterator[Path]:
+    """A temporary path beside `path` to write into; when the block ends without an error it
+    is moved onto `path` in one rename, so readers see the old file (or directory) or the
+    new one, never half of it. A file is flushed to disk before the rename; a directory
+    replaces any directory already at `path`. On error the temporary path is removed and
+    `path` is left as it was."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    prefix = f".{path.name}."
+    if directory:
+        tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=prefix, suffix=".tmp"))
+    else:
+        # Keep the suffix so writers that infer a format from it (matplotlib's savefig) still can.
+        fd, name = tempfile.mkstemp(dir=path.parent, prefix=prefix, suffix=".tmp" + path.suffix)
+        os.close(fd)
+        tmp = Path(name)
     try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
+        yield tmp
+        if directory:
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            with open(tmp, "rb") as fh:
+                os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        if directory:
+            shutil.rmtree(tmp, ignore_errors=True)
+        else:
+            tmp.unlink(missing_ok=True)
         raise
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write `data` to `path` so that readers see the old file or the new one, never half."""
+    with atomic_output(path) as tmp:
+        tmp.write_bytes(data)
 
 
 def atomic_write_json(path: Path, obj: Any) -> None:

@@ -29,12 +29,13 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from trinity_cli import roles
 from trinity_cli.backends import registry
 from trinity_cli.backends.base import Backend
+from trinity_cli.cache import RolloutCache, rollout_key
 from trinity_cli.config import ModelConfig, PoolConfig
 from trinity_cli.errors import ConfigError, did_you_mean
 from trinity_cli.messages import ChatMessage, Completion, GenParams
-from trinity_cli.store import RolloutCache, rollout_key
 
 
 def load_key(model: ModelConfig) -> str:
@@ -233,3 +234,9 @@ class Pool:
             for backend in self._backends.values():
                 backend.close()
             self._lru.clear()
+
+
+def open_pool(config: PoolConfig, use_cache: bool = True) -> Pool:
+    """The pool of `config` with the shared rollout cache (`cache/rollouts/`; none when
+    `use_cache` is False), keyed with the current prompt version."""
+    return Pool(config, cache=RolloutCache() if use_cache else None, prompt_version=roles.PROMPT_VERSION)

@@ -33,8 +33,8 @@ import secrets
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from trinity_cli.tasks.code import extract_code
 from trinity_cli.tasks.sandbox import run_python
-from trinity_cli.tasks.scoring import extract_code
 
 TIMEOUT_S = 10.0
 MEMORY_MB = 512

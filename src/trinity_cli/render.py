@@ -19,6 +19,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from trinity_cli import reports
 from trinity_cli.messages import ROLES, Decision, Turn
 
 err = Console(stderr=True, highlight=False)
@@ -110,6 +111,12 @@ class LiveTurns:
             err.print(Text("    " + reply.replace("\n", "\n    "), style="dim"), soft_wrap=True)
 
 
+def ask_started(pool: Any, coordinator: Any, options: Any) -> None:
+    """`trinity ask` has its pool and coordinator: the header line and head notes."""
+    head = coordinator.head
+    ask_header(pool.config.name, pool.names, str(head.manifest.get("name")), head.trained, options.exclude)
+
+
 def ask_header(pool: str, models: Sequence[str], head: str, trained: bool, excluded: Sequence[str]) -> None:
     err.print(Text(f"pool {pool}: {', '.join(models)}", style="bold"))
     if not trained:
@@ -142,6 +149,19 @@ def ask_footer(run_id: str, transcript: Any, wall_s: float) -> None:
         f"{transcript.prompt_tokens + transcript.completion_tokens} tokens, {wall_s:.1f}s "
         f"— replay with `trinity inspect {run_id}`"
     )
+
+
+def ask_done(result: Any, as_json: bool = False, quiet: bool = False) -> None:
+    """After `ask`: the footer on stderr (unless quiet), then the answer alone on stdout,
+    or the whole run record as JSON."""
+    import json
+
+    if not quiet:
+        ask_footer(result.run_id, result.transcript, result.wall_s)
+    if as_json:
+        out.print_json(json.dumps(result.record))
+    else:
+        out.print(result.transcript.answer or "", markup=False, highlight=False)
 
 
 def runs_table(runs: Sequence[Any]) -> None:
@@ -308,73 +328,33 @@ class BenchProgress:
             self.progress.update(self.task, advance=1, info=info)
 
 
-def _bench_pct(x: float | None) -> str:
-    return "—" if x is None else f"{100 * x:.1f}%"
+# Row styles of the bench tables by system kind; the cells come from reports.bench_view.
+_KIND_STYLE = {"random": "dim", "head": "bold cyan", "oracle": "italic", "vote": "italic", "best-per-task": "italic"}
 
 
-def _bench_num(x: float | None, fmt: str = "{:.2f}") -> str:
-    return "—" if x is None else fmt.format(x)
-
-
-def _bench_task(task: str) -> str:
-    return "file:" + task.rsplit("/", 1)[-1] if task.startswith("file:") else task
+def _table(view: reports.TableView, title: str | None = None) -> Table:
+    table = Table(title=title if title is not None else view.title, title_justify="left", header_style="bold",
+                  box=None, padding=(0, 1))
+    for i, col in enumerate(view.header):
+        table.add_column(escape(col), justify="right" if i >= view.numeric_from else "left")
+    for row, kind in zip(view.rows, view.kinds, strict=True):
+        table.add_row(*[escape(cell) for cell in row], style=_KIND_STYLE.get(kind, ""))
+    return table
 
 
 def bench_tables(summary: dict[str, Any]) -> Group:
-    """The bench report as Rich tables: accuracy and cost per system, gaps, selection shares."""
-    results, task_names, models = summary["results"], summary["tasks"], summary["pool"]["models"]
-    per_task = task_names if len(task_names) > 1 else []
-    table = Table(title=f"{summary['run']} · pool {summary['pool']['name']} · {len(summary['items'])} items",
-                  title_justify="left", header_style="bold", box=None, padding=(0, 1))
-    table.add_column("system")
-    table.add_column("accuracy", justify="right")
-    table.add_column("95% CI", justify="right")
-    for t in per_task:
-        table.add_column(escape(_bench_task(t)), justify="right")
-    for col in ("turns", "calls", "tokens", "wall s", "$/q"):
-        table.add_column(col, justify="right")
-    style = {"single": "", "selfloop": "", "random": "dim", "head": "bold cyan", "oracle": "italic"}
-    for system in summary["systems"]:
-        block = results[system["name"]]
-        m = block["overall"]
-        table.add_row(
-            escape(system["name"]), _bench_pct(m["accuracy"]),
-            f"{_bench_pct(m['ci_low'])}–{_bench_pct(m['ci_high'])}",
-            *[_bench_pct(block["per_task"][t]["accuracy"]) for t in per_task],
-            _bench_num(m["mean_turns"]), _bench_num(m["mean_pool_calls"]),
-            _bench_num(m["mean_tokens"], "{:.0f}"),
-            _bench_num(m["mean_wall_s"]), _bench_num(m["mean_cost_usd"], "{:.5f}"),
-            style=style.get(system["kind"], ""),
-        )
-    parts: list[Any] = [table]
-    gaps = [(name, g["overall"]) for name, g in summary["gaps"].items() if g["overall"] is not None]
-    if gaps:
-        lines = Text()
-        for name, g in gaps:
-            lines.append(f"\n{name}: ", style="bold")
-            lines.append(f"{100 * g['vs_best_single']:+.1f} pts vs the best single model "
-                         f"({g['best_single']})")
-            if g["vs_oracle"] is not None:
-                lines.append(f", {100 * g['vs_oracle']:+.1f} pts vs the oracle")
-        parts.append(lines)
-    for name, sel in summary["selection"].items():
-        if name == "random":
-            continue
-        share = Table(title=f"\n{name}: selection share", title_justify="left", header_style="bold", box=None,
-                      padding=(0, 1))
-        share.add_column("tasks")
-        for col in [*models, *(r.value for r in ROLES)]:
-            share.add_column(escape(col), justify="right")
-        scopes = [("all", sel["overall"])] + [(_bench_task(t), sel["per_task"][t]) for t in per_task]
-        for label, s in scopes:
-            share.add_row(escape(label), *[_bench_pct(s["models"][m]) for m in models],
-                          *[_bench_pct(s["roles"][r.value]) for r in ROLES])
-        parts.append(share)
-    st = summary["stats"]
-    foot = (f"\n{st['pool_calls']} pool calls, {st['cache_hits']} from the cache, "
-            f"{st['backend_calls']} to a model; {st['wall_s']:.1f}s")
-    parts.append(Text(foot, style="dim"))
-    for note_text in summary["notes"]:
+    """The bench report as Rich tables, from the same view as report.md: accuracy and cost
+    per system, gaps, selection shares (random's left out: it is uniform by design)."""
+    view = reports.bench_view(summary)
+    title = f"{summary['run']} · pool {summary['pool']['name']} · {len(summary['items'])} items"
+    parts: list[Any] = [_table(view.accuracy, title)]
+    if view.gaps is not None and view.gaps.rows:
+        parts.append(_table(view.gaps, f"\n{view.gaps.title}"))
+    for sel in view.selection:
+        if sel.title != "random":
+            parts.append(_table(sel, f"\n{sel.title}: selection share"))
+    parts.append(Text(f"\n{view.stats}", style="dim"))
+    for note_text in view.notes:
         parts.append(Text(f"note: {note_text}", style="dim"))
     return Group(*parts)
 
@@ -410,13 +390,12 @@ def replay_evolve(record: dict[str, Any]) -> None:
     out.print(Text(f"head: {record['head']}  (best validation {best if best is None else f'{best:.3f}'} "
                    f"at generation {record.get('best_generation')}, {record['spent']} training episodes)"))
     # Per-generation counters; runs written before they were split show none.
-    table = Table(title="curves (calls, cache hits and tokens per generation)", box=None, header_style="bold")
-    for col in ("gen", "episodes", "best fit", "mean fit", "val", "calls", "cache hits", "tokens", "seconds"):
+    view = reports.curve_rows(record["curves"])
+    table = Table(title=view.title, box=None, header_style="bold")
+    for col in view.header:
         table.add_column(col, justify="right")
-    for c in record["curves"]:
-        table.add_row(str(c["generation"]), str(c["spent"]), f"{c['best_fitness']:.3f}", f"{c['mean_fitness']:.3f}",
-                      "" if c["val"] is None else f"{c['val']:.3f}", str(c.get("pool_calls_gen", "")),
-                      str(c.get("cache_hits_gen", "")), str(c.get("tokens_gen", "")), f"{c['seconds']:.0f}")
+    for row in view.rows:
+        table.add_row(*row)
     out.print(table)
     sel = Table(title="selection share over training episodes", box=None, header_style="bold")
     sel.add_column("task")
@@ -441,3 +420,30 @@ def pools_list(pools: Sequence[tuple[str, str, Sequence[tuple[str, str]]]]) -> N
         line = Text(name, style="bold")
         line.append(f"  {path}\n  " + ", ".join(f"{m} ({what})" for m, what in models))
         out.print(line)
+
+
+def serve_started(served: Any, url: str, exposed: bool) -> None:
+    """`trinity serve` is listening: one line with its URL, model ids, pool and auth;
+    a warning when it is `exposed` (beyond loopback without a token)."""
+    line = Text("trinity serve ", style="bold")
+    line.append(url, style="bold cyan")
+    line.append(f"  models: {', '.join(served.served_models())}")
+    line.append(f"  pool {served.config.name} ({', '.join(served.config.names)}), head {served.default_head}",
+                style="dim")
+    line.append("  bearer auth" if served.token else "  no auth", style="dim")
+    err.print(line, soft_wrap=True)
+    if exposed:
+        note(f"warning: listening on {served.options.host} without --api-key-env: anyone who can reach it can use it")
+
+
+def serve_run(result: Any) -> None:
+    """One served episode, in one line."""
+    transcript = result.transcript
+    route = " ".join(f"{t.model}:{t.role.value}" for t in transcript.turns)
+    note(f"{result.run_id}: {len(transcript.turns)} turns ({route}), {transcript.stop_reason}, "
+         f"{transcript.prompt_tokens + transcript.completion_tokens} tokens, {result.wall_s:.1f}s")
+
+
+def serve_failure(exc: Any) -> None:
+    """A served request that failed with a TrinityError."""
+    error(f"request failed: {exc.message}", exc.hint)

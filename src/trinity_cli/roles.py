@@ -38,7 +38,7 @@ import re
 from collections.abc import Sequence
 
 from trinity_cli.messages import ChatMessage, Role, Turn
-from trinity_cli.tasks.scoring import final_answer, same_answer
+from trinity_cli.tasks.answers import final_answer, same_answer
 
 PROMPT_VERSION = "p2"
 

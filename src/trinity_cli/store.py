@@ -1,111 +1,38 @@
-"""The rollout cache and the run store.
-
-Rollout cache (diskcache under `cache/rollouts/`): one entry per pool call.
-    key   = "r1:" + sha256(canonical JSON of
-              {"v": CACHE_VERSION, "fingerprint": backend fingerprint,
-               "prompt_version": roles.PROMPT_VERSION,
-               "messages": [[role, content], ...],
-               "params": {max_tokens, temperature, top_p, seed, stop}})
-    value = Completion.to_dict() (without `cached`)
-Canonical JSON: sorted keys, no whitespace, UTF-8. Changing anything that shapes a reply
-changes the key; bump CACHE_VERSION when the format itself changes. The backend
-fingerprint carries what shapes a reply besides messages and parameters:
-    gguf     weights sha256, chat format, n_ctx, llama-cpp-python version, n_batch and
-             the number of threads (llama.cpp's sums, so its replies, depend on both);
-             `runtime: server` members: xllamacpp's version and the slots instead of
-             llama-cpp-python's version, and `|server` (backends/llamaserver.py)
-    openai   base URL and model id (never the key: fingerprints hold no secrets)
-    scripted a hash of the rules
-Which calls are cached (`Backend.deterministic`): only calls whose reply is a function of
-their parameters. Greedy calls (temperature 0) always are. A sampled call (temperature > 0)
-is cached only when its seed is set and the backend honours it: llama.cpp (in process, or
-its server, where a batch's other sequences may still shift a reply: llamaserver.py) and
-scripted models. API models are cached only at temperature 0, since servers treat the
-seed as a hint. diskcache writes each entry in one SQLite transaction, so a crash leaves
-either the whole entry or none.
+"""The run store: every run directory (`runs/run-N/`) and the files in it. No other
+module names a file inside a run directory.
 
 Run store (`runs/run-N/run.json`): ids are allocated by an atomic mkdir, so concurrent
 processes never share one; `run.json` is written atomically once the run is complete.
-A run that fails or is interrupted before completion leaves no directory behind.
+A run that fails or is interrupted before completion leaves no directory behind (an
+evolve run keeps its directory, without run.json, so it can be resumed).
+
+Layouts (what each file holds is documented where it is built: evolve.py, bench.py):
+    evolve   EvolveRun: evolve.json, checkpoint.pkl, episodes/gen-NNNN.json, run.json
+    bench    BenchRun:  bench.json, report.md, chart.png, episodes.jsonl, run.json
+    ask      run.json only
+Every file is written through paths.atomic_output: a reader sees it whole or not at all.
 """
 
 from __future__ import annotations
 
 import difflib
-import hashlib
 import json
+import pickle
 import re
 import shutil
-import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from trinity_cli import paths
+from trinity_cli.cache import CACHE_VERSION, RolloutCache, canonical_json, rollout_key
 from trinity_cli.errors import NotFound
-from trinity_cli.messages import ChatMessage, Completion, GenParams
 
-CACHE_VERSION = 1
-
-
-def canonical_json(obj: Any) -> str:
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-
-
-def rollout_key(fingerprint: str, messages: list[ChatMessage], params: GenParams, prompt_version: str) -> str:
-    payload = {
-        "v": CACHE_VERSION,
-        "fingerprint": fingerprint,
-        "prompt_version": prompt_version,
-        "messages": [[m.role, m.content] for m in messages],
-        "params": {
-            "max_tokens": params.max_tokens,
-            "temperature": params.temperature,
-            "top_p": params.top_p,
-            "seed": params.seed,
-            "stop": list(params.stop),
-        },
-    }
-    return "r1:" + hashlib.sha256(canonical_json(payload).encode()).hexdigest()
-
-
-class RolloutCache:
-    """Pool replies on disk, with hit/miss counters for progress displays."""
-
-    def __init__(self, directory: Path | None = None) -> None:
-        import diskcache
-
-        self.directory = directory or paths.cache_dir("rollouts")
-        self._cache = diskcache.Cache(str(self.directory), size_limit=8 << 30)
-        self.hits = 0
-        self.misses = 0
-        self._lock = threading.Lock()  # diskcache is thread-safe; these counters are ours
-
-    def get(self, key: str) -> Completion | None:
-        raw = self._cache.get(key)
-        with self._lock:
-            if raw is None:
-                self.misses += 1
-                return None
-            self.hits += 1
-        completion = Completion.from_dict(raw)
-        completion.cached = True
-        return completion
-
-    def put(self, key: str, completion: Completion) -> None:
-        data = completion.to_dict()
-        data.pop("cached", None)
-        self._cache.set(key, data)
-
-    def __len__(self) -> int:
-        return len(self._cache)
-
-    def close(self) -> None:
-        self._cache.close()
-
+# The rollout cache moved to cache.py; these names stay importable from here.
+__all__ = ["CACHE_VERSION", "RolloutCache", "RunStore", "RunSummary", "canonical_json", "rollout_key"]
 
 _RUN_ID = re.compile(r"^run-(\d+)$")
 
@@ -184,22 +111,34 @@ class RunStore:
         data: dict[str, Any] = json.loads((self.path(run_id) / "run.json").read_text(encoding="utf-8"))
         return data
 
+    def evolve_run(self, run_id: str) -> EvolveRun:
+        """The evolve run `run_id` ("run-N" or "N"), finished or not (`evolve.json` exists)."""
+        run = EvolveRun(self.root / (run_id if run_id.startswith("run-") else f"run-{run_id}"))
+        if not run.meta_file.is_file():
+            raise NotFound(f"{run.name} is not an evolve run", "list runs with: trinity inspect")
+        return run
+
+    def evolve_runs(self) -> list[EvolveRun]:
+        """Every evolve run (finished or not), oldest first."""
+        return [EvolveRun(p) for p in self.run_dirs() if (p / EvolveRun.META).is_file()]
+
     def evolve_episode(self, run_id: str, ref: str) -> tuple[str, list[str], dict[str, Any], Any]:
         """(title, pool models, transcript dict, seed) of episode `ref` ("GEN/K") of an evolve run."""
-        path = self.root / (run_id if run_id.startswith("run-") else f"run-{run_id}")
+        run = EvolveRun(self.root / (run_id if run_id.startswith("run-") else f"run-{run_id}"))
         try:
             gen, k = (int(x) for x in ref.split("/"))
         except ValueError:
             raise NotFound(f"bad episode reference {ref!r}", "write GEN/K, e.g. --episode 3/0") from None
-        file = path / "episodes" / f"gen-{gen:04d}.json"
-        if not file.is_file():
-            raise NotFound(f"{path.name} has no generation {gen}", "see the generations with: trinity inspect RUN")
-        episodes = json.loads(file.read_text(encoding="utf-8"))["episodes"]
+        record = run.generation(gen)
+        if record is None:
+            raise NotFound(f"{run.name} has no generation {gen}", "see the generations with: trinity inspect RUN")
+        episodes = record["episodes"]
         if not 0 <= k < len(episodes):
-            raise NotFound(f"generation {gen} of {path.name} has episodes 0..{len(episodes) - 1}, not {k}")
-        meta = json.loads((path / "evolve.json").read_text(encoding="utf-8"))
+            raise NotFound(f"generation {gen} of {run.name} has episodes 0..{len(episodes) - 1}, not {k}")
+        meta = run.meta()
+        assert meta is not None  # a generation is only written after evolve.json
         ep = episodes[k]
-        title = (f"{path.name} gen {gen} episode {k} (candidate {ep.get('candidate')}, task {ep['task']}, "
+        title = (f"{run.name} gen {gen} episode {k} (candidate {ep.get('candidate')}, task {ep['task']}, "
                  f"reward {ep['reward']})")
         return title, meta["manifest"]["models"], ep["transcript"], ep["seed"]
 
@@ -221,3 +160,92 @@ class RunStore:
                 )
             )
         return out
+
+
+def _read_json(path: Path) -> Any:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+class EvolveRun:
+    """The files of one evolve run directory (their content: evolve.py's docstring)."""
+
+    META = "evolve.json"
+    CHECKPOINT = "checkpoint.pkl"
+    EPISODES = "episodes"
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.name = path.name
+
+    @property
+    def meta_file(self) -> Path:
+        return self.path / self.META
+
+    def meta(self) -> dict[str, Any] | None:
+        """evolve.json, None when absent."""
+        if not self.meta_file.is_file():
+            return None
+        data: dict[str, Any] = _read_json(self.meta_file)
+        return data
+
+    def write_meta(self, meta: dict[str, Any]) -> None:
+        paths.atomic_write_json(self.meta_file, meta)
+
+    @property
+    def finished(self) -> bool:
+        """Whether the run completed (its run.json exists)."""
+        return (self.path / "run.json").exists()
+
+    def load_checkpoint(self) -> dict[str, Any] | None:
+        """The pickled checkpoint dict, None before the first generation ends."""
+        file = self.path / self.CHECKPOINT
+        if not file.is_file():
+            return None
+        with open(file, "rb") as fh:
+            state: dict[str, Any] = pickle.load(fh)
+        return state
+
+    def save_checkpoint(self, state: dict[str, Any]) -> None:
+        paths.atomic_write_bytes(self.path / self.CHECKPOINT, pickle.dumps(state))
+
+    def _generation_file(self, generation: int) -> Path:
+        return self.path / self.EPISODES / f"gen-{generation:04d}.json"
+
+    def write_generation(self, generation: int, record: dict[str, Any]) -> None:
+        paths.atomic_write_json(self._generation_file(generation), record)
+
+    def generation(self, generation: int) -> dict[str, Any] | None:
+        """The record of generation `generation`, None when it was not written."""
+        file = self._generation_file(generation)
+        if not file.is_file():
+            return None
+        data: dict[str, Any] = _read_json(file)
+        return data
+
+    def generations(self) -> Iterator[dict[str, Any]]:
+        """Every written generation's record, in generation order."""
+        for file in sorted((self.path / self.EPISODES).glob("gen-*.json")):
+            yield _read_json(file)
+
+
+class BenchRun:
+    """The files of one bench run directory (their content: bench.py's docstring)."""
+
+    FILES = ("bench.json", "report.md", "chart.png", "episodes.jsonl")
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.name = path.name
+
+    def write_episodes(self, lines: Iterable[dict[str, Any]]) -> None:
+        """episodes.jsonl: one JSON object per line, the file appearing once complete."""
+        with paths.atomic_output(self.path / "episodes.jsonl") as tmp, open(tmp, "w", encoding="utf-8") as log:
+            for line in lines:
+                log.write(json.dumps(line, ensure_ascii=False) + "\n")
+
+    def write_outputs(self, bench: dict[str, Any], report_md: str, chart: Callable[[Path], None]) -> None:
+        """bench.json, report.md and chart.png (drawn by `chart(path)` into a temporary file)."""
+        paths.atomic_write_json(self.path / "bench.json", bench)
+        paths.atomic_write_bytes(self.path / "report.md", report_md.encode())
+        with paths.atomic_output(self.path / "chart.png") as tmp:
+            chart(tmp)

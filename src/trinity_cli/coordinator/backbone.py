@@ -32,7 +32,6 @@ import io
 import json
 import logging
 import os
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -215,12 +214,9 @@ class Backbone:
         model.hf_quantizer = None
         if hasattr(model.config, "quantization_config"):
             del model.config.quantization_config
-        tmp = target.with_name(target.name + f".tmp{os.getpid()}")
-        shutil.rmtree(tmp, ignore_errors=True)
-        model.save_pretrained(tmp)
-        tokenizer.save_pretrained(tmp)
-        shutil.rmtree(target, ignore_errors=True)
-        os.replace(tmp, target)  # readers see the whole directory or none of it
+        with paths.atomic_output(target, directory=True) as tmp:  # the whole directory or none of it
+            model.save_pretrained(tmp)
+            tokenizer.save_pretrained(tmp)
         return target
 
     def linear(self, name: str) -> Any:

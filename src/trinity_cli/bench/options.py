@@ -1,0 +1,73 @@
+"""What `trinity bench` runs: its options and the held-out task mix (bench/__init__.py
+documents the whole bench)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from trinity_cli import tasks
+from trinity_cli.errors import ConfigError, did_you_mean
+from trinity_cli.tasks import MixEntry
+
+BENCH_FORMAT = "trinity-bench/1"
+DEFAULT_TASKS = "gsm8k:test:50,arc-challenge:test:50,mbpp:test:50"
+SYSTEM_KINDS = ("single", "selfloop", "random", "head", "vote", "best-per-task", "oracle")
+DERIVED = ("vote", "best-per-task", "oracle")  # computed from the single runs
+Z95 = 1.959963984540054  # two-sided 95% normal quantile
+ANSWER_CHARS = 300
+
+ProgressFn = Callable[[str, dict[str, Any]], None]
+
+
+@dataclass
+class BenchOptions:
+    """What `trinity bench` runs: `heads` None means the shipped default head when it fits
+    the pool (none otherwise); `random_seeds` 0 leaves random routing out."""
+
+    pool: str | None = None
+    tasks: str = DEFAULT_TASKS
+    heads: Sequence[str] | None = None
+    max_turns: int = 5
+    random_seeds: int = 3
+    seed: int = 0
+    greedy: bool = False
+    backbone: str | None = None
+    device: str = "auto"
+    systems: Sequence[str] | None = None
+
+    def kinds(self) -> list[str]:
+        """The kinds of row to report (`systems`, default all), in SYSTEM_KINDS order."""
+        wanted = set(self.systems) if self.systems else set(SYSTEM_KINDS)
+        return [k for k in SYSTEM_KINDS if k in wanted]
+
+    def validate(self) -> list[MixEntry]:
+        """Check the options; return the parsed mix, refusing splits that are not held out."""
+        for kind in self.systems or ():
+            if kind not in SYSTEM_KINDS:
+                raise ConfigError(f"--systems: unknown kind {kind!r}", did_you_mean(kind, SYSTEM_KINDS))
+        if self.max_turns < 1:
+            raise ConfigError(f"--max-turns must be at least 1, got {self.max_turns}")
+        if self.random_seeds < 0:
+            raise ConfigError(f"--random-seeds must be 0 or more, got {self.random_seeds}")
+        return held_out_mix(self.tasks)
+
+
+def held_out_mix(text: str) -> list[MixEntry]:
+    """Parse a mix for benchmarking: train splits (and `all` of a built-in task, which
+    contains its train split) are refused, since heads are evolved on them."""
+    entries = tasks.parse_mix(text)
+    for entry in entries:
+        count = f":{entry.n}" if entry.n is not None else ""
+        if entry.split == "train":
+            raise ConfigError(
+                f"--tasks {entry}: bench measures held-out accuracy, and heads are evolved on train items",
+                f"use {entry.task}:test{count}",
+            )
+        if entry.split == "all" and not entry.task.startswith("file:"):
+            raise ConfigError(
+                f"--tasks {entry}: 'all' includes the train split that heads are evolved on",
+                f"use {entry.task}:test{count}",
+            )
+    return entries

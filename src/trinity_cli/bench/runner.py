@@ -1,0 +1,192 @@
+"""The bench runner: plan the systems, play every episode through the evaluator, write
+the run directory through store.BenchRun."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from trinity_cli import roles, tasks
+from trinity_cli.bench.options import BENCH_FORMAT, BenchOptions, ProgressFn
+from trinity_cli.bench.stats import summarize
+from trinity_cli.bench.systems import EpisodeResult, System, episode_seed, plan_systems
+from trinity_cli.config import load_pool
+from trinity_cli.coordinator.policy import Coordinator
+from trinity_cli.errors import ConfigError
+from trinity_cli.evaluate import EpisodeOutcome, EpisodeSpec, Evaluator, Runtime, make_evaluator
+from trinity_cli.pool import Pool, open_pool
+from trinity_cli.reports import bench_document, plot_accuracy, report_markdown
+from trinity_cli.store import BenchRun, RunStore
+
+FILES = BenchRun.FILES
+
+
+def _spec(system: System, item: tasks.TaskItem, seed: int, greedy: bool) -> EpisodeSpec:
+    """What to play for one episode of `system`: its head (read by its coordinator's
+    backbone) or its fixed schedule. A task that fits no usable context is scored wrong."""
+    source = system.source
+    assert source is not None
+    if isinstance(source, Coordinator):
+        return EpisodeSpec(item=item, seed=seed, router=source.head, max_turns=system.max_turns,
+                           backbone=source.backbone_ref, greedy=greedy, overflow_scores_zero=True)
+    return EpisodeSpec(item=item, seed=seed, router=source, max_turns=system.max_turns, greedy=greedy,
+                       overflow_scores_zero=True)
+
+
+def _result(system: System, item: tasks.TaskItem, seed: int, outcome: EpisodeOutcome) -> EpisodeResult:
+    """One episode reduced to what the report needs."""
+    transcript = outcome.transcript
+    if transcript is None:
+        return EpisodeResult(system.name, item.task, item.id, seed, 0.0, None, [], "error", 0, 0.0, None,
+                             False, error=outcome.error)
+    return EpisodeResult(
+        system=system.name,
+        task=item.task,
+        item=item.id,
+        seed=seed,
+        reward=outcome.reward,
+        answer=transcript.answer,
+        turns=[(t.model, t.role.value) for t in transcript.turns],
+        stop_reason=transcript.stop_reason,
+        tokens=transcript.prompt_tokens + transcript.completion_tokens,
+        wall_s=transcript.pool_seconds + transcript.coordinator_seconds,
+        cost_usd=transcript.cost_usd,
+        cached=bool(transcript.turns) and all(t.cached for t in transcript.turns),
+    )
+
+
+def _stream(system: System, r: int) -> str:
+    return f"random:{r}" if system.kind == "random" else system.stream
+
+
+@dataclass
+class BenchResult:
+    run_id: str
+    run_dir: Path
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+def _run_systems(
+    pool: Pool, runnable: Sequence[System], items: Sequence[tasks.TaskItem], options: BenchOptions,
+    run_dir: Path, emit: ProgressFn, evaluator: Evaluator,
+) -> list[EpisodeResult]:
+    """Every episode of every system, played by `evaluator`; results and episodes.jsonl in
+    system, seed, item order whatever order they finished in."""
+    plan = [(system, item, episode_seed(options.seed, _stream(system, r), item.key))
+            for system in runnable for r in range(system.seeds) for item in items]
+    announced: list[str] = []
+
+    def progress(kind: str, data: dict[str, Any]) -> None:
+        system, item, _ = plan[data["index"]]
+        if kind == "started" and system.name not in announced:
+            announced.append(system.name)
+            emit("system", {"name": system.name, "episodes": system.seeds * len(items),
+                            "in_flight": data["in_flight"]})
+        elif kind == "finished":
+            out = data["outcome"]
+            turns = out.transcript.turns if out.transcript is not None else []
+            emit("episode", {"system": system.name, "task": item.task, "item": item.id, "reward": out.reward,
+                             "cached": bool(turns) and all(t.cached for t in turns),
+                             "cache_hits": pool.stats.cache_hits, "pool_calls": pool.stats.calls,
+                             "in_flight": data["in_flight"]})
+
+    # --greedy is for heads: random routing stays random.
+    specs = [_spec(system, item, seed, options.greedy and system.kind == "head") for system, item, seed in plan]
+    outcomes = evaluator.evaluate(specs, progress)
+    episodes = [_result(system, item, seed, outcome)
+                for (system, item, seed), outcome in zip(plan, outcomes, strict=True)]
+    BenchRun(run_dir).write_episodes(
+        {"system": system.name, "task": item.task, "item": item.id, "seed": seed, "reward": result.reward,
+         "transcript": outcome.transcript.to_dict() if outcome.transcript else None}
+        for (system, item, seed), outcome, result in zip(plan, outcomes, episodes, strict=True))
+    return episodes
+
+
+def bench(
+    options: BenchOptions, progress: ProgressFn | None = None, store: RunStore | None = None,
+    parallel: int | None = None,
+) -> BenchResult:
+    """Run every system on the items of `options.tasks` and write the run directory (see
+    the module docstring); returns bench.json's content. `parallel` episodes run at once
+    (None: the pool file's `parallel`); bench.json is the same for any value but for its
+    timings and `stats.parallel`. Progress events: ("start", {"run", "items", "systems",
+    "episodes", "parallel"}), then ("system", {"name", "episodes", "in_flight"}) as a
+    system's first episode starts and per finished episode ("episode", {"system", "task",
+    "item", "reward", "cached", "cache_hits", "pool_calls", "in_flight"}), the pool counts
+    being its calls so far; with parallel > 1 episodes finish out of order.
+    Ctrl-C removes the run directory; the rollout cache keeps every finished call, so
+    running the same command again resumes where it stopped."""
+    entries = options.validate()
+    emit = progress or (lambda kind, data: None)
+    config = load_pool(options.pool)
+    items = tasks.sample_items(entries, seed=options.seed)
+    if not items:
+        raise ConfigError(f"--tasks {options.tasks!r} selects no items")
+    tasks.check_code_sandbox(items, strict_sandbox=config.sandbox == "strict")
+    store = store or RunStore()
+    parallel = parallel or config.parallel
+    if parallel < 1:
+        raise ConfigError(f"--parallel must be at least 1, got {parallel}")
+    pool = open_pool(config)
+    runtime = Runtime(pool, device=options.device)
+    systems: list[System] = []
+    started = time.perf_counter()
+    try:
+        pool.check_assets()
+        systems, notes = plan_systems(options, config.name, config.names)
+        if any(e.split == "val" for e in entries):
+            notes.append("val items were used to pick the best head during `trinity evolve`: "
+                         "test items are the held-out ones")
+        runnable = [s for s in systems if s.source is not None]
+        kinds = options.kinds()
+        reported = [s for s in systems if s.kind in kinds]
+        with store.new_run() as run_dir:
+            emit("start", {"run": run_dir.name, "items": len(items), "systems": [s.name for s in systems],
+                           "episodes": sum(s.seeds for s in runnable) * len(items), "parallel": parallel})
+            episodes = _run_systems(pool, runnable, items, options, run_dir, emit, make_evaluator(runtime, parallel))
+            errors = sum(e.error is not None for e in episodes)
+            if errors:
+                notes.append(f"{errors} episodes could not run (the item does not fit the model's context) "
+                             "and count as wrong")
+            summary = {
+                "format": BENCH_FORMAT,
+                "run": run_dir.name,
+                "options": {**asdict(options), "heads": list(options.heads or [])},
+                "pool": {"name": config.name, "models": config.names, "source": config.source},
+                "prompt_version": roles.PROMPT_VERSION,
+                "items": [{"task": i.task, "id": i.id} for i in items],
+                "systems": [s.describe() for s in reported],
+                **summarize(reported, episodes, items, config.names, [e.task for e in entries]),
+                "stats": {
+                    "pool_calls": pool.stats.calls,
+                    "cache_hits": pool.stats.cache_hits,
+                    "backend_calls": pool.stats.calls - pool.stats.cache_hits,
+                    "backend_s": pool.stats.seconds,
+                    "wall_s": time.perf_counter() - started,
+                    "parallel": parallel,
+                },
+                "notes": notes,
+            }
+            write_outputs(run_dir, summary, episodes)
+            title = f"bench {config.name} on {options.tasks} ({len(items)} items)"
+            store.save(run_dir, {"kind": "bench", "title": title, "summary": summary, "files": list(FILES)})
+            data = {**summary, "episodes": [e.to_dict() for e in episodes]}
+            return BenchResult(run_dir.name, run_dir, data)
+    finally:
+        runtime.close()
+        for system in systems:
+            if system.source is not None:
+                system.source.close()
+        pool.close()
+        if pool.cache is not None:
+            pool.cache.close()
+
+
+def write_outputs(run_dir: Path, summary: dict[str, Any], episodes: Sequence[EpisodeResult]) -> None:
+    """bench.json, report.md and chart.png of a finished bench (episodes.jsonl is written
+    while it runs)."""
+    BenchRun(run_dir).write_outputs(bench_document(summary, [e.to_dict() for e in episodes]),
+                                    report_markdown(summary), lambda path: plot_accuracy(summary, path))

@@ -1,0 +1,270 @@
+"""Bench statistics: Wilson intervals, metrics per system and task, the derived rows
+(vote, best-per-task, oracle), gaps and selection shares, and `summarize`, which builds the
+`tasks`, `results`, `gaps`, `selection`, `per_item` and `best_per_task` of bench.json."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from trinity_cli import tasks
+from trinity_cli.bench.systems import EpisodeResult, System
+from trinity_cli.messages import ROLES
+from trinity_cli.tasks.answers import final_answer
+from trinity_cli.tasks.code import extract_code
+
+Z95 = 1.959963984540054  # two-sided 95% normal quantile
+
+
+def wilson_interval(correct: float, n: int, z: float = Z95) -> tuple[float, float]:
+    """Wilson score interval for `correct` successes out of `n`; (0, 1) when n is 0."""
+    if n <= 0:
+        return 0.0, 1.0
+    p = correct / n
+    denom = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    low = 0.0 if correct <= 0 else max(0.0, centre - half)
+    high = 1.0 if correct >= n else min(1.0, centre + half)  # exact at the ends, not 1 - 1e-16
+    return low, high
+
+
+@dataclass
+class _Row:
+    """One question's outcome for a system: what `metrics` averages (for a system with
+    several seeds, each field is the mean over the item's seeds)."""
+
+    reward: float
+    turns: float | None
+    calls: float
+    tokens: float
+    wall_s: float
+    cost_usd: float | None
+
+
+def _row(ep: EpisodeResult) -> _Row:
+    return _Row(ep.reward, len(ep.turns), len(ep.turns), ep.tokens, ep.wall_s, ep.cost_usd)
+
+
+def _item_mean(rows: Sequence[_Row]) -> _Row:
+    """One item's row from its episodes' rows (one per seed): the mean of each field."""
+    k = len(rows)
+    costs = [r.cost_usd for r in rows if r.cost_usd is not None]
+    turns = [r.turns for r in rows if r.turns is not None]
+    return _Row(
+        reward=sum(r.reward for r in rows) / k,
+        turns=sum(turns) / k if len(turns) == k else None,
+        calls=sum(r.calls for r in rows) / k,
+        tokens=sum(r.tokens for r in rows) / k,
+        wall_s=sum(r.wall_s for r in rows) / k,
+        cost_usd=sum(costs) / k if costs else None,
+    )
+
+
+def metrics(rows: Sequence[_Row]) -> dict[str, Any]:
+    """The Metrics dict of the module docstring for a list of outcomes, one per item."""
+    n = len(rows)
+    total = sum(r.reward for r in rows)
+    # Whole for one episode per item; a sum of per-item means over seeds may be fractional.
+    correct: float = int(round(total)) if abs(total - round(total)) < 1e-9 else total
+    low, high = wilson_interval(correct, n)
+
+    def mean(values: Sequence[float]) -> float | None:
+        return float(sum(values) / len(values)) if values else None
+
+    costs = [r.cost_usd for r in rows if r.cost_usd is not None]
+    turns = [r.turns for r in rows if r.turns is not None]
+    return {
+        "n": n,
+        "correct": correct,
+        "accuracy": correct / n if n else None,
+        "ci_low": low,
+        "ci_high": high,
+        "mean_turns": mean(turns) if len(turns) == n else None,
+        "mean_pool_calls": mean([r.calls for r in rows]),
+        "mean_tokens": mean([r.tokens for r in rows]),
+        "mean_wall_s": mean([r.wall_s for r in rows]),
+        "mean_cost_usd": (sum(costs) / n) if costs and n else None,
+    }
+
+
+def _by_task(rows: Sequence[tuple[str, _Row]], task_names: Sequence[str]) -> dict[str, Any]:
+    return {
+        "overall": metrics([r for _, r in rows]),
+        "per_task": {t: metrics([r for task, r in rows if task == t]) for t in task_names},
+    }
+
+
+def _oracle_rows(
+    singles: Sequence[EpisodeResult], items: Sequence[tasks.TaskItem]
+) -> list[tuple[tasks.TaskItem, _Row]]:
+    by_item: dict[str, list[EpisodeResult]] = {}
+    for ep in singles:
+        by_item.setdefault(ep.key, []).append(ep)
+    rows = []
+    for item in items:
+        eps = by_item.get(item.key, [])
+        costs = [e.cost_usd for e in eps if e.cost_usd is not None]
+        solved = any(e.reward >= 1.0 for e in eps)
+        rows.append((item, _Row(
+            reward=1.0 if solved else 0.0,
+            turns=None,
+            calls=sum(len(e.turns) for e in eps),
+            tokens=sum(e.tokens for e in eps),
+            wall_s=sum(e.wall_s for e in eps),
+            cost_usd=sum(costs) if costs else None,
+        )))
+    return rows
+
+
+def _vote_key(answer: str | None, item: tasks.TaskItem) -> str | None:
+    """What a member's single answer counts as in the vote; None: no readable answer."""
+    if not answer:
+        return None
+    if item.scorer == "code":
+        code = extract_code(answer, (item.reference or {}).get("entry_point"))
+        return "\n".join(line.rstrip() for line in code.strip().splitlines() if line.strip()) or None
+    found = final_answer(answer, item.scorer)
+    return f"{found.kind}:{found.value}" if found is not None else None
+
+
+def _vote_rows(
+    singles: Sequence[EpisodeResult], items: Sequence[tasks.TaskItem], models: Sequence[str]
+) -> list[tuple[tasks.TaskItem, _Row]]:
+    """Majority vote over the single answers of each item (module docstring); the winning
+    group's first answer in pool order is scored as the vote's reply."""
+    order = {f"single:{m}": i for i, m in enumerate(models)}
+    by_item: dict[str, list[EpisodeResult]] = {}
+    for ep in singles:
+        by_item.setdefault(ep.key, []).append(ep)
+    rows = []
+    for item in items:
+        eps = sorted(by_item.get(item.key, []), key=lambda e: order.get(e.system, len(order)))
+        groups: dict[str, list[EpisodeResult]] = {}
+        for ep in eps:
+            key = _vote_key(ep.answer, item)
+            if key is not None:
+                groups.setdefault(key, []).append(ep)
+        reward = 0.0
+        if groups:
+            # max() keeps the first of equal counts, and groups are in pool order of first member.
+            winner = max(groups.values(), key=len)
+            reward = float(tasks.score_item(item, winner[0].answer or ""))
+        costs = [e.cost_usd for e in eps if e.cost_usd is not None]
+        rows.append((item, _Row(reward, None, sum(len(e.turns) for e in eps), sum(e.tokens for e in eps),
+                                sum(e.wall_s for e in eps), sum(costs) if costs else None)))
+    return rows
+
+
+def best_per_task(
+    singles: Sequence[EpisodeResult], task_names: Sequence[str], models: Sequence[str]
+) -> dict[str, str]:
+    """task -> the member whose single runs scored best on it (ties: pool order)."""
+    best: dict[str, str] = {}
+    for task in task_names:
+        scores = []
+        for i, model in enumerate(models):
+            eps = [e for e in singles if e.system == f"single:{model}" and e.task == task]
+            if eps:
+                scores.append((sum(e.reward for e in eps) / len(eps), -i, model))
+        if scores:
+            best[task] = max(scores)[2]
+    return best
+
+
+def _share(counts: dict[str, int], names: Sequence[str]) -> dict[str, float]:
+    total = sum(counts.values())
+    return {n: (counts.get(n, 0) / total if total else 0.0) for n in names}
+
+
+def selection(
+    episodes: Sequence[EpisodeResult], models: Sequence[str], task_names: Sequence[str]
+) -> dict[str, Any]:
+    """Share of turns given to each model and each (acting) role, overall and per task."""
+    role_names = [r.value for r in ROLES]
+
+    def shares(eps: Sequence[EpisodeResult]) -> dict[str, dict[str, float]]:
+        m_counts: dict[str, int] = {}
+        r_counts: dict[str, int] = {}
+        for ep in eps:
+            for model, role in ep.turns:
+                m_counts[model] = m_counts.get(model, 0) + 1
+                r_counts[role] = r_counts.get(role, 0) + 1
+        return {"models": _share(m_counts, models), "roles": _share(r_counts, role_names)}
+
+    return {
+        "overall": shares(episodes),
+        "per_task": {t: shares([e for e in episodes if e.task == t]) for t in task_names},
+    }
+
+
+def _gap(
+    results: dict[str, Any], name: str, singles: Sequence[str], scope: str | None
+) -> dict[str, Any] | None:
+    """The Gap of `name` overall (`scope` None) or on task `scope`; None when unscored."""
+    def acc(system: str) -> float | None:
+        block = results[system]["overall"] if scope is None else results[system]["per_task"][scope]
+        value: float | None = block["accuracy"]
+        return value
+
+    mine, oracle = acc(name), acc("oracle") if "oracle" in results else None
+    scored = [(acc(s), -i, s) for i, s in enumerate(singles) if acc(s) is not None]
+    if mine is None or not scored:
+        return None
+    best_acc, _, best = max(scored)
+    return {
+        "best_single": best,
+        "vs_best_single": mine - float(best_acc or 0.0),
+        "vs_oracle": None if oracle is None else mine - oracle,
+    }
+
+
+def summarize(
+    systems: Sequence[System],
+    episodes: Sequence[EpisodeResult],
+    items: Sequence[tasks.TaskItem],
+    models: Sequence[str],
+    task_order: Sequence[str] = (),
+) -> dict[str, Any]:
+    """tasks, results, gaps, selection and per_item of bench.json from the episodes;
+    tasks are listed in `task_order` (the mix's order), then any others as items have them."""
+    present = set(item.task for item in items)
+    task_names = list(dict.fromkeys([*(t for t in task_order if t in present), *(i.task for i in items)]))
+    by_system: dict[str, list[EpisodeResult]] = {}
+    for ep in episodes:
+        by_system.setdefault(ep.system, []).append(ep)
+    results: dict[str, Any] = {}
+    per_item: dict[str, dict[str, float]] = {}
+    singles = [f"single:{m}" for m in models]
+    single_eps = [e for s in singles for e in by_system.get(s, [])]
+    picks = best_per_task(single_eps, task_names, models)
+    for system in systems:
+        if system.kind in ("oracle", "vote"):
+            derived = (_oracle_rows if system.kind == "oracle" else
+                       lambda eps, its: _vote_rows(eps, its, models))(single_eps, items)
+            rows = [(item.task, row) for item, row in derived]
+            per_item[system.name] = {item.key: row.reward for item, row in derived}
+        elif system.kind == "best-per-task":
+            picked = [e for e in single_eps if picks.get(e.task) and e.system == f"single:{picks[e.task]}"]
+            rows = [(e.task, _row(e)) for e in picked]
+            per_item[system.name] = {e.key: e.reward for e in picked}
+        else:
+            by_item: dict[str, list[EpisodeResult]] = {}
+            for ep in by_system.get(system.name, []):
+                by_item.setdefault(ep.key, []).append(ep)
+            item_rows = {key: _item_mean([_row(e) for e in eps]) for key, eps in by_item.items()}
+            rows = [(eps[0].task, item_rows[key]) for key, eps in by_item.items()]
+            per_item[system.name] = {key: row.reward for key, row in item_rows.items()}
+        results[system.name] = _by_task(rows, task_names)
+    singles = [s for s in singles if s in results]  # reported singles only
+    routed = [s.name for s in systems if s.kind in ("random", "head")]
+    gaps = {
+        name: {"overall": _gap(results, name, singles, None),
+               "per_task": {t: _gap(results, name, singles, t) for t in task_names}}
+        for name in routed
+    }
+    chosen = {name: selection(by_system.get(name, []), models, task_names) for name in routed}
+    return {"tasks": task_names, "results": results, "gaps": gaps, "selection": chosen, "per_item": per_item,
+            "best_per_task": picks}

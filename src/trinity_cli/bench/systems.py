@@ -1,0 +1,124 @@
+"""The systems a bench compares (rows of its report), the episode seeds, and one
+episode's result reduced to what the report needs."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from trinity_cli.bench.options import ANSWER_CHARS, DERIVED, BenchOptions
+from trinity_cli.coordinator.head import Head
+from trinity_cli.coordinator.policy import Coordinator, resolve_head
+from trinity_cli.messages import Role
+from trinity_cli.schedules import FixedSchedule
+
+DecisionSource = Coordinator | FixedSchedule
+
+
+@dataclass
+class System:
+    """One row of the report. `seeds` is how many episodes each item gets (random: one per
+    seed); `source` is None only for the oracle, which runs nothing itself."""
+
+    name: str
+    kind: str
+    model: str | None = None
+    head: dict[str, Any] | None = None
+    seeds: int = 1
+    max_turns: int = 1
+    stream: str = "fixed"
+    source: DecisionSource | None = None
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name, "kind": self.kind, "model": self.model, "head": self.head,
+                "seeds": self.seeds, "max_turns": self.max_turns}
+
+
+@dataclass
+class EpisodeResult:
+    """One episode of one system on one item, reduced to what the report needs."""
+
+    system: str
+    task: str
+    item: str
+    seed: int
+    reward: float
+    answer: str | None
+    turns: list[tuple[str, str]]
+    stop_reason: str
+    tokens: int
+    wall_s: float
+    cost_usd: float | None
+    cached: bool
+    error: str | None = None
+
+    @property
+    def key(self) -> str:
+        return f"{self.task}/{self.item}"
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["turns"] = [list(t) for t in self.turns]
+        data["answer"] = self.answer[:ANSWER_CHARS] if self.answer else self.answer
+        return data
+
+
+def episode_seed(seed: int, stream: str, item_key: str) -> int:
+    """The episode seed of an item in a stream (see the module docstring)."""
+    digest = hashlib.sha256(f"{seed}:{stream}:{item_key}".encode()).digest()
+    return int.from_bytes(digest[:4], "little")
+
+
+def _head_systems(options: BenchOptions, pool_name: str, models: list[str]) -> tuple[list[System], list[str]]:
+    notes: list[str] = []
+    heads: list[tuple[str | None, Head]] = []
+    if options.heads:
+        for ref in options.heads:
+            heads.append((ref, resolve_head(ref, pool_name, models, options.backbone)))
+    else:
+        head = resolve_head(None, pool_name, models, options.backbone)
+        if head.trained:
+            heads.append((None, head))
+        else:
+            notes.append(f"no trained head ships for pool {pool_name!r}, so no head was benchmarked "
+                         "(an untrained head routes like `random`); evolve one and pass --head")
+    systems: list[System] = []
+    taken: set[str] = set()
+    for head_ref, head in heads:
+        name = f"head:{head.manifest.get('name') or 'unnamed'}"
+        base, k = name, 2
+        while name in taken:
+            name, k = f"{base}#{k}", k + 1
+        taken.add(name)
+        source = Coordinator(head, backbone_ref=options.backbone, device=options.device)
+        info = {"name": head.manifest.get("name"), "trained": head.trained, "ref": head_ref}
+        systems.append(System(name, "head", head=info, max_turns=options.max_turns, stream="head",
+                              source=source))
+    return systems, notes
+
+
+def plan_systems(options: BenchOptions, pool_name: str, models: list[str]) -> tuple[list[System], list[str]]:
+    """The systems of a bench in run order (derived rows last), and notes for the report.
+    Single runs are played whenever a reported row needs them (see `systems`)."""
+    kinds = options.kinds()
+    systems: list[System] = []
+    if "single" in kinds or any(k in kinds for k in DERIVED):
+        systems += [System(f"single:{m}", "single", model=m, source=FixedSchedule(models, m, (Role.WORKER,)))
+                    for m in models]
+    if "selfloop" in kinds:
+        systems += [System(f"selfloop:{m}", "selfloop", model=m, max_turns=options.max_turns,
+                           source=FixedSchedule(models, m, (Role.WORKER, Role.VERIFIER))) for m in models]
+    if options.random_seeds and "random" in kinds:
+        untrained = resolve_head("untrained", pool_name, models, options.backbone)
+        source = Coordinator(untrained, backbone_ref=options.backbone, device=options.device)
+        systems.append(System("random", "random", seeds=options.random_seeds, max_turns=options.max_turns,
+                              stream="random", source=source))
+    heads, notes = _head_systems(options, pool_name, models) if "head" in kinds else ([], [])
+    systems += heads
+    systems += [System(kind, kind) for kind in DERIVED if kind in kinds]
+    return systems, notes
+
+
+def _stream(system: System, r: int) -> str:
+    return f"random:{r}" if system.kind == "random" else system.stream

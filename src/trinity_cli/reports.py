@@ -1,0 +1,271 @@
+"""Renderings of bench and evolve results, one implementation each, all read from one
+plain summary: bench.json's summary dict (bench/__init__.py documents it) and evolve's
+curves. The only module that imports matplotlib.
+
+    bench_view(summary)      the bench report as titled tables of formatted cells: the one
+                             place numbers become text; Markdown (`report_markdown`) and
+                             the terminal (render.bench_tables) both draw it
+    report_markdown(summary) report.md
+    plot_accuracy(summary)   chart.png: accuracy per system with 95% Wilson error bars
+    bench_document(...)      bench.json: the summary plus one record per episode
+    curve_rows(curves)       evolve's curves as formatted cells (render.replay_evolve)
+    plot_curves(curves)      curves.png: fitness and validation per training episode
+
+Plots draw into the path given; run files are made atomic by their writer (store.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from trinity_cli.messages import ROLES
+
+DASH = "—"  # a number that does not exist (no priced model, no turns)
+
+
+# -- cells -------------------------------------------------------------------------------
+def short_task(task: str) -> str:
+    """A task name for tables: `file:` tasks by their file name alone."""
+    return "file:" + Path(task[5:]).name if task.startswith("file:") else task
+
+
+def pct(x: float | None) -> str:
+    return DASH if x is None else f"{100 * x:.1f}%"
+
+
+def num(x: float | None, fmt: str = "{:.2f}") -> str:
+    return DASH if x is None else fmt.format(x)
+
+
+def signed(x: float | None) -> str:
+    """An accuracy difference in percentage points."""
+    return DASH if x is None else f"{100 * x:+.1f} pts"
+
+
+def interval(m: dict[str, Any]) -> str:
+    return f"{pct(m['ci_low'])} – {pct(m['ci_high'])}"
+
+
+@dataclass
+class TableView:
+    """A table as text cells; `kinds` gives each row's system kind ("" when none), so a
+    renderer can style rows without reading numbers."""
+
+    title: str
+    header: list[str]
+    rows: list[list[str]] = field(default_factory=list)
+    kinds: list[str] = field(default_factory=list)
+    # Columns whose cells are numbers (right-aligned by renderers that align).
+    numeric_from: int = 1
+
+
+@dataclass
+class BenchView:
+    """The bench report: what every rendering of it shows, already formatted."""
+
+    heading: str
+    caption: str
+    accuracy: TableView
+    per_task: TableView | None
+    gaps: TableView | None
+    selection: list[TableView]
+    stats: str
+    notes: list[str]
+
+
+def bench_view(summary: dict[str, Any]) -> BenchView:
+    """Format a bench summary (bench.json without "episodes") once, for every rendering."""
+    o, pool, results, task_names = summary["options"], summary["pool"], summary["results"], summary["tasks"]
+    several = len(task_names) > 1
+    per_task_cols = task_names if several else []
+    accuracy = TableView("Accuracy and cost per question",
+                         ["system", "accuracy", "95% CI", *[short_task(t) for t in per_task_cols],
+                          "turns", "pool calls", "tokens", "wall s", "cost $"])
+    for system in summary["systems"]:
+        block = results[system["name"]]
+        m = block["overall"]
+        accuracy.rows.append([system["name"], pct(m["accuracy"]), interval(m),
+                              *[pct(block["per_task"][t]["accuracy"]) for t in per_task_cols],
+                              num(m["mean_turns"]), num(m["mean_pool_calls"]), num(m["mean_tokens"], "{:.0f}"),
+                              num(m["mean_wall_s"]), num(m["mean_cost_usd"], "{:.5f}")])
+        accuracy.kinds.append(system["kind"])
+    per_task = None
+    if several:
+        per_task = TableView("Per task (accuracy, 95% CI, n)", ["system", *[short_task(t) for t in task_names]])
+        for system in summary["systems"]:
+            cells = []
+            for t in task_names:
+                m = results[system["name"]]["per_task"][t]
+                cells.append(f"{pct(m['accuracy'])} ({interval(m)}, n={m['n']})")
+            per_task.rows.append([system["name"], *cells])
+            per_task.kinds.append(system["kind"])
+    gaps = None
+    if summary["gaps"]:
+        gaps = TableView("Gaps (accuracy difference, percentage points)",
+                         ["system", "tasks", "best single model", "vs best single", "vs oracle"], numeric_from=3)
+        for name, gap in summary["gaps"].items():
+            if gap["overall"] is None:
+                continue
+            scopes = [("all", gap["overall"])]
+            if several:
+                scopes += [(short_task(t), gap["per_task"][t]) for t in task_names]
+            for label, g in scopes:
+                if g is not None:
+                    gaps.rows.append([name, label, g["best_single"], signed(g["vs_best_single"]),
+                                      signed(g["vs_oracle"])])
+                    gaps.kinds.append("")
+    role_names = [r.value for r in ROLES]
+    selection = []
+    for name, sel in summary["selection"].items():
+        scopes = [("all", sel["overall"])]
+        if several:
+            scopes += [(short_task(t), sel["per_task"][t]) for t in task_names]
+        table = TableView(name, ["tasks", *pool["models"], *role_names])
+        for label, share in scopes:
+            table.rows.append([label, *[pct(share["models"][m]) for m in pool["models"]],
+                               *[pct(share["roles"][r]) for r in role_names]])
+            table.kinds.append("")
+        selection.append(table)
+    st = summary["stats"]
+    return BenchView(
+        heading=f"trinity bench — {summary['run']}",
+        caption=(f"Pool `{pool['name']}` ({', '.join(pool['models'])}) · tasks `{o['tasks']}` "
+                 f"({len(summary['items'])} items) · max turns {o['max_turns']} · random routing over "
+                 f"{o['random_seeds']} seeds · seed {o['seed']}" + (" · heads greedy" if o["greedy"] else "")),
+        accuracy=accuracy, per_task=per_task, gaps=gaps, selection=selection,
+        stats=(f"{st['pool_calls']} pool calls, {st['cache_hits']} from the rollout cache, "
+               f"{st['backend_calls']} to a model ({st['backend_s']:.1f} s), {st['wall_s']:.1f} s in all"),
+        notes=list(summary["notes"]),
+    )
+
+
+# -- bench -------------------------------------------------------------------------------
+METHOD_NOTES = (
+    "single: the model alone, one Worker turn. selfloop: the model alone for the same turn budget, "
+    "Worker and Verifier in turn, stopping on ACCEPT. random: uniform model and role each turn, always "
+    "sampled; each item scores its mean over the seeds. vote: majority over the single answers (ties: "
+    "pool order). best-per-task: per task, the member best on it here (chosen with the test labels: a "
+    "reference, not a system). oracle: an item counts as solved if any single model solved it alone in "
+    "one Worker turn, i.e. the best per-question pick of one model; it is a reference, not a system, "
+    "and not a ceiling: multi-turn systems can solve items that no single model does.",
+    "95% CI: Wilson score interval over items (random: over items, each scored by its mean over "
+    "the seeds). Wall s: seconds the pool calls took when they were made plus coordinator seconds. "
+    "Oracle pool calls, tokens, seconds and cost: sums over all single runs.",
+)
+
+
+def _md_table(table: TableView) -> list[str]:
+    lines = ["| " + " | ".join(table.header) + " |", "|" + "|".join("---" for _ in table.header) + "|"]
+    lines += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in table.rows]
+    return lines
+
+
+def report_markdown(summary: dict[str, Any]) -> str:
+    """The bench report as Markdown: accuracy with CIs, costs, gaps, selection shares."""
+    view = bench_view(summary)
+    out = [f"# {view.heading}", "", view.caption]
+    for table in (view.accuracy, view.per_task, view.gaps):
+        if table is not None:
+            out += ["", f"## {table.title}", "", *_md_table(table)]
+    if view.selection:
+        out += ["", "## Selection share (turns given to each model and role)"]
+        for table in view.selection:
+            out += ["", f"### {table.title}", "", *_md_table(table)]
+    out += ["", "## Notes", "", *[f"- {n}" for n in METHOD_NOTES], f"- This run: {view.stats}."]
+    out += [f"- {note}" for note in view.notes]
+    return "\n".join(out) + "\n"
+
+
+def bench_document(summary: dict[str, Any], episodes: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """bench.json: the summary plus the episodes' compact records."""
+    return {**summary, "episodes": list(episodes)}
+
+
+def plot_accuracy(summary: dict[str, Any], path: Path) -> None:
+    """Bar chart of accuracy per system (overall, and per task when there are several)
+    with 95% Wilson error bars, as a PNG (matplotlib, headless)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    names = [s["name"] for s in summary["systems"]]
+    task_names = summary["tasks"]
+    def on_task(task: str) -> Callable[[str], dict[str, Any]]:
+        return lambda s: summary["results"][s]["per_task"][task]
+
+    groups: list[tuple[str, Callable[[str], dict[str, Any]]]] = [
+        ("overall", lambda s: summary["results"][s]["overall"])
+    ]
+    if len(task_names) > 1:
+        groups += [(short_task(t), on_task(t)) for t in task_names]
+    width = 0.8 / len(groups)
+    fig, ax = plt.subplots(figsize=(max(6.0, 0.9 * len(names) * max(1, len(groups) / 2) + 2), 4.5), dpi=100)
+    x = np.arange(len(names))
+    for g, (label, get) in enumerate(groups):
+        acc = np.array([get(n)["accuracy"] or 0.0 for n in names])
+        low = np.array([get(n)["ci_low"] for n in names])
+        high = np.array([get(n)["ci_high"] for n in names])
+        ax.bar(x + (g - (len(groups) - 1) / 2) * width, acc, width, label=label,
+               yerr=[np.clip(acc - low, 0, None), np.clip(high - acc, 0, None)], capsize=3)
+    ax.set_xticks(x)
+    ax.set_xticklabels(names, rotation=30, ha="right")
+    ax.set_ylabel("accuracy (95% Wilson CI)")
+    ax.set_ylim(0, 1.05)
+    ax.set_title(f"trinity bench {summary['run']}: pool {summary['pool']['name']}")
+    ax.grid(axis="y", alpha=0.3)
+    if len(groups) > 1:
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small")
+    fig.tight_layout()
+    try:
+        fig.savefig(path, format="png")
+    finally:
+        plt.close(fig)
+
+
+# -- evolve ------------------------------------------------------------------------------
+def curve_rows(curves: Sequence[dict[str, Any]]) -> TableView:
+    """Evolve's curves as one formatted row per generation (runs written before the
+    counters were split per generation show none)."""
+    table = TableView("curves (calls, cache hits and tokens per generation)",
+                      ["gen", "episodes", "best fit", "mean fit", "val", "calls", "cache hits", "tokens",
+                       "seconds"], numeric_from=0)
+    for c in curves:
+        table.rows.append([str(c["generation"]), str(c["spent"]), f"{c['best_fitness']:.3f}",
+                           f"{c['mean_fitness']:.3f}", "" if c["val"] is None else f"{c['val']:.3f}",
+                           str(c.get("pool_calls_gen", "")), str(c.get("cache_hits_gen", "")),
+                           str(c.get("tokens_gen", "")), f"{c['seconds']:.0f}"])
+        table.kinds.append("")
+    return table
+
+
+def plot_curves(curves: list[dict[str, Any]], path: Path) -> None:
+    """Fitness and validation curves as a PNG (matplotlib, headless)."""
+    if not curves:
+        return
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    spent = [c["spent"] for c in curves]
+    fig, ax = plt.subplots(figsize=(7, 4), dpi=100)
+    ax.plot(spent, [c["best_fitness"] for c in curves], label="best fitness (minibatch)")
+    ax.plot(spent, [c["mean_fitness"] for c in curves], label="mean fitness (minibatch)")
+    vals = [(c["spent"], c["val"]) for c in curves if c["val"] is not None]
+    if vals:
+        ax.plot([v[0] for v in vals], [v[1] for v in vals], "o-", label="validation (mean head)")
+    ax.set_xlabel("training episodes")
+    ax.set_ylabel("reward")
+    ax.set_ylim(-0.05, 1.05)
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    try:
+        fig.savefig(path, format="png")
+    finally:
+        plt.close(fig)

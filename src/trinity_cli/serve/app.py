@@ -1,0 +1,170 @@
+"""The FastAPI app: auth, body limit, the two routes, and streamed answers."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import anyio.to_thread
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException
+from starlette.responses import Response, StreamingResponse
+
+from trinity_cli.ask import AskResult
+from trinity_cli.errors import TrinityError
+from trinity_cli.serve.protocol import (
+    ApiError,
+    ChatRequest,
+    api_error,
+    completion_body,
+    decision_comment,
+    final_chunks,
+    first_chunk,
+    parse_request,
+    sse,
+    turn_comment,
+)
+from trinity_cli.serve.service import ServedPool, ServeOptions
+
+Event = tuple[str, Any]
+
+
+async def stream_episode(served: ServedPool, request: ChatRequest) -> Response:
+    """The answer to a `stream: true` request (format: serve/__init__.py).
+
+    The episode runs in a worker thread and reports to a queue. Its status is decided by
+    its first event, so this waits for that before answering: an error before the run is
+    allocated (busy, no model can hold the task, ...) is a plain JSON error; otherwise a
+    StreamingResponse goes out with the run id in its headers and the rest of the events
+    as chunks. A client that disconnects cancels only the stream: the episode keeps
+    running in its thread to its end and is saved."""
+    served.admit()  # a 503 here is a plain JSON error
+    loop = asyncio.get_running_loop()
+    events: asyncio.Queue[Event] = asyncio.Queue()
+
+    def emit(kind: str, payload: Any) -> None:  # called from the worker thread
+        loop.call_soon_threadsafe(events.put_nowait, (kind, payload))
+
+    def finished(future: asyncio.Future[AskResult]) -> None:  # on the event loop
+        served.pending -= 1
+        exc = None if future.cancelled() else future.exception()
+        events.put_nowait(("error", exc) if exc is not None else ("done", future.result()))
+
+    # Not awaited, and so not cancelled with the response: the episode always runs to its end.
+    loop.run_in_executor(None, served.answer, request, emit).add_done_callback(finished)
+    kind, payload = await events.get()
+    if kind == "error":
+        error = api_error(payload)
+        return JSONResponse(error.body(), error.status, error.headers)
+    run_id = payload if kind == "started" else payload.run_id
+    chunk_id, created = f"chatcmpl-{run_id}", int(time.time())
+
+    async def chunks(first: Event) -> AsyncIterator[bytes]:
+        yield first_chunk(chunk_id, created, request.model)
+        kind, payload = first
+        while True:
+            if kind == "decision":
+                index, decision = payload
+                yield decision_comment(index, decision.model, decision.role.value)
+            elif kind == "turn":
+                yield turn_comment(payload)
+            elif kind == "error":
+                yield sse(api_error(payload).body())  # and no [DONE]
+                return
+            elif kind == "done":
+                yield b"".join(final_chunks(payload, chunk_id, created, request))
+                return
+            kind, payload = await events.get()
+
+    headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no", "X-Trinity-Run": run_id}
+    return StreamingResponse(chunks((kind, payload)), media_type="text/event-stream", headers=headers)
+
+
+def create_app(options: ServeOptions, on_run: Callable[[AskResult], None] | None = None,
+               on_failure: Callable[[TrinityError], None] | None = None) -> FastAPI:
+    """The FastAPI app serving `options.pool` (see serve/__init__.py for the contract);
+    `on_run` and `on_failure` are ServedPool's console callbacks.
+
+    The pool and the default head are loaded here, so configuration errors raise
+    `TrinityError` now; the pool is closed when the app shuts down (its lifespan)."""
+    served = ServedPool(options, on_run=on_run, on_failure=on_failure)
+    expected = served.token.encode() if served.token else None
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: Any) -> Any:
+        try:
+            yield
+        finally:
+            await anyio.to_thread.run_sync(served.close)  # waits for a running episode
+
+    app = FastAPI(title="trinity", docs_url=None, redoc_url=None, openapi_url=None, lifespan=lifespan)
+    app.state.served = served
+
+    def check_auth(request: Request) -> None:
+        if expected is None:
+            return
+        scheme, _, token = request.headers.get("authorization", "").partition(" ")
+        given = token.strip().encode("latin-1")  # the raw header bytes, as Starlette decoded them
+        if scheme.lower() != "bearer" or not hmac.compare_digest(given, expected):
+            raise ApiError(
+                401,
+                "missing or invalid API key: send 'Authorization: Bearer <token>'",
+                param=None,
+                code="invalid_api_key",
+                headers={"WWW-Authenticate": "Bearer"},
+            )
+
+    async def read_body(request: Request) -> bytes:
+        limit = options.max_body_bytes
+        too_large = ApiError(413, f"the request body is larger than {limit} bytes", code="request_too_large")
+        length = request.headers.get("content-length")
+        if length is not None and length.isdigit() and int(length) > limit:
+            raise too_large
+        chunks, size = [], 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise too_large
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    @app.exception_handler(ApiError)
+    async def on_api_error(_: Request, exc: ApiError) -> JSONResponse:
+        return JSONResponse(exc.body(), exc.status, exc.headers)
+
+    @app.exception_handler(HTTPException)
+    async def on_http_error(_: Request, exc: HTTPException) -> JSONResponse:
+        kind = "not_found_error" if exc.status_code == 404 else "invalid_request_error"
+        body = ApiError(exc.status_code, str(exc.detail), kind).body()
+        return JSONResponse(body, exc.status_code, dict(exc.headers or {}))
+
+    @app.get("/v1/models")
+    async def list_models(request: Request) -> JSONResponse:
+        check_auth(request)
+        created = int(time.time())
+        data = [{"id": m, "object": "model", "created": created, "owned_by": "trinity"}
+                for m in served.served_models()]
+        return JSONResponse({"object": "list", "data": data})
+
+    @app.post("/v1/chat/completions")
+    async def chat_completions(request: Request) -> Any:
+        check_auth(request)
+        body = await read_body(request)
+        chat = parse_request(body, served.config.names, served.served_models(), options.max_turns)
+        if chat.stream:
+            return await stream_episode(served, chat)
+        served.admit()
+        try:
+            result = await anyio.to_thread.run_sync(served.answer, chat, None)
+        except Exception as exc:  # every failure becomes an OpenAI-style error
+            raise api_error(exc) from None
+        finally:
+            served.pending -= 1
+        return JSONResponse(completion_body(result, chat.model), headers={"X-Trinity-Run": result.run_id})
+
+    return app

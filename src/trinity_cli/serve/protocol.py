@@ -1,0 +1,332 @@
+"""The serving protocol as plain functions: validate an OpenAI chat completion request,
+map errors to OpenAI-style error bodies, build the `chat.completion` object and the SSE
+chunks of a streamed one (formats: serve/__init__.py). No FastAPI here."""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from trinity_cli.ask import AskResult
+from trinity_cli.errors import (
+    BackendError,
+    BackendUnavailable,
+    ConfigError,
+    ContextOverflow,
+    HeadMismatch,
+    NotFound,
+    TrinityError,
+    did_you_mean,
+)
+from trinity_cli.messages import ChatMessage, Turn
+
+log = logging.getLogger("trinity_cli.serve")
+
+MODEL = "trinity"
+MAX_TURNS_LIMIT = 50
+MAX_MESSAGES = 256
+MAX_MESSAGE_CHARS = 200_000  # all messages together; the 1 MiB body limit comes first for most
+CHAT_ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
+
+
+class ApiError(Exception):
+    """An error answered as an OpenAI-style JSON body with `status`."""
+
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        type_: str = "invalid_request_error",
+        param: str | None = None,
+        code: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.type = type_
+        self.param = param
+        self.code = code
+        self.headers = headers or {}
+
+    def body(self) -> dict[str, Any]:
+        return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
+
+
+def _bad(message: str, param: str | None = None, code: str | None = "invalid_value") -> ApiError:
+    return ApiError(400, message, param=param, code=code)
+
+
+def api_error(exc: BaseException) -> ApiError:
+    """The HTTP answer for an error raised while serving a request."""
+    if isinstance(exc, ApiError):
+        return exc
+    if isinstance(exc, BackendUnavailable):
+        return ApiError(503, str(exc), "server_error", code="backend_unavailable")
+    if isinstance(exc, ContextOverflow):
+        return ApiError(400, str(exc), param="messages", code="context_length_exceeded")
+    if isinstance(exc, BackendError):
+        return ApiError(500, str(exc), "server_error", code="backend_error")
+    if isinstance(exc, NotFound):
+        return ApiError(404, str(exc), "not_found_error", param="model", code="model_not_found")
+    if isinstance(exc, (ConfigError, HeadMismatch)):
+        return ApiError(400, str(exc), code="invalid_request")
+    if isinstance(exc, TrinityError):
+        return ApiError(500, str(exc), "server_error", code="trinity_error")
+    log.error("request failed", exc_info=(type(exc), exc, exc.__traceback__))
+    return ApiError(500, f"internal error ({type(exc).__name__}); see the server's log", "server_error")
+
+
+# -- requests ---------------------------------------------------------------------------
+
+
+@dataclass
+class ChatRequest:
+    """A validated chat completion request. `head` None: the server's default head."""
+
+    model: str
+    head: str | None
+    task: str
+    context: list[ChatMessage]
+    stream: bool = False
+    include_usage: bool = False
+    max_turns: int = 5
+    exclude: list[str] = field(default_factory=list)
+    token_budget: int | None = None
+    cost_budget: float | None = None
+    seed: int = 0
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _text(content: Any, where: str) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        texts = []
+        for part in content:
+            if not (isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str)):
+                raise _bad(f"{where}: only text content parts are supported", "messages")
+            texts.append(part["text"])
+        return "\n".join(texts)
+    raise _bad(f"{where} must be a string or a list of text parts", "messages")
+
+
+def parse_messages(raw: Any) -> tuple[str, list[ChatMessage]]:
+    """(task, context) from an OpenAI `messages` list; raises `ApiError` 400."""
+    if not isinstance(raw, list) or not raw:
+        raise _bad("'messages' must be a non-empty list of {role, content} objects", "messages")
+    if len(raw) > MAX_MESSAGES:
+        raise _bad(f"too many messages ({len(raw)}, at most {MAX_MESSAGES})", "messages", "messages_too_long")
+    messages = []
+    for i, item in enumerate(raw):
+        if not isinstance(item, dict):
+            raise _bad(f"messages[{i}] must be an object with 'role' and 'content'", "messages")
+        role = item.get("role")
+        if role not in CHAT_ROLES:
+            raise _bad(f"messages[{i}]: role {role!r} is not supported (use system, user or assistant)", "messages")
+        messages.append(ChatMessage(CHAT_ROLES[role], _text(item.get("content"), f"messages[{i}].content")))
+    size = sum(len(m.content) for m in messages)
+    if size > MAX_MESSAGE_CHARS:
+        raise _bad(
+            f"the messages hold {size} characters, at most {MAX_MESSAGE_CHARS} are accepted",
+            "messages",
+            "messages_too_long",
+        )
+    if not any(m.role == "user" for m in messages):
+        raise _bad("no user message: the last user message is the task", "messages")
+    if messages[-1].role != "user":
+        raise _bad(
+            "the last message must be the user's: it is the task, earlier messages are context", "messages"
+        )
+    task = messages[-1].content.strip()
+    if not task:
+        raise _bad("the last user message is empty", "messages")
+    return task, messages[:-1]
+
+
+def parse_request(
+    body: bytes, pool_models: list[str], served: list[str], default_max_turns: int = 5
+) -> ChatRequest:
+    """Validate a chat completion request body against the pool's models and the served
+    model ids; raises `ApiError` (400, or 404 for an unknown model)."""
+    try:
+        data = json.loads(body)
+    except ValueError:
+        raise _bad("the request body is not valid JSON", code="invalid_json") from None
+    if not isinstance(data, dict):
+        raise _bad("the request body must be a JSON object", code="invalid_json")
+    model = data.get("model")
+    if not isinstance(model, str) or not model:
+        raise _bad(f"'model' is required: use {MODEL!r} or one of GET /v1/models", "model")
+    if model not in served:
+        raise ApiError(
+            404,
+            f"model {model!r} is not served here ({did_you_mean(model, served)})",
+            "not_found_error",
+            "model",
+            "model_not_found",
+        )
+    head = model.partition("/")[2] or None
+    task, context = parse_messages(data.get("messages"))
+    if data.get("n") not in (None, 1):
+        raise _bad("only n=1 is supported: the episode gives one answer", "n")
+    for name in ("tools", "functions"):
+        if data.get(name):
+            raise _bad(f"'{name}' is not supported by trinity serve", name)
+    stream = data.get("stream") or False
+    if not isinstance(stream, bool):
+        raise _bad("'stream' must be true or false", "stream")
+    stream_options = data.get("stream_options") or {}
+    if not isinstance(stream_options, dict):
+        raise _bad("'stream_options' must be an object", "stream_options")
+    max_turns = data.get("max_turns", default_max_turns)
+    if not _is_int(max_turns) or not 1 <= max_turns <= MAX_TURNS_LIMIT:
+        raise _bad(f"'max_turns' must be an integer from 1 to {MAX_TURNS_LIMIT}", "max_turns")
+    exclude = data.get("exclude") or []
+    if not isinstance(exclude, list) or not all(isinstance(x, str) for x in exclude):
+        raise _bad("'exclude' must be a list of model names", "exclude")
+    for name in exclude:
+        if name not in pool_models:
+            raise _bad(f"exclude: the pool has no model {name!r} ({did_you_mean(name, pool_models)})", "exclude")
+    if set(exclude) >= set(pool_models):
+        raise _bad("every model of the pool is excluded: exclude fewer models", "exclude")
+    token_budget = data.get("max_tokens_total")
+    if token_budget is not None and (not _is_int(token_budget) or token_budget < 1):
+        raise _bad("'max_tokens_total' must be a positive integer", "max_tokens_total")
+    cost_budget = data.get("max_cost_usd")
+    if cost_budget is not None and (
+        isinstance(cost_budget, bool)
+        or not isinstance(cost_budget, (int, float))
+        or not math.isfinite(cost_budget)
+        or cost_budget <= 0
+    ):
+        raise _bad("'max_cost_usd' must be a positive number", "max_cost_usd")
+    seed = data.get("seed")
+    if seed is not None and (not _is_int(seed) or seed < 0):
+        raise _bad("'seed' must be a non-negative integer", "seed")
+    return ChatRequest(
+        model=model,
+        head=head,
+        task=task,
+        context=context,
+        stream=stream,
+        include_usage=bool(stream_options.get("include_usage")),
+        max_turns=max_turns,
+        exclude=list(dict.fromkeys(exclude)),
+        token_budget=token_budget,
+        cost_budget=float(cost_budget) if cost_budget is not None else None,
+        seed=seed or 0,
+    )
+
+
+# -- responses --------------------------------------------------------------------------
+
+
+def _usage(result: AskResult) -> dict[str, int]:
+    prompt, completion = result.transcript.prompt_tokens, result.transcript.completion_tokens
+    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+
+
+def _finish_reason(result: AskResult) -> str:
+    transcript = result.transcript
+    over = transcript.stop_reason in ("token_budget", "cost_budget")
+    return "length" if over and transcript.answer is None else "stop"
+
+
+def _trinity_field(result: AskResult) -> dict[str, Any]:
+    transcript = result.transcript
+    return {
+        "run": result.run_id,
+        "head": result.head_name,
+        "turns": [{"model": t.model, "role": t.role.value, "verdict": t.verdict} for t in transcript.turns],
+        "accepted": transcript.accepted,
+        "stop_reason": transcript.stop_reason,
+        "cost_usd": transcript.cost_usd,
+    }
+
+
+def completion_body(result: AskResult, model: str) -> dict[str, Any]:
+    """The `chat.completion` object for a finished episode."""
+    return {
+        "id": f"chatcmpl-{result.run_id}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": result.transcript.answer or ""},
+                "logprobs": None,
+                "finish_reason": _finish_reason(result),
+            }
+        ],
+        "usage": _usage(result),
+        "trinity": _trinity_field(result),
+    }
+
+
+def sse(data: Any) -> bytes:
+    """One SSE `data:` event."""
+    return f"data: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
+
+
+def comment(text: str) -> bytes:
+    """One SSE comment line (clients ignore it), on one line whatever `text` holds."""
+    return (": " + " ".join(text.split()) + "\n\n").encode()
+
+
+def turn_comment(turn: Turn) -> bytes:
+    text = (
+        f"turn {turn.index + 1} {turn.model} {turn.role.value} "
+        f"{turn.prompt_tokens}->{turn.completion_tokens} tok {turn.latency_s:.1f}s"
+    )
+    if turn.cached:
+        text += " cached"
+    if turn.verdict:
+        text += f" {turn.verdict}"
+    return comment(text)
+
+
+def answer_pieces(answer: str) -> list[str]:
+    return answer.splitlines(keepends=True) or [""]
+
+
+def chunk(chunk_id: str, created: int, model: str, delta: dict[str, Any], finish: str | None = None,
+           **extra: Any) -> dict[str, Any]:
+    return {
+        "id": chunk_id,
+        "object": "chat.completion.chunk",
+        "created": created,
+        "model": model,
+        "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}],
+        **extra,
+    }
+
+
+def final_chunks(result: AskResult, chunk_id: str, created: int, request: ChatRequest) -> list[bytes]:
+    out = [sse(chunk(chunk_id, created, request.model, {"content": piece}))
+           for piece in answer_pieces(result.transcript.answer or "")]
+    out.append(sse(chunk(chunk_id, created, request.model, {}, _finish_reason(result),
+                           trinity=_trinity_field(result))))
+    if request.include_usage:
+        out.append(sse({"id": chunk_id, "object": "chat.completion.chunk", "created": created,
+                         "model": request.model, "choices": [], "usage": _usage(result)}))
+    out.append(b"data: [DONE]\n\n")
+    return out
+
+
+def decision_comment(index: int, model: str, role: str) -> bytes:
+    """The comment sent when the coordinator picks turn `index`'s model and role."""
+    return comment(f"turn {index + 1} {model} as {role}…")
+
+
+def first_chunk(chunk_id: str, created: int, model: str) -> bytes:
+    """The stream's first event: the assistant role with empty content."""
+    return sse(chunk(chunk_id, created, model, {"role": "assistant", "content": ""}))

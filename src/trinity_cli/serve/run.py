@@ -1,0 +1,75 @@
+"""Bind the socket and serve the app with uvicorn until Ctrl-C."""
+
+from __future__ import annotations
+
+import errno
+import ipaddress
+import re
+import socket
+from collections.abc import Callable
+
+from trinity_cli.ask import AskResult
+from trinity_cli.errors import ConfigError, TrinityError
+from trinity_cli.serve.app import create_app
+from trinity_cli.serve.protocol import MAX_TURNS_LIMIT
+from trinity_cli.serve.service import ServedPool, ServeOptions
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    """A listening socket on host:port (port 0: any free one); a clear error when taken."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        raise ConfigError(f"--host {host}: cannot resolve it ({exc.strerror})", "use an IP such as 127.0.0.1") from None
+    family, kind, proto, _, address = infos[0]
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.listen(128)
+    except OSError as exc:
+        sock.close()
+        hint = ("another server is using it: pick another --port" if exc.errno == errno.EADDRINUSE
+                else "use an address of this machine, such as 127.0.0.1")
+        raise ConfigError(f"cannot listen on {host}:{port} ({exc.strerror})", hint) from None
+    sock.set_inheritable(True)
+    return sock
+
+
+def _is_loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
+
+
+def _url(host: str, port: int) -> str:
+    shown = f"[{host}]" if ":" in host else host
+    return f"http://{shown}:{port}/v1"
+
+
+def run(options: ServeOptions, on_start: Callable[[ServedPool, str, bool], None] | None = None,
+        on_run: Callable[[AskResult], None] | None = None,
+        on_failure: Callable[[TrinityError], None] | None = None) -> None:
+    """Serve until Ctrl-C: load the pool, bind, report `on_start(served, url, exposed)`
+    (`exposed`: listening beyond loopback without a token), run uvicorn; `on_run` and
+    `on_failure` report each request (ServedPool). Configuration and bind errors raise
+    `ConfigError` before it starts."""
+    import uvicorn
+
+    if options.max_turns < 1 or options.max_turns > MAX_TURNS_LIMIT:
+        raise ConfigError(f"--max-turns must be from 1 to {MAX_TURNS_LIMIT}, got {options.max_turns}")
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", options.api_key_env or "X"):
+        raise ConfigError(f"--api-key-env {options.api_key_env!r} is not an environment variable name")
+    sock = _bind(options.host, options.port)
+    try:
+        app = create_app(options, on_run=on_run, on_failure=on_failure)
+        port = sock.getsockname()[1]
+        served: ServedPool = app.state.served
+        if on_start is not None:
+            on_start(served, _url(options.host, port), not served.token and not _is_loopback(options.host))
+        config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on",
+                                timeout_graceful_shutdown=10)
+        uvicorn.Server(config).run(sockets=[sock])
+    finally:
+        sock.close()

@@ -1,0 +1,193 @@
+"""The served pool: loaded once, one coordinator per head (built on first use), one
+episode at a time, at most `max_queue` requests waiting."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from trinity_cli import ask as ask_mod
+from trinity_cli.config import load_pool
+from trinity_cli.coordinator.head import available_heads
+from trinity_cli.coordinator.policy import Coordinator, resolve_head
+from trinity_cli.episode import usable_models
+from trinity_cli.errors import ConfigError, TrinityError
+from trinity_cli.pool import open_pool
+from trinity_cli.serve.protocol import MODEL, ApiError, ChatRequest
+from trinity_cli.store import RunStore
+
+log = logging.getLogger("trinity_cli.serve")
+
+Emit = Callable[[str, Any], None]
+
+
+@dataclass
+class ServeOptions:
+    """What `trinity serve` was started with. `head` None: the default head."""
+
+    pool: str | None = None
+    head: str | None = None
+    host: str = "127.0.0.1"
+    port: int = 8000
+    api_key_env: str | None = None
+    max_turns: int = 5
+    backbone: str | None = None
+    device: str = "auto"
+    use_cache: bool = True
+    max_body_bytes: int = 1 << 20
+    max_queue: int = 64
+
+
+class _AnnouncingStore(RunStore):
+    """A run store that reports each run id as soon as it is allocated."""
+
+    def __init__(self, on_allocate: Callable[[str], None]) -> None:
+        super().__init__()
+        self._on_allocate = on_allocate
+
+    def allocate(self) -> Path:
+        path = super().allocate()
+        self._on_allocate(path.name)
+        return path
+
+
+class ServedPool:
+    """The pool, loaded once, and one coordinator per head (built on first use, cached).
+
+    `answer` runs one episode at a time (a lock held for the whole episode), since
+    in-process models are not thread-safe; call it from worker threads.
+    """
+
+    def __init__(self, options: ServeOptions, on_run: Callable[[ask_mod.AskResult], None] | None = None,
+                 on_failure: Callable[[TrinityError], None] | None = None) -> None:
+        """`on_run(result)` after each saved episode, `on_failure(error)` after a request
+        failed with a TrinityError (the server's console log; None: quiet)."""
+        self.options = options
+        self.on_run = on_run
+        self.on_failure = on_failure
+        self.token = _read_token(options.api_key_env)
+        self.config = load_pool(options.pool)
+        self.pool = open_pool(self.config, options.use_cache)
+        self._coordinators: dict[str | None, Coordinator] = {}
+        self._heads_lock = threading.Lock()
+        self._episode_lock = threading.Lock()
+        self.pending = 0  # requests admitted and not finished; touched on the event loop only
+        try:
+            self.pool.check_assets()
+            self.default_head = str(self.coordinator(None).head.manifest.get("name"))
+        except BaseException:
+            self.close()
+            raise
+
+    def served_models(self) -> list[str]:
+        """The model ids: "trinity", then "trinity/HEAD" for "untrained" and each head made
+        for this pool (its manifest names the pool's models, in order)."""
+        heads = ["untrained"]
+        for name, directory in available_heads().items():
+            try:
+                manifest = json.loads((directory / "manifest.json").read_text(encoding="utf-8"))
+                fits = list(manifest["pool"]["models"]) == self.config.names
+            except (OSError, ValueError, KeyError, TypeError):
+                fits = False
+            if fits and name not in heads:
+                heads.append(name)
+        return [MODEL, *(f"{MODEL}/{h}" for h in heads)]
+
+    def coordinator(self, head: str | None) -> Coordinator:
+        """The coordinator for head name `head` (None: --head, else the default head)."""
+        key = head if head is not None else self.options.head
+        with self._heads_lock:
+            if key not in self._coordinators:
+                found = resolve_head(key, self.config.name, self.config.names, self.options.backbone)
+                self._coordinators[key] = Coordinator(
+                    found, backbone_ref=self.options.backbone, device=self.options.device
+                )
+            return self._coordinators[key]
+
+    def admit(self) -> None:
+        """Count one more queued request, or refuse it (503) when `max_queue` are waiting."""
+        if self.pending >= self.options.max_queue:
+            raise ApiError(
+                503,
+                f"server busy: {self.pending} requests are queued, try again shortly",
+                "server_error",
+                code="server_busy",
+                headers={"Retry-After": "5"},
+            )
+        self.pending += 1
+
+    def answer(self, request: ChatRequest, emit: Emit | None = None) -> ask_mod.AskResult:
+        """Run one episode for `request` and save it (blocking). `emit(kind, payload)`
+        receives ("started", run_id), ("decision", (index, Decision)) and ("turn", Turn)."""
+        notify = emit or _ignore
+        try:
+            coordinator = self.coordinator(request.head)
+            with self._episode_lock:
+                # Checked before a run is allocated, so these errors come before any stream starts.
+                usable_models(self.pool, request.task, request.exclude, request.context)
+                options = ask_mod.AskOptions(
+                    pool=self.options.pool,
+                    head=request.head or self.options.head,
+                    backbone=self.options.backbone,
+                    device=self.options.device,
+                    max_turns=request.max_turns,
+                    seed=request.seed,
+                    exclude=request.exclude,
+                    use_cache=self.options.use_cache,
+                    token_budget=request.token_budget,
+                    cost_budget=request.cost_budget,
+                )
+                result = ask_mod.ask(
+                    request.task,
+                    options,
+                    on_decision=lambda index, decision: notify("decision", (index, decision)),
+                    on_turn=lambda turn: notify("turn", turn),
+                    context=request.context,
+                    store=_AnnouncingStore(lambda run_id: notify("started", run_id)),
+                    built=(self.pool, coordinator),
+                    extra={"via": "serve", "served_model": request.model},
+                )
+        except TrinityError as exc:
+            if self.on_failure is not None:
+                self.on_failure(exc)
+            raise
+        if self.on_run is not None:
+            self.on_run(result)
+        return result
+
+    def close(self, wait_s: float = 30.0) -> None:
+        """Free the models, after the running episode (if any) ends; a model is never
+        closed under an episode, so after `wait_s` seconds nothing is closed at all."""
+        if not self._episode_lock.acquire(timeout=wait_s):
+            log.warning("an episode is still running after %.0f s: models left open", wait_s)
+            return
+        try:
+            self.pool.close()
+            for coordinator in self._coordinators.values():
+                coordinator.close()
+            if self.pool.cache is not None:
+                self.pool.cache.close()
+        finally:
+            self._episode_lock.release()
+
+
+def _ignore(kind: str, payload: Any) -> None:
+    """An `Emit` that drops every event (non-streaming requests)."""
+
+
+def _read_token(var: str | None) -> str | None:
+    if var is None:
+        return None
+    token = os.environ.get(var)
+    if not token:
+        raise ConfigError(
+            f"--api-key-env {var}: the environment variable is not set",
+            f"export {var}=<a secret token> before starting, or leave out --api-key-env",
+        )
+    return token

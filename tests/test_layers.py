@@ -1,0 +1,120 @@
+"""The import graph flows one way: every `trinity_cli` import in the package goes to a
+module listed above the importer in docs/ARCHITECTURE.md's layer list, or to its own
+package (lazy imports inside functions count too)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "src" / "trinity_cli"
+
+
+def layers() -> list[str]:
+    text = (ROOT / "docs" / "ARCHITECTURE.md").read_text(encoding="utf-8")
+    block = text.split("<!-- layers:", 1)[1].split("```", 2)[1]
+    return [line.split()[0].removesuffix(".py").removesuffix("/") for line in block.strip().splitlines()]
+
+
+def layer_of(module: str, order: list[str]) -> int:
+    """Index of the top-level module or package `module` ("trinity_cli.x.y") belongs to."""
+    top = module.split(".")[1] if module.count(".") else "__init__"
+    return order.index(top)
+
+
+def module_name(path: Path) -> str:
+    rel = path.relative_to(PACKAGE.parent).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def imports(path: Path) -> list[str]:
+    """Every trinity_cli module `path` imports, anywhere in the file (lazy imports too)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            if node.module == "trinity_cli":
+                found += [f"trinity_cli.{a.name}" for a in node.names]
+            elif node.module.startswith("trinity_cli."):
+                found.append(node.module)
+        elif isinstance(node, ast.Import):
+            found += [a.name for a in node.names if a.name.startswith("trinity_cli.")]
+    return found
+
+
+def test_every_module_is_in_the_layer_list_and_every_entry_exists() -> None:
+    order = layers()
+    tops = {p.stem if p.is_file() else p.name for p in PACKAGE.iterdir()
+            if (p.suffix == ".py" and p.stem != "__init__") or (p.is_dir() and any(p.glob("*.py")))}
+    assert sorted(tops) == sorted(order)
+
+
+def violations(path: Path, me: str, order: list[str]) -> list[str]:
+    mine = layer_of(me, order)
+    return [f"{me} imports {target} (listed below it)"
+            for target in imports(path) if layer_of(target, order) > mine]
+
+
+def test_imports_flow_one_way() -> None:
+    order = layers()
+    wrong = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path.name == "__init__.py" and path.parent == PACKAGE:
+            continue
+        wrong += violations(path, module_name(path), order)
+    assert wrong == []
+
+
+def test_checker_catches_upward_and_lazy_imports(tmp_path: Path) -> None:
+    order = layers()
+    fake = tmp_path / "pool.py"
+    fake.write_text("from trinity_cli import errors\n"
+                    "def f():\n    from trinity_cli.store import RunStore\n    import trinity_cli.cli\n")
+    assert violations(fake, "trinity_cli.pool", order) == [
+        "trinity_cli.pool imports trinity_cli.store (listed below it)",
+        "trinity_cli.pool imports trinity_cli.cli (listed below it)",
+    ]
+    assert layer_of("trinity_cli.backends.llamacpp", order) == order.index("backends")
+
+
+# Heavy or presentation libraries, and the only files that may import them (path prefixes
+# inside src/trinity_cli), so `trinity --help` stays instant and presentation stays in one place.
+OWNERS = {
+    "llama_cpp": ("backends/llamacpp.py",),
+    "xllamacpp": ("backends/llamaserver.py",),
+    "torch": ("coordinator/",),
+    "transformers": ("coordinator/",),
+    "cma": ("evolve.py",),
+    "matplotlib": ("reports.py",),
+    "fastapi": ("serve",),
+    "starlette": ("serve",),
+    "sse_starlette": ("serve",),
+    "uvicorn": ("serve",),
+    "rich": ("render.py",),
+    "typer": ("cli.py",),
+}
+
+
+def third_party(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module.split(".")[0])
+        elif isinstance(node, ast.Import):
+            found |= {a.name.split(".")[0] for a in node.names}
+    return found
+
+
+def test_heavy_and_presentation_libraries_stay_in_their_modules() -> None:
+    wrong = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = path.relative_to(PACKAGE).as_posix()
+        for lib in third_party(path) & OWNERS.keys():
+            if not rel.startswith(OWNERS[lib]):
+                wrong.append(f"{rel} imports {lib}")
+    assert wrong == []
