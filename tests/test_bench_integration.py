@@ -39,13 +39,14 @@ def run_bench(monkeypatch: pytest.MonkeyPatch, capsys) -> dict:
 def test_bench_on_the_real_model_then_all_from_cache(trinity_home, monkeypatch, capsys) -> None:
     data = run_bench(monkeypatch, capsys)
     single, selfloop = "single:smollm2-135m", "selfloop:smollm2-135m"
-    assert [s["name"] for s in data["systems"]] == [single, selfloop, "random", "oracle"]
+    assert [s["name"] for s in data["systems"]] == [single, selfloop, "random", "vote", "best-per-task", "oracle"]
     res = {name: r["overall"] for name, r in data["results"].items()}
     for m in res.values():
         assert m["n"] == 2 and 0.0 <= m["ci_low"] <= m["accuracy"] <= m["ci_high"] <= 1.0
     assert res[single]["mean_turns"] == 1.0 and 1.0 <= res[selfloop]["mean_turns"] <= 2.0
-    # One model: the oracle is that model alone.
+    # One model: the oracle, the vote and best-per-task are that model alone.
     assert res["oracle"]["accuracy"] == res[single]["accuracy"]
+    assert res["vote"]["accuracy"] == res["best-per-task"]["accuracy"] == res[single]["accuracy"]
     assert res[single]["mean_wall_s"] > 0 and data["stats"]["backend_calls"] > 0
     run_dir = trinity_home / "runs" / data["run"]
     for name in ("bench.json", "report.md", "chart.png", "episodes.jsonl", "run.json"):

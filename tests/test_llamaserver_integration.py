@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from pathlib import Path
 
 import httpx
@@ -50,18 +49,14 @@ def test_members_share_one_server_that_decodes_calls_together(tmp_path: Path) ->
     one = [backend.chat(q, PARAMS) for q in questions[:2]]
     assert all(c.text and c.completion_tokens > 0 for c in one)
     replies: dict[int, str] = {}
-    start = time.perf_counter()
     threads = [threading.Thread(target=lambda i=i: replies.__setitem__(i, pool.chat(
         ("smol-reason", "smol-direct")[i % 2], questions[i], PARAMS).text)) for i in range(len(questions))]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    together = time.perf_counter() - start
+    # Eight calls at once through one server all answer (speed: bench/batched_decoding.py).
     assert len(replies) == len(questions) and all(replies.values())
-    # Eight sequences decoded in batches of four take far less than eight times one.
-    alone = sum(c.latency_s for c in one) / len(one)
-    assert together < 0.75 * alone * len(questions), (together, alone)
     # Token counts come from the server's tokenizer: the same as llama-cpp-python's.
     inproc = LlamaCppBackend(config.model("smol-reason").model_copy(update={"runtime": "inprocess"}))
     text = "Count these tokens, please: 12 * 7 = 84."
