@@ -180,6 +180,7 @@ def test_vote_and_best_per_task(tmp_path: Path) -> None:
                 for i, m in enumerate(("m0", "m1", "m2"))]
         assert data["best_per_task"][task] == max(accs)[2]
     assert data["best_per_task"][f"file:{second}"] == "m2"
+    assert "random routing" not in (result.run_dir / "report.md").read_text()  # none was run
     assert data["results"]["best-per-task"]["per_task"][f"file:{second}"]["accuracy"] == 1.0
     with pytest.raises(ConfigError, match="--systems: unknown kind 'votes'"):
         bench(BenchOptions(pool=str(pool), tasks=f"file:{first}:test", systems=["votes"]))

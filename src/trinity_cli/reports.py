@@ -133,8 +133,10 @@ def bench_view(summary: dict[str, Any]) -> BenchView:
     return BenchView(
         heading=f"trinity bench — {summary['run']}",
         caption=(f"Pool `{pool['name']}` ({', '.join(pool['models'])}) · tasks `{o['tasks']}` "
-                 f"({len(summary['items'])} items) · max turns {o['max_turns']} · random routing over "
-                 f"{o['random_seeds']} seeds · seed {o['seed']}" + (" · heads greedy" if o["greedy"] else "")),
+                 f"({len(summary['items'])} items) · max turns {o['max_turns']}"
+                 + (f" · random routing over {o['random_seeds']} seeds"
+                    if any(s["kind"] == "random" for s in summary["systems"]) else "")
+                 + f" · seed {o['seed']}" + (" · heads greedy" if o["greedy"] else "")),
         accuracy=accuracy, per_task=per_task, gaps=gaps, selection=selection,
         stats=(f"{st['pool_calls']} pool calls, {st['cache_hits']} from the rollout cache, "
                f"{st['backend_calls']} to a model ({st['backend_s']:.1f} s), {st['wall_s']:.1f} s in all"),
