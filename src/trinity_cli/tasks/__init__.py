@@ -10,7 +10,7 @@
 
 Built-in tasks read data shipped inside PyPI packages (builtin.py); `file:PATH` reads your
 own JSONL (userfile.py). Splits are documented in registry.py, scorers in scoring.py, the
-code sandbox in sandbox.py.
+code sandbox in sandbox.py (with isolation.py: bubblewrap; limits.py: resource limits).
 """
 
 from __future__ import annotations
