@@ -1,4 +1,5 @@
-"""Train a coordinator head (and optional SVF offsets) with separable CMA-ES.
+"""Train a coordinator head (and optional SVF offsets) with separable CMA-ES: the loop, its
+run directory and checkpoints, and resume. Its options are in evolve_options.py.
 
 The only module that imports `cma`.
 
@@ -47,10 +48,8 @@ Curves (one dict per generation, in the checkpoint, run.json and the head's mani
     tokens the prompt + completion tokens of every reply (cached ones included). A
     generation interrupted and redone after a resume is counted as redone.
 
-Resume: `--resume RUN` takes every option from the run; options given again must agree
-with it (a conflict is refused, naming the flags), except `--budget` (raise it to continue
-a finished run's budget, lower it to stop sooner) and `--device`, `--name`, `--out`
-(`--parallel` is not an option of the run: any value goes).
+Resume: `--resume RUN` takes every option from the run (evolve_options.py: which options
+may change, and the configuration hash).
 Re-running the same command also resumes: it finds the oldest unfinished run (by number)
 with the same config hash. Either way the checkpoint is restored, so the interrupted
 generation asks the same candidates again and every episode that had finished is served
@@ -61,27 +60,32 @@ or coordinator version are refused.
 
 from __future__ import annotations
 
-import hashlib
 import math
 import time
 from collections import Counter
 from collections.abc import Callable, Collection
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from trinity_cli import paths, reports, roles, tasks
-from trinity_cli.cache import canonical_json
 from trinity_cli.config import load_pool
 from trinity_cli.coordinator import head as head_mod
-from trinity_cli.coordinator.backbone import DEFAULT_BACKBONE, describe, hidden_size_of
+from trinity_cli.coordinator.backbone import describe, hidden_size_of
 from trinity_cli.coordinator.policy import COORDINATOR_VERSION, Coordinator
 from trinity_cli.errors import ConfigError
 from trinity_cli.evaluate import EpisodeOutcome, EpisodeSpec, Runtime, make_evaluator
+from trinity_cli.evolve_options import RESUME_FREE, EvolveOptions, config_hash, resume_options
 from trinity_cli.pool import open_pool
 from trinity_cli.store import EvolveRun, RunStore
+
+# evolve_options.py's names are re-exported: `from trinity_cli.evolve import EvolveOptions` works.
+__all__ = [
+    "RESUME_FREE", "RUN_FORMAT", "Evolution", "EvolveOptions", "EvolveResult", "ProgressFn", "config_hash",
+    "default_popsize", "evolve", "resume_options",
+]
 
 # Initial step size of SVF offsets relative to head weights: an offset of 0.1 scales a
 # singular value by exp(0.1), about 10 % (before the sum is restored); a head weight of 1
@@ -91,49 +95,6 @@ SVF_STD = 0.1
 VAL_STREAM = 2**31 - 1
 # Layout of a run directory (evolve.json, checkpoint.pkl); runs of another format are not resumed.
 RUN_FORMAT = "trinity-evolve/2"
-# Options a resume may change: they do not change which episodes are played.
-RESUME_FREE = ("budget", "device", "name", "out")
-
-
-@dataclass
-class EvolveOptions:
-    pool: str | None = None
-    tasks: str = "gsm8k:train,arc-challenge:train,mbpp:train"
-    val_tasks: str | None = None
-    val_size: int = 16
-    budget: int = 2000
-    minibatch: int = 8
-    popsize: int | None = None
-    sigma0: float = 1.0
-    seed: int = 0
-    max_turns: int = 3
-    val_every: int = 2
-    cost_weight: float = 0.0
-    cost_unit: str = "tokens"
-    svf: bool = False
-    svf_targets: list[str] | None = None
-    backbone: str = DEFAULT_BACKBONE
-    device: str = "auto"
-    name: str | None = None
-    out: str | None = None
-
-    def validate(self) -> None:
-        if self.budget < 1 or self.minibatch < 1 or self.max_turns < 1 or self.val_every < 1:
-            raise ConfigError("--budget, --minibatch, --max-turns and --val-every must be at least 1")
-        if self.cost_unit not in ("tokens", "usd"):
-            raise ConfigError(f"unknown cost unit {self.cost_unit!r}", "use tokens or usd")
-        if self.svf and self.backbone.startswith("hash:"):
-            raise ConfigError("--svf needs a neural backbone", "drop --svf, or use --backbone smollm2-135m")
-        if self.sigma0 <= 0:
-            raise ConfigError("--sigma0 must be positive")
-
-    def val_mix(self) -> str:
-        if self.val_tasks:
-            return self.val_tasks
-        names = list(dict.fromkeys(spec[0] for spec in tasks.parse_mix(self.tasks)))
-        per = max(1, self.val_size // max(1, len(names)))
-        # Small tasks (a short user file) may hold fewer validation items than `per`.
-        return ",".join(f"{n}:val:{min(per, len(tasks.load_split(n, 'val')))}" for n in names)
 
 
 @dataclass
@@ -174,38 +135,6 @@ class _Randn:
     def __call__(self, *shape: int) -> np.ndarray:
         return self.rng.randn(*shape)
 
-
-def _flag(key: str) -> str:
-    return "--svf-target" if key == "svf_targets" else "--" + key.replace("_", "-")
-
-
-def resume_options(run: str, saved: dict[str, Any], options: EvolveOptions,
-                   given: Collection[str] | None = None) -> EvolveOptions:
-    """The options of a resumed run: the saved ones, with `RESUME_FREE` options taken from
-    `options` where given. `given` names the options the user set (None: those that differ
-    from their defaults); any other given option that differs from the run's is refused."""
-    defaults = EvolveOptions()
-    names = [f.name for f in fields(EvolveOptions)]
-    if given is None:
-        given = [n for n in names if getattr(options, n) != getattr(defaults, n)]
-    merged = EvolveOptions(**{k: v for k, v in saved.items() if k in names})
-    conflicts = []
-    for key in names:
-        if key not in given:
-            continue
-        value = getattr(options, key)
-        if key in RESUME_FREE:
-            if value is not None:
-                setattr(merged, key, value)
-        elif value != getattr(merged, key):
-            conflicts.append(f"{_flag(key)} {value!r} (the run has {getattr(merged, key)!r})")
-    if conflicts:
-        raise ConfigError(
-            f"cannot resume {run} with other options: " + "; ".join(conflicts),
-            "drop these flags: a resume takes every option from its run (only --budget, --device, --name "
-            "and --out may change)",
-        )
-    return merged
 
 
 class Evolution:
@@ -299,18 +228,7 @@ class Evolution:
 
     # -- run directory ----------------------------------------------------------------
     def _config_hash(self) -> str:
-        opts = asdict(self.options)
-        for key in RESUME_FREE:  # these may change on resume
-            opts.pop(key)
-        pool_text = Path(self.config.source).read_bytes() if self.config.source else b""
-        payload = {
-            "options": opts,
-            "pool_sha": hashlib.sha256(pool_text).hexdigest(),
-            "manifest": self.manifest,
-            "prompt_version": roles.PROMPT_VERSION,
-            "coordinator_version": COORDINATOR_VERSION,
-        }
-        return hashlib.sha256(canonical_json(payload).encode()).hexdigest()[:16]
+        return config_hash(self.options, self.config.source, self.manifest)
 
     def _find_run(self, resume: str) -> tuple[Path, dict[str, Any]]:
         """(directory, evolve.json) of the run named by --resume."""

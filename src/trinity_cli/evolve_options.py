@@ -1,0 +1,119 @@
+"""The options of an evolve run: `EvolveOptions` and their validation, the options of a
+resumed run (`resume_options`), and the configuration hash that finds a run to resume.
+
+Resume: `--resume RUN` takes every option from the run; options given again must agree
+with it (a conflict is refused, naming the flags), except `--budget` (raise it to continue
+a finished run's budget, lower it to stop sooner) and `--device`, `--name`, `--out`
+(`--parallel` is not an option of the run: any value goes).
+
+The configuration hash covers every option but those (`RESUME_FREE`), the pool file's bytes,
+the run's manifest (pool models, backbone fingerprint, head size, SVF layout) and the prompt
+and coordinator versions: re-running the same command finds the run by it (evolve.py).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Collection
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from trinity_cli import roles, tasks
+from trinity_cli.cache import canonical_json
+from trinity_cli.coordinator.backbone import DEFAULT_BACKBONE
+from trinity_cli.coordinator.policy import COORDINATOR_VERSION
+from trinity_cli.errors import ConfigError
+
+# Options a resume may change: they do not change which episodes are played.
+RESUME_FREE = ("budget", "device", "name", "out")
+
+
+@dataclass
+class EvolveOptions:
+    pool: str | None = None
+    tasks: str = "gsm8k:train,arc-challenge:train,mbpp:train"
+    val_tasks: str | None = None
+    val_size: int = 16
+    budget: int = 2000
+    minibatch: int = 8
+    popsize: int | None = None
+    sigma0: float = 1.0
+    seed: int = 0
+    max_turns: int = 3
+    val_every: int = 2
+    cost_weight: float = 0.0
+    cost_unit: str = "tokens"
+    svf: bool = False
+    svf_targets: list[str] | None = None
+    backbone: str = DEFAULT_BACKBONE
+    device: str = "auto"
+    name: str | None = None
+    out: str | None = None
+
+    def validate(self) -> None:
+        if self.budget < 1 or self.minibatch < 1 or self.max_turns < 1 or self.val_every < 1:
+            raise ConfigError("--budget, --minibatch, --max-turns and --val-every must be at least 1")
+        if self.cost_unit not in ("tokens", "usd"):
+            raise ConfigError(f"unknown cost unit {self.cost_unit!r}", "use tokens or usd")
+        if self.svf and self.backbone.startswith("hash:"):
+            raise ConfigError("--svf needs a neural backbone", "drop --svf, or use --backbone smollm2-135m")
+        if self.sigma0 <= 0:
+            raise ConfigError("--sigma0 must be positive")
+
+    def val_mix(self) -> str:
+        if self.val_tasks:
+            return self.val_tasks
+        names = list(dict.fromkeys(spec[0] for spec in tasks.parse_mix(self.tasks)))
+        per = max(1, self.val_size // max(1, len(names)))
+        # Small tasks (a short user file) may hold fewer validation items than `per`.
+        return ",".join(f"{n}:val:{min(per, len(tasks.load_split(n, 'val')))}" for n in names)
+
+
+def _flag(key: str) -> str:
+    return "--svf-target" if key == "svf_targets" else "--" + key.replace("_", "-")
+
+
+def resume_options(run: str, saved: dict[str, Any], options: EvolveOptions,
+                   given: Collection[str] | None = None) -> EvolveOptions:
+    """The options of a resumed run: the saved ones, with `RESUME_FREE` options taken from
+    `options` where given. `given` names the options the user set (None: those that differ
+    from their defaults); any other given option that differs from the run's is refused."""
+    defaults = EvolveOptions()
+    names = [f.name for f in fields(EvolveOptions)]
+    if given is None:
+        given = [n for n in names if getattr(options, n) != getattr(defaults, n)]
+    merged = EvolveOptions(**{k: v for k, v in saved.items() if k in names})
+    conflicts = []
+    for key in names:
+        if key not in given:
+            continue
+        value = getattr(options, key)
+        if key in RESUME_FREE:
+            if value is not None:
+                setattr(merged, key, value)
+        elif value != getattr(merged, key):
+            conflicts.append(f"{_flag(key)} {value!r} (the run has {getattr(merged, key)!r})")
+    if conflicts:
+        raise ConfigError(
+            f"cannot resume {run} with other options: " + "; ".join(conflicts),
+            "drop these flags: a resume takes every option from its run (only --budget, --device, --name "
+            "and --out may change)",
+        )
+    return merged
+
+
+def config_hash(options: EvolveOptions, pool_source: str, manifest: dict[str, Any]) -> str:
+    """The run's configuration hash (see the module docstring); `pool_source` is the pool file."""
+    opts = asdict(options)
+    for key in RESUME_FREE:  # these may change on resume
+        opts.pop(key)
+    pool_text = Path(pool_source).read_bytes() if pool_source else b""
+    payload = {
+        "options": opts,
+        "pool_sha": hashlib.sha256(pool_text).hexdigest(),
+        "manifest": manifest,
+        "prompt_version": roles.PROMPT_VERSION,
+        "coordinator_version": COORDINATOR_VERSION,
+    }
+    return hashlib.sha256(canonical_json(payload).encode()).hexdigest()[:16]
