@@ -1,6 +1,7 @@
 """The import graph flows one way: every `trinity_cli` import in the package goes to a
 module listed above the importer in docs/ARCHITECTURE.md's layer list, or to its own
-package (lazy imports inside functions count too)."""
+package (lazy imports inside functions count too); heavy libraries stay in their modules; and
+every module opens with a docstring stating its job."""
 
 from __future__ import annotations
 
@@ -118,3 +119,22 @@ def test_heavy_and_presentation_libraries_stay_in_their_modules() -> None:
             if not rel.startswith(OWNERS[lib]):
                 wrong.append(f"{rel} imports {lib}")
     assert wrong == []
+
+
+def undocumented(paths: list[Path]) -> list[str]:
+    """The modules among `paths` whose opening docstring, the statement of their one job, is empty."""
+    return [path.relative_to(path.parents[1]).as_posix() for path in paths
+            if not (ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or "").strip()]
+
+
+def test_every_module_opens_with_a_docstring_stating_its_job() -> None:
+    assert undocumented(sorted(PACKAGE.rglob("*.py"))) == []
+
+
+def test_docstring_checker_catches_a_module_without_one(tmp_path: Path) -> None:
+    (tmp_path / "pkg").mkdir()
+    bare, blank, good = (tmp_path / "pkg" / name for name in ("bare.py", "blank.py", "good.py"))
+    bare.write_text("# a comment is not a docstring\nimport os\n")
+    blank.write_text('"""   """\n')
+    good.write_text('"""Do one thing."""\n')
+    assert undocumented([bare, blank, good]) == ["pkg/bare.py", "pkg/blank.py"]
