@@ -11,6 +11,9 @@ from pathlib import Path
 from trinity_cli import assets
 from trinity_cli.config import GGUFModel
 
+# Smallest reply we still ask for when a prompt nearly fills the context.
+MIN_REPLY_TOKENS = 16
+
 
 def package_version(distribution: str) -> str:
     """An installed distribution's version, read from its metadata (no import, so no shared

@@ -14,13 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from trinity_cli.backends.base import Backend
-from trinity_cli.backends.gguf_file import GGUFFile, package_version
+from trinity_cli.backends.gguf_file import MIN_REPLY_TOKENS, GGUFFile, package_version
 from trinity_cli.config import GGUFModel
 from trinity_cli.errors import AssetError, BackendError, ContextOverflow
 from trinity_cli.messages import ChatMessage, Completion, GenParams
-
-# Smallest reply we still ask for when a prompt nearly fills the context.
-MIN_REPLY_TOKENS = 16
 
 
 def llama_cpp_version() -> str:
