@@ -39,7 +39,7 @@ def make_head(models: list[str], model_bias: list[float], role_bias: list[float]
 
 def setup(tmp_path: Path, rules=None, n=3, cache=False, **extra):
     config = load_pool(str(scripted_pool(tmp_path, n, rules, **extra)))
-    pool = Pool(config, cache=RolloutCache(tmp_path / "c") if cache else None, prompt_version=roles.PROMPT_VERSION)
+    pool = Pool(config, cache=RolloutCache(tmp_path / "c") if cache else None)
     return config, pool
 
 
@@ -198,3 +198,22 @@ def test_head_role_rows_follow_the_documented_layout(row: int, role: Role) -> No
     decision = FixedCoordinator(head, np.array([1.0, 0, 0, 0])).decide("Q", [], np.random.default_rng(0))
     assert decision.role is role
     assert decision.role_probs[row] > 0.99 and ROLES.index(role) == row
+
+
+def test_role_max_tokens_caps_each_role_and_keys_its_cache_entry(tmp_path: Path) -> None:
+    rules = [{"match": "critique now", "reply": "one two three four five six seven\nNext: worker"},
+             {"match": "Solve the task", "reply": "w1 w2 w3 w4 w5 w6 Answer: 84"}]
+    models = [{"name": "m0", "kind": "scripted", "rules": rules, "max_tokens": 50,
+               "role_max_tokens": {"thinker": 3}}]
+    config = load_pool(str(write_pool(tmp_path, {"name": "capped", "models": models})))
+    pool = Pool(config, cache=RolloutCache(tmp_path / "c"))
+    assert pool.params("m0", "thinker").max_tokens == 3
+    assert pool.params("m0", "worker").max_tokens == pool.params("m0").max_tokens == 50
+    head = make_head(config.names, [0], [50, 0, 0])  # thinker first; the last turn is a worker
+    tr = run_episode("What is 12*7?", pool, FixedCoordinator(head, np.array([1.0, 0, 0, 0])), max_turns=2, seed=0)
+    assert [t.role for t in tr.turns] == [Role.THINKER, Role.WORKER]
+    assert tr.turns[0].reply == "one two three"  # clipped to the thinker's cap
+    assert tr.turns[1].reply.endswith("Answer: 84")  # the worker keeps max_tokens
+    # Each call is cached under its role's parameters: a replay is served from the cache.
+    again = run_episode("What is 12*7?", pool, FixedCoordinator(head, np.array([1.0, 0, 0, 0])), max_turns=2, seed=0)
+    assert [t.cached for t in again.turns] == [True, True]

@@ -79,13 +79,18 @@ def test_styles_have_every_role_and_differ() -> None:
 
 
 def test_direct_and_program_verifiers_answer_without_seeing_the_answer() -> None:
-    turns = [_turn(Role.WORKER, "Answer: 3", 0)]
+    turns = [_turn(Role.THINKER, "add them up", 0), _turn(Role.WORKER, "Answer: 3", 1)]
     for style in ("direct", "program"):
-        msgs = roles.build_messages(Role.VERIFIER, "What is 1+2?", [], style=style)
-        assert "Proposed answer" not in msgs[1].content
+        for kind in (None, "number", "choice"):
+            msgs = roles.build_messages(Role.VERIFIER, "What is 1+2?", turns, style=style, kind=kind)
+            # Neither the proposed answer nor the turns holding it: a small model copies it.
+            assert "Proposed answer" not in msgs[1].content
+            assert "Turns so far" not in msgs[1].content and "Answer: 3" not in msgs[1].content
+            assert "add them up" not in msgs[1].content and "Task:\nWhat is 1+2?" in msgs[1].content
         # On a code task the proposed code is shown: it cannot be compared otherwise.
         code = roles.build_messages(Role.VERIFIER, "Write f.", turns, style=style, kind="code")
         assert "Proposed answer to check:\nAnswer: 3" in code[1].content
+        assert "Turns so far" in code[1].content
     reason = roles.build_messages(Role.VERIFIER, "What is 1+2?", turns, style="reason")
     assert "Proposed answer to check:\nAnswer: 3" in reason[1].content
 

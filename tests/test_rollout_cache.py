@@ -72,7 +72,7 @@ def api_pool(tmp_path: Path, temperature: float, seed: int | None) -> tuple[Pool
              "temperature": temperature, "seed": seed}
     config = load_pool(str(write_pool(tmp_path, {"name": "api", "models": [model]})))
     backend = OpenAIBackend(config.models[0], transport=httpx.MockTransport(answer))
-    pool = Pool(config, cache=RolloutCache(tmp_path / "cache"), prompt_version=roles.PROMPT_VERSION,
+    pool = Pool(config, cache=RolloutCache(tmp_path / "cache"),
                 backends={"api": backend})
     return pool, seen
 
@@ -95,9 +95,20 @@ def test_greedy_api_replies_are_cached(tmp_path: Path) -> None:
 def test_seeded_sampling_of_an_in_process_model_is_cached(tmp_path: Path) -> None:
     models = [{"name": "s", "kind": "scripted", "default": "4", "temperature": 0.8, "seed": 5}]
     config = load_pool(str(write_pool(tmp_path, {"name": "s", "models": models})))
-    pool = Pool(config, cache=RolloutCache(tmp_path / "cache"), prompt_version=roles.PROMPT_VERSION)
+    pool = Pool(config, cache=RolloutCache(tmp_path / "cache"))
     pool.chat("s", MESSAGES)
     assert pool.chat("s", MESSAGES).cached
     unseeded = GenParams(temperature=0.8, seed=None)
     pool.chat("s", MESSAGES, unseeded)
     assert not pool.chat("s", MESSAGES, unseeded).cached
+
+
+def test_a_new_prompt_version_keeps_the_calls_whose_messages_did_not_change(tmp_path: Path, monkeypatch) -> None:
+    # The key holds the messages in full, so only re-worded calls miss after a prompt bump.
+    models = [{"name": "s", "kind": "scripted", "default": "4"}]
+    config = load_pool(str(write_pool(tmp_path, {"name": "s", "models": models})))
+    pool = Pool(config, cache=RolloutCache(tmp_path / "cache"))
+    before = pool.cache_key("s", MESSAGES)
+    monkeypatch.setattr(roles, "PROMPT_VERSION", "p-next")
+    assert pool.cache_key("s", MESSAGES) == before
+    assert before is not None and before.startswith("r2:")

@@ -2,14 +2,16 @@
 the reply. Used by the pool (pool.py); the run store lives in store.py.
 
 Rollout cache (diskcache under `cache/rollouts/`): one entry per pool call.
-    key   = "r1:" + sha256(canonical JSON of
+    key   = "r2:" + sha256(canonical JSON of
               {"v": CACHE_VERSION, "fingerprint": backend fingerprint,
-               "prompt_version": roles.PROMPT_VERSION,
                "messages": [[role, content], ...],
                "params": {max_tokens, temperature, top_p, seed, stop}})
     value = Completion.to_dict() (without `cached`)
 Canonical JSON: sorted keys, no whitespace, UTF-8. Changing anything that shapes a reply
-changes the key; bump CACHE_VERSION when the format itself changes. The backend
+changes the key; bump CACHE_VERSION when the format itself changes. The prompt version is
+not part of the key: a reply is a function of the messages sent, which the key holds in
+full, so a new prompt version re-computes exactly the calls whose wording changed and keeps
+every other (version 1 keys held it, and a new version invalidated the whole cache). The backend
 fingerprint carries what shapes a reply besides messages and parameters:
     gguf     weights sha256, chat format, n_ctx, llama-cpp-python version, n_batch and
              the number of threads (llama.cpp's sums, so its replies, depend on both);
@@ -37,18 +39,17 @@ from typing import Any
 from trinity_cli import paths
 from trinity_cli.messages import ChatMessage, Completion, GenParams
 
-CACHE_VERSION = 1
+CACHE_VERSION = 2
 
 
 def canonical_json(obj: Any) -> str:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
-def rollout_key(fingerprint: str, messages: list[ChatMessage], params: GenParams, prompt_version: str) -> str:
+def rollout_key(fingerprint: str, messages: list[ChatMessage], params: GenParams) -> str:
     payload = {
         "v": CACHE_VERSION,
         "fingerprint": fingerprint,
-        "prompt_version": prompt_version,
         "messages": [[m.role, m.content] for m in messages],
         "params": {
             "max_tokens": params.max_tokens,
@@ -58,7 +59,7 @@ def rollout_key(fingerprint: str, messages: list[ChatMessage], params: GenParams
             "stop": list(params.stop),
         },
     }
-    return "r1:" + hashlib.sha256(canonical_json(payload).encode()).hexdigest()
+    return f"r{CACHE_VERSION}:" + hashlib.sha256(canonical_json(payload).encode()).hexdigest()
 
 
 class RolloutCache:

@@ -17,6 +17,7 @@ A pool file looks like this (unknown keys are errors, field names follow llama.c
         runtime: inprocess     # inprocess (llama-cpp-python, one sequence at a time) | server
         slots: 4               # runtime: server: sequences decoded together (continuous batching)
         max_tokens: 384
+        role_max_tokens: {thinker: 128}   # per-role caps over max_tokens (thinker, worker, verifier)
         temperature: 0.0
         seed: 0
         style: reason          # reason | direct | program: how the member is asked to work
@@ -112,10 +113,16 @@ STYLES = ("reason", "direct", "program")
 Style = Literal["reason", "direct", "program"]
 
 
+RoleName = Literal["thinker", "worker", "verifier"]
+
+
 class _ModelBase(_Strict):
     name: str = Field(pattern=NAME_PATTERN)
     style: Style = "reason"
     max_tokens: int = Field(default=512, gt=0)
+    # The reply cap of one role, where it differs from `max_tokens` (a plan needs fewer
+    # tokens than a solution): {role: tokens}.
+    role_max_tokens: dict[RoleName, Annotated[int, Field(gt=0)]] = {}
     temperature: float = Field(default=0.0, ge=0)
     top_p: float = Field(default=1.0, gt=0, le=1)
     seed: int | None = 0

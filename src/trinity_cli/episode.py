@@ -68,7 +68,7 @@ def _fit(
     pool: Pool, model: str, role: Role, task: str, turns: Sequence[Turn], context: Sequence[ChatMessage],
     kind: str | None,
 ) -> tuple[list[ChatMessage], int]:
-    room = min(pool.params(model).max_tokens, MIN_REPLY_ROOM)
+    room = min(pool.params(model, role.value).max_tokens, MIN_REPLY_ROOM)
     style = pool.style(model)
     for keep in range(len(turns), -1, -1):
         messages = roles.build_messages(role, task, turns, context, keep_last=keep, style=style, kind=kind)
@@ -152,7 +152,7 @@ def run_episode(
             why = "last turn" if spent is None else f"{spent.replace('_', ' ')} spent"
             role, override = Role.WORKER, f"{why} and no answer yet: worker"
         messages, dropped = _fit(pool, decision.model, role, task, transcript.turns, context, kind)
-        completion = pool.chat(decision.model, messages)
+        completion = pool.chat(decision.model, messages, pool.params(decision.model, role.value))
         reply, execution = completion.text, None
         verdict = verdict_how = None
         suggested = None

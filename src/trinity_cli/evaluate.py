@@ -180,7 +180,7 @@ def settle_cache_flags(pool: Pool, outcomes: Sequence[EpisodeOutcome]) -> None:
         if outcome.transcript is None:
             continue
         for turn in outcome.transcript.turns:
-            key = pool.cache_key(turn.model, turn.messages)
+            key = pool.cache_key(turn.model, turn.messages, pool.params(turn.model, turn.role.value))
             if key is None:
                 continue  # not cached: every such call went to the model, in any order
             keyed.append((turn, key))

@@ -29,7 +29,6 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from trinity_cli import roles
 from trinity_cli.backends import registry
 from trinity_cli.backends.base import Backend
 from trinity_cli.cache import RolloutCache, rollout_key
@@ -63,12 +62,10 @@ class Pool:
         self,
         config: PoolConfig,
         cache: RolloutCache | None = None,
-        prompt_version: str = "",
         backends: dict[str, Backend] | None = None,
     ) -> None:
         self.config = config
         self.cache = cache
-        self.prompt_version = prompt_version
         # Backends by load key; `backends` (tests) gives members' backends by member name.
         self._keys = {m.name: (m.name if backends and m.name in backends else load_key(m)) for m in config.models}
         self._backends: dict[str, Backend] = dict(backends or {})
@@ -109,11 +106,13 @@ class Pool:
         """How member `name` is asked to work: "reason", "direct" or "program"."""
         return self.config.model(name).style
 
-    def params(self, name: str) -> GenParams:
+    def params(self, name: str, role: str | None = None) -> GenParams:
+        """Member `name`'s sampling parameters; `role` ("thinker", "worker", "verifier")
+        applies the member's `role_max_tokens` cap for that role, if it has one."""
         model = self.config.model(name)
-        return GenParams(
-            max_tokens=model.max_tokens, temperature=model.temperature, top_p=model.top_p, seed=model.seed
-        )
+        caps: dict[str, int] = dict(model.role_max_tokens)
+        max_tokens = caps.get(role, model.max_tokens) if role else model.max_tokens
+        return GenParams(max_tokens=max_tokens, temperature=model.temperature, top_p=model.top_p, seed=model.seed)
 
     def backend(self, name: str) -> Backend:
         """Member `name`'s backend, constructed (not loaded) on first use; shared by every
@@ -180,7 +179,7 @@ class Pool:
         backend = self.backend(name)
         if self.cache is None or not backend.deterministic(params):
             return None
-        return rollout_key(backend.fingerprint, list(messages), params, self.prompt_version)
+        return rollout_key(backend.fingerprint, list(messages), params)
 
     def chat(self, name: str, messages: Sequence[ChatMessage], params: GenParams | None = None) -> Completion:
         """One call to model `name`, served from the cache when it has the reply; a call
@@ -239,4 +238,4 @@ class Pool:
 def open_pool(config: PoolConfig, use_cache: bool = True) -> Pool:
     """The pool of `config` with the shared rollout cache (`cache/rollouts/`; none when
     `use_cache` is False), keyed with the current prompt version."""
-    return Pool(config, cache=RolloutCache() if use_cache else None, prompt_version=roles.PROMPT_VERSION)
+    return Pool(config, cache=RolloutCache() if use_cache else None)

@@ -7,12 +7,12 @@ own prompt for every role:
               asks for); its Verifier sees the proposed answer, solves the task itself and
               states a verdict.
     direct    the final answer alone, no working (pair it with a small `max_tokens`); its
-              Verifier answers on its own without seeing the proposed answer, and the two
-              answers are compared.
+              Verifier answers on its own, shown neither the proposed answer nor the turns,
+              and the two answers are compared.
     program   writes a Python program whose printed value (or variable `answer`) is the
               answer; trinity runs it in the code sandbox (program.py) and appends the
               output and an `Answer:` line to the reply. Its Verifier recomputes with its own
-              program, and the results are compared. On code tasks the Worker writes the
+              program, shown only the task, and the results are compared. On code tasks the Worker writes the
               function and the Verifier writes assert tests that are run against it.
 
 Prompts are written for small models: short, no headings to copy, and on code tasks the
@@ -22,7 +22,9 @@ cache keys, so changing any wording below must bump it.
 Message layout for every style and role: one system message (the role's instructions) and
 one user message holding, in order, earlier conversation (if any), the task, the turns so
 far (oldest dropped first when the context is short: `keep_last`), the proposed answer
-(Verifiers that see it), and the role's request.
+(Verifiers that see it), and the role's request. A Verifier that answers on its own (direct,
+and program outside code tasks: `sees_proposed_answer`) is shown no turns either, only the
+conversation and the task, so its answer is independent of the one it is compared with.
 
 Verdicts (`verdict`): when the Verifier's own final answer is strong (an anchored or
 unquoted `Answer:` line, `\\boxed{}`, a choice letter: see tasks/scoring.py) and the proposed
@@ -40,7 +42,7 @@ from collections.abc import Sequence
 from trinity_cli.messages import ChatMessage, Role, Turn
 from trinity_cli.tasks.answers import final_answer, same_answer
 
-PROMPT_VERSION = "p2"
+PROMPT_VERSION = "p3"
 
 # Past replies are clipped to this many characters when shown to later turns: small
 # models have small contexts, and the head of a long reply carries its substance.
@@ -164,6 +166,11 @@ def build_messages(
     if style not in SYSTEM:
         raise ValueError(f"unknown style {style!r}")
     shown = list(turns) if keep_last is None else list(turns)[len(turns) - keep_last :] if keep_last else []
+    if role is Role.VERIFIER and not sees_proposed_answer(style, kind):
+        # An answer checked by comparison must be reached without it: shown the turns,
+        # a small model copies the Worker's answer (p2's direct Verifier accepted 94% of
+        # right answers and 96% of wrong ones; README, "Verifier quality").
+        shown = []
     parts = []
     if context:
         lines = "\n".join(f"{m.role}: {_clip(m.content)}" for m in context)
