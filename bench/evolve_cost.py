@@ -2,7 +2,6 @@
 
 Usage: python bench/evolve_cost.py [--pool smollm2] [--tasks gsm8k:train] [--budget 12]
                                    [--minibatch 3] [--popsize 2] [--max-turns 2]
-       python bench/evolve_cost.py --parallel 1,4,8 [--runtime inprocess|server] [--slots K] ...
 
 In a temporary TRINITY_HOME (the converted backbone and assembled model files of your
 own home are linked in, so they are not rebuilt):
@@ -12,14 +11,6 @@ own home are linked in, so they are not rebuilt):
 3. A run killed with SIGKILL in the middle of its second generation, then resumed: the
    seconds and real pool calls the resume costs.
 4. Coordinator seconds per episode with the hidden-state cache cold and warm.
-
-With --parallel LEVELS it measures instead, for each N of LEVELS, a cold run of the same
-configuration and seeds with `--parallel N`, each in its own fresh TRINITY_HOME (so no run
-is served by another's cache): training episodes per hour, the speed-up over the first
-level, pool calls and tokens per episode, and whether the final head's weights are
-byte-identical to the first level's. --runtime server rewrites the pool's GGUF members to
-`runtime: server` with --slots sequences decoded together (llama.cpp's continuous batching);
-batched decoding is not bit-identical, so heads may differ there (reported, not asserted).
 """
 
 from __future__ import annotations
@@ -59,14 +50,7 @@ def main() -> None:
     ap.add_argument("--minibatch", type=int, default=3)
     ap.add_argument("--popsize", type=int, default=2)
     ap.add_argument("--max-turns", type=int, default=2)
-    ap.add_argument("--parallel", default=None, help="comma-separated N: compare cold runs at --parallel N")
-    ap.add_argument("--runtime", choices=("inprocess", "server"), default="inprocess")
-    ap.add_argument("--slots", type=int, default=4, help="--runtime server: sequences decoded together")
-    ap.add_argument("--val-size", type=int, default=2)
     args = ap.parse_args()
-    if args.parallel:
-        _parallel(args, [int(n) for n in args.parallel.split(",")])
-        return
     cli_args = ["evolve", "--pool", args.pool, "--tasks", args.tasks, "--budget", str(args.budget),
                 "--minibatch", str(args.minibatch), "--popsize", str(args.popsize), "--max-turns",
                 str(args.max_turns), "--val-size", "2", "--val-every", "1", "--seed", "11"]
@@ -130,62 +114,6 @@ def main() -> None:
         print(f"coordinator seconds per episode over {len(coord)} episodes of the resumed run "
               f"(hidden states partly cached): mean {sum(coord) / len(coord):.3f}s")
         _hidden_cache(homes["killed"], episodes)
-
-
-def _pool_file(args: argparse.Namespace, folder: Path) -> str:
-    """The pool to run: --pool as given, or a copy whose GGUF members use the server runtime."""
-    if args.runtime == "inprocess":
-        return str(args.pool)
-    import yaml
-
-    from trinity_cli.config import load_pool
-
-    source = load_pool(args.pool).source
-    raw = yaml.safe_load(Path(source).read_text(encoding="utf-8"))
-    for model in raw["models"]:
-        if model.get("kind") == "gguf":
-            model.update(runtime="server", slots=args.slots)
-    path = folder / f"{raw['name']}-server.yaml"
-    path.write_text(yaml.safe_dump(raw, sort_keys=False), encoding="utf-8")
-    return str(path)
-
-
-def _parallel(args: argparse.Namespace, levels: list[int]) -> None:
-    """Cold runs of one configuration at each --parallel level (module docstring)."""
-    import json
-
-    with tempfile.TemporaryDirectory() as tmpdir:
-        tmp = Path(tmpdir)
-        pool = _pool_file(args, tmp)
-        cli = ["evolve", "--pool", pool, "--tasks", args.tasks, "--budget", str(args.budget), "--minibatch",
-               str(args.minibatch), "--popsize", str(args.popsize), "--max-turns", str(args.max_turns),
-               "--val-size", str(args.val_size), "--val-every", "1", "--seed", "11", "--name", "speed"]
-        print(f"pool {args.pool} ({args.runtime}{f', {args.slots} slots' if args.runtime == 'server' else ''}), "
-              f"tasks {args.tasks}, budget {args.budget}, popsize {args.popsize}, minibatch {args.minibatch}, "
-              f"max turns {args.max_turns}, val size {args.val_size}, {os.cpu_count()} CPUs")
-        first: tuple[float, bytes] | None = None
-        for n in levels:
-            home = tmp / f"home-{n}"
-            _link_home(home)
-            env = {**os.environ, "TRINITY_HOME": str(home)}
-            start = time.perf_counter()
-            proc = subprocess.run([sys.executable, "-m", "trinity_cli", *cli, "--parallel", str(n)], env=env,
-                                  capture_output=True, text=True)
-            seconds = time.perf_counter() - start
-            if proc.returncode:
-                sys.exit(proc.stderr[-3000:])
-            record = json.loads(next((home / "runs").glob("run-*/run.json")).read_text())
-            last = record["curves"][-1]
-            manifest = json.loads((home / "heads" / "speed" / "manifest.json").read_text())
-            episodes = record["spent"] + manifest["training"]["val_episodes"]  # pool totals count both
-            weights = (home / "heads" / "speed" / "weights.npz").read_bytes()
-            rate = record["spent"] / seconds * 3600
-            if first is None:
-                first = (rate, weights)
-            same = "same head" if weights == first[1] else "HEAD DIFFERS"
-            print(f"--parallel {n:2d}: {seconds:7.1f} s, {rate:6.1f} training episodes/hour "
-                  f"({rate / first[0]:.2f}x), {last['pool_calls_total'] / max(1, episodes):.2f} pool calls and "
-                  f"{last['tokens_total'] / max(1, episodes):.0f} tokens per episode, {same}")
 
 
 def _hidden_cache(home: Path, episodes: list[dict]) -> None:
