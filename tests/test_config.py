@@ -66,7 +66,8 @@ def test_unknown_pool_name_suggests() -> None:
 
 def test_role_max_tokens_names_roles_and_positive_caps() -> None:
     base = "name: p\nmodels:\n  - {name: a, kind: scripted, role_max_tokens: %s}\n"
-    assert parse_pool(base % "{thinker: 96, verifier: 200}", "p.yaml").models[0].role_max_tokens == {"thinker": 96, "verifier": 200}
+    caps = parse_pool(base % "{thinker: 96, verifier: 200}", "p.yaml").models[0].role_max_tokens
+    assert caps == {"thinker": 96, "verifier": 200}
     with pytest.raises(ConfigError, match="role_max_tokens"):
         parse_pool(base % "{planner: 96}", "p.yaml")
     with pytest.raises(ConfigError, match="role_max_tokens"):

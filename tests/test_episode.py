@@ -5,7 +5,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from trinity_cli import roles
 from trinity_cli.cache import RolloutCache
 from trinity_cli.config import load_pool
 from trinity_cli.coordinator import head as head_mod

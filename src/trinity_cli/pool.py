@@ -110,7 +110,7 @@ class Pool:
         """Member `name`'s sampling parameters; `role` ("thinker", "worker", "verifier")
         applies the member's `role_max_tokens` cap for that role, if it has one."""
         model = self.config.model(name)
-        caps: dict[str, int] = dict(model.role_max_tokens)
+        caps = {str(r): n for r, n in model.role_max_tokens.items()}
         max_tokens = caps.get(role, model.max_tokens) if role else model.max_tokens
         return GenParams(max_tokens=max_tokens, temperature=model.temperature, top_p=model.top_p, seed=model.seed)
 
