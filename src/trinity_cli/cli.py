@@ -46,7 +46,8 @@ def ask(
     question: Annotated[str | None, typer.Argument(help="The question; read from stdin when omitted or '-'.")] = None,
     pool: PoolOpt = None,
     head: HeadOpt = None,
-    max_turns: Annotated[int, typer.Option(min=1, max=50, help="Turn budget.")] = 5,
+    max_turns: Annotated[int | None, typer.Option(
+        min=1, max=50, help="Turn budget (default: the one the head was evolved with, else 5).")] = None,
     exclude: Annotated[list[str] | None, typer.Option(help="Model to route around (repeatable).")] = None,
     seed: Annotated[int, typer.Option(help="Seed for the coordinator's sampling.")] = 0,
     greedy: Annotated[bool, typer.Option(help="Take the most likely model and role instead of sampling.")] = False,
@@ -226,7 +227,8 @@ def serve(
     api_key_env: Annotated[
         str | None, typer.Option(help="Require 'Authorization: Bearer TOKEN', TOKEN read from this env variable.")
     ] = None,
-    max_turns: Annotated[int, typer.Option(min=1, max=50, help="Turn budget when a request sets none.")] = 5,
+    max_turns: Annotated[int | None, typer.Option(
+        min=1, max=50, help="Turn budget when a request sets none (default: the head's trained one, else 5).")] = None,
     backbone: BackboneOpt = None,
     device: DeviceOpt = "auto",
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not read or write the rollout cache.")] = False,
