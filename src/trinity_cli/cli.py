@@ -181,8 +181,8 @@ def bench(
     seed: Annotated[int, typer.Option(help="Seed of item sampling and episodes.")] = 0,
     greedy: Annotated[bool, typer.Option(help="Heads take the most likely model and role.")] = False,
     systems: Annotated[str | None, typer.Option(
-        help="Only these kinds of row, comma-separated: single, selfloop, random, head, vote, best-per-task, "
-             "oracle (default: all).")] = None,
+        help="Only these kinds of row, comma-separated: single, selfloop, random, head, moa, vote, "
+             "best-per-task, oracle (default: all).")] = None,
     backbone: BackboneOpt = None,
     device: DeviceOpt = "auto",
     parallel: ParallelOpt = None,
@@ -191,8 +191,8 @@ def bench(
     ),
     quiet: QuietOpt = False,
 ) -> None:
-    """Benchmark heads against each pool model alone, self-loops, random routing, vote, best-per-task and the
-    oracle."""
+    """Benchmark heads against each pool model alone, self-loops, random routing, mixture-of-agents, vote,
+    best-per-task and the oracle."""
     from trinity_cli import render
     from trinity_cli.bench import BenchOptions
     from trinity_cli.bench import bench as run_bench
