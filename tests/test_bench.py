@@ -85,7 +85,7 @@ def test_exact_accuracies_oracle_selfloop_and_files(tmp_path: Path) -> None:
     res = {name: r["overall"] for name, r in data["results"].items()}
     assert [s["name"] for s in data["systems"]] == [
         "single:m0", "single:m1", "single:m2", "selfloop:m0", "selfloop:m1", "selfloop:m2", "random",
-        "vote", "best-per-task", "oracle"]
+        "moa", "vote", "best-per-task", "oracle"]
     # Single models: one Worker turn each.
     assert (res["single:m0"]["correct"], res["single:m0"]["n"]) == (5, 8)
     assert res["single:m1"]["accuracy"] == 3 / 8 and res["single:m2"]["accuracy"] == 0.0
@@ -132,8 +132,8 @@ def test_exact_accuracies_oracle_selfloop_and_files(tmp_path: Path) -> None:
     run_dir = result.run_dir
     on_disk = json.loads((run_dir / "bench.json").read_text())
     assert on_disk["format"] == "trinity-bench/1" and on_disk["results"] == data["results"]
-    assert len(on_disk["episodes"]) == 8 * (3 + 3 + 2)
-    assert len((run_dir / "episodes.jsonl").read_text().splitlines()) == 8 * (3 + 3 + 2)
+    assert len(on_disk["episodes"]) == 8 * (3 + 3 + 2 + 1)
+    assert len((run_dir / "episodes.jsonl").read_text().splitlines()) == 8 * (3 + 3 + 2 + 1)
     assert (run_dir / "chart.png").stat().st_size > 1000
     report = (run_dir / "report.md").read_text()
     assert "| selfloop:m2 | 100.0% |" in report and "Wilson" in report
@@ -230,7 +230,7 @@ def test_heads_gaps_and_selection(tmp_path: Path) -> None:
     head = str(hash_head(tmp_path / "head"))
     data = bench(options(pool, tasks, heads=[head, head], random_seeds=1)).data
     names = [s["name"] for s in data["systems"]]
-    assert names[-5:] == ["head:hashy", "head:hashy#2", "vote", "best-per-task", "oracle"]
+    assert names[-6:] == ["head:hashy", "head:hashy#2", "moa", "vote", "best-per-task", "oracle"]
     # Every head sees the same episode seeds: the same head twice gives the same episodes.
     assert data["per_item"]["head:hashy"] == data["per_item"]["head:hashy#2"]
     acc = data["results"]["head:hashy"]["overall"]["accuracy"]
@@ -244,7 +244,7 @@ def test_heads_gaps_and_selection(tmp_path: Path) -> None:
     assert sum(sel["roles"].values()) == pytest.approx(1.0)
     turns = [t for e in data["episodes"] if e["system"] == "head:hashy" for t in e["turns"]]
     assert sel["models"]["m0"] == pytest.approx(sum(m == "m0" for m, _ in turns) / len(turns))
-    assert data["systems"][-4]["head"] == {"name": "hashy", "trained": True, "ref": head}
+    assert data["systems"][-5]["head"] == {"name": "hashy", "trained": True, "ref": head}
 
 
 def test_fixed_schedule_alternates_and_respects_masks() -> None:

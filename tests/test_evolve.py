@@ -51,6 +51,10 @@ def test_evolve_learns_to_route_and_writes_a_head(tmp_path: Path) -> None:
     record = RunStore().load(result.run_id)
     assert record["kind"] == "evolve" and record["spent"] == 160
     assert set(record["selection"]["file:" + str(tasks)]["models"]) == {"m0", "m1"}
+    pairs = record["selection"]["file:" + str(tasks)]["pairs"]  # who did what, as bench counts it
+    assert sum(sum(roles.values()) for roles in pairs.values()) == pytest.approx(1.0)
+    # ask and serve play the head with the turn budget it was evolved with.
+    assert head.trained_max_turns == 2 == head.manifest["training"]["max_turns"]
 
 
 class Kill(Exception):
@@ -158,7 +162,8 @@ def test_inspect_shows_evolve_run_and_episode(tmp_path: Path, monkeypatch, capsy
     code, out = run(["inspect"])
     assert code == 0 and result.run_id in out.out and "evolve" in out.out
     code, out = run(["inspect", result.run_id])
-    assert code == 0 and "curves" in out.out and "selection share" in out.out and "m0=" in out.out
+    assert code == 0 and "curves" in out.out and "selection share" in out.out
+    assert "selection share over training episodes: member as role" in out.out and "m0" in out.out
     code, out = run(["inspect", result.run_id, "--episode", "1/3"])
     assert code == 0 and "turn 1" in out.out and "reward" in out.out
     code, out = run(["inspect", result.run_id, "--episode", "9/0"])

@@ -3,8 +3,13 @@ and coordinator, run one episode, save it, close what it built.
 
 Run record (`runs/run-N/run.json`, kind "ask"):
     {"kind": "ask", "title": first line of the question, "question", "pool": {"name",
-     "models", "source"}, "head": {"name", "trained"}, "backbone", "seed", "max_turns",
-     "exclude", "transcript": Transcript.to_dict(), "wall_s", "pool_calls", "cache_hits"}
+     "models", "source"}, "head": {"name", "trained"}, "backbone", "seed", "max_turns" (the
+     budget played), "exclude", "transcript": Transcript.to_dict(), "wall_s", "pool_calls",
+     "cache_hits"}
+
+Turn budget: `AskOptions.max_turns` when given (--max-turns, a served request's
+`max_turns`, serve's --max-turns), else the max_turns the head was evolved with (its
+manifest), else DEFAULT_MAX_TURNS (`turn_budget`).
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from typing import Any, TextIO
 
 from trinity_cli import roles
 from trinity_cli.config import load_pool
+from trinity_cli.coordinator.head import Head
 from trinity_cli.coordinator.policy import Coordinator, resolve_head
 from trinity_cli.episode import DecisionCallback, TurnCallback, run_episode
 from trinity_cli.errors import ConfigError
@@ -24,14 +30,26 @@ from trinity_cli.messages import ChatMessage, Transcript
 from trinity_cli.pool import Pool, open_pool
 from trinity_cli.store import RunStore
 
+DEFAULT_MAX_TURNS = 5  # for heads that record no training max_turns
+
+
+def turn_budget(max_turns: int | None, head: Head) -> int:
+    """The turn budget of an episode: `max_turns` when given, else the head's training
+    max_turns, else DEFAULT_MAX_TURNS."""
+    if max_turns is not None:
+        return max_turns
+    return head.trained_max_turns or DEFAULT_MAX_TURNS
+
 
 @dataclass
 class AskOptions:
+    """`max_turns` None: the head's training max_turns (`turn_budget`)."""
+
     pool: str | None = None
     head: str | None = None
     backbone: str | None = None
     device: str = "auto"
-    max_turns: int = 5
+    max_turns: int | None = None
     seed: int = 0
     exclude: Sequence[str] = ()
     greedy: bool = False
@@ -108,12 +126,13 @@ def ask(
         if on_start is not None:
             on_start(pool, coordinator, options)
         start = time.perf_counter()
+        max_turns = turn_budget(options.max_turns, coordinator.head)
         with store.new_run() as run_dir:
             transcript = run_episode(
                 question,
                 pool,
                 coordinator,
-                max_turns=options.max_turns,
+                max_turns=max_turns,
                 seed=options.seed,
                 exclude=options.exclude,
                 context=context,
@@ -134,7 +153,7 @@ def ask(
                 "backbone": coordinator.backbone_ref,
                 "prompt_version": roles.PROMPT_VERSION,
                 "seed": options.seed,
-                "max_turns": options.max_turns,
+                "max_turns": max_turns,
                 "exclude": list(options.exclude),
                 "transcript": transcript.to_dict(),
                 "wall_s": wall,

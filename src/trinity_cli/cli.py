@@ -46,7 +46,8 @@ def ask(
     question: Annotated[str | None, typer.Argument(help="The question; read from stdin when omitted or '-'.")] = None,
     pool: PoolOpt = None,
     head: HeadOpt = None,
-    max_turns: Annotated[int, typer.Option(min=1, max=50, help="Turn budget.")] = 5,
+    max_turns: Annotated[int | None, typer.Option(
+        min=1, max=50, help="Turn budget (default: the one the head was evolved with, else 5).")] = None,
     exclude: Annotated[list[str] | None, typer.Option(help="Model to route around (repeatable).")] = None,
     seed: Annotated[int, typer.Option(help="Seed for the coordinator's sampling.")] = 0,
     greedy: Annotated[bool, typer.Option(help="Take the most likely model and role instead of sampling.")] = False,
@@ -180,8 +181,8 @@ def bench(
     seed: Annotated[int, typer.Option(help="Seed of item sampling and episodes.")] = 0,
     greedy: Annotated[bool, typer.Option(help="Heads take the most likely model and role.")] = False,
     systems: Annotated[str | None, typer.Option(
-        help="Only these kinds of row, comma-separated: single, selfloop, random, head, vote, best-per-task, "
-             "oracle (default: all).")] = None,
+        help="Only these kinds of row, comma-separated: single, selfloop, random, head, moa, vote, "
+             "best-per-task, oracle (default: all).")] = None,
     backbone: BackboneOpt = None,
     device: DeviceOpt = "auto",
     parallel: ParallelOpt = None,
@@ -190,8 +191,8 @@ def bench(
     ),
     quiet: QuietOpt = False,
 ) -> None:
-    """Benchmark heads against each pool model alone, self-loops, random routing, vote, best-per-task and the
-    oracle."""
+    """Benchmark heads against each pool model alone, self-loops, random routing, mixture-of-agents, vote,
+    best-per-task and the oracle."""
     from trinity_cli import render
     from trinity_cli.bench import BenchOptions
     from trinity_cli.bench import bench as run_bench
@@ -226,7 +227,8 @@ def serve(
     api_key_env: Annotated[
         str | None, typer.Option(help="Require 'Authorization: Bearer TOKEN', TOKEN read from this env variable.")
     ] = None,
-    max_turns: Annotated[int, typer.Option(min=1, max=50, help="Turn budget when a request sets none.")] = 5,
+    max_turns: Annotated[int | None, typer.Option(
+        min=1, max=50, help="Turn budget when a request sets none (default: the head's trained one, else 5).")] = None,
     backbone: BackboneOpt = None,
     device: DeviceOpt = "auto",
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not read or write the rollout cache.")] = False,

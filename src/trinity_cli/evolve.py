@@ -62,7 +62,6 @@ from __future__ import annotations
 
 import math
 import time
-from collections import Counter
 from collections.abc import Callable, Collection
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -423,19 +422,14 @@ class Evolution:
         return EvolveResult(self.run_dir.name, head_dir, best["val"], state["generation"], state["spent"],
                             state["curves"])
 
-    def _selection(self) -> dict[str, dict[str, dict[str, float]]]:
-        """Share of turns per task given to each model and each role, over all training episodes."""
-        models: dict[str, Counter[str]] = {}
-        roles_: dict[str, Counter[str]] = {}
+    def _selection(self) -> dict[str, dict[str, Any]]:
+        """Share of turns per task given to each model, each role and each (model, role)
+        pair, over all training episodes (reports.turn_shares, as bench counts them)."""
+        turns: dict[str, list[tuple[str, str]]] = {}
         for record in self.files.generations():
             for ep in record["episodes"]:
-                for model, role in ep["turns"]:
-                    models.setdefault(ep["task"], Counter())[model] += 1
-                    roles_.setdefault(ep["task"], Counter())[role] += 1
-        def share(c: Counter[str]) -> dict[str, float]:
-            total = sum(c.values())
-            return {k: v / total for k, v in sorted(c.items())}
-        return {task: {"models": share(models[task]), "roles": share(roles_[task])} for task in models}
+                turns.setdefault(ep["task"], []).extend((model, role) for model, role in ep["turns"])
+        return {task: reports.turn_shares(task_turns, self.config.names) for task, task_turns in turns.items()}
 
 
 def evolve(options: EvolveOptions, resume: str | None = None, progress: ProgressFn | None = None,

@@ -333,7 +333,7 @@ _KIND_STYLE = {"random": "dim", "head": "bold cyan", "oracle": "italic", "vote":
 
 
 def _table(view: reports.TableView, title: str | None = None) -> Table:
-    table = Table(title=title if title is not None else view.title, title_justify="left", header_style="bold",
+    table = Table(title=escape(title if title is not None else view.title), title_justify="left", header_style="bold",
                   box=None, padding=(0, 1))
     for i, col in enumerate(view.header):
         table.add_column(escape(col), justify="right" if i >= view.numeric_from else "left")
@@ -344,15 +344,17 @@ def _table(view: reports.TableView, title: str | None = None) -> Table:
 
 def bench_tables(summary: dict[str, Any]) -> Group:
     """The bench report as Rich tables, from the same view as report.md: accuracy and cost
-    per system, gaps, selection shares (random's left out: it is uniform by design)."""
+    per system, gaps, paired tests, selection by task (random's left out: it is uniform by
+    design)."""
     view = reports.bench_view(summary)
     title = f"{summary['run']} · pool {summary['pool']['name']} · {len(summary['items'])} items"
     parts: list[Any] = [_table(view.accuracy, title)]
-    if view.gaps is not None and view.gaps.rows:
-        parts.append(_table(view.gaps, f"\n{view.gaps.title}"))
+    for extra in (view.gaps, view.paired):
+        if extra is not None and extra.rows:
+            parts.append(_table(extra, f"\n{extra.title}"))
     for sel in view.selection:
-        if sel.title != "random":
-            parts.append(_table(sel, f"\n{sel.title}: selection share"))
+        if sel.system != "random":
+            parts.append(_table(sel, f"\n{sel.title}" + ("" if sel.title != sel.system else ": selection share")))
     parts.append(Text(f"\n{view.stats}", style="dim"))
     for note_text in view.notes:
         parts.append(Text(f"note: {note_text}", style="dim"))
@@ -372,7 +374,8 @@ def bench_done(result: Any, as_json: bool = False, quiet: bool = False) -> None:
     else:
         out.print(bench_tables(summary))
     if not quiet:
-        note(f"{result.run_id}: bench.json, report.md, chart.png in {result.run_dir} "
+        charts = "chart.png, selection.png" if reports.selection_heads(summary) else "chart.png"
+        note(f"{result.run_id}: bench.json, report.md, {charts} in {result.run_dir} "
              f"— show again with `trinity inspect {result.run_id}`")
 
 
@@ -397,14 +400,13 @@ def replay_evolve(record: dict[str, Any]) -> None:
     for row in view.rows:
         table.add_row(*row)
     out.print(table)
-    sel = Table(title="selection share over training episodes", box=None, header_style="bold")
-    sel.add_column("task")
-    sel.add_column("models")
-    sel.add_column("roles")
-    for task, shares in record.get("selection", {}).items():
-        sel.add_row(Text(task), _probs(list(shares["models"]), list(shares["models"].values())),
-                    _probs(list(shares["roles"]), list(shares["roles"].values())))
-    out.print(sel)
+    # Where the turns went per task, drawn like a bench's selection tables.
+    selection = record.get("selection", {})
+    models = list(dict.fromkeys(m for shares in selection.values() for m in shares["models"]))
+    scopes = [(reports.short_task(task), shares) for task, shares in selection.items()]
+    if scopes:
+        for view in reports.selection_tables("selection share over training episodes", scopes, models):
+            out.print(_table(view, "\n" + view.title))
     note(f"an episode's transcript: trinity inspect {record['id']} --episode GEN/K")
 
 

@@ -7,7 +7,13 @@ curves. The only module that imports matplotlib.
                              the terminal (render.bench_tables) both draw it
     report_markdown(summary) report.md
     plot_accuracy(summary)   chart.png: accuracy per system with 95% Wilson error bars
+    plot_selection(summary)  selection.png: per head and task, each member's share of turns
+                             in each role (the selection-distribution figure)
     bench_document(...)      bench.json: the summary plus one record per episode
+    turn_shares(turns)       the Share of a list of (model, role) turns: bench's and evolve's
+                             selection shares are both counted by it
+    selection_tables(...)    a Share per task as two tables (member and role shares; member
+                             as role), for bench and evolve alike
     curve_rows(curves)       evolve's curves as formatted cells (render.replay_evolve)
     plot_curves(curves)      curves.png: fitness and validation per training episode
 
@@ -16,7 +22,8 @@ Plots draw into the path given; run files are made atomic by their writer (store
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -49,6 +56,13 @@ def interval(m: dict[str, Any]) -> str:
     return f"{pct(m['ci_low'])} – {pct(m['ci_high'])}"
 
 
+def p_value(p: float | None) -> str:
+    """A p-value: three decimals, "< 0.001" below that."""
+    if p is None:
+        return DASH
+    return "< 0.001" if p < 0.001 else f"{p:.3f}"
+
+
 @dataclass
 class TableView:
     """A table as text cells; `kinds` gives each row's system kind ("" when none), so a
@@ -60,6 +74,8 @@ class TableView:
     kinds: list[str] = field(default_factory=list)
     # Columns whose cells are numbers (right-aligned by renderers that align).
     numeric_from: int = 1
+    # The system the table is about, when it is about one (selection tables).
+    system: str = ""
 
 
 @dataclass
@@ -71,6 +87,7 @@ class BenchView:
     accuracy: TableView
     per_task: TableView | None
     gaps: TableView | None
+    paired: TableView | None
     selection: list[TableView]
     stats: str
     notes: list[str]
@@ -117,18 +134,23 @@ def bench_view(summary: dict[str, Any]) -> BenchView:
                     gaps.rows.append([name, label, g["best_single"], signed(g["vs_best_single"]),
                                       signed(g["vs_oracle"])])
                     gaps.kinds.append("")
-    role_names = [r.value for r in ROLES]
+    paired = None
+    if summary.get("paired"):  # bench runs made before the paired test have none
+        paired = TableView("Paired test of each head (exact McNemar, two-sided, same items)",
+                           ["system", "against", "items", "only head right", "only other right", "p-value"],
+                           numeric_from=2)
+        for name, tests in summary["paired"].items():
+            for test in tests.values():
+                if test is not None:
+                    paired.rows.append([name, test["other"], str(test["n"]), str(test["b"]), str(test["c"]),
+                                        p_value(test["p_value"])])
+                    paired.kinds.append("")
     selection = []
     for name, sel in summary["selection"].items():
         scopes = [("all", sel["overall"])]
         if several:
             scopes += [(short_task(t), sel["per_task"][t]) for t in task_names]
-        table = TableView(name, ["tasks", *pool["models"], *role_names])
-        for label, share in scopes:
-            table.rows.append([label, *[pct(share["models"][m]) for m in pool["models"]],
-                               *[pct(share["roles"][r]) for r in role_names]])
-            table.kinds.append("")
-        selection.append(table)
+        selection += selection_tables(name, scopes, pool["models"])
     st = summary["stats"]
     return BenchView(
         heading=f"trinity bench — {summary['run']}",
@@ -137,11 +159,56 @@ def bench_view(summary: dict[str, Any]) -> BenchView:
                  + (f" · random routing over {o['random_seeds']} seeds"
                     if any(s["kind"] == "random" for s in summary["systems"]) else "")
                  + f" · seed {o['seed']}" + (" · heads greedy" if o["greedy"] else "")),
-        accuracy=accuracy, per_task=per_task, gaps=gaps, selection=selection,
+        accuracy=accuracy, per_task=per_task, gaps=gaps, paired=paired, selection=selection,
         stats=(f"{st['pool_calls']} pool calls, {st['cache_hits']} from the rollout cache, "
                f"{st['backend_calls']} to a model ({st['backend_s']:.1f} s), {st['wall_s']:.1f} s in all"),
         notes=list(summary["notes"]),
     )
+
+
+def turn_shares(turns: Sequence[tuple[str, str]], models: Sequence[str]) -> dict[str, Any]:
+    """The Share of a list of (model, acting role) turns: {"models": {model: share},
+    "roles": {role: share}, "pairs": {model: {role: share}}}, each a share of all the turns,
+    in pool and role order (0.0 everywhere when there are none)."""
+    role_names = [r.value for r in ROLES]
+    total = len(turns)
+    m_counts = Counter(model for model, _ in turns)
+    r_counts = Counter(role for _, role in turns)
+    p_counts = Counter((model, role) for model, role in turns)
+
+    def share(n: int) -> float:
+        return n / total if total else 0.0
+
+    return {"models": {m: share(m_counts[m]) for m in models},
+            "roles": {r: share(r_counts[r]) for r in role_names},
+            "pairs": {m: {r: share(p_counts[(m, r)]) for r in role_names} for m in models}}
+
+
+def selection_tables(
+    system: str, scopes: Sequence[tuple[str, Mapping[str, Any]]], models: Sequence[str]
+) -> list[TableView]:
+    """A system's Shares (one per scope: "all", then each task) as tables: each member's and
+    each role's share of turns (scope per row); then, when the Shares have pairs, the share
+    of each member in each role (a row per pair used in some scope, a column per scope): the
+    paper's selection distribution. Shares without a model count it as 0."""
+    role_names = [r.value for r in ROLES]
+    shares = TableView(system, ["tasks", *models, *role_names], system=system)
+    for label, share in scopes:
+        shares.rows.append([label, *[pct(share["models"].get(m, 0.0)) for m in models],
+                            *[pct(share["roles"].get(r, 0.0)) for r in role_names]])
+        shares.kinds.append("")
+    tables = [shares]
+    if scopes and all("pairs" in share for _, share in scopes):
+        pairs = TableView(f"{system}: member as role", ["member", "role", *[label for label, _ in scopes]],
+                          numeric_from=2, system=system)
+        for m in models:
+            for r in role_names:
+                cells = [share["pairs"].get(m, {}).get(r, 0.0) for _, share in scopes]
+                if any(cells):
+                    pairs.rows.append([m, r, *[pct(x) for x in cells]])
+                    pairs.kinds.append("")
+        tables.append(pairs)
+    return tables
 
 
 # -- bench -------------------------------------------------------------------------------
@@ -152,10 +219,16 @@ METHOD_NOTES = (
     "pool order). best-per-task: per task, the member best on it here (chosen with the test labels: a "
     "reference, not a system). oracle: an item counts as solved if any single model solved it alone in "
     "one Worker turn, i.e. the best per-question pick of one model; it is a reference, not a system, "
-    "and not a ceiling: multi-turn systems can solve items that no single model does.",
+    "and not a ceiling: multi-turn systems can solve items that no single model does. moa: "
+    "Mixture-of-Agents with one layer: every member's single answer (the single runs), then the "
+    "strongest member (best single accuracy here, so picked with the test labels) writes the final "
+    "answer from them; its tokens, seconds and cost include the single runs it reads.",
     "95% CI: Wilson score interval over items (random: over items, each scored by its mean over "
     "the seeds). Wall s: seconds the pool calls took when they were made plus coordinator seconds. "
     "Oracle pool calls, tokens, seconds and cost: sums over all single runs.",
+    "Paired test: each head against the best single member and the best self-loop on the same items; "
+    "only head right / only other right count the items on which exactly one of the two was right, "
+    "and the p-value is the exact two-sided McNemar test (binomial on those items).",
 )
 
 
@@ -169,11 +242,11 @@ def report_markdown(summary: dict[str, Any]) -> str:
     """The bench report as Markdown: accuracy with CIs, costs, gaps, selection shares."""
     view = bench_view(summary)
     out = [f"# {view.heading}", "", view.caption]
-    for table in (view.accuracy, view.per_task, view.gaps):
+    for table in (view.accuracy, view.per_task, view.gaps, view.paired):
         if table is not None:
             out += ["", f"## {table.title}", "", *_md_table(table)]
     if view.selection:
-        out += ["", "## Selection share (turns given to each model and role)"]
+        out += ["", "## Selection by task (share of turns given to each member and role)"]
         for table in view.selection:
             out += ["", f"### {table.title}", "", *_md_table(table)]
     out += ["", "## Notes", "", *[f"- {n}" for n in METHOD_NOTES], f"- This run: {view.stats}."]
@@ -222,6 +295,53 @@ def plot_accuracy(summary: dict[str, Any], path: Path) -> None:
     ax.grid(axis="y", alpha=0.3)
     if len(groups) > 1:
         ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small")
+    fig.tight_layout()
+    try:
+        fig.savefig(path, format="png")
+    finally:
+        plt.close(fig)
+
+
+def selection_heads(summary: dict[str, Any]) -> list[str]:
+    """The heads of a bench summary with selection shares: the subplots of `plot_selection`."""
+    return [s["name"] for s in summary["systems"] if s["kind"] == "head" and s["name"] in summary["selection"]]
+
+
+def plot_selection(summary: dict[str, Any], path: Path) -> None:
+    """selection.png: for each head, a stacked bar over all tasks (and one per task when
+    there are several) of the share of turns each member got in each role (a colour per
+    member, shades per role). Only for a bench with heads (`selection_heads`)."""
+    heads = selection_heads(summary)
+    if not heads:
+        raise ValueError("no head to plot the selection of")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    models, task_names = summary["pool"]["models"], summary["tasks"]
+    role_names = [r.value for r in ROLES]
+    shade = {"thinker": 0.45, "worker": 1.0, "verifier": 0.7}
+    colours = plt.get_cmap("tab10")
+    fig, axes = plt.subplots(len(heads), 1, figsize=(8, 1.2 + 0.5 * (len(task_names) + 1) * len(heads) + 0.4),
+                             dpi=100, squeeze=False)
+    for ax, name in zip(axes[:, 0], heads, strict=True):
+        sel = summary["selection"][name]
+        scopes = [("all", sel["overall"])]
+        if len(task_names) > 1:
+            scopes += [(short_task(t), sel["per_task"][t]) for t in task_names]
+        labels = [label for label, _ in scopes][::-1]
+        left = [0.0] * len(scopes)
+        for i, m in enumerate(models):
+            for r in role_names:
+                widths = [share.get("pairs", {}).get(m, {}).get(r, 0.0) for _, share in scopes][::-1]
+                ax.barh(labels, widths, left=left, color=colours(i % 10), alpha=shade[r], edgecolor="white",
+                        label=f"{m} as {r}" if any(widths) else None)
+                left = [a + b for a, b in zip(left, widths, strict=True)]
+        ax.set_xlim(0, 1)
+        ax.set_title(f"{name}: share of turns by member and role", fontsize="medium")
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small")
+    axes[-1, 0].set_xlabel("share of turns")
     fig.tight_layout()
     try:
         fig.savefig(path, format="png")

@@ -26,6 +26,14 @@ far (oldest dropped first when the context is short: `keep_last`), the proposed 
 and program outside code tasks: `sees_proposed_answer`) is shown no turns either, only the
 conversation and the task, so its answer is independent of the one it is compared with.
 
+Aggregation (`aggregate_task`, bench's `moa` row): the strongest member is shown the task and
+every member's answer and asked, as a Worker in its own style, for one best answer. The
+request is the task text itself, so the aggregator's call is an ordinary Worker call
+(`build_messages`), played by `episode.run_episode` like any other. `AGGREGATE` is used by
+no other call: heads never see it and no existing call's messages change, so adding it did
+not bump `PROMPT_VERSION` (which ties heads to the prompts they were evolved under);
+rewording it changes the aggregator's messages and so its rollout cache keys by itself.
+
 Verdicts (`verdict`): when the Verifier's own final answer is strong (an anchored or
 unquoted `Answer:` line, `\\boxed{}`, a choice letter: see tasks/scoring.py) and the proposed
 answer can be read, the two are compared by the task's scorer and the comparison decides
@@ -131,11 +139,40 @@ REQUEST: dict[str, dict[Role, str]] = {
     },
 }
 
+# The aggregator's task (bench's `moa`): the task, the members' answers, the request.
+AGGREGATE = (
+    "{task}\n\n"
+    "Answers to this task from {count} follow. Any of them may be wrong, and they may disagree.\n\n"
+    "{answers}\n\n"
+    "Synthesize them into a single best answer to the task: check each one critically instead of "
+    "copying the most common one, then give your own answer, ending with the answer in the form "
+    "the task asks for."
+)
+# Each member answer shown to the aggregator keeps at most this many characters, its start
+# and its end (where the answer line is).
+AGGREGATE_ANSWER_CHARS = 1500
+
 LABEL = {Role.THINKER: "Thinker", Role.WORKER: "Worker", Role.VERIFIER: "Verifier"}
 
 
 def _clip(text: str) -> str:
     return text if len(text) <= HISTORY_CHARS else text[:HISTORY_CHARS] + " […]"
+
+
+def _clip_ends(text: str, limit: int) -> str:
+    """`text`, or its start and end with " […] " between when longer than `limit`."""
+    if len(text) <= limit:
+        return text
+    tail = limit // 3
+    return text[: limit - tail].rstrip() + "\n[…]\n" + text[-tail:].lstrip()
+
+
+def aggregate_task(task: str, answers: Sequence[str], limit: int = AGGREGATE_ANSWER_CHARS) -> str:
+    """The aggregator's task text (`AGGREGATE`): `task`, then `answers` numbered in the
+    order given (no model names), each clipped to `limit` characters (start and end)."""
+    shown = "\n\n".join(f"[Answer {i}]\n{_clip_ends(a.strip(), limit)}" for i, a in enumerate(answers, 1))
+    count = "one assistant" if len(answers) == 1 else f"{len(answers)} assistants"
+    return AGGREGATE.format(task=task, count=count, answers=shown)
 
 
 def latest_answer(turns: Sequence[Turn]) -> str | None:

@@ -8,7 +8,8 @@ evolve run keeps its directory, without run.json, so it can be resumed).
 
 Layouts (what each file holds is documented where it is built: evolve.py, bench.py):
     evolve   EvolveRun: evolve.json, checkpoint.pkl, episodes/gen-NNNN.json, run.json
-    bench    BenchRun:  bench.json, report.md, chart.png, episodes.jsonl, run.json
+    bench    BenchRun:  bench.json, report.md, chart.png, episodes.jsonl, run.json (and
+                        selection.png when the bench has heads)
     ask      run.json only
 Every file is written through paths.atomic_output: a reader sees it whole or not at all.
 """
@@ -232,6 +233,7 @@ class BenchRun:
     """The files of one bench run directory (their content: bench.py's docstring)."""
 
     FILES = ("bench.json", "report.md", "chart.png", "episodes.jsonl")
+    SELECTION_CHART = "selection.png"  # only when the bench has heads
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -243,9 +245,18 @@ class BenchRun:
             for line in lines:
                 log.write(json.dumps(line, ensure_ascii=False) + "\n")
 
-    def write_outputs(self, bench: dict[str, Any], report_md: str, chart: Callable[[Path], None]) -> None:
-        """bench.json, report.md and chart.png (drawn by `chart(path)` into a temporary file)."""
+    def write_outputs(
+        self, bench: dict[str, Any], report_md: str, chart: Callable[[Path], None],
+        selection_chart: Callable[[Path], None] | None = None,
+    ) -> list[str]:
+        """bench.json, report.md, chart.png (drawn by `chart(path)` into a temporary file) and,
+        given `selection_chart`, selection.png; returns the names of the run's files."""
         paths.atomic_write_json(self.path / "bench.json", bench)
         paths.atomic_write_bytes(self.path / "report.md", report_md.encode())
         with paths.atomic_output(self.path / "chart.png") as tmp:
             chart(tmp)
+        if selection_chart is None:
+            return list(self.FILES)
+        with paths.atomic_output(self.path / self.SELECTION_CHART) as tmp:
+            selection_chart(tmp)
+        return [*self.FILES, self.SELECTION_CHART]

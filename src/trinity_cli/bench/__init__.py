@@ -10,6 +10,11 @@ Systems (names as they appear in every output):
                        seeds. Always sampled: `greedy` does not apply to it (the argmax of
                        a uniform head is the first model and role, every time)
     head:<name>        each head given, sampling its decisions (argmax with `greedy`)
+    moa                Mixture-of-Agents, one layer: every member's single answer, then the
+                       strongest member (best single accuracy here, ties: pool order) writes
+                       the final answer from them as a Worker (bench/moa.py). Its member
+                       answers are the single runs themselves; only the aggregator's turn is
+                       played. The aggregator is picked with the test labels
     vote               majority over the members' single answers (read as the task's scorer
                        reads them; code by its normalised text); a tie goes to the group holding
                        the earliest member in pool order. Free: it plays nothing new.
@@ -40,22 +45,29 @@ and mean cost per question. Wall seconds are what the pool calls took when they 
 the same) plus coordinator seconds. Cost is USD for priced models, None when none is priced.
 The oracle and vote have no turns; their pool calls, tokens, seconds and cost are the sums
 over all single runs of the item (what it takes to obtain); best-per-task's are those of the
-single run it picks. A system with several seeds (random) is first reduced to one row per
-item, each number the mean over that item's seeds, so its `n` counts items and its interval
+single run it picks; moa's are its member turns (the single runs) plus its aggregator
+turn. A system with several seeds (random) is first reduced to one row per item, each
+number the mean over that item's seeds, so its `n` counts items and its interval
 reflects how many questions were asked, not how many episodes: seeds of one item are not
 independent samples. Its `correct` (the sum of the items' mean rewards) may be fractional;
 the Wilson interval takes it as is, which is conservative, since a mean of rewards in
 [0, 1] has at most a 0/1 reward's variance.
 
-`systems` (`--systems`) keeps only some kinds of row; vote, best-per-task and oracle need
-the single runs, which are then played even when `single` itself is not listed (and not
-reported).
+Paired test of each head (`paired`): against the best reported single member and the best
+reported self-loop (overall accuracy, ties: pool order), on the items both answered, the
+exact two-sided McNemar test (`stats.mcnemar_exact`): b items only the head got right, c
+only the other; p = min(1, 2 P(X <= min(b, c))) with X ~ Binomial(b + c, 1/2).
+
+`systems` (`--systems`) keeps only some kinds of row; moa, vote, best-per-task and oracle
+need the single runs, which are then played even when `single` itself is not listed (and
+not reported).
 
 Run directory (`runs/run-N/`):
     bench.json      the summary below plus "episodes" (one compact record per episode)
     report.md       the same numbers as Markdown tables (reports.py renders both, and the terminal
                     tables, from one summary)
     chart.png       accuracy per system (overall and per task) with 95% CI error bars
+    selection.png   per head, per task: the share of turns each member got in each role
     episodes.jsonl  one line per episode: {"system", "task", "item", "seed", "reward",
                     "transcript": Transcript.to_dict()}
     run.json        {"kind": "bench", "title", "summary": <summary>, "files": [...]}, written
@@ -65,11 +77,12 @@ bench.json (format "trinity-bench/1"):
     {"format", "run", "options": BenchOptions as a dict,
      "pool": {"name", "models", "source"}, "prompt_version",
      "tasks": [task names in mix order], "items": [{"task", "id"}, ...],
-     "systems": [{"name", "kind": "single"|"selfloop"|"random"|"head"|"vote"|"best-per-task"|"oracle",
-                  "model": str|null, (best-per-task: {task: model}) "head": {"name", "trained", "ref"}|null,
+     "systems": [{"name", "kind": "single"|"selfloop"|"random"|"head"|"moa"|"vote"|"best-per-task"|"oracle",
+                  "model": str|null (moa: its aggregator), "head": {"name", "trained", "ref"}|null,
                   "seeds": episodes per item, "max_turns"}],
      "results": {system: {"overall": Metrics, "per_task": {task: Metrics}}},
      "gaps": {system: {"overall": Gap, "per_task": {task: Gap}}}     (random and heads)
+     "paired": {head: {"vs_best_single": Paired|null, "vs_best_selfloop": Paired|null}}
      "selection": {system: {"overall": Share, "per_task": {task: Share}}}   (random and heads)
      "per_item": {system: {"task/id": reward}}     (random: mean over its seeds)
      "best_per_task": {task: the member best-per-task picks there},
@@ -85,7 +98,10 @@ bench.json (format "trinity-bench/1"):
                "mean_pool_calls", "mean_tokens", "mean_wall_s", "mean_cost_usd"}
     Gap     = {"best_single": system name, "vs_best_single": accuracy difference,
                "vs_oracle": accuracy difference}       (negative: the system is behind)
-    Share   = {"models": {model: share of turns}, "roles": {role: share of turns}}
+    Share   = {"models": {model: share of turns}, "roles": {role: share of turns},
+               "pairs": {model: {role: share of turns}}}      (all three over the same turns)
+    Paired  = {"other": system name, "n": items compared, "b": items only the head got right,
+               "c": items only the other got right, "p_value": exact McNemar, two-sided}
 An episode that cannot run because the item does not fit the model's context is scored
 wrong, with "error" saying so.
 """
@@ -99,14 +115,23 @@ from trinity_cli.bench.options import (
     held_out_mix,
 )
 from trinity_cli.bench.runner import FILES, BenchResult, bench, write_outputs
-from trinity_cli.bench.stats import Z95, best_per_task, metrics, selection, summarize, wilson_interval
+from trinity_cli.bench.stats import (
+    Z95,
+    best_per_task,
+    mcnemar_exact,
+    metrics,
+    paired_test,
+    selection,
+    summarize,
+    wilson_interval,
+)
 from trinity_cli.bench.systems import EpisodeResult, System, episode_seed, plan_systems
-from trinity_cli.reports import plot_accuracy, report_markdown, short_task
+from trinity_cli.reports import plot_accuracy, plot_selection, report_markdown, short_task, turn_shares
 from trinity_cli.schedules import FixedSchedule
 
 __all__ = [
     "BENCH_FORMAT", "DEFAULT_TASKS", "DERIVED", "FILES", "SYSTEM_KINDS", "Z95", "BenchOptions", "BenchResult",
     "EpisodeResult", "FixedSchedule", "System", "bench", "best_per_task", "episode_seed", "held_out_mix",
-    "metrics", "plan_systems", "plot_accuracy", "report_markdown", "selection", "short_task", "summarize",
-    "wilson_interval", "write_outputs",
+    "mcnemar_exact", "metrics", "paired_test", "plan_systems", "plot_accuracy", "plot_selection", "report_markdown",
+    "selection", "short_task", "summarize", "turn_shares", "wilson_interval", "write_outputs",
 ]

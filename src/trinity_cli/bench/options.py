@@ -13,8 +13,9 @@ from trinity_cli.tasks import MixEntry
 
 BENCH_FORMAT = "trinity-bench/1"
 DEFAULT_TASKS = "gsm8k:test:50,arc-challenge:test:50,mbpp:test:50"
-SYSTEM_KINDS = ("single", "selfloop", "random", "head", "vote", "best-per-task", "oracle")
+SYSTEM_KINDS = ("single", "selfloop", "random", "head", "moa", "vote", "best-per-task", "oracle")
 DERIVED = ("vote", "best-per-task", "oracle")  # computed from the single runs
+NEEDS_SINGLES = ("moa", *DERIVED)  # rows built on the single runs, which are then played
 Z95 = 1.959963984540054  # two-sided 95% normal quantile
 ANSWER_CHARS = 300
 

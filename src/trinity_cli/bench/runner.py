@@ -3,6 +3,7 @@ the run directory through store.BenchRun."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -10,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from trinity_cli import roles, tasks
+from trinity_cli.bench import moa
 from trinity_cli.bench.options import BENCH_FORMAT, BenchOptions, ProgressFn
 from trinity_cli.bench.stats import summarize
 from trinity_cli.bench.systems import EpisodeResult, System, episode_seed, plan_systems
@@ -17,8 +19,10 @@ from trinity_cli.config import load_pool
 from trinity_cli.coordinator.policy import Coordinator
 from trinity_cli.errors import ConfigError
 from trinity_cli.evaluate import EpisodeOutcome, EpisodeSpec, Evaluator, Runtime, make_evaluator
+from trinity_cli.messages import Role, Transcript
 from trinity_cli.pool import Pool, open_pool
-from trinity_cli.reports import bench_document, plot_accuracy, report_markdown
+from trinity_cli.reports import bench_document, plot_accuracy, plot_selection, report_markdown, selection_heads
+from trinity_cli.schedules import FixedSchedule
 from trinity_cli.store import BenchRun, RunStore
 
 FILES = BenchRun.FILES
@@ -55,6 +59,7 @@ def _result(system: System, item: tasks.TaskItem, seed: int, outcome: EpisodeOut
         wall_s=transcript.pool_seconds + transcript.coordinator_seconds,
         cost_usd=transcript.cost_usd,
         cached=bool(transcript.turns) and all(t.cached for t in transcript.turns),
+        error=outcome.error,
     )
 
 
@@ -69,21 +74,21 @@ class BenchResult:
     data: dict[str, Any] = field(default_factory=dict)
 
 
-def _run_systems(
-    pool: Pool, runnable: Sequence[System], items: Sequence[tasks.TaskItem], options: BenchOptions,
-    run_dir: Path, emit: ProgressFn, evaluator: Evaluator,
-) -> list[EpisodeResult]:
-    """Every episode of every system, played by `evaluator`; results and episodes.jsonl in
-    system, seed, item order whatever order they finished in."""
-    plan = [(system, item, episode_seed(options.seed, _stream(system, r), item.key))
-            for system in runnable for r in range(system.seeds) for item in items]
+Planned = tuple[System, tasks.TaskItem, int]  # a system, an item, the episode seed
+
+
+def _play(
+    pool: Pool, plan: Sequence[Planned], specs: Sequence[EpisodeSpec], emit: ProgressFn, evaluator: Evaluator,
+) -> list[EpisodeOutcome]:
+    """The outcomes of `specs` (one per entry of `plan`), played by `evaluator`, with the
+    bench's progress events."""
     announced: list[str] = []
 
     def progress(kind: str, data: dict[str, Any]) -> None:
         system, item, _ = plan[data["index"]]
         if kind == "started" and system.name not in announced:
             announced.append(system.name)
-            emit("system", {"name": system.name, "episodes": system.seeds * len(items),
+            emit("system", {"name": system.name, "episodes": sum(p[0] is system for p in plan),
                             "in_flight": data["in_flight"]})
         elif kind == "finished":
             out = data["outcome"]
@@ -93,15 +98,75 @@ def _run_systems(
                              "cache_hits": pool.stats.cache_hits, "pool_calls": pool.stats.calls,
                              "in_flight": data["in_flight"]})
 
+    return evaluator.evaluate(specs, progress)
+
+
+def _play_moa(
+    pool: Pool, system: System, items: Sequence[tasks.TaskItem], options: BenchOptions,
+    singles: dict[tuple[str, str], EpisodeOutcome], single_results: Sequence[EpisodeResult], emit: ProgressFn,
+    evaluator: Evaluator,
+) -> list[tuple[Planned, EpisodeOutcome]]:
+    """The moa episodes (bench/moa.py), once the single runs are `singles` ((model, item
+    key) -> outcome): the aggregator's turns are played by `evaluator`, each joined to the
+    member turns it read."""
+    models = pool.names
+    aggregator = moa.pick_aggregator(single_results, models)
+    system.model = aggregator
+    schedule = FixedSchedule(models, aggregator, (Role.WORKER,))
+    members: dict[str, list[Transcript | None]] = {}
+    plan: list[Planned] = []
+    specs: list[EpisodeSpec] = []
+    for item in items:
+        members[item.key] = [singles[(m, item.key)].transcript for m in models]
+        text = moa.aggregation_task(item, moa.member_answers(members[item.key]),
+                                    moa.context_fits(pool, aggregator, item.scorer))
+        if text is not None:
+            seed = episode_seed(options.seed, system.stream, item.key)
+            plan.append((system, item, seed))
+            specs.append(EpisodeSpec(item=dataclasses.replace(item, prompt=text), seed=seed, router=schedule,
+                                     max_turns=1, overflow_scores_zero=True))
+    played = dict(zip([p[1].key for p in plan], _play(pool, plan, specs, emit, evaluator), strict=True))
+    out = []
+    for item in items:
+        outcome = played.get(item.key)
+        if outcome is None:  # nothing to aggregate: scored wrong, as an episode that could not run
+            emit("episode", {"system": system.name, "task": item.task, "item": item.id, "reward": 0.0,
+                             "cached": False, "cache_hits": pool.stats.cache_hits, "pool_calls": pool.stats.calls,
+                             "in_flight": 0})
+            outcome = EpisodeOutcome(None, 0.0, "no member answered")
+        elif outcome.error is not None:
+            outcome = EpisodeOutcome(None, 0.0, f"aggregator: {outcome.error}")
+        combined = moa.combine(item, members[item.key], outcome.transcript)
+        out.append(((system, item, episode_seed(options.seed, system.stream, item.key)),
+                    EpisodeOutcome(combined, outcome.reward, outcome.error)))
+    return out
+
+
+def _run_systems(
+    pool: Pool, systems: Sequence[System], items: Sequence[tasks.TaskItem], options: BenchOptions,
+    run_dir: Path, emit: ProgressFn, evaluator: Evaluator,
+) -> list[EpisodeResult]:
+    """Every episode of every system, played by `evaluator` (moa's once the single runs
+    are done); results and episodes.jsonl in system, seed, item order whatever order they
+    finished in."""
+    runnable = [s for s in systems if s.source is not None]
+    plan = [(system, item, episode_seed(options.seed, _stream(system, r), item.key))
+            for system in runnable for r in range(system.seeds) for item in items]
     # --greedy is for heads: random routing stays random.
     specs = [_spec(system, item, seed, options.greedy and system.kind == "head") for system, item, seed in plan]
-    outcomes = evaluator.evaluate(specs, progress)
-    episodes = [_result(system, item, seed, outcome)
-                for (system, item, seed), outcome in zip(plan, outcomes, strict=True)]
+    played = list(zip(plan, _play(pool, plan, specs, emit, evaluator), strict=True))
+    for system in systems:
+        if system.kind == "moa":
+            singles = {(p[0].model or "", p[1].key): o for p, o in played if p[0].kind == "single"}
+            single_results = [_result(*p, o) for p, o in played if p[0].kind == "single"]
+            played += _play_moa(pool, system, items, options, singles, single_results, emit, evaluator)
+    order = {s.name: i for i, s in enumerate(systems)}
+    played.sort(key=lambda entry: order[entry[0][0].name])  # stable: seed and item order kept
+    episodes = [_result(system, item, seed, outcome) for (system, item, seed), outcome in played]
     BenchRun(run_dir).write_episodes(
         {"system": system.name, "task": item.task, "item": item.id, "seed": seed, "reward": result.reward,
          "transcript": outcome.transcript.to_dict() if outcome.transcript else None}
-        for (system, item, seed), outcome, result in zip(plan, outcomes, episodes, strict=True))
+        for ((system, item, seed), outcome), result in zip(played, episodes, strict=True))
     return episodes
 
 
@@ -141,16 +206,18 @@ def bench(
             notes.append("val items were used to pick the best head during `trinity evolve`: "
                          "test items are the held-out ones")
         runnable = [s for s in systems if s.source is not None]
+        moa_items = len(items) if any(s.kind == "moa" for s in systems) else 0
         kinds = options.kinds()
         reported = [s for s in systems if s.kind in kinds]
         with store.new_run() as run_dir:
             emit("start", {"run": run_dir.name, "items": len(items), "systems": [s.name for s in systems],
-                           "episodes": sum(s.seeds for s in runnable) * len(items), "parallel": parallel})
-            episodes = _run_systems(pool, runnable, items, options, run_dir, emit, make_evaluator(runtime, parallel))
+                           "episodes": sum(s.seeds for s in runnable) * len(items) + moa_items,
+                           "parallel": parallel})
+            episodes = _run_systems(pool, systems, items, options, run_dir, emit, make_evaluator(runtime, parallel))
             errors = sum(e.error is not None for e in episodes)
             if errors:
-                notes.append(f"{errors} episodes could not run (the item does not fit the model's context) "
-                             "and count as wrong")
+                notes.append(f"{errors} episodes could not run (the item, or moa's request, does not fit the "
+                             "model's context; or no member answered for moa to aggregate) and count as wrong")
             summary = {
                 "format": BENCH_FORMAT,
                 "run": run_dir.name,
@@ -170,9 +237,9 @@ def bench(
                 },
                 "notes": notes,
             }
-            write_outputs(run_dir, summary, episodes)
+            files = write_outputs(run_dir, summary, episodes)
             title = f"bench {config.name} on {options.tasks} ({len(items)} items)"
-            store.save(run_dir, {"kind": "bench", "title": title, "summary": summary, "files": list(FILES)})
+            store.save(run_dir, {"kind": "bench", "title": title, "summary": summary, "files": files})
             data = {**summary, "episodes": [e.to_dict() for e in episodes]}
             return BenchResult(run_dir.name, run_dir, data)
     finally:
@@ -185,8 +252,10 @@ def bench(
             pool.cache.close()
 
 
-def write_outputs(run_dir: Path, summary: dict[str, Any], episodes: Sequence[EpisodeResult]) -> None:
-    """bench.json, report.md and chart.png of a finished bench (episodes.jsonl is written
-    while it runs)."""
-    BenchRun(run_dir).write_outputs(bench_document(summary, [e.to_dict() for e in episodes]),
-                                    report_markdown(summary), lambda path: plot_accuracy(summary, path))
+def write_outputs(run_dir: Path, summary: dict[str, Any], episodes: Sequence[EpisodeResult]) -> list[str]:
+    """bench.json, report.md, chart.png and (with heads) selection.png of a finished bench
+    (episodes.jsonl is written while it runs); returns the names of the run's files."""
+    selection_chart = (lambda path: plot_selection(summary, path)) if selection_heads(summary) else None
+    return BenchRun(run_dir).write_outputs(bench_document(summary, [e.to_dict() for e in episodes]),
+                                           report_markdown(summary), lambda path: plot_accuracy(summary, path),
+                                           selection_chart)

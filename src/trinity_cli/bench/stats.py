@@ -1,6 +1,7 @@
 """Bench statistics: Wilson intervals, metrics per system and task, the derived rows
-(vote, best-per-task, oracle), gaps and selection shares, and `summarize`, which builds the
-`tasks`, `results`, `gaps`, `selection`, `per_item` and `best_per_task` of bench.json."""
+(vote, best-per-task, oracle), gaps, paired tests and selection shares, and `summarize`,
+which builds the `tasks`, `results`, `gaps`, `paired`, `selection`, `per_item` and
+`best_per_task` of bench.json."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import Any
 
 from trinity_cli import tasks
 from trinity_cli.bench.systems import EpisodeResult, System
-from trinity_cli.messages import ROLES
+from trinity_cli.reports import turn_shares
 from trinity_cli.tasks.answers import final_answer
 from trinity_cli.tasks.code import extract_code
 
@@ -29,6 +30,29 @@ def wilson_interval(correct: float, n: int, z: float = Z95) -> tuple[float, floa
     low = 0.0 if correct <= 0 else max(0.0, centre - half)
     high = 1.0 if correct >= n else min(1.0, centre + half)  # exact at the ends, not 1 - 1e-16
     return low, high
+
+
+def mcnemar_exact(b: int, c: int) -> float:
+    """Two-sided exact McNemar p-value for paired 0/1 outcomes: `b` items only the first
+    system got right, `c` only the second. Under the null each of the n = b + c discordant
+    items falls either way with probability 1/2, so p = min(1, 2 P(X <= min(b, c))) for X
+    ~ Binomial(n, 1/2); 1.0 when no item is discordant."""
+    if b < 0 or c < 0:
+        raise ValueError("discordant counts cannot be negative")
+    n = b + c
+    if n == 0:
+        return 1.0
+    tail = sum(math.comb(n, k) for k in range(min(b, c) + 1))
+    return min(1.0, 2 * tail / 2**n)  # exact integers; one correctly rounded division
+
+
+def paired_test(mine: dict[str, float], other: dict[str, float], other_name: str) -> dict[str, Any]:
+    """The Paired record of two systems' per-item rewards on the items both have (a reward
+    of 0.5 or more counts as right; these rows score 0 or 1)."""
+    keys = [k for k in mine if k in other]
+    b = sum(mine[k] >= 0.5 and other[k] < 0.5 for k in keys)
+    c = sum(mine[k] < 0.5 and other[k] >= 0.5 for k in keys)
+    return {"other": other_name, "n": len(keys), "b": b, "c": c, "p_value": mcnemar_exact(b, c)}
 
 
 @dataclass
@@ -174,29 +198,16 @@ def best_per_task(
     return best
 
 
-def _share(counts: dict[str, int], names: Sequence[str]) -> dict[str, float]:
-    total = sum(counts.values())
-    return {n: (counts.get(n, 0) / total if total else 0.0) for n in names}
-
-
 def selection(
     episodes: Sequence[EpisodeResult], models: Sequence[str], task_names: Sequence[str]
 ) -> dict[str, Any]:
-    """Share of turns given to each model and each (acting) role, overall and per task."""
-    role_names = [r.value for r in ROLES]
-
-    def shares(eps: Sequence[EpisodeResult]) -> dict[str, dict[str, float]]:
-        m_counts: dict[str, int] = {}
-        r_counts: dict[str, int] = {}
-        for ep in eps:
-            for model, role in ep.turns:
-                m_counts[model] = m_counts.get(model, 0) + 1
-                r_counts[role] = r_counts.get(role, 0) + 1
-        return {"models": _share(m_counts, models), "roles": _share(r_counts, role_names)}
-
+    """Share of turns given to each model, each (acting) role and each (model, role) pair,
+    overall and per task: the Share of bench/__init__.py, counted by reports.turn_shares (as
+    evolve's selection is)."""
     return {
-        "overall": shares(episodes),
-        "per_task": {t: shares([e for e in episodes if e.task == t]) for t in task_names},
+        "overall": turn_shares([t for e in episodes for t in e.turns], models),
+        "per_task": {t: turn_shares([tr for e in episodes if e.task == t for tr in e.turns], models)
+                     for t in task_names},
     }
 
 
@@ -228,7 +239,8 @@ def summarize(
     models: Sequence[str],
     task_order: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """tasks, results, gaps, selection and per_item of bench.json from the episodes;
+    """tasks, results, gaps, paired, selection, per_item and best_per_task of bench.json
+    from the episodes;
     tasks are listed in `task_order` (the mix's order), then any others as items have them."""
     present = set(item.task for item in items)
     task_names = list(dict.fromkeys([*(t for t in task_order if t in present), *(i.task for i in items)]))
@@ -266,5 +278,19 @@ def summarize(
         for name in routed
     }
     chosen = {name: selection(by_system.get(name, []), models, task_names) for name in routed}
-    return {"tasks": task_names, "results": results, "gaps": gaps, "selection": chosen, "per_item": per_item,
-            "best_per_task": picks}
+    selfloops = [f"selfloop:{m}" for m in models if f"selfloop:{m}" in results]
+    against = {"vs_best_single": _best(results, singles), "vs_best_selfloop": _best(results, selfloops)}
+    paired = {
+        s.name: {key: None if other is None else paired_test(per_item[s.name], per_item[other], other)
+                 for key, other in against.items()}
+        for s in systems if s.kind == "head"
+    }
+    return {"tasks": task_names, "results": results, "gaps": gaps, "paired": paired, "selection": chosen,
+            "per_item": per_item, "best_per_task": picks}
+
+
+def _best(results: dict[str, Any], names: Sequence[str]) -> str | None:
+    """The most accurate of `names` overall (ties: the first), None when none is scored."""
+    scored = [(results[n]["overall"]["accuracy"], -i, n) for i, n in enumerate(names)
+              if results[n]["overall"]["accuracy"] is not None]
+    return max(scored)[2] if scored else None

@@ -7,7 +7,7 @@ import hashlib
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from trinity_cli.bench.options import ANSWER_CHARS, DERIVED, BenchOptions
+from trinity_cli.bench.options import ANSWER_CHARS, DERIVED, NEEDS_SINGLES, BenchOptions
 from trinity_cli.coordinator.head import Head
 from trinity_cli.coordinator.policy import Coordinator, resolve_head
 from trinity_cli.messages import Role
@@ -19,7 +19,9 @@ DecisionSource = Coordinator | FixedSchedule
 @dataclass
 class System:
     """One row of the report. `seeds` is how many episodes each item gets (random: one per
-    seed); `source` is None only for the oracle, which runs nothing itself."""
+    seed); `source` is None for the rows built on the single runs: vote, best-per-task and
+    the oracle, which play nothing, and moa, whose aggregator episodes the runner plays once
+    the single runs are done (its `model` is the aggregator, set then: bench/moa.py)."""
 
     name: str
     kind: str
@@ -103,7 +105,7 @@ def plan_systems(options: BenchOptions, pool_name: str, models: list[str]) -> tu
     Single runs are played whenever a reported row needs them (see `systems`)."""
     kinds = options.kinds()
     systems: list[System] = []
-    if "single" in kinds or any(k in kinds for k in DERIVED):
+    if "single" in kinds or any(k in kinds for k in NEEDS_SINGLES):
         systems += [System(f"single:{m}", "single", model=m, source=FixedSchedule(models, m, (Role.WORKER,)))
                     for m in models]
     if "selfloop" in kinds:
@@ -116,6 +118,8 @@ def plan_systems(options: BenchOptions, pool_name: str, models: list[str]) -> tu
                               stream="random", source=source))
     heads, notes = _head_systems(options, pool_name, models) if "head" in kinds else ([], [])
     systems += heads
+    if "moa" in kinds:
+        systems.append(System("moa", "moa", max_turns=len(models) + 1))
     systems += [System(kind, kind) for kind in DERIVED if kind in kinds]
     return systems, notes
 

@@ -16,7 +16,10 @@ Head directory (`heads/NAME/`):
                      {"ref", "fingerprint", "hidden_size"}, "pool": {"name", "models": [...]},
                      "roles": ["thinker", "worker", "verifier"], "svf": {"targets": [...],
                      "sizes": [...], "scale": "exp"} | null, "prompt_version",
-                     "coordinator_version", "training": {...} (evolved heads only)}
+                     "coordinator_version", "training": {... "max_turns": the turn budget it was
+                     evolved with ...} (evolved heads only)}
+    `ask` and `serve` play a head with its training max_turns unless told otherwise
+    (`Head.trained_max_turns`).
     A trained head is used only under the prompt and coordinator versions it records
     (`Head.check`); an SVF head only with the exp(o) scaling (coordinator/svf.py).
     weights.npz     "head": float32 (M+3, H); "svf": float32 (sum of sizes,) (empty without SVF)
@@ -65,6 +68,13 @@ class Head:
     def svf_sizes(self) -> list[int]:
         svf = self.manifest.get("svf") or {}
         return list(svf.get("sizes", []))
+
+    @property
+    def trained_max_turns(self) -> int | None:
+        """The turn budget the head was evolved with (manifest "training" -> "max_turns"),
+        None when its manifest records none (untrained heads, hand-made ones)."""
+        value = (self.manifest.get("training") or {}).get("max_turns")
+        return value if isinstance(value, int) and not isinstance(value, bool) and value >= 1 else None
 
     @property
     def is_zero(self) -> bool:

@@ -22,7 +22,8 @@ Endpoints
         An OpenAI chat completion request. The last message must be the user's: it is the
         task; earlier messages are context. Content is a string or a list of text parts;
         roles are system, developer (read as system), user and assistant.
-        Extensions: `max_turns` (int 1..50, default --max-turns), `exclude` (model names
+        Extensions: `max_turns` (int 1..50; default --max-turns, else the max_turns the
+        head was evolved with, from its manifest, else 5), `exclude` (model names
         to route around), `max_tokens_total` and `max_cost_usd` (ceilings for the whole
         episode), `seed` (int >= 0, the coordinator's sampling; default 0).
         The pool's own generation settings apply: temperature, top_p, max_tokens, stop

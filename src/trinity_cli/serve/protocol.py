@@ -94,7 +94,7 @@ class ChatRequest:
     context: list[ChatMessage]
     stream: bool = False
     include_usage: bool = False
-    max_turns: int = 5
+    max_turns: int | None = None  # None: the server's --max-turns, else the head's (ask.turn_budget)
     exclude: list[str] = field(default_factory=list)
     token_budget: int | None = None
     cost_budget: float | None = None
@@ -152,10 +152,11 @@ def parse_messages(raw: Any) -> tuple[str, list[ChatMessage]]:
 
 
 def parse_request(
-    body: bytes, pool_models: list[str], served: list[str], default_max_turns: int = 5
+    body: bytes, pool_models: list[str], served: list[str], default_max_turns: int | None = None
 ) -> ChatRequest:
     """Validate a chat completion request body against the pool's models and the served
-    model ids; raises `ApiError` (400, or 404 for an unknown model)."""
+    model ids; raises `ApiError` (400, or 404 for an unknown model). A request without
+    `max_turns` gets `default_max_turns` (None: its head's, resolved when it is played)."""
     try:
         data = json.loads(body)
     except ValueError:
@@ -187,7 +188,7 @@ def parse_request(
     if not isinstance(stream_options, dict):
         raise _bad("'stream_options' must be an object", "stream_options")
     max_turns = data.get("max_turns", default_max_turns)
-    if not _is_int(max_turns) or not 1 <= max_turns <= MAX_TURNS_LIMIT:
+    if max_turns is not None and (not _is_int(max_turns) or not 1 <= max_turns <= MAX_TURNS_LIMIT):
         raise _bad(f"'max_turns' must be an integer from 1 to {MAX_TURNS_LIMIT}", "max_turns")
     exclude = data.get("exclude") or []
     if not isinstance(exclude, list) or not all(isinstance(x, str) for x in exclude):

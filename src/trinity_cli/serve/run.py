@@ -57,7 +57,7 @@ def run(options: ServeOptions, on_start: Callable[[ServedPool, str, bool], None]
     `ConfigError` before it starts."""
     import uvicorn
 
-    if options.max_turns < 1 or options.max_turns > MAX_TURNS_LIMIT:
+    if options.max_turns is not None and not 1 <= options.max_turns <= MAX_TURNS_LIMIT:
         raise ConfigError(f"--max-turns must be from 1 to {MAX_TURNS_LIMIT}, got {options.max_turns}")
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", options.api_key_env or "X"):
         raise ConfigError(f"--api-key-env {options.api_key_env!r} is not an environment variable name")

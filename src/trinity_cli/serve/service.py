@@ -29,14 +29,15 @@ Emit = Callable[[str, Any], None]
 
 @dataclass
 class ServeOptions:
-    """What `trinity serve` was started with. `head` None: the default head."""
+    """What `trinity serve` was started with. `head` None: the default head; `max_turns`
+    None: a request without `max_turns` gets its head's training max_turns (ask.turn_budget)."""
 
     pool: str | None = None
     head: str | None = None
     host: str = "127.0.0.1"
     port: int = 8000
     api_key_env: str | None = None
-    max_turns: int = 5
+    max_turns: int | None = None
     backbone: str | None = None
     device: str = "auto"
     use_cache: bool = True

@@ -1,0 +1,115 @@
+"""`ask` and `serve` play a head with the turn budget it was evolved with (its manifest's
+training max_turns) unless --max-turns or a request's `max_turns` says otherwise; heads
+that record none get 5.
+
+The pool never accepts (its Verifiers say REVISE), so an episode plays its whole budget and
+the number of turns is the budget played."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+
+from trinity_cli import cli
+from trinity_cli.ask import DEFAULT_MAX_TURNS, AskOptions, ask, turn_budget
+from trinity_cli.coordinator import head as head_mod
+from trinity_cli.coordinator.backbone import describe
+from trinity_cli.coordinator.policy import versions
+from trinity_cli.serve import ServeOptions, create_app
+from trinity_cli.store import RunStore
+
+from .conftest import scripted_pool
+
+NEVER_ACCEPT = [
+    {"match": "Write the plan or critique now", "reply": "Plan: multiply.\nNext: worker"},
+    {"match": "Solve it independently", "reply": "Verdict: REVISE"},
+    {"match": "Solve the task now", "reply": "Answer: 84"},
+]
+
+
+def make_head(directory: Path, max_turns: int | None) -> Path:
+    """A trained head for the scripted pool (hash backbone), recording `max_turns` as its
+    training budget (None: no training record, like a hand-made head)."""
+    fingerprint, _ = describe("hash:16")
+    info = {"ref": "hash:16", "fingerprint": fingerprint, "hidden_size": 16}
+    head = head_mod.untrained("scripted", ["m0", "m1", "m2"], info, 16)
+    head.weights[:] = np.random.default_rng(0).normal(size=head.weights.shape)
+    head.manifest.update(name=directory.name, trained=True, **versions())
+    if max_turns is not None:
+        head.manifest["training"] = {"max_turns": max_turns, "budget": 8}
+    head.save(directory)
+    return directory
+
+
+@pytest.fixture
+def pool(tmp_path: Path) -> Path:
+    return scripted_pool(tmp_path, rules=NEVER_ACCEPT)
+
+
+def test_turn_budget_prefers_the_option_then_the_head(tmp_path: Path) -> None:
+    trained = head_mod.Head.load(make_head(tmp_path / "two", 2))
+    bare = head_mod.Head.load(make_head(tmp_path / "bare", None))
+    assert trained.trained_max_turns == 2 and bare.trained_max_turns is None
+    assert turn_budget(None, trained) == 2 and turn_budget(7, trained) == 7
+    assert turn_budget(None, bare) == DEFAULT_MAX_TURNS == 5
+    bad = head_mod.Head(trained.weights, {**trained.manifest, "training": {"max_turns": True}})
+    assert bad.trained_max_turns is None  # a boolean is not a turn budget
+
+
+def test_ask_uses_the_heads_trained_max_turns(tmp_path: Path, pool: Path) -> None:
+    head = str(make_head(tmp_path / "two", 2))
+    result = ask("What is 12*7?", AskOptions(pool=str(pool), head=head))
+    assert len(result.transcript.turns) == 2 and result.record["max_turns"] == 2
+    told = ask("What is 12*7?", AskOptions(pool=str(pool), head=head, max_turns=4))
+    assert len(told.transcript.turns) == 4 and told.record["max_turns"] == 4
+    bare = ask("What is 12*7?", AskOptions(pool=str(pool), head=str(make_head(tmp_path / "bare", None))))
+    assert len(bare.transcript.turns) == 5 and bare.record["max_turns"] == 5
+    untrained = ask("What is 12*7?", AskOptions(pool=str(pool), head="untrained"))
+    assert untrained.record["max_turns"] == 5
+
+
+def run_main(args: list[str], monkeypatch: pytest.MonkeyPatch, capsys) -> tuple[int, str, str]:
+    monkeypatch.setattr(sys, "argv", ["trinity", *args])
+    with pytest.raises(SystemExit) as info:
+        cli.main()
+        raise SystemExit(0)
+    captured = capsys.readouterr()
+    return info.value.code or 0, captured.out, captured.err
+
+
+def test_ask_command_defaults_to_the_heads_budget(tmp_path: Path, pool: Path, monkeypatch, capsys) -> None:
+    head = str(make_head(tmp_path / "three", 3))
+    base = ["ask", "What is 12*7?", "--pool", str(pool), "--head", head, "--json", "-q"]
+    code, out, err = run_main(base, monkeypatch, capsys)
+    assert code == 0, err
+    assert json.loads(out)["max_turns"] == 3 and len(json.loads(out)["transcript"]["turns"]) == 3
+    code, out, err = run_main([*base, "--max-turns", "1"], monkeypatch, capsys)
+    assert code == 0, err
+    assert json.loads(out)["max_turns"] == 1
+
+
+def served_turns(client: TestClient, **body: Any) -> tuple[int, int]:
+    """(turns played, max_turns recorded) of one served request."""
+    response = client.post("/v1/chat/completions", json={
+        "model": "trinity", "messages": [{"role": "user", "content": "What is 12*7?"}], **body})
+    assert response.status_code == 200, response.text
+    record = RunStore().load(response.headers["X-Trinity-Run"])
+    return len(response.json()["trinity"]["turns"]), record["max_turns"]
+
+
+def test_serve_uses_the_heads_trained_max_turns(tmp_path: Path, pool: Path) -> None:
+    head = str(make_head(tmp_path / "two", 2))
+    with TestClient(create_app(ServeOptions(pool=str(pool), head=head))) as client:
+        assert served_turns(client) == (2, 2)
+        assert served_turns(client, max_turns=3) == (3, 3)  # the request's own wins
+    with TestClient(create_app(ServeOptions(pool=str(pool), head=head, max_turns=4))) as client:
+        assert served_turns(client) == (4, 4)  # --max-turns wins over the head's
+        assert served_turns(client, max_turns=1) == (1, 1)
+    with TestClient(create_app(ServeOptions(pool=str(pool), head=str(make_head(tmp_path / "bare", None))))) as client:
+        assert served_turns(client) == (5, 5)
