@@ -42,22 +42,24 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Any:
     from ray.cluster_utils import Cluster
 
     with pytest.MonkeyPatch.context() as env:
-        # The cluster's processes (and the actors they start) inherit this environment.
+        # The cluster's processes (and the actors they start) inherit this environment, and so
+        # do drivers started by the tests. No token file is written to ~/.ray for a test cluster.
         env.setenv("TRINITY_HOME", str(tmp_path_factory.mktemp("ray-home")))
         env.setenv("RAY_USAGE_STATS_ENABLED", "0")
+        env.setenv("RAY_AUTH_MODE", "disabled")
         health = {"health_check_period_ms": 500, "health_check_timeout_ms": 500,
                   "health_check_failure_threshold": 3, "health_check_initial_delay_ms": 0}
         cluster = Cluster(initialize_head=True, head_node_args={
             "num_cpus": 0, "include_dashboard": False, "object_store_memory": SMALL_STORE, "_system_config": health})
-        for _ in range(3):
-            cluster.add_node(num_cpus=1, object_store_memory=SMALL_STORE)
-        cluster.wait_for_nodes()
-    ray.init(address=cluster.address, log_to_driver=False, logging_level="ERROR")
-    try:
-        yield cluster
-    finally:
-        ray.shutdown()
-        cluster.shutdown()
+        try:
+            for _ in range(3):
+                cluster.add_node(num_cpus=1, object_store_memory=SMALL_STORE)
+            cluster.wait_for_nodes()
+            ray.init(address=cluster.address, log_to_driver=False, logging_level="ERROR")
+            yield cluster
+        finally:
+            ray.shutdown()
+            cluster.shutdown()
 
 
 def slow_duo(tmp_path: Path) -> tuple[Path, Path]:
@@ -266,6 +268,43 @@ def test_an_episode_error_comes_back_as_itself_and_the_next_batch_runs(cluster, 
 def _without_cached(transcript: dict[str, Any]) -> dict[str, Any]:
     return {**transcript, "turns": [{k: v for k, v in t.items() if k not in ("cached", "latency_s")}
                                     for t in transcript["turns"]]}
+
+
+class Unstartable:
+    """An actor that cannot start on a node, as when trinity is not installed there."""
+
+    def __init__(self) -> None:
+        raise ModuleNotFoundError("No module named 'trinity_cli'")
+
+    def start(self, setup: Any, keeper: Any) -> str:  # what the evaluator calls first
+        return "never reached"
+
+
+def test_an_actor_that_cannot_start_is_an_error_not_a_retry(cluster, tmp_path: Path) -> None:
+    ray = pytest.importorskip("ray")
+    from trinity_cli.config import load_pool
+    from trinity_cli.errors import ConfigError
+    from trinity_cli.evaluate import EpisodeSpec, Runtime
+    from trinity_cli.messages import Role
+    from trinity_cli.pool import Pool
+    from trinity_cli.ray_evaluator import RayEvaluator
+    from trinity_cli.schedules import FixedSchedule
+    from trinity_cli.tasks.items import TaskItem
+
+    pool_file = write_pool(tmp_path, {"name": "p", "models": [{"name": "a", "kind": "scripted"}]})
+    evaluator = RayEvaluator(Runtime(Pool(load_pool(str(pool_file)))), RayOptions(address=cluster.address, workers=2))
+    try:
+        evaluator._kill_all()  # replaced by actors that fail in their creation
+        evaluator._worker_cls = ray.remote(num_cpus=1, max_restarts=0)(Unstartable)
+        spec = EpisodeSpec(item=TaskItem("t", "q", "question?", "1", "numeric"), seed=0,
+                           router=FixedSchedule(["a"], "a", (Role.WORKER,)), max_turns=1)
+        # (Where the nodes cannot import this test module, its creation fails alike.)
+        with pytest.raises(ConfigError, match="a Ray actor could not start: .*No module named") as info:
+            evaluator.evaluate([spec])
+        assert "every node needs trinity-cli" in (info.value.hint or "")
+        assert evaluator.started_on == []
+    finally:
+        evaluator.close()
 
 
 def test_more_workers_than_cpus_is_refused(cluster, tmp_path: Path) -> None:

@@ -56,6 +56,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import threading
 from collections import deque
 from collections.abc import Sequence
@@ -252,9 +253,29 @@ class _EpisodeWorker:
 
 # -- the driver's evaluator -------------------------------------------------------------------
 def _cause(exc: BaseException) -> BaseException:
-    """The exception an episode raised on an actor, out of Ray's wrapper."""
+    """The exception an episode raised on an actor, out of Ray's wrapper; Ray's own errors
+    there (the keeper lost with its node) become one line."""
+    from ray.exceptions import RayError
+
     cause = getattr(exc, "cause", None)
-    return cause if isinstance(cause, BaseException) else exc
+    if isinstance(cause, BaseException) and not isinstance(cause, RayError):
+        return cause
+    return BackendError(f"Ray: {_last_line(exc)}", "check the cluster with `ray status`, then run the command "
+                        "again to resume")
+
+
+def _last_line(exc: BaseException) -> str:
+    """The last line of Ray's report, colour codes removed: the exception raised on the node."""
+    lines = [line.strip() for line in re.sub(r"\x1b\[[0-9;]*m", "", str(exc)).splitlines() if line.strip()]
+    return lines[-1] if lines else type(exc).__name__
+
+
+def _start_error(exc: BaseException) -> ConfigError:
+    """Why an actor could not start, in one line: the last line of Ray's report (the
+    exception raised on the node, e.g. `ModuleNotFoundError: No module named 'trinity_cli'`)."""
+    return ConfigError(f"a Ray actor could not start: {_last_line(exc)}",
+                       "every node needs trinity-cli, the same version as here, in the Python that Ray runs "
+                       "(pip install 'trinity-cli[ray]'), and the pool's models")
 
 
 def _quiet(kind: str, data: dict[str, Any]) -> None:
@@ -275,6 +296,7 @@ class RayEvaluator:
         self._starting: dict[Any, Any] = {}  # start() ref -> actor
         self._keeper: Any = None
         self._batches = 0
+        self._start_failures = 0
         self._own_ray = False
         if not ray.is_initialized():
             local = options.address == "local"
@@ -284,7 +306,8 @@ class RayEvaluator:
                          num_cpus=max(os.cpu_count() or 1, options.workers or 1) if local else None)
             except (ConnectionError, RuntimeError, ValueError) as exc:
                 raise ConfigError(f"--ray {options.address}: could not connect to a Ray cluster ({exc})",
-                                  "start one with `ray start --head` and give the address it prints, "
+                                  "start one with `ray start --head` and give the address it prints (a cluster "
+                                  "with token authentication also needs RAY_AUTH_MODE=token and its token here), "
                                   "or use --ray alone for a local instance") from exc
             self._own_ray = True
         nodes = [n for n in ray.nodes() if n.get("Alive") and n.get("Resources", {}).get("CPU", 0) >= 1]
@@ -302,6 +325,14 @@ class RayEvaluator:
             self._keeper = keeper_cls.options(scheduling_strategy=here).remote(str(runtime.pool.cache.directory))
         self._worker_cls = ray.remote(num_cpus=1, max_restarts=0, max_task_retries=0)(_EpisodeWorker)
         self._fill()
+        if self._keeper is not None:
+            from ray.exceptions import RayActorError
+
+            try:
+                ray.get(self._keeper.forget.remote())  # started (the actors start meanwhile)
+            except RayActorError as exc:
+                self.close()
+                raise _start_error(exc) from None
 
     # -- actors ---------------------------------------------------------------------------
     def _fill(self, busy: int = 0) -> None:
@@ -323,6 +354,28 @@ class RayEvaluator:
             self._drop(actor)
         self._idle.clear()
         self._starting.clear()
+
+    def _joined(self, ref: Any, busy: int) -> None:
+        """A starting actor answered: it becomes idle, or is replaced (its node was lost), or
+        its error is raised (it cannot start there: trinity or a model missing on the node)."""
+        ray = import_ray()
+        from ray.exceptions import RayActorError, RayTaskError
+
+        actor = self._starting.pop(ref)
+        try:
+            self.nodes[actor] = ray.get(ref)
+        except RayActorError as exc:
+            self._drop(actor)
+            self._start_failures += 1
+            # Its creation failed (trinity not importable there): trying again would fail again.
+            if exc.actor_init_failed or self._start_failures > MAX_ATTEMPTS * self.workers:
+                raise _start_error(exc) from None
+            self._fill(busy)
+            return
+        except RayTaskError as exc:
+            raise _cause(exc) from None
+        self.started_on.append(self.nodes[actor])
+        self._idle.append(actor)
 
     def close(self) -> None:
         """Stop the actors and the keeper; end the Ray instance this evaluator started."""
@@ -374,21 +427,13 @@ class RayEvaluator:
                                        "again to resume")
                 ref = ready[0]
                 if ref in self._starting:
-                    actor = self._starting.pop(ref)
-                    try:
-                        self.nodes[actor] = ray.get(ref)
-                        self.started_on.append(self.nodes[actor])
-                    except lost_actor:
-                        self._drop(actor)
-                        self._fill(busy=len(running))
-                        continue
-                    except RayTaskError as exc:
-                        raise _cause(exc) from None
-                    self._idle.append(actor)
+                    self._joined(ref, busy=len(running))
                     continue
                 actor, i, attempt = running.pop(ref)
                 try:
                     outcome, delta = ray.get(ref)
+                except RayTaskError as exc:  # first: a task failure is not its actor's death
+                    raise _cause(exc) from None
                 except lost_actor:
                     # The actor (or its node) died mid-episode: play the episode again elsewhere.
                     lost.append(attempt)
@@ -403,8 +448,6 @@ class RayEvaluator:
                     todo.appendleft(i)
                     self._fill(busy=len(running))
                     continue
-                except RayTaskError as exc:
-                    raise _cause(exc) from None
                 self._idle.append(actor)
                 outcomes[i], deltas[i] = outcome, delta
                 _add(pool.stats, delta)
@@ -415,7 +458,10 @@ class RayEvaluator:
             # Stop everything now: running episodes end with their actors; the next batch starts fresh ones.
             self._kill_all([a for a, _, _ in running.values()])
             if self._keeper is not None:
-                ray.get(self._keeper.reset.remote())
+                try:
+                    ray.get(self._keeper.reset.remote())
+                except RayActorError:  # the keeper is gone too: nothing is left in flight
+                    pass
             raise
         finished = [o for o in outcomes if o is not None]
         assert len(finished) == total
