@@ -41,8 +41,10 @@ counters of the batch (calls, cache hits, tokens, seconds) are recomputed from t
 turns, so they count as a serial run's too.
 
 Failures: an actor (or its node) that dies mid-episode loses that episode only; it is
-played again on another actor (at most `MAX_ATTEMPTS` times), and a replacement actor is
-started, which joins as soon as the cluster has room for it. Calls the lost attempt had
+played again on another actor (at most `MAX_ATTEMPTS` times; its "started" progress event
+comes again), and a replacement actor is started, which joins as soon as the cluster has
+room for it. An actor that cannot start at all (trinity not importable on its node) is an
+error at once, as is a `start` that raises (a model missing on that node). Calls the lost attempt had
 made are in the cache (the replay is served them) and count as computed in this batch, so
 flags and counters stay a serial run's. When no actor is left and none can start within
 `STALL_S` seconds, the batch fails with an error. An episode that raises aborts the batch
