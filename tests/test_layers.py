@@ -90,6 +90,7 @@ OWNERS = {
     "torch": ("coordinator/",),
     "transformers": ("coordinator/",),
     "cma": ("evolve.py",),
+    "ray": ("ray_evaluator.py",),
     "matplotlib": ("reports.py",),
     "fastapi": ("serve",),
     "starlette": ("serve",),

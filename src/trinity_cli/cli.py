@@ -35,6 +35,15 @@ BackboneOpt = Annotated[
 DeviceOpt = Annotated[str, typer.Option(help="Coordinator device: auto, cpu, cuda or mps.")]
 ParallelOpt = Annotated[int | None, typer.Option(
     min=1, help="Episodes to play at once (default: the pool file's parallel, else 1); results do not depend on it.")]
+RayOpt = Annotated[str | None, typer.Option(
+    "--ray", metavar="[ADDRESS]",
+    help="Play episodes on Ray actors: alone (or 'local'), a Ray instance started for this run; 'auto', the "
+         "cluster this machine joined; HOST:PORT, that head node. Needs the ray extra.")]
+# Options whose value may be left out, and the value they then take: Typer has no optional
+# option values, so `main` fills them in before parsing.
+OPTIONAL_VALUES = {"--ray": "local"}
+RayWorkersOpt = Annotated[int | None, typer.Option(
+    min=1, help="With --ray: actors to start, one CPU each (default: one per node).")]
 # The progress flags, the same on every command that shows progress (ask, evolve, bench):
 # -q leaves stderr to errors alone; --json puts the run's JSON record on stdout instead of
 # the plain result (answer, head directory, tables).
@@ -140,6 +149,8 @@ def evolve(
         str | None, typer.Option(help="Continue this evolve run with its own options (--budget may change).")
     ] = None,
     parallel: ParallelOpt = None,
+    ray: RayOpt = None,
+    ray_workers: RayWorkersOpt = None,
     as_json: Annotated[bool, typer.Option(
         "--json", help="Print the run as JSON on stdout instead of the head's directory.")] = False,
     quiet: QuietOpt = False,
@@ -148,7 +159,9 @@ def evolve(
     from trinity_cli import render
     from trinity_cli.evolve import EvolveOptions
     from trinity_cli.evolve import evolve as run_evolve
+    from trinity_cli.ray_evaluator import RayOptions
 
+    cluster = RayOptions.from_cli(ray, ray_workers)
     options = EvolveOptions(pool=pool, tasks=tasks, budget=budget, minibatch=minibatch, popsize=popsize,
                             sigma0=sigma0, seed=seed, max_turns=max_turns, val_tasks=val_tasks, val_size=val_size,
                             val_every=val_every, cost_weight=cost_weight, cost_unit=cost_unit, svf=svf,
@@ -159,7 +172,7 @@ def evolve(
     given = [("svf_targets" if p == "svf_target" else p) for p, source in sources.items()
              if source is not None and source.name != "DEFAULT" and p not in ("as_json", "quiet")]
     with render.EvolveProgress(quiet=quiet) as progress:
-        result = run_evolve(options, resume=resume, progress=progress, given=given, parallel=parallel)
+        result = run_evolve(options, resume=resume, progress=progress, given=given, parallel=parallel, ray=cluster)
     if as_json:
         from trinity_cli.store import RunStore
 
@@ -186,6 +199,8 @@ def bench(
     backbone: BackboneOpt = None,
     device: DeviceOpt = "auto",
     parallel: ParallelOpt = None,
+    ray: RayOpt = None,
+    ray_workers: RayWorkersOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print bench.json on stdout instead of the tables.")] = (
         False
     ),
@@ -196,12 +211,14 @@ def bench(
     from trinity_cli import render
     from trinity_cli.bench import BenchOptions
     from trinity_cli.bench import bench as run_bench
+    from trinity_cli.ray_evaluator import RayOptions
 
+    cluster = RayOptions.from_cli(ray, ray_workers)
     kinds = [k.strip() for k in systems.split(",") if k.strip()] if systems else None
     options = BenchOptions(pool=pool, tasks=tasks, heads=head, max_turns=max_turns, random_seeds=random_seeds,
                            seed=seed, greedy=greedy, backbone=backbone, device=device, systems=kinds)
     with render.BenchProgress(quiet=quiet) as progress:
-        result = run_bench(options, progress=progress, parallel=parallel)
+        result = run_bench(options, progress=progress, parallel=parallel, ray=cluster)
     render.bench_done(result, as_json=as_json, quiet=quiet)
 
 
@@ -241,6 +258,19 @@ def serve(
     run_server(ServeOptions(pool=pool, head=head, host=host, port=port, api_key_env=api_key_env,
                             max_turns=max_turns, backbone=backbone, device=device, use_cache=not no_cache),
                on_start=render.serve_started, on_run=render.serve_run, on_failure=render.serve_failure)
+
+
+def fill_optional_values(args: list[str]) -> list[str]:
+    """`args` with the default value after each `OPTIONAL_VALUES` option given without one
+    (last, or followed by another option): `--ray --budget 8` -> `--ray local --budget 8`."""
+    out: list[str] = []
+    for i, arg in enumerate(args):
+        out.append(arg)
+        if arg == "--":
+            return out + args[i + 1:]
+        if arg in OPTIONAL_VALUES and (i + 1 == len(args) or args[i + 1].startswith("-")):
+            out.append(OPTIONAL_VALUES[arg])
+    return out
 
 
 def _raise_interrupt(signum: int, frame: object) -> None:
@@ -306,7 +336,7 @@ def main() -> None:
 
     try:
         # Typer turns Ctrl-C into a return value of 130 when not in standalone mode.
-        code = app(prog_name="trinity", standalone_mode=False)
+        code = app(args=fill_optional_values(sys.argv[1:]), prog_name="trinity", standalone_mode=False)
         if code == Interrupted.exit_code:
             raise KeyboardInterrupt
         if isinstance(code, int) and code:

