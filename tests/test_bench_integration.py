@@ -39,7 +39,8 @@ def run_bench(monkeypatch: pytest.MonkeyPatch, capsys) -> dict:
 def test_bench_on_the_real_model_then_all_from_cache(trinity_home, monkeypatch, capsys) -> None:
     data = run_bench(monkeypatch, capsys)
     single, selfloop = "single:smollm2-135m", "selfloop:smollm2-135m"
-    assert [s["name"] for s in data["systems"]] == [single, selfloop, "random", "vote", "best-per-task", "oracle"]
+    assert [s["name"] for s in data["systems"]] == [single, selfloop, "random", "moa", "vote", "best-per-task",
+                                                    "oracle"]
     res = {name: r["overall"] for name, r in data["results"].items()}
     for m in res.values():
         assert m["n"] == 2 and 0.0 <= m["ci_low"] <= m["accuracy"] <= m["ci_high"] <= 1.0
