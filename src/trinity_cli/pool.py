@@ -56,6 +56,14 @@ class PoolStats:
     completion_tokens: int = 0
     seconds: float = 0.0
 
+    def count(self, cached: bool, prompt_tokens: int, completion_tokens: int, latency_s: float) -> None:
+        """Count one call (a cache hit costs no model seconds)."""
+        self.calls += 1
+        self.cache_hits += int(cached)
+        self.prompt_tokens += prompt_tokens
+        self.completion_tokens += completion_tokens
+        self.seconds += 0.0 if cached else latency_s
+
 
 class Pool:
     def __init__(
@@ -222,11 +230,8 @@ class Pool:
 
     def _count(self, completion: Completion) -> None:
         with self._lock:
-            self.stats.calls += 1
-            self.stats.cache_hits += int(completion.cached)
-            self.stats.prompt_tokens += completion.prompt_tokens
-            self.stats.completion_tokens += completion.completion_tokens
-            self.stats.seconds += 0.0 if completion.cached else completion.latency_s
+            self.stats.count(completion.cached, completion.prompt_tokens, completion.completion_tokens,
+                             completion.latency_s)
 
     def close(self) -> None:
         with self._lock:

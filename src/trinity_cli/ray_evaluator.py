@@ -56,18 +56,14 @@ resume is evolve's, from its checkpoint and the cache.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import re
-import threading
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, fields
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from trinity_cli.cache import RolloutCache
 from trinity_cli.errors import BackendError, ConfigError, TrinityError
 from trinity_cli.evaluate import (
     EpisodeOutcome,
@@ -77,8 +73,8 @@ from trinity_cli.evaluate import (
     WorkerSetup,
     settle_cache_flags,
 )
-from trinity_cli.messages import Completion
 from trinity_cli.pool import PoolStats, open_pool
+from trinity_cli.ray_cache import CacheKeeper, KeeperCache
 
 INSTALL_HINT = "install it with: pip install 'trinity-cli[ray]' (from a checkout: pipx install '.[ray]')"
 # An episode whose actor died this many times is not tried again.
@@ -129,109 +125,19 @@ def check_ray(ray: RayOptions | None, parallel: int | None) -> None:
     import_ray()
 
 
-# -- on the driver's node -------------------------------------------------------------------
-class _CacheKeeper:
-    """The driver's rollout cache, served to the actors (an async Ray actor: lookups that wait
-    for a call in flight do not block the others).
-
-    `lookup` answers a hit, or makes the caller the leader of that key (None) until it
-    `publish`es the reply or `release`s what its attempt leads; a lookup of a key someone
-    leads waits for it. `made` remembers which keys each attempt computed."""
-
-    def __init__(self, directory: str) -> None:
-        self.cache = RolloutCache(Path(directory))
-        self.flights: dict[str, tuple[asyncio.Event, str]] = {}  # key -> (set when it lands, leader's attempt)
-        self.made: dict[str, list[str]] = {}  # attempt -> keys it computed
-
-    async def lookup(self, key: str, attempt: str) -> Completion | None:
-        while key in self.flights:
-            await self.flights[key][0].wait()
-        hit = self.cache.get(key)
-        if hit is None:
-            self.flights[key] = (asyncio.Event(), attempt)
-        return hit
-
-    async def publish(self, key: str, completion: Completion, attempt: str) -> None:
-        self.cache.put(key, completion)
-        self.made.setdefault(attempt, []).append(key)
-        self._land(key)
-
-    async def release(self, attempt: str) -> None:
-        for key in [k for k, (_, owner) in self.flights.items() if owner == attempt]:
-            self._land(key)
-
-    async def made_by(self, attempts: list[str]) -> list[str]:
-        return [key for attempt in attempts for key in self.made.get(attempt, [])]
-
-    async def forget(self) -> None:
-        self.made.clear()
-
-    async def reset(self) -> None:
-        """After the actors were killed: nothing is in flight any more."""
-        for key in list(self.flights):
-            self._land(key)
-        self.made.clear()
-
-    def _land(self, key: str) -> None:
-        # A leader given up for dead may still publish later: its key may have landed already.
-        flight = self.flights.pop(key, None)
-        if flight is not None:
-            flight[0].set()
-
-
 # -- on each actor ----------------------------------------------------------------------------
-class _KeeperCache(RolloutCache):
-    """An actor's view of the driver's rollout cache: reads and writes go to the keeper
-    (nothing is stored on the actor's node). One episode at a time: `attempt` names it."""
-
-    def __init__(self, keeper: Any) -> None:  # no super().__init__(): no directory of its own
-        self.keeper = keeper
-        self.attempt = ""
-        self.leading: set[str] = set()
-        self.hits = 0
-        self.misses = 0
-        self._lock = threading.Lock()
-
-    def get(self, key: str) -> Completion | None:
-        hit: Completion | None = import_ray().get(self.keeper.lookup.remote(key, self.attempt))
-        with self._lock:
-            if hit is None:
-                self.misses += 1
-                self.leading.add(key)
-            else:
-                self.hits += 1
-        return hit
-
-    def put(self, key: str, completion: Completion) -> None:
-        import_ray().get(self.keeper.publish.remote(key, completion, self.attempt))
-        with self._lock:
-            self.leading.discard(key)
-
-    def release(self) -> None:
-        """Give up the keys this attempt leads but did not publish (its call failed)."""
-        if self.leading:
-            import_ray().get(self.keeper.release.remote(self.attempt))
-            self.leading.clear()
-
-    def __len__(self) -> int:
-        return 0
-
-    def close(self) -> None:
-        return None
-
-
 class _EpisodeWorker:
     """One actor: `start` builds its runtime from the driver's setup, `play` plays one episode."""
 
     def __init__(self) -> None:
         self.runtime: Runtime | None = None
-        self.cache: _KeeperCache | None = None
+        self.cache: KeeperCache | None = None
 
     def start(self, setup: WorkerSetup, keeper: Any) -> str:
         """Open the pool (models are checked on this node, loaded on first use); the node's id."""
         pool = open_pool(setup.pool, use_cache=False)
         if setup.use_cache and keeper is not None:
-            self.cache = _KeeperCache(keeper)
+            self.cache = KeeperCache(keeper, import_ray().get)
             pool.cache = self.cache
         pool.check_assets()
         self.runtime = Runtime(pool, device=setup.device)
@@ -323,7 +229,7 @@ class RayEvaluator:
             from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
             here = NodeAffinitySchedulingStrategy(node_id=ray.get_runtime_context().get_node_id(), soft=False)
-            keeper_cls = ray.remote(num_cpus=0, max_concurrency=1000)(_CacheKeeper)
+            keeper_cls = ray.remote(num_cpus=0, max_concurrency=1000)(CacheKeeper)
             self._keeper = keeper_cls.options(scheduling_strategy=here).remote(str(runtime.pool.cache.directory))
         self._worker_cls = ray.remote(num_cpus=1, max_restarts=0, max_task_retries=0)(_EpisodeWorker)
         self._fill()
@@ -492,9 +398,5 @@ def _settled_stats(before: PoolStats, outcomes: Sequence[EpisodeOutcome],
             _add(stats, delta)
             continue
         for turn in outcome.transcript.turns:
-            stats.calls += 1
-            stats.cache_hits += int(turn.cached)
-            stats.prompt_tokens += turn.prompt_tokens
-            stats.completion_tokens += turn.completion_tokens
-            stats.seconds += 0.0 if turn.cached else turn.latency_s
+            stats.count(turn.cached, turn.prompt_tokens, turn.completion_tokens, turn.latency_s)
     return stats
