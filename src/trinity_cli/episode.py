@@ -64,11 +64,16 @@ TurnCallback = Callable[[Turn], None]
 DecisionCallback = Callable[[int, Decision], None]
 
 
+def reply_room(pool: Pool, model: str, role: Role) -> int:
+    """The reply room `model`'s prompt must leave when it acts as `role`."""
+    return min(pool.params(model, role.value).max_tokens, MIN_REPLY_ROOM)
+
+
 def _fit(
     pool: Pool, model: str, role: Role, task: str, turns: Sequence[Turn], context: Sequence[ChatMessage],
     kind: str | None,
 ) -> tuple[list[ChatMessage], int]:
-    room = min(pool.params(model, role.value).max_tokens, MIN_REPLY_ROOM)
+    room = reply_room(pool, model, role)
     style = pool.style(model)
     for keep in range(len(turns), -1, -1):
         messages = roles.build_messages(role, task, turns, context, keep_last=keep, style=style, kind=kind)

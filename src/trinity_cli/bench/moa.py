@@ -35,7 +35,7 @@ from collections.abc import Callable, Sequence
 
 from trinity_cli import roles
 from trinity_cli.bench.systems import EpisodeResult
-from trinity_cli.episode import MIN_REPLY_ROOM
+from trinity_cli.episode import reply_room
 from trinity_cli.messages import Role, Transcript
 from trinity_cli.pool import Pool
 from trinity_cli.tasks import TaskItem
@@ -58,8 +58,8 @@ def pick_aggregator(singles: Sequence[EpisodeResult], models: Sequence[str]) -> 
 
 def context_fits(pool: Pool, model: str, kind: str | None) -> Callable[[str], bool]:
     """Whether a Worker request with this task text fits `model`'s context with the reply
-    room an episode asks for (episode._fit's test)."""
-    room = min(pool.params(model, Role.WORKER.value).max_tokens, MIN_REPLY_ROOM)
+    room an episode asks for (`episode.reply_room`)."""
+    room = reply_room(pool, model, Role.WORKER)
     style = pool.style(model)
 
     def fits(task: str) -> bool:
