@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import importlib.util
+import io
 import socket
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -89,3 +91,20 @@ def tiny_lm_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
                          num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=4096)
     LlamaForCausalLM(config).save_pretrained(directory)
     return directory
+
+
+def run_main(
+    args: list[str], monkeypatch: pytest.MonkeyPatch, capsys, stdin: str | None = None
+) -> tuple[int, str, str]:
+    """Run `trinity ARGS` through the real entry point (error handling included): exit code,
+    stdout, stderr."""
+    from trinity_cli import cli
+
+    monkeypatch.setattr(sys, "argv", ["trinity", *args])
+    if stdin is not None:
+        monkeypatch.setattr(sys, "stdin", io.StringIO(stdin))
+    with pytest.raises(SystemExit) as info:
+        cli.main()
+        raise SystemExit(0)
+    captured = capsys.readouterr()
+    return info.value.code or 0, captured.out, captured.err

@@ -12,13 +12,12 @@ The test split of the 40-item file (ids decide it) holds 8 items: 2 A, 3 B, 3 C.
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from trinity_cli import cli, render
+from trinity_cli import render
 from trinity_cli.bench import BenchOptions, FixedSchedule, bench, held_out_mix, wilson_interval
 from trinity_cli.coordinator import head as head_mod
 from trinity_cli.coordinator.backbone import describe
@@ -27,7 +26,7 @@ from trinity_cli.errors import ConfigError, ContextOverflow, NotFound
 from trinity_cli.messages import Role
 from trinity_cli.store import RunStore
 
-from .conftest import write_pool
+from .conftest import run_main, write_pool
 
 VERIFY = {"match": "Solve it independently", "reply": "I get 42.\nAnswer: 42\nVerdict: ACCEPT"}
 PLAN = "Plan: compute it.\nNext: worker"
@@ -339,15 +338,6 @@ def test_refuses_splits_that_are_not_held_out(tmp_path: Path) -> None:
     with pytest.raises(NotFound, match="unknown head"):
         bench(options(pool, tasks, heads=["nosuchhead"]))
     assert not list(RunStore().root.iterdir())
-
-
-def run_main(args: list[str], monkeypatch: pytest.MonkeyPatch, capsys) -> tuple[int, str, str]:
-    monkeypatch.setattr(sys, "argv", ["trinity", *args])
-    with pytest.raises(SystemExit) as info:
-        cli.main()
-        raise SystemExit(0)
-    captured = capsys.readouterr()
-    return info.value.code or 0, captured.out, captured.err
 
 
 def test_cli_tables_json_and_replay(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:

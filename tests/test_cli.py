@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 from trinity_cli import cli
 from trinity_cli.store import RunStore
 
-from .conftest import scripted_pool
+from .conftest import run_main, scripted_pool
 
 runner = CliRunner()
 
@@ -19,19 +19,6 @@ runner = CliRunner()
 def invoke(*args: str, input: str | None = None):
     """Run the real entry point (error handling included) and capture exit code and output."""
     return runner.invoke(cli.app, list(args), input=input, standalone_mode=False, catch_exceptions=True)
-
-
-def run_main(args: list[str], monkeypatch: pytest.MonkeyPatch, capsys, stdin: str | None = None):
-    monkeypatch.setattr(sys, "argv", ["trinity", *args])
-    if stdin is not None:
-        import io
-
-        monkeypatch.setattr(sys, "stdin", io.StringIO(stdin))
-    with pytest.raises(SystemExit) as info:
-        cli.main()
-        raise SystemExit(0)
-    captured = capsys.readouterr()
-    return info.value.code or 0, captured.out, captured.err
 
 
 def test_ask_prints_answer_alone_and_saves_run(tmp_path, monkeypatch, capsys) -> None:

@@ -8,7 +8,6 @@ the number of turns is the budget played."""
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +15,6 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from trinity_cli import cli
 from trinity_cli.ask import DEFAULT_MAX_TURNS, AskOptions, ask, turn_budget
 from trinity_cli.coordinator import head as head_mod
 from trinity_cli.coordinator.backbone import describe
@@ -24,7 +22,7 @@ from trinity_cli.coordinator.policy import versions
 from trinity_cli.serve import ServeOptions, create_app
 from trinity_cli.store import RunStore
 
-from .conftest import scripted_pool
+from .conftest import run_main, scripted_pool
 
 NEVER_ACCEPT = [
     {"match": "Write the plan or critique now", "reply": "Plan: multiply.\nNext: worker"},
@@ -72,15 +70,6 @@ def test_ask_uses_the_heads_trained_max_turns(tmp_path: Path, pool: Path) -> Non
     assert len(bare.transcript.turns) == 5 and bare.record["max_turns"] == 5
     untrained = ask("What is 12*7?", AskOptions(pool=str(pool), head="untrained"))
     assert untrained.record["max_turns"] == 5
-
-
-def run_main(args: list[str], monkeypatch: pytest.MonkeyPatch, capsys) -> tuple[int, str, str]:
-    monkeypatch.setattr(sys, "argv", ["trinity", *args])
-    with pytest.raises(SystemExit) as info:
-        cli.main()
-        raise SystemExit(0)
-    captured = capsys.readouterr()
-    return info.value.code or 0, captured.out, captured.err
 
 
 def test_ask_command_defaults_to_the_heads_budget(tmp_path: Path, pool: Path, monkeypatch, capsys) -> None:
