@@ -1,6 +1,6 @@
-"""`ask` and `serve` play a head with the turn budget it was evolved with (its manifest's
+"""`ask`, `serve` and `bench` play a head with the turn budget it was evolved with (its manifest's
 training max_turns) unless --max-turns or a request's `max_turns` says otherwise; heads
-that record none get 5.
+that record none get 5. `bench` plays self-loops and random routing at the first head's budget.
 
 The pool never accepts (its Verifiers say REVISE), so an episode plays its whole budget and
 the number of turns is the budget played."""
@@ -16,6 +16,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from trinity_cli.ask import DEFAULT_MAX_TURNS, AskOptions, ask, turn_budget
+from trinity_cli.bench import BenchOptions, bench
 from trinity_cli.coordinator import head as head_mod
 from trinity_cli.coordinator.backbone import describe
 from trinity_cli.coordinator.policy import versions
@@ -102,3 +103,26 @@ def test_serve_uses_the_heads_trained_max_turns(tmp_path: Path, pool: Path) -> N
         assert served_turns(client, max_turns=1) == (1, 1)
     with TestClient(create_app(ServeOptions(pool=str(pool), head=str(make_head(tmp_path / "bare", None))))) as client:
         assert served_turns(client) == (5, 5)
+
+
+def test_bench_plays_every_row_at_the_heads_trained_budget(tmp_path: Path, pool: Path) -> None:
+    task_file = tmp_path / "t.jsonl"
+    task_file.write_text(json.dumps({"id": "q", "prompt": "What is 12*7?", "answer": "84", "scorer": "numeric"}) + "\n")
+    two, three = str(make_head(tmp_path / "two", 2)), str(make_head(tmp_path / "three", 3))
+    base = dict(pool=str(pool), tasks=f"file:{task_file}:all", systems=["selfloop", "random", "head"])
+
+    def budgets(**kw: Any) -> dict[str, tuple[int, int]]:
+        """(budget recorded, most turns played) per row."""
+        data = bench(BenchOptions(**base, **kw)).data
+        played = {s["name"]: max(len(e["turns"]) for e in data["episodes"] if e["system"] == s["name"])
+                  for s in data["systems"]}
+        return {s["name"]: (s["max_turns"], played[s["name"]]) for s in data["systems"]}
+
+    # Each head its own; self-loops and random the first head's (the Verifiers never accept).
+    got = budgets(heads=[two, three])
+    assert got["head:two"] == (2, 2) and got["head:three"] == (3, 3)
+    assert got["random"] == (2, 2) and all(got[f"selfloop:{m}"] == (2, 2) for m in ("m0", "m1", "m2"))
+    told = budgets(heads=[two, three], max_turns=4)  # --max-turns wins everywhere
+    assert set(told.values()) == {(4, 4)}
+    no_head = budgets(heads=[str(make_head(tmp_path / "bare", None))])
+    assert set(no_head.values()) == {(DEFAULT_MAX_TURNS, DEFAULT_MAX_TURNS)}

@@ -189,8 +189,10 @@ def bench(
     head: Annotated[list[str] | None, typer.Option(
         "--head", help="Head to benchmark, name or directory (repeatable; default: the shipped head if it fits).")
     ] = None,
-    max_turns: Annotated[int, typer.Option(min=1, max=50, help="Turn budget of self-loops, random and heads.")] = 5,
-    random_seeds: Annotated[int, typer.Option(min=0, help="Seeds of random routing (0: leave it out).")] = 3,
+    max_turns: Annotated[int | None, typer.Option(
+        min=1, max=50, help="Turn budget of self-loops, random and heads (default: each head's trained "
+                            "max_turns; self-loops and random get the first head's).")] = None,
+    random_seeds: Annotated[int, typer.Option(min=0, help="Seeds of random routing (0: leave it out).")] = 1,
     seed: Annotated[int, typer.Option(help="Seed of item sampling and episodes.")] = 0,
     greedy: Annotated[bool, typer.Option(help="Heads take the most likely model and role.")] = False,
     systems: Annotated[str | None, typer.Option(

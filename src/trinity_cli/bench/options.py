@@ -25,13 +25,16 @@ ProgressFn = Callable[[str, dict[str, Any]], None]
 @dataclass
 class BenchOptions:
     """What `trinity bench` runs: `heads` None means the shipped default head when it fits
-    the pool (none otherwise); `random_seeds` 0 leaves random routing out."""
+    the pool (none otherwise); `max_turns` None gives each head its training max_turns and
+    self-loops and random routing the first head's (so every row plays the same budget as
+    the head it is compared with; DEFAULT_MAX_TURNS without a head); `random_seeds` 0
+    leaves random routing out."""
 
     pool: str | None = None
     tasks: str = DEFAULT_TASKS
     heads: Sequence[str] | None = None
-    max_turns: int = 5
-    random_seeds: int = 3
+    max_turns: int | None = None
+    random_seeds: int = 1
     seed: int = 0
     greedy: bool = False
     backbone: str | None = None
@@ -48,7 +51,7 @@ class BenchOptions:
         for kind in self.systems or ():
             if kind not in SYSTEM_KINDS:
                 raise ConfigError(f"--systems: unknown kind {kind!r}", did_you_mean(kind, SYSTEM_KINDS))
-        if self.max_turns < 1:
+        if self.max_turns is not None and self.max_turns < 1:
             raise ConfigError(f"--max-turns must be at least 1, got {self.max_turns}")
         if self.random_seeds < 0:
             raise ConfigError(f"--random-seeds must be 0 or more, got {self.random_seeds}")

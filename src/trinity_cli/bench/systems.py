@@ -7,6 +7,7 @@ import hashlib
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from trinity_cli.ask import DEFAULT_MAX_TURNS, turn_budget
 from trinity_cli.bench.options import ANSWER_CHARS, DERIVED, NEEDS_SINGLES, BenchOptions
 from trinity_cli.coordinator.head import Head
 from trinity_cli.coordinator.policy import Coordinator, resolve_head
@@ -72,19 +73,18 @@ def episode_seed(seed: int, stream: str, item_key: str) -> int:
     return int.from_bytes(digest[:4], "little")
 
 
-def _head_systems(options: BenchOptions, pool_name: str, models: list[str]) -> tuple[list[System], list[str]]:
-    notes: list[str] = []
-    heads: list[tuple[str | None, Head]] = []
+def _heads(options: BenchOptions, pool_name: str, models: list[str]) -> tuple[list[tuple[str | None, Head]], list[str]]:
+    """The heads to benchmark with the refs they were named by (None: the shipped head)."""
     if options.heads:
-        for ref in options.heads:
-            heads.append((ref, resolve_head(ref, pool_name, models, options.backbone)))
-    else:
-        head = resolve_head(None, pool_name, models, options.backbone)
-        if head.trained:
-            heads.append((None, head))
-        else:
-            notes.append(f"no trained head ships for pool {pool_name!r}, so no head was benchmarked "
-                         "(an untrained head routes like `random`); evolve one and pass --head")
+        return [(ref, resolve_head(ref, pool_name, models, options.backbone)) for ref in options.heads], []
+    head = resolve_head(None, pool_name, models, options.backbone)
+    if head.trained:
+        return [(None, head)], []
+    return [], [f"no trained head ships for pool {pool_name!r}, so no head was benchmarked "
+                "(an untrained head routes like `random`); evolve one and pass --head"]
+
+
+def _head_systems(options: BenchOptions, heads: list[tuple[str | None, Head]]) -> list[System]:
     systems: list[System] = []
     taken: set[str] = set()
     for head_ref, head in heads:
@@ -95,29 +95,34 @@ def _head_systems(options: BenchOptions, pool_name: str, models: list[str]) -> t
         taken.add(name)
         source = Coordinator(head, backbone_ref=options.backbone, device=options.device)
         info = {"name": head.manifest.get("name"), "trained": head.trained, "ref": head_ref}
-        systems.append(System(name, "head", head=info, max_turns=options.max_turns, stream="head",
-                              source=source))
-    return systems, notes
+        systems.append(System(name, "head", head=info, max_turns=turn_budget(options.max_turns, head),
+                              stream="head", source=source))
+    return systems
 
 
 def plan_systems(options: BenchOptions, pool_name: str, models: list[str]) -> tuple[list[System], list[str]]:
     """The systems of a bench in run order (derived rows last), and notes for the report.
-    Single runs are played whenever a reported row needs them (see `systems`)."""
+    Single runs are played whenever a reported row needs them (see `systems`). Turn
+    budgets: see BenchOptions.max_turns."""
     kinds = options.kinds()
+    heads, notes = _heads(options, pool_name, models) if "head" in kinds else ([], [])
+    if options.max_turns is not None:
+        budget = options.max_turns
+    else:
+        budget = turn_budget(None, heads[0][1]) if heads else DEFAULT_MAX_TURNS
     systems: list[System] = []
     if "single" in kinds or any(k in kinds for k in NEEDS_SINGLES):
         systems += [System(f"single:{m}", "single", model=m, source=FixedSchedule(models, m, (Role.WORKER,)))
                     for m in models]
     if "selfloop" in kinds:
-        systems += [System(f"selfloop:{m}", "selfloop", model=m, max_turns=options.max_turns,
+        systems += [System(f"selfloop:{m}", "selfloop", model=m, max_turns=budget,
                            source=FixedSchedule(models, m, (Role.WORKER, Role.VERIFIER))) for m in models]
     if options.random_seeds and "random" in kinds:
         untrained = resolve_head("untrained", pool_name, models, options.backbone)
         source = Coordinator(untrained, backbone_ref=options.backbone, device=options.device)
-        systems.append(System("random", "random", seeds=options.random_seeds, max_turns=options.max_turns,
+        systems.append(System("random", "random", seeds=options.random_seeds, max_turns=budget,
                               stream="random", source=source))
-    heads, notes = _head_systems(options, pool_name, models) if "head" in kinds else ([], [])
-    systems += heads
+    systems += _head_systems(options, heads)
     if "moa" in kinds:
         systems.append(System("moa", "moa", max_turns=len(models) + 1))
     systems += [System(kind, kind) for kind in DERIVED if kind in kinds]
