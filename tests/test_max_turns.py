@@ -15,10 +15,11 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from trinity_cli.ask import DEFAULT_MAX_TURNS, AskOptions, ask, turn_budget
+from trinity_cli.ask import AskOptions, ask
 from trinity_cli.bench import BenchOptions, bench
 from trinity_cli.coordinator import head as head_mod
 from trinity_cli.coordinator.backbone import describe
+from trinity_cli.coordinator.head import DEFAULT_MAX_TURNS, turn_budget
 from trinity_cli.coordinator.policy import versions
 from trinity_cli.serve import ServeOptions, create_app
 from trinity_cli.store import RunStore

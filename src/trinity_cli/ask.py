@@ -9,7 +9,7 @@ Run record (`runs/run-N/run.json`, kind "ask"):
 
 Turn budget: `AskOptions.max_turns` when given (--max-turns, a served request's
 `max_turns`, serve's --max-turns), else the max_turns the head was evolved with (its
-manifest), else DEFAULT_MAX_TURNS (`turn_budget`).
+manifest), else 5 (coordinator/head.py's `turn_budget`).
 """
 
 from __future__ import annotations
@@ -22,23 +22,13 @@ from typing import Any, TextIO
 
 from trinity_cli import roles
 from trinity_cli.config import load_pool
-from trinity_cli.coordinator.head import Head
+from trinity_cli.coordinator.head import turn_budget
 from trinity_cli.coordinator.policy import Coordinator, resolve_head
 from trinity_cli.episode import DecisionCallback, TurnCallback, run_episode
 from trinity_cli.errors import ConfigError
 from trinity_cli.messages import ChatMessage, Transcript
 from trinity_cli.pool import Pool, open_pool
 from trinity_cli.store import RunStore
-
-DEFAULT_MAX_TURNS = 5  # for heads that record no training max_turns
-
-
-def turn_budget(max_turns: int | None, head: Head) -> int:
-    """The turn budget of an episode: `max_turns` when given, else the head's training
-    max_turns, else DEFAULT_MAX_TURNS."""
-    if max_turns is not None:
-        return max_turns
-    return head.trained_max_turns or DEFAULT_MAX_TURNS
 
 
 @dataclass

@@ -7,9 +7,8 @@ import hashlib
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from trinity_cli.ask import DEFAULT_MAX_TURNS, turn_budget
 from trinity_cli.bench.options import ANSWER_CHARS, DERIVED, NEEDS_SINGLES, BenchOptions
-from trinity_cli.coordinator.head import Head
+from trinity_cli.coordinator.head import Head, turn_budget
 from trinity_cli.coordinator.policy import Coordinator, resolve_head
 from trinity_cli.messages import Role
 from trinity_cli.schedules import FixedSchedule
@@ -106,10 +105,7 @@ def plan_systems(options: BenchOptions, pool_name: str, models: list[str]) -> tu
     budgets: see BenchOptions.max_turns."""
     kinds = options.kinds()
     heads, notes = _heads(options, pool_name, models) if "head" in kinds else ([], [])
-    if options.max_turns is not None:
-        budget = options.max_turns
-    else:
-        budget = turn_budget(None, heads[0][1]) if heads else DEFAULT_MAX_TURNS
+    budget = turn_budget(options.max_turns, heads[0][1] if heads else None)  # self-loops and random
     systems: list[System] = []
     if "single" in kinds or any(k in kinds for k in NEEDS_SINGLES):
         systems += [System(f"single:{m}", "single", model=m, source=FixedSchedule(models, m, (Role.WORKER,)))

@@ -18,8 +18,8 @@ Head directory (`heads/NAME/`):
                      "sizes": [...], "scale": "exp"} | null, "prompt_version",
                      "coordinator_version", "training": {... "max_turns": the turn budget it was
                      evolved with ...} (evolved heads only)}
-    `ask` and `serve` play a head with its training max_turns unless told otherwise
-    (`Head.trained_max_turns`).
+    `ask`, `serve` and `bench` play a head with its training max_turns unless told otherwise
+    (`turn_budget`).
     A trained head is used only under the prompt and coordinator versions it records
     (`Head.check`); an SVF head only with the exp(o) scaling (coordinator/svf.py).
     weights.npz     "head": float32 (M+3, H); "svf": float32 (sum of sizes,) (empty without SVF)
@@ -47,6 +47,7 @@ _VERSION_NAMES = {"prompt_version": "prompt version", "coordinator_version": "co
 
 
 @dataclass
+
 class Head:
     weights: np.ndarray  # (M + 3, H)
     manifest: dict[str, Any]
@@ -174,6 +175,17 @@ class Head:
                 "evolve it again (trinity evolve --svf)",
             )
         return cls(weights=weights, manifest=manifest, svf_offsets=svf)
+
+
+DEFAULT_MAX_TURNS = 5  # for heads that record no training max_turns, and runs without a head
+
+
+def turn_budget(max_turns: int | None, head: Head | None) -> int:
+    """The turn budget of an episode: `max_turns` when given, else the head's training
+    max_turns, else DEFAULT_MAX_TURNS."""
+    if max_turns is not None:
+        return max_turns
+    return (head.trained_max_turns if head is not None else None) or DEFAULT_MAX_TURNS
 
 
 def untrained(pool_name: str, models: list[str], backbone: dict[str, Any], hidden_size: int) -> Head:

@@ -94,7 +94,7 @@ class ChatRequest:
     context: list[ChatMessage]
     stream: bool = False
     include_usage: bool = False
-    max_turns: int | None = None  # None: the server's --max-turns, else the head's (ask.turn_budget)
+    max_turns: int | None = None  # None: the server's --max-turns, else the head's (head.turn_budget)
     exclude: list[str] = field(default_factory=list)
     token_budget: int | None = None
     cost_budget: float | None = None

@@ -30,7 +30,7 @@ Emit = Callable[[str, Any], None]
 @dataclass
 class ServeOptions:
     """What `trinity serve` was started with. `head` None: the default head; `max_turns`
-    None: a request without `max_turns` gets its head's training max_turns (ask.turn_budget)."""
+    None: a request without `max_turns` gets its head's training max_turns (head.turn_budget)."""
 
     pool: str | None = None
     head: str | None = None
