@@ -21,6 +21,7 @@ from trinity_cli.coordinator import head as head_mod
 from trinity_cli.coordinator.backbone import describe
 from trinity_cli.coordinator.head import DEFAULT_MAX_TURNS, turn_budget
 from trinity_cli.coordinator.policy import versions
+from trinity_cli.reports import bench_view
 from trinity_cli.serve import ServeOptions, create_app
 from trinity_cli.store import RunStore
 
@@ -112,9 +113,12 @@ def test_bench_plays_every_row_at_the_heads_trained_budget(tmp_path: Path, pool:
     two, three = str(make_head(tmp_path / "two", 2)), str(make_head(tmp_path / "three", 3))
     base = dict(pool=str(pool), tasks=f"file:{task_file}:all", systems=["selfloop", "random", "head"])
 
+    captions: list[str] = []
+
     def budgets(**kw: Any) -> dict[str, tuple[int, int]]:
-        """(budget recorded, most turns played) per row."""
+        """(budget recorded, most turns played) per row; the report's caption kept."""
         data = bench(BenchOptions(**base, **kw)).data
+        captions.append(bench_view(data).caption)
         played = {s["name"]: max(len(e["turns"]) for e in data["episodes"] if e["system"] == s["name"])
                   for s in data["systems"]}
         return {s["name"]: (s["max_turns"], played[s["name"]]) for s in data["systems"]}
@@ -127,3 +131,8 @@ def test_bench_plays_every_row_at_the_heads_trained_budget(tmp_path: Path, pool:
     assert set(told.values()) == {(4, 4)}
     no_head = budgets(heads=[str(make_head(tmp_path / "bare", None))])
     assert set(no_head.values()) == {(DEFAULT_MAX_TURNS, DEFAULT_MAX_TURNS)}
+    # The caption states the budgets played, not the --max-turns option (None: each head's own).
+    assert all(f"{row}, " in captions[0] or f"{row} · " in captions[0]
+               for row in ("selfloop:m0 2", "random 2", "head:two 2", "head:three 3"))
+    assert " · max turns 4 · " in captions[1]
+    assert f" · max turns {DEFAULT_MAX_TURNS} · " in captions[2] and "None" not in captions[0]

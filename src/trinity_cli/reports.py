@@ -155,7 +155,7 @@ def bench_view(summary: dict[str, Any]) -> BenchView:
     return BenchView(
         heading=f"trinity bench — {summary['run']}",
         caption=(f"Pool `{pool['name']}` ({', '.join(pool['models'])}) · tasks `{o['tasks']}` "
-                 f"({len(summary['items'])} items) · max turns {o['max_turns']}"
+                 f"({len(summary['items'])} items){turn_budgets(summary['systems'])}"
                  + (f" · random routing over {o['random_seeds']} seeds"
                     if any(s["kind"] == "random" for s in summary["systems"]) else "")
                  + f" · seed {o['seed']}" + (" · heads greedy" if o["greedy"] else "")),
@@ -164,6 +164,18 @@ def bench_view(summary: dict[str, Any]) -> BenchView:
                f"{st['backend_calls']} to a model ({st['backend_s']:.1f} s), {st['wall_s']:.1f} s in all"),
         notes=list(summary["notes"]),
     )
+
+
+def turn_budgets(systems: Sequence[dict[str, Any]]) -> str:
+    """The caption's turn budget: " · max turns N" when every multi-turn row (head,
+    self-loop, random) played N turns, else each row's, "" when there is none. From the
+    rows themselves, not the --max-turns option, which is None when each head plays its own."""
+    budgets = {s["name"]: s["max_turns"] for s in systems if s["kind"] in ("head", "selfloop", "random")}
+    if not budgets:
+        return ""
+    if len(set(budgets.values())) == 1:
+        return f" · max turns {next(iter(budgets.values()))}"
+    return " · max turns " + ", ".join(f"{name} {n}" for name, n in budgets.items())
 
 
 def turn_shares(turns: Sequence[tuple[str, str]], models: Sequence[str]) -> dict[str, Any]:
