@@ -98,7 +98,9 @@ def test_kill_and_resume_redoes_no_rollout_and_ends_identical(tmp_path: Path, mo
     # The 5 episodes of generation 2 that had finished are served from the cache.
     n_cached = sum(calls)
     assert n_cached >= 5
-    assert np.array_equal(Head.load(tmp_path / "a").flat(), Head.load(tmp_path / "b").flat())
+    a, b = Head.load(tmp_path / "a"), Head.load(tmp_path / "b")
+    assert np.array_equal(a.flat(), b.flat())
+    assert np.array_equal(a.center, b.center) and a.center_scale == b.center_scale  # from the checkpoint
     assert resumed.best_val == ref.best_val and resumed.spent == ref.spent
     # Totals run on across the resume: each is the sum of the per-generation counts.
     for key in ("pool_calls", "cache_hits", "tokens"):
@@ -226,7 +228,9 @@ def test_resume_takes_every_option_from_the_run(tmp_path: Path, monkeypatch, cap
         evolve(options(pool, tasks, out=str(tmp_path / "b")), progress=kill_at(21))
     # Library: nothing but the run id (every option at its default).
     resumed = evolve(EvolveOptions(), resume="run-1")
-    assert np.array_equal(Head.load(tmp_path / "a").flat(), Head.load(tmp_path / "b").flat())
+    a, b = Head.load(tmp_path / "a"), Head.load(tmp_path / "b")
+    assert np.array_equal(a.flat(), b.flat())
+    assert np.array_equal(a.center, b.center) and a.center_scale == b.center_scale  # from the checkpoint
     assert resumed.best_val == ref.best_val and resumed.spent == ref.spent
     training = Head.load(tmp_path / "b").manifest["training"]
     assert training["tasks"] == f"file:{tasks}:train" and training["seed"] == 3 and training["minibatch"] == 4
@@ -339,9 +343,34 @@ def test_candidates_do_not_depend_on_numpys_global_rng(tmp_path: Path, monkeypat
     monkeypatch.setenv("TRINITY_HOME", str(tmp_path / "home-b"))
     np.random.seed(12345)
     evolve(options(pool, tasks, out=str(tmp_path / "b")), progress=noisy)
-    assert np.array_equal(Head.load(tmp_path / "a").flat(), Head.load(tmp_path / "b").flat())
+    a, b = Head.load(tmp_path / "a"), Head.load(tmp_path / "b")
+    assert np.array_equal(a.flat(), b.flat())
+    assert np.array_equal(a.center, b.center) and a.center_scale == b.center_scale  # from the checkpoint
     import pickle
 
     run_dir = next((tmp_path / "home-b" / "runs").glob("run-*"))
     state = pickle.loads((run_dir / "checkpoint.pkl").read_bytes())
     assert "np_random_state" not in state and state["es"].opts["randn"].rng is not None
+
+
+def test_head_input_is_centred_on_turn0_features_of_training_tasks(tmp_path: Path) -> None:
+    from trinity_cli import tasks as tasks_mod
+    from trinity_cli.coordinator.head import untrained
+    from trinity_cli.coordinator.policy import Coordinator, coordinator_text
+
+    pool, task_file = setup_files(tmp_path)
+    opts = options(pool, task_file, budget=16, center_items=1000, out=str(tmp_path / "head"))
+    evolve(opts)
+    head = Head.load(tmp_path / "head")
+    train = tasks_mod.sample_items(tasks_mod.parse_mix(opts.tasks), seed=opts.seed)
+    assert head.manifest["input"] == {"center_items": len(train)}  # all of them: fewer than asked
+    coordinator = Coordinator(untrained("duo", ["m0", "m1"], head.manifest["backbone"], 16), backbone_ref="hash:16")
+    feats = np.array([f / np.linalg.norm(f) for f in
+                      (coordinator.features(coordinator_text(i.prompt, [])) for i in train)])
+    x = (feats - head.center) / head.center_scale  # what the head reads at turn 0
+    assert np.allclose(x.mean(axis=0), 0, atol=1e-5)
+    assert np.mean(np.sum(x**2, axis=1)) == pytest.approx(1.0, rel=1e-4)
+    # --center-items 0: features read as they are.
+    evolve(options(pool, task_file, budget=16, center_items=0, out=str(tmp_path / "raw")))
+    raw = Head.load(tmp_path / "raw")
+    assert not raw.center.any() and raw.center_scale == 1.0 and raw.manifest["input"] == {"center_items": 0}

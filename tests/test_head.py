@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +21,7 @@ def test_flat_layout_svf_then_rows() -> None:
     assert np.array_equal(new.svf_offsets, [0, 1, 2])
     assert np.array_equal(new.weights[0], np.arange(3, 11))  # row 0 = model slot 0
     assert new.weights.shape == (5, 8)
+    assert np.array_equal(new.bias, vec[-5:])  # then the bias, one per row
     assert np.array_equal(new.flat(), vec)
     with pytest.raises(ConfigError):
         head.with_flat(np.zeros(4))
@@ -36,6 +38,42 @@ def test_save_load_and_mismatch(tmp_path: Path) -> None:
     with pytest.raises(HeadMismatch, match="backbone"):
         loaded.check("p", ["a", "b"], "gguf:zzz")
     loaded.check("p", ["a", "b"], "gguf:abc")
+
+
+def test_centred_input_logits_and_round_trip(tmp_path: Path) -> None:
+    rng = np.random.default_rng(0)
+    head = head_mod.untrained("p", ["a", "b"], BACKBONE, 8).with_flat(rng.normal(size=5 * 8 + 5))
+    center = rng.normal(size=8).astype(np.float32)
+    centred = head.with_center(center, 0.25, items=12)
+    h = rng.normal(size=8)
+    want = head.weights.astype(np.float64) @ ((h - center) / 0.25) + head.bias
+    models, roles = centred.logits(h)
+    assert np.allclose(np.r_[models, roles], want) and models.size == 2 and roles.size == 3
+    assert not np.allclose(np.r_[head.logits(h)], want)  # the centre is not a no-op
+    assert centred.manifest["input"] == {"center_items": 12}
+    moved = centred.with_flat(np.zeros(centred.n_params))  # the search leaves the centre alone
+    assert np.array_equal(moved.center, center) and moved.center_scale == 0.25 and moved.is_zero
+    centred.save(tmp_path / "h")
+    loaded = head_mod.Head.load(tmp_path / "h")
+    assert loaded.manifest["format"] == "trinity-head/2"
+    assert np.allclose(np.r_[loaded.logits(h)], want, atol=1e-4)
+
+
+def test_format_1_head_loads_uncentred_without_bias(tmp_path: Path) -> None:
+    """A head written before centring: no bias, centre or scale in weights.npz."""
+    weights = np.random.default_rng(1).normal(size=(5, 8)).astype(np.float32)
+    (tmp_path / "h").mkdir()
+    np.savez(tmp_path / "h" / "weights.npz", head=weights, svf=np.zeros(0, dtype=np.float32))
+    manifest = {**head_mod.untrained("p", ["a", "b"], BACKBONE, 8).manifest, "format": "trinity-head/1"}
+    (tmp_path / "h" / "manifest.json").write_text(json.dumps(manifest))
+    loaded = head_mod.Head.load(tmp_path / "h")
+    h = np.arange(8.0)
+    assert not loaded.bias.any() and not loaded.center.any() and loaded.center_scale == 1.0
+    assert np.allclose(np.r_[loaded.logits(h)], weights.astype(np.float64) @ h)
+    np.savez(tmp_path / "h" / "weights.npz", head=weights, svf=np.zeros(0, dtype=np.float32),
+             bias=np.zeros(4, dtype=np.float32))  # one short
+    with pytest.raises(ConfigError, match="do not match"):
+        head_mod.Head.load(tmp_path / "h")
 
 
 def test_corrupt_head_is_a_clear_error(tmp_path: Path) -> None:

@@ -306,7 +306,7 @@ def test_heads_keep_their_own_svf_offsets_when_features_run_at_once(monkeypatch)
     base.svf_offsets = np.zeros(2, dtype=np.float32)
     root = Coordinator(base, backbone_ref="fake", svf_targets=["t"], use_cache=False)
     root._shared.backbone, root._shared.svf = backbone, SVF(backbone)
-    views = [root.view(base.with_flat(np.r_[[float(i), -float(i)], np.ones(base.weights.size)])) for i in range(16)]
+    views = [root.view(base.with_flat(np.r_[[float(i), -float(i)], np.ones(base.n_params - 2)])) for i in range(16)]
     results: dict[int, list[np.ndarray]] = {}
 
     def work(i: int) -> None:

@@ -51,4 +51,4 @@ def test_evolve_on_two_ray_actors_gives_the_serial_head(tmp_path: Path) -> None:
     assert runs["ray"]["generations"] == runs["serial"]["generations"]  # transcripts, rewards, cache flags
     assert runs["ray"]["curves"] == runs["serial"]["curves"]  # pool calls, cache hits, tokens
     a, b = Head.load(tmp_path / "head-serial"), Head.load(tmp_path / "head-ray")
-    assert np.array_equal(a.flat(), b.flat())
+    assert np.array_equal(a.flat(), b.flat()) and np.array_equal(a.center, b.center) and a.center.any()

@@ -3,6 +3,12 @@ run directory and checkpoints, and resume. Its options are in evolve_options.py.
 
 The only module that imports `cma`.
 
+Before generation 0, a fresh run fixes the head's input centre (coordinator/head.py): the
+mean of the unit-norm turn-0 features (the task alone, no turns yet) of `center_items`
+training tasks drawn with rng([seed, CENTER_STREAM]), and their RMS distance from it as the
+scale; no model is called for them. It is kept in the checkpoint, so a resumed run reads
+features exactly as before, and in the head it writes. `center_items` 0: no centre.
+
 Loop, per generation g:
   1. `es.ask()` -> popsize candidate vectors (flat layout: coordinator/head.py).
   2. One minibatch of `minibatch` training items, drawn with rng([seed, g]), shared by
@@ -34,7 +40,8 @@ Run directory (`runs/run-N/`):
                         coordinator_version}, "config_hash"}: written once at the start
     checkpoint.pkl     pickle of a plain dict {"es": CMAEvolutionStrategy (its RNG inside),
                         "generation", "spent", "val_spent", "best": {"vector", "val",
-                        "generation"}, "curves": [...]}: rewritten atomically after each generation
+                        "generation"}, "curves": [...], "input": {"center": float32 (H,),
+                        "scale", "items"} | None}: rewritten atomically after each generation
     episodes/gen-NNNN.json   every episode of generation NNNN (transcripts, rewards)
     run.json           written when the run finishes (kind "evolve"), so `inspect` lists it
 
@@ -74,7 +81,7 @@ from trinity_cli import paths, reports, roles, tasks
 from trinity_cli.config import load_pool
 from trinity_cli.coordinator import head as head_mod
 from trinity_cli.coordinator.backbone import describe, hidden_size_of
-from trinity_cli.coordinator.policy import COORDINATOR_VERSION, Coordinator
+from trinity_cli.coordinator.policy import COORDINATOR_VERSION, Coordinator, coordinator_text
 from trinity_cli.errors import ConfigError
 from trinity_cli.evaluate import EpisodeOutcome, EpisodeSpec, Evaluator, Runtime, make_evaluator
 from trinity_cli.evolve_options import RESUME_FREE, EvolveOptions, config_hash, resume_options
@@ -94,8 +101,11 @@ __all__ = [
 SVF_STD = 0.1
 # Seed stream of validation episodes (training generations use their own index).
 VAL_STREAM = 2**31 - 1
-# Layout of a run directory (evolve.json, checkpoint.pkl); runs of another format are not resumed.
-RUN_FORMAT = "trinity-evolve/2"
+# Seed stream of the training tasks the head's input centre is made from.
+CENTER_STREAM = 2**31 - 2
+# Layout of a run directory (evolve.json, checkpoint.pkl); runs of another format are not
+# resumed. /3: the head has a bias and a centred input (its vector is longer).
+RUN_FORMAT = "trinity-evolve/3"
 
 
 @dataclass
@@ -301,7 +311,28 @@ class Evolution:
              "CMA_mirrormethod": 0},
         )
         return {"es": es, "generation": 0, "spent": 0, "val_spent": 0,
-                "best": {"vector": np.zeros(self.n_params), "val": None, "generation": -1}, "curves": []}
+                "best": {"vector": np.zeros(self.n_params), "val": None, "generation": -1}, "curves": [],
+                "input": self._center()}
+
+    def _center(self) -> dict[str, Any] | None:
+        """The head's input centre (module docstring), None with `center_items` 0."""
+        o = self.options
+        n = min(o.center_items, len(self.train_items))
+        if n == 0:
+            return None
+        self.progress("center", {"items": n})
+        rng = np.random.default_rng([o.seed, CENTER_STREAM])
+        picked = sorted(rng.choice(len(self.train_items), size=n, replace=False))
+        coordinator = self.coordinator
+        rows = []
+        for i in picked:
+            feature = coordinator.features(coordinator_text(self.train_items[i].prompt, [], fits=coordinator.fits))
+            rows.append(feature / (float(np.linalg.norm(feature)) + 1e-8))  # as Coordinator.decide reads it
+        x = np.asarray(rows, dtype=np.float64)
+        center = x.mean(axis=0)
+        scale = float(np.sqrt(np.mean(np.sum((x - center) ** 2, axis=1))))
+        # One task, or identical features: nothing to scale by; centre only.
+        return {"center": center.astype(np.float32), "scale": scale if scale > 1e-6 else 1.0, "items": n}
 
     # -- episodes ---------------------------------------------------------------------
     def _spec(self, vector: np.ndarray, item: tasks.TaskItem, seed: int) -> EpisodeSpec:
@@ -351,6 +382,11 @@ class Evolution:
         state = self.files.load_checkpoint()
         if state is None:
             state = self._new_state()
+        if state["input"] is not None:
+            c = state["input"]
+            self.base = self.base.with_center(c["center"], c["scale"], c["items"])
+        else:
+            self.base.manifest["input"] = {"center_items": 0}
         es = state["es"]
         per_gen = self.per_generation
         self.progress("start", {"run": self.run_dir.name, "budget": o.budget, "spent": state["spent"],

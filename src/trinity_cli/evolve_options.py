@@ -46,6 +46,7 @@ class EvolveOptions:
     cost_unit: str = "tokens"
     svf: bool = False
     svf_targets: list[str] | None = None
+    center_items: int = 256
     backbone: str = DEFAULT_BACKBONE
     device: str = "auto"
     name: str | None = None
@@ -60,6 +61,9 @@ class EvolveOptions:
             raise ConfigError("--svf needs a neural backbone", "drop --svf, or use --backbone smollm2-135m")
         if self.sigma0 <= 0:
             raise ConfigError("--sigma0 must be positive")
+        if self.center_items < 0:
+            raise ConfigError(f"--center-items must be 0 or more, got {self.center_items}",
+                              "use 0 to read the backbone's features uncentred")
 
     def val_mix(self) -> str:
         if self.val_tasks:

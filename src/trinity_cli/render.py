@@ -257,6 +257,8 @@ class EvolveProgress:
             return
         if kind == "resume":
             err.print(Text(f"resuming unfinished {data['run']} (same configuration)", style="yellow"))
+        elif kind == "center":
+            err.print(Text(f"centring the head's input on the features of {data['items']} training tasks", style="dim"))
         elif kind == "start":
             at_once = _at_once(data)
             err.print(Text(f"{data['run']}: {data['n_params']} parameters, population {data['popsize']}, "

@@ -1,28 +1,39 @@
 """The coordinator's trainable parameters and the head file format (numpy only, no torch).
 
-Head: a linear map without bias, `W` of shape (M + 3, H): M pool models in slot order,
-then the roles thinker, worker, verifier; H the backbone's hidden size. For a feature
-vector h, `W @ h` gives M model logits followed by 3 role logits; each group gets its own
-softmax. Excluded models are masked out of the model softmax.
+Head: a linear map with bias over a centred feature: for a backbone feature vector h
+(unit L2 norm, coordinator/policy.py), x = (h - c) / s and `W @ x + b` gives M model
+logits followed by 3 role logits; each group gets its own softmax. `W` has shape (M + 3, H):
+M pool models in slot order, then the roles thinker, worker, verifier; H the backbone's
+hidden size; `b` has M + 3 values. Excluded models are masked out of the model softmax.
+The centre c (H values) and scale s are fixed when a run starts (evolve.py: the mean of
+the turn-0 features of some training tasks, and their RMS distance from it) and are not
+searched: every feature of one backbone shares most of its direction (cosine about 0.9),
+so without centring any change to W mostly shifts every state's logits alike, and the
+search finds a fixed mix of models and roles rather than choices that depend on the
+conversation. c = 0, s = 1 (heads made before centring, untrained heads) reads h as is.
 
 Flat parameter vector (what sep-CMA-ES searches over), in this order:
     [ svf offsets of target 0 (r_0 values) | ... | svf offsets of target T-1 (r_{T-1}) |
-      W row-major: row 0 (model slot 0) ... row M-1, row M (thinker), M+1 (worker), M+2 (verifier) ]
+      W row-major: row 0 (model slot 0) ... row M-1, row M (thinker), M+1 (worker), M+2 (verifier) |
+      b: the same M + 3 rows ]
 `r_t` is the number of singular values of target matrix t (min of its two dimensions).
-Without SVF the vector is just W.ravel().
+Without SVF the vector is W.ravel() then b.
 
 Head directory (`heads/NAME/`):
-    manifest.json   {"format": "trinity-head/1", "name", "trained": bool, "backbone":
+    manifest.json   {"format": "trinity-head/2", "name", "trained": bool, "backbone":
                      {"ref", "fingerprint", "hidden_size"}, "pool": {"name", "models": [...]},
                      "roles": ["thinker", "worker", "verifier"], "svf": {"targets": [...],
                      "sizes": [...], "scale": "exp"} | null, "prompt_version",
-                     "coordinator_version", "training": {... "max_turns": the turn budget it was
+                     "coordinator_version", "input": {"center_items": N} (how c was made; 0 or
+                     absent: not centred), "training": {... "max_turns": the turn budget it was
                      evolved with ...} (evolved heads only)}
     `ask`, `serve` and `bench` play a head with its training max_turns unless told otherwise
     (`turn_budget`).
     A trained head is used only under the prompt and coordinator versions it records
     (`Head.check`); an SVF head only with the exp(o) scaling (coordinator/svf.py).
-    weights.npz     "head": float32 (M+3, H); "svf": float32 (sum of sizes,) (empty without SVF)
+    weights.npz     "head": float32 (M+3, H); "svf": float32 (sum of sizes,) (empty without SVF);
+                    "bias": float32 (M+3,); "center": float32 (H,); "center_scale": float32 ()
+    Format trinity-head/1 (no bias, centre or scale) still loads, as b = 0, c = 0, s = 1.
 """
 
 from __future__ import annotations
@@ -40,7 +51,9 @@ from trinity_cli import paths
 from trinity_cli.errors import ConfigError, HeadMismatch, NotFound, did_you_mean
 from trinity_cli.messages import ROLES
 
-HEAD_FORMAT = "trinity-head/1"
+HEAD_FORMAT = "trinity-head/2"
+# Formats a head file may have: /1 heads are /2 heads with b = 0, c = 0, s = 1.
+READABLE_FORMATS = ("trinity-head/1", HEAD_FORMAT)
 # How SVF offsets scale singular values (coordinator/svf.py); heads with another are refused.
 SVF_SCALE = "exp"
 _VERSION_NAMES = {"prompt_version": "prompt version", "coordinator_version": "coordinator version"}
@@ -52,6 +65,19 @@ class Head:
     weights: np.ndarray  # (M + 3, H)
     manifest: dict[str, Any]
     svf_offsets: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.float32))
+    bias: np.ndarray | None = None  # (M + 3,); None: zeros
+    center: np.ndarray | None = None  # (H,), fixed, not searched; None: zeros
+    center_scale: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.bias is None:
+            self.bias = np.zeros(self.weights.shape[0], dtype=np.float32)
+        if self.center is None:
+            self.center = np.zeros(self.weights.shape[1], dtype=np.float32)
+        if self.bias.shape != (self.weights.shape[0],) or self.center.shape != (self.weights.shape[1],):
+            raise ConfigError("head bias or centre does not match its weights", "re-create the head")
+        if not self.center_scale > 0:
+            raise ConfigError(f"head centre scale must be positive, got {self.center_scale}", "re-create the head")
 
     @property
     def models(self) -> list[str]:
@@ -80,30 +106,45 @@ class Head:
     @property
     def is_zero(self) -> bool:
         """All-zero head and no SVF change: every decision is uniform, whatever the input."""
-        return not self.weights.any() and not self.svf_offsets.any()
+        assert self.bias is not None
+        return not self.weights.any() and not self.bias.any() and not self.svf_offsets.any()
+
+    def with_center(self, center: np.ndarray, scale: float, items: int) -> Head:
+        """This head reading features centred on `center` and divided by `scale`
+        (made from the turn-0 features of `items` training tasks), parameters unchanged."""
+        return Head(weights=self.weights, manifest={**self.manifest, "input": {"center_items": items}},
+                    svf_offsets=self.svf_offsets, bias=self.bias,
+                    center=np.asarray(center, dtype=np.float32).copy(), center_scale=float(scale))
 
     def logits(self, features: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        out = self.weights.astype(np.float64) @ features.astype(np.float64)
+        """(model logits, role logits) of a unit-norm feature vector (module docstring)."""
+        assert self.bias is not None and self.center is not None
+        x = (features.astype(np.float64) - self.center.astype(np.float64)) / self.center_scale
+        out = self.weights.astype(np.float64) @ x + self.bias.astype(np.float64)
         m = len(self.models)
         return out[:m], out[m:]
 
     # -- flat vector ------------------------------------------------------------------
     @property
     def n_params(self) -> int:
-        return int(self.svf_offsets.size + self.weights.size)
+        return int(self.svf_offsets.size + self.weights.size + self.weights.shape[0])
 
     def flat(self) -> np.ndarray:
-        return np.concatenate([self.svf_offsets.ravel(), self.weights.ravel()]).astype(np.float64)
+        assert self.bias is not None
+        return np.concatenate([self.svf_offsets.ravel(), self.weights.ravel(), self.bias]).astype(np.float64)
 
     def with_flat(self, vector: np.ndarray) -> Head:
         vector = np.asarray(vector, dtype=np.float32)
         if vector.size != self.n_params:
             raise ConfigError(f"parameter vector has {vector.size} values, the head needs {self.n_params}")
-        n_svf = self.svf_offsets.size
+        n_svf, n_w = self.svf_offsets.size, self.weights.size
         return Head(
-            weights=vector[n_svf:].reshape(self.weights.shape).copy(),
+            weights=vector[n_svf:n_svf + n_w].reshape(self.weights.shape).copy(),
             manifest=dict(self.manifest),
             svf_offsets=vector[:n_svf].copy(),
+            bias=vector[n_svf + n_w:].copy(),
+            center=self.center,
+            center_scale=self.center_scale,
         )
 
     # -- compatibility ----------------------------------------------------------------
@@ -150,8 +191,11 @@ class Head:
 
     # -- files ------------------------------------------------------------------------
     def save(self, directory: Path) -> None:
+        assert self.bias is not None and self.center is not None
         buffer = io.BytesIO()
-        np.savez(buffer, head=self.weights.astype(np.float32), svf=self.svf_offsets.astype(np.float32))
+        np.savez(buffer, head=self.weights.astype(np.float32), svf=self.svf_offsets.astype(np.float32),
+                 bias=self.bias.astype(np.float32), center=self.center.astype(np.float32),
+                 center_scale=np.float32(self.center_scale))
         paths.atomic_write_bytes(directory / "weights.npz", buffer.getvalue())
         paths.atomic_write_json(directory / "manifest.json", {**self.manifest, "format": HEAD_FORMAT})
 
@@ -161,20 +205,26 @@ class Head:
             manifest = json.loads((directory / "manifest.json").read_text(encoding="utf-8"))
             with np.load(directory / "weights.npz") as data:
                 weights, svf = data["head"], data["svf"]
+                # trinity-head/1 files have none of these (b = 0, c = 0, s = 1).
+                bias = data["bias"] if "bias" in data else None
+                center = data["center"] if "center" in data else None
+                scale = float(data["center_scale"]) if "center_scale" in data else 1.0
         except (OSError, ValueError, KeyError) as exc:
             raise ConfigError(f"head {directory} is unreadable ({exc})", "re-create it with trinity evolve") from None
-        if manifest.get("format") != HEAD_FORMAT:
+        if manifest.get("format") not in READABLE_FORMATS:
             raise ConfigError(f"head {directory}: unknown format {manifest.get('format')!r}, expected {HEAD_FORMAT}")
         m = len(manifest["pool"]["models"])
         svf_sizes = (manifest.get("svf") or {}).get("sizes", [])
-        if weights.shape[0] != m + len(ROLES) or svf.size != sum(svf_sizes):
+        if (weights.ndim != 2 or weights.shape[0] != m + len(ROLES) or svf.size != sum(svf_sizes)
+                or (bias is not None and bias.shape != (weights.shape[0],))
+                or (center is not None and center.shape != (weights.shape[1],)) or not scale > 0):
             raise ConfigError(f"head {directory}: weights do not match its manifest", "re-create it")
         if manifest.get("svf") and manifest["svf"].get("scale") != SVF_SCALE:
             raise ConfigError(
                 f"head {directory}: its SVF offsets scale singular values by 1 + o, this trinity by exp(o)",
                 "evolve it again (trinity evolve --svf)",
             )
-        return cls(weights=weights, manifest=manifest, svf_offsets=svf)
+        return cls(weights=weights, manifest=manifest, svf_offsets=svf, bias=bias, center=center, center_scale=scale)
 
 
 DEFAULT_MAX_TURNS = 5  # for heads that record no training max_turns, and runs without a head

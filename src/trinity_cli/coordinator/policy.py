@@ -4,9 +4,10 @@ Input text (version `COORDINATOR_VERSION`): a short dispatcher instruction, the 
 the conversation as plain `role (model): content` lines (no chat template: it hurt role
 accuracy in the paper's code), ending with the line `Next:`. The feature is the
 backbone's last-layer hidden state at the penultimate token of that text, scaled to
-unit L2 norm before the head reads it. A long text is shortened to the backbone's token
-limit by dropping the oldest turns first (then the earlier context, then the end of the
-task): the instruction, the task and `Next:` are never the part that goes.
+unit L2 norm before the head reads it (and centres it: coordinator/head.py). A long text
+is shortened to the backbone's token limit by dropping the oldest turns first (then the
+earlier context, then the end of the task): the instruction, the task and `Next:` are
+never the part that goes.
 
 Hidden states are cached on disk (`cache/hidden/`), keyed by
 "h2:" + sha256(canonical JSON of {backbone fingerprint, dtype, COORDINATOR_VERSION,
