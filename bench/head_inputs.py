@@ -1,0 +1,129 @@
+"""What a head reads and how much its choices depend on the conversation, from a bench run.
+
+    python bench/head_inputs.py RUN [--head head:default] [--center-items 256] [--seed 0]
+
+RUN: a bench run (name under TRINITY_HOME/runs, or its directory) with a head row. Printed:
+
+1. The head's mean choice probabilities (model softmax, role softmax) by task and turn
+   (0, 1, 2+), and the mean total-variation distance between the distribution a head gives
+   at a later turn and the one it gave at turn 0 of the same episode (0: the conversation
+   changes nothing; 1: a different choice every time).
+2. The geometry of the coordinator's features over every decision state of those episodes
+   (each text rebuilt from the transcript exactly as the coordinator built it, features read
+   from the hidden-state cache when the bench filled it): the mean cosine between two
+   states' unit features, raw and after centring on the turn-0 features of
+   `--center-items` training tasks (as `trinity evolve` centres a head's input), and the
+   share of a random head's logit spread (weights N(0, 1)) that is common to every state.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "src"))
+
+from trinity_cli import tasks  # noqa: E402
+from trinity_cli.coordinator import head as head_mod  # noqa: E402
+from trinity_cli.coordinator.backbone import DEFAULT_BACKBONE, describe, hidden_size_of  # noqa: E402
+from trinity_cli.coordinator.policy import Coordinator, coordinator_text  # noqa: E402
+from trinity_cli.evolve_options import EvolveOptions  # noqa: E402
+from trinity_cli.messages import Transcript  # noqa: E402
+from trinity_cli.store import RunStore  # noqa: E402
+
+
+def run_dir(ref: str) -> Path:
+    path = Path(ref).expanduser()
+    return path if (path / "episodes.jsonl").is_file() else RunStore().path(ref)
+
+
+def unit(v: np.ndarray) -> np.ndarray:
+    return v / (np.linalg.norm(v) + 1e-8)
+
+
+def mean_cosine(x: np.ndarray) -> float:
+    """Mean cosine similarity over all pairs of distinct rows."""
+    n = x / (np.linalg.norm(x, axis=1, keepdims=True) + 1e-8)
+    k = len(x)
+    return float(((n @ n.T).sum() - k) / (k * (k - 1)))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("run")
+    ap.add_argument("--head", default="head:default", help="the bench row to read")
+    ap.add_argument("--center-items", type=int, default=256)
+    ap.add_argument("--seed", type=int, default=0, help="evolve's --seed: which training tasks centre")
+    args = ap.parse_args()
+
+    path = run_dir(args.run)
+    episodes = [e for e in map(json.loads, path.joinpath("episodes.jsonl").read_text().splitlines())
+                if e["system"] == args.head and e["transcript"]]
+    if not episodes:
+        sys.exit(f"no episodes of {args.head!r} in {path}")
+
+    # 1. choices by task and turn
+    probs: dict[tuple[str, str], list[list[float]]] = defaultdict(list)
+    spread: dict[str, list[float]] = defaultdict(list)
+    for e in episodes:
+        turns = e["transcript"]["turns"]
+        first = np.array(turns[0]["model_probs"] + turns[0]["role_probs"])
+        m = len(turns[0]["model_probs"])
+        for t in turns:
+            p = np.array(t["model_probs"] + t["role_probs"])
+            probs[(e["task"], str(min(t["index"], 2)) + ("+" if t["index"] >= 2 else ""))].append(list(p))
+            if t["index"] > 0:
+                tv = 0.5 * (np.abs(p[:m] - first[:m]).sum() + np.abs(p[m:] - first[m:]).sum()) / 2
+                spread[e["task"]].append(float(tv))
+    print(f"{args.head} in {path.name}: {len(episodes)} episodes")
+    print("mean choice probabilities (models in pool order, then thinker, worker, verifier):")
+    for key in sorted(probs):
+        print(f"  {key[0]:<16} turn {key[1]:<3} n={len(probs[key]):<4} "
+              + " ".join(f"{v:.2f}" for v in np.mean(probs[key], axis=0)))
+    print("mean distance of a later turn's choices from the episode's turn 0 "
+          "(total variation, mean of the model and role distributions):")
+    for task, values in sorted(spread.items()):
+        print(f"  {task:<16} {np.mean(values):.3f} over {len(values)} later turns")
+
+    # 2. feature geometry
+    ref = DEFAULT_BACKBONE
+    fingerprint, _ = describe(ref)
+    hidden = hidden_size_of(ref)
+    # A head only to name the backbone: the features are what is measured, not its choices.
+    untrained = head_mod.untrained("any", ["x"], {"ref": ref, "fingerprint": fingerprint, "hidden_size": hidden},
+                                   hidden)
+    coordinator = Coordinator(untrained, backbone_ref=ref)
+    states, first_turn = [], []
+    for e in episodes:
+        tr = Transcript.from_dict(e["transcript"])
+        for k in range(len(tr.turns)):
+            states.append(unit(coordinator.features(coordinator_text(tr.task, tr.turns[:k], tr.context,
+                                                                     fits=coordinator.fits))))
+            first_turn.append(k == 0)
+    x = np.array(states, dtype=np.float64)
+    opts = EvolveOptions()
+    train = tasks.sample_items(tasks.parse_mix(opts.tasks), seed=args.seed)
+    rng = np.random.default_rng([args.seed, 2**31 - 2])  # evolve.CENTER_STREAM
+    picked = sorted(rng.choice(len(train), size=min(args.center_items, len(train)), replace=False))
+    c = np.array([unit(coordinator.features(coordinator_text(train[i].prompt, [], fits=coordinator.fits)))
+                  for i in picked], dtype=np.float64)
+    center = c.mean(axis=0)
+    scale = float(np.sqrt(np.mean(np.sum((c - center) ** 2, axis=1))))
+    centred = (x - center) / scale
+    print(f"features of {len(x)} decision states ({sum(first_turn)} at turn 0); centre from "
+          f"{len(picked)} training tasks (seed {args.seed})")
+    for name, v in (("raw (unit norm)", x), ("centred", centred)):
+        common = float(np.linalg.norm(v.mean(axis=0)) ** 2 / np.mean(np.sum(v**2, axis=1)))
+        print(f"  {name:<16} mean cosine between states {mean_cosine(v):.3f}; "
+              f"share of a random head's logit spread common to every state {common:.3f}")
+    coordinator.close()
+
+
+if __name__ == "__main__":
+    main()
