@@ -172,7 +172,8 @@ def test_pick_aggregator_and_aggregate_task() -> None:
     item = TaskItem("t", "q", "Q?", "42", "numeric")
     assert fits_short(item, [], lambda text: True) is None
     # Clipped harder until it fits.
-    assert fits_short(item, [long], lambda text: len(text) < 800) == roles.aggregate_task("Q?", [long], 400)
+    room = len(roles.aggregate_task("Q?", [long], 400))  # the 400-character clip fits, 800 does not
+    assert fits_short(item, [long], lambda text: len(text) <= room) == roles.aggregate_task("Q?", [long], 400)
 
 
 @pytest.mark.parametrize("b,c,p", [

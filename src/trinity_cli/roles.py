@@ -139,14 +139,17 @@ REQUEST: dict[str, dict[Role, str]] = {
     },
 }
 
-# The aggregator's task (bench's `moa`): the task, the members' answers, the request.
+# The aggregator's task (bench's `moa`): the task, the members' answers, the request. Its last
+# sentence is there because, asked only to "give your own answer", the 1.5B aggregator replied
+# "the provided code is correct" with no code on 35 of 50 MBPP items (bench run of 2026-11-22).
 AGGREGATE = (
     "{task}\n\n"
     "Answers to this task from {count} follow. Any of them may be wrong, and they may disagree.\n\n"
     "{answers}\n\n"
     "Synthesize them into a single best answer to the task: check each one critically instead of "
-    "copying the most common one, then give your own answer, ending with the answer in the form "
-    "the task asks for."
+    "copying the most common one, then give your own complete answer, ending with the answer in the "
+    "form the task asks for. Write that answer out even when it is the same as one above (for code, "
+    "the whole code again): saying that an answer is right is not an answer."
 )
 # Each member answer shown to the aggregator keeps at most this many characters, its start
 # and its end (where the answer line is).
