@@ -30,10 +30,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
 from trinity_cli import tasks  # noqa: E402
-from trinity_cli.coordinator import head as head_mod  # noqa: E402
-from trinity_cli.coordinator.backbone import DEFAULT_BACKBONE, describe, hidden_size_of  # noqa: E402
-from trinity_cli.coordinator.policy import Coordinator, coordinator_text  # noqa: E402
-from trinity_cli.evolve_options import EvolveOptions  # noqa: E402
+from trinity_cli.coordinator.head import fit_center  # noqa: E402
+from trinity_cli.coordinator.policy import Coordinator, resolve_head  # noqa: E402
+from trinity_cli.evolve import EvolveOptions, center_tasks  # noqa: E402
 from trinity_cli.messages import Transcript  # noqa: E402
 from trinity_cli.store import RunStore  # noqa: E402
 
@@ -41,10 +40,6 @@ from trinity_cli.store import RunStore  # noqa: E402
 def run_dir(ref: str) -> Path:
     path = Path(ref).expanduser()
     return path if (path / "episodes.jsonl").is_file() else RunStore().path(ref)
-
-
-def unit(v: np.ndarray) -> np.ndarray:
-    return v / (np.linalg.norm(v) + 1e-8)
 
 
 def mean_cosine(x: np.ndarray) -> float:
@@ -77,7 +72,7 @@ def main() -> None:
         m = len(turns[0]["model_probs"])
         for t in turns:
             p = np.array(t["model_probs"] + t["role_probs"])
-            probs[(e["task"], str(min(t["index"], 2)) + ("+" if t["index"] >= 2 else ""))].append(list(p))
+            probs[(e["task"], "2+" if t["index"] >= 2 else str(t["index"]))].append(list(p))
             if t["index"] > 0:
                 tv = 0.5 * (np.abs(p[:m] - first[:m]).sum() + np.abs(p[m:] - first[m:]).sum()) / 2
                 spread[e["task"]].append(float(tv))
@@ -91,32 +86,18 @@ def main() -> None:
     for task, values in sorted(spread.items()):
         print(f"  {task:<16} {np.mean(values):.3f} over {len(values)} later turns")
 
-    # 2. feature geometry
-    ref = DEFAULT_BACKBONE
-    fingerprint, _ = describe(ref)
-    hidden = hidden_size_of(ref)
-    # A head only to name the backbone: the features are what is measured, not its choices.
-    untrained = head_mod.untrained("any", ["x"], {"ref": ref, "fingerprint": fingerprint, "hidden_size": hidden},
-                                   hidden)
-    coordinator = Coordinator(untrained, backbone_ref=ref)
-    states, first_turn = [], []
+    # 2. feature geometry. An untrained head only names the backbone: features are measured, not choices.
+    coordinator = Coordinator(resolve_head("untrained", "any", ["x"]))
+    states = []
     for e in episodes:
         tr = Transcript.from_dict(e["transcript"])
-        for k in range(len(tr.turns)):
-            states.append(unit(coordinator.features(coordinator_text(tr.task, tr.turns[:k], tr.context,
-                                                                     fits=coordinator.fits))))
-            first_turn.append(k == 0)
+        states += [coordinator.state_feature(tr.task, tr.turns[:k], tr.context) for k in range(len(tr.turns))]
     x = np.array(states, dtype=np.float64)
-    opts = EvolveOptions()
-    train = tasks.sample_items(tasks.parse_mix(opts.tasks), seed=args.seed)
-    rng = np.random.default_rng([args.seed, 2**31 - 2])  # evolve.CENTER_STREAM
-    picked = sorted(rng.choice(len(train), size=min(args.center_items, len(train)), replace=False))
-    c = np.array([unit(coordinator.features(coordinator_text(train[i].prompt, [], fits=coordinator.fits)))
-                  for i in picked], dtype=np.float64)
-    center = c.mean(axis=0)
-    scale = float(np.sqrt(np.mean(np.sum((c - center) ** 2, axis=1))))
+    train = tasks.sample_items(tasks.parse_mix(EvolveOptions().tasks), seed=args.seed)
+    picked = center_tasks(train, args.seed, args.center_items)
+    center, scale = fit_center(np.array([coordinator.state_feature(item.prompt) for item in picked]))
     centred = (x - center) / scale
-    print(f"features of {len(x)} decision states ({sum(first_turn)} at turn 0); centre from "
+    print(f"features of {len(x)} decision states ({len(episodes)} at turn 0); centre from "
           f"{len(picked)} training tasks (seed {args.seed})")
     for name, v in (("raw (unit norm)", x), ("centred", centred)):
         common = float(np.linalg.norm(v.mean(axis=0)) ** 2 / np.mean(np.sum(v**2, axis=1)))

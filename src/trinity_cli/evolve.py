@@ -81,7 +81,7 @@ from trinity_cli import paths, reports, roles, tasks
 from trinity_cli.config import load_pool
 from trinity_cli.coordinator import head as head_mod
 from trinity_cli.coordinator.backbone import describe, hidden_size_of
-from trinity_cli.coordinator.policy import COORDINATOR_VERSION, Coordinator, coordinator_text
+from trinity_cli.coordinator.policy import COORDINATOR_VERSION, Coordinator
 from trinity_cli.errors import ConfigError
 from trinity_cli.evaluate import EpisodeOutcome, EpisodeSpec, Evaluator, Runtime, make_evaluator
 from trinity_cli.evolve_options import RESUME_FREE, EvolveOptions, config_hash, resume_options
@@ -92,7 +92,7 @@ from trinity_cli.store import EvolveRun, RunStore
 # evolve_options.py's names are re-exported: `from trinity_cli.evolve import EvolveOptions` works.
 __all__ = [
     "RESUME_FREE", "RUN_FORMAT", "Evolution", "EvolveOptions", "EvolveResult", "ProgressFn", "config_hash",
-    "default_popsize", "evolve", "resume_options",
+    "center_tasks", "default_popsize", "evolve", "resume_options",
 ]
 
 # Initial step size of SVF offsets relative to head weights: an offset of 0.1 scales a
@@ -123,6 +123,16 @@ ProgressFn = Callable[[str, dict[str, Any]], None]
 
 def _episode_seed(seed: int, generation: int, j: int) -> int:
     return int(np.random.SeedSequence([seed, generation, j]).generate_state(1)[0])
+
+
+def center_tasks(train_items: list[tasks.TaskItem], seed: int, n: int) -> list[tasks.TaskItem]:
+    """The training tasks whose turn-0 features centre a run's head: min(n, all) of
+    `train_items`, drawn with rng([seed, CENTER_STREAM]), in their order."""
+    n = min(n, len(train_items))
+    if n == 0:
+        return []
+    rng = np.random.default_rng([seed, CENTER_STREAM])
+    return [train_items[i] for i in sorted(rng.choice(len(train_items), size=n, replace=False))]
 
 
 def default_popsize(n: int) -> int:
@@ -316,23 +326,12 @@ class Evolution:
 
     def _center(self) -> dict[str, Any] | None:
         """The head's input centre (module docstring), None with `center_items` 0."""
-        o = self.options
-        n = min(o.center_items, len(self.train_items))
-        if n == 0:
+        picked = center_tasks(self.train_items, self.options.seed, self.options.center_items)
+        if not picked:
             return None
-        self.progress("center", {"items": n})
-        rng = np.random.default_rng([o.seed, CENTER_STREAM])
-        picked = sorted(rng.choice(len(self.train_items), size=n, replace=False))
-        coordinator = self.coordinator
-        rows = []
-        for i in picked:
-            feature = coordinator.features(coordinator_text(self.train_items[i].prompt, [], fits=coordinator.fits))
-            rows.append(feature / (float(np.linalg.norm(feature)) + 1e-8))  # as Coordinator.decide reads it
-        x = np.asarray(rows, dtype=np.float64)
-        center = x.mean(axis=0)
-        scale = float(np.sqrt(np.mean(np.sum((x - center) ** 2, axis=1))))
-        # One task, or identical features: nothing to scale by; centre only.
-        return {"center": center.astype(np.float32), "scale": scale if scale > 1e-6 else 1.0, "items": n}
+        self.progress("center", {"items": len(picked)})
+        center, scale = head_mod.fit_center(np.array([self.coordinator.state_feature(i.prompt) for i in picked]))
+        return {"center": center, "scale": scale, "items": len(picked)}
 
     # -- episodes ---------------------------------------------------------------------
     def _spec(self, vector: np.ndarray, item: tasks.TaskItem, seed: int) -> EpisodeSpec:

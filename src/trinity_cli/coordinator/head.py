@@ -60,19 +60,19 @@ _VERSION_NAMES = {"prompt_version": "prompt version", "coordinator_version": "co
 
 
 @dataclass
-
 class Head:
     weights: np.ndarray  # (M + 3, H)
     manifest: dict[str, Any]
     svf_offsets: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.float32))
-    bias: np.ndarray | None = None  # (M + 3,); None: zeros
-    center: np.ndarray | None = None  # (H,), fixed, not searched; None: zeros
+    # Bias (M + 3,) and centre (H,; fixed, not searched): empty (not given) means zeros.
+    bias: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.float32))
+    center: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.float32))
     center_scale: float = 1.0
 
     def __post_init__(self) -> None:
-        if self.bias is None:
+        if self.bias.size == 0:
             self.bias = np.zeros(self.weights.shape[0], dtype=np.float32)
-        if self.center is None:
+        if self.center.size == 0:
             self.center = np.zeros(self.weights.shape[1], dtype=np.float32)
         if self.bias.shape != (self.weights.shape[0],) or self.center.shape != (self.weights.shape[1],):
             raise ConfigError("head bias or centre does not match its weights", "re-create the head")
@@ -106,7 +106,6 @@ class Head:
     @property
     def is_zero(self) -> bool:
         """All-zero head and no SVF change: every decision is uniform, whatever the input."""
-        assert self.bias is not None
         return not self.weights.any() and not self.bias.any() and not self.svf_offsets.any()
 
     def with_center(self, center: np.ndarray, scale: float, items: int) -> Head:
@@ -118,7 +117,6 @@ class Head:
 
     def logits(self, features: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(model logits, role logits) of a unit-norm feature vector (module docstring)."""
-        assert self.bias is not None and self.center is not None
         x = (features.astype(np.float64) - self.center.astype(np.float64)) / self.center_scale
         out = self.weights.astype(np.float64) @ x + self.bias.astype(np.float64)
         m = len(self.models)
@@ -130,7 +128,6 @@ class Head:
         return int(self.svf_offsets.size + self.weights.size + self.weights.shape[0])
 
     def flat(self) -> np.ndarray:
-        assert self.bias is not None
         return np.concatenate([self.svf_offsets.ravel(), self.weights.ravel(), self.bias]).astype(np.float64)
 
     def with_flat(self, vector: np.ndarray) -> Head:
@@ -191,7 +188,6 @@ class Head:
 
     # -- files ------------------------------------------------------------------------
     def save(self, directory: Path) -> None:
-        assert self.bias is not None and self.center is not None
         buffer = io.BytesIO()
         np.savez(buffer, head=self.weights.astype(np.float32), svf=self.svf_offsets.astype(np.float32),
                  bias=self.bias.astype(np.float32), center=self.center.astype(np.float32),
@@ -206,8 +202,8 @@ class Head:
             with np.load(directory / "weights.npz") as data:
                 weights, svf = data["head"], data["svf"]
                 # trinity-head/1 files have none of these (b = 0, c = 0, s = 1).
-                bias = data["bias"] if "bias" in data else None
-                center = data["center"] if "center" in data else None
+                bias = data["bias"] if "bias" in data else np.zeros(0, dtype=np.float32)
+                center = data["center"] if "center" in data else np.zeros(0, dtype=np.float32)
                 scale = float(data["center_scale"]) if "center_scale" in data else 1.0
         except (OSError, ValueError, KeyError) as exc:
             raise ConfigError(f"head {directory} is unreadable ({exc})", "re-create it with trinity evolve") from None
@@ -216,8 +212,8 @@ class Head:
         m = len(manifest["pool"]["models"])
         svf_sizes = (manifest.get("svf") or {}).get("sizes", [])
         if (weights.ndim != 2 or weights.shape[0] != m + len(ROLES) or svf.size != sum(svf_sizes)
-                or (bias is not None and bias.shape != (weights.shape[0],))
-                or (center is not None and center.shape != (weights.shape[1],)) or not scale > 0):
+                or (bias.size and bias.shape != (weights.shape[0],))
+                or (center.size and center.shape != (weights.shape[1],)) or not scale > 0):
             raise ConfigError(f"head {directory}: weights do not match its manifest", "re-create it")
         if manifest.get("svf") and manifest["svf"].get("scale") != SVF_SCALE:
             raise ConfigError(
@@ -225,6 +221,16 @@ class Head:
                 "evolve it again (trinity evolve --svf)",
             )
         return cls(weights=weights, manifest=manifest, svf_offsets=svf, bias=bias, center=center, center_scale=scale)
+
+
+def fit_center(features: np.ndarray) -> tuple[np.ndarray, float]:
+    """(centre, scale) of a head's input from rows of unit-norm features: their mean, and
+    their RMS distance from it (1.0 when they do not spread: one row, or identical rows),
+    so that the centred rows have mean 0 and RMS norm 1."""
+    x = np.asarray(features, dtype=np.float64)
+    center = x.mean(axis=0)
+    scale = float(np.sqrt(np.mean(np.sum((x - center) ** 2, axis=1))))
+    return center.astype(np.float32), (scale if scale > 1e-6 else 1.0)
 
 
 DEFAULT_MAX_TURNS = 5  # for heads that record no training max_turns, and runs without a head

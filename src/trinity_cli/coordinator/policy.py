@@ -291,6 +291,14 @@ class Coordinator:
                 cache.set(key, vector.astype(np.float32).tobytes())
         return vector
 
+    def state_feature(self, task: str, turns: Sequence[Turn] = (), context: Sequence[ChatMessage] = ()) -> np.ndarray:
+        """What the head reads for this conversation state, before its centre: the backbone
+        feature of the state's coordinator text, scaled to unit L2 norm."""
+        feature = self.features(coordinator_text(task, turns, context, fits=self.fits))
+        # Unit L2 norm, so a head weight of scale s gives logits of scale s whatever
+        # the backbone's activation magnitudes (this is what sigma0 is relative to).
+        return feature / (float(np.linalg.norm(feature)) + 1e-8)
+
     def decide(
         self,
         task: str,
@@ -307,11 +315,7 @@ class Coordinator:
         if self.head.is_zero:
             model_logits, role_logits = np.zeros(len(self.models)), np.zeros(len(ROLES))
         else:
-            feature = self.features(coordinator_text(task, turns, context, fits=self.fits))
-            # Unit L2 norm, so a head weight of scale s gives logits of scale s whatever
-            # the backbone's activation magnitudes (this is what sigma0 is relative to).
-            feature = feature / (float(np.linalg.norm(feature)) + 1e-8)
-            model_logits, role_logits = self.head.logits(feature)
+            model_logits, role_logits = self.head.logits(self.state_feature(task, turns, context))
         p_model = _softmax(model_logits, mask)
         p_role = _softmax(role_logits)
         if greedy:
