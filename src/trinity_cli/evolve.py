@@ -1,5 +1,6 @@
 """Train a coordinator head (and optional SVF offsets) with separable CMA-ES: the loop, its
-run directory and checkpoints, and resume. Its options are in evolve_options.py.
+run directory and checkpoints, and resume. Its options, and finding the run to resume, are in
+evolve_options.py.
 
 The only module that imports `cma`.
 
@@ -57,7 +58,7 @@ Curves (one dict per generation, in the checkpoint, run.json and the head's mani
     generation interrupted and redone after a resume is counted as redone.
 
 Resume: `--resume RUN` takes every option from the run (evolve_options.py: which options
-may change, and the configuration hash).
+may change, the configuration hash, and the refusals).
 Re-running the same command also resumes: it finds the oldest unfinished run (by number)
 with the same config hash. Either way the checkpoint is restored, so the interrupted
 generation asks the same candidates again and every episode that had finished is served
@@ -84,7 +85,16 @@ from trinity_cli.coordinator.backbone import describe, hidden_size_of
 from trinity_cli.coordinator.policy import COORDINATOR_VERSION, Coordinator
 from trinity_cli.errors import ConfigError
 from trinity_cli.evaluate import EpisodeOutcome, EpisodeSpec, Evaluator, Runtime, make_evaluator
-from trinity_cli.evolve_options import RESUME_FREE, EvolveOptions, config_hash, resume_options
+from trinity_cli.evolve_options import (
+    RESUME_FREE,
+    RUN_FORMAT,
+    EvolveOptions,
+    config_hash,
+    find_run,
+    open_run,
+    refuse_mismatch,
+    resume_options,
+)
 from trinity_cli.pool import open_pool
 from trinity_cli.ray_evaluator import RayEvaluator, RayOptions, check_ray
 from trinity_cli.store import EvolveRun, RunStore
@@ -103,9 +113,6 @@ SVF_STD = 0.1
 VAL_STREAM = 2**31 - 1
 # Seed stream of the training tasks the head's input centre is made from.
 CENTER_STREAM = 2**31 - 2
-# Layout of a run directory (evolve.json, checkpoint.pkl); runs of another format are not
-# resumed. /3: the head has a bias and a centred input (its vector is longer).
-RUN_FORMAT = "trinity-evolve/3"
 
 
 @dataclass
@@ -172,7 +179,7 @@ class Evolution:
         self.store = RunStore()
         resumed: tuple[Path, dict[str, Any]] | None = None
         if resume:
-            resumed = self._find_run(resume)
+            resumed = find_run(self.store, resume)
             options = resume_options(resumed[0].name, resumed[1]["options"], options, given)
         options.validate()
         self.options = options
@@ -219,7 +226,7 @@ class Evolution:
         }
         self.config_hash = self._config_hash()
         if resumed is not None:
-            self._refuse_mismatch(resumed[1])
+            refuse_mismatch(resumed[1], self.manifest)
         self.pool = open_pool(self.config)
         self.pool.check_assets()
         runtime = Runtime(self.pool, device=options.device)
@@ -231,7 +238,8 @@ class Evolution:
         else:
             self.evaluator = RayEvaluator(runtime, ray)
             self.parallel = self.evaluator.workers
-        self.run_dir = resumed[0] if resumed is not None else self._open_run()
+        self.run_dir = (resumed[0] if resumed is not None
+                        else open_run(self.store, self.options, self.manifest, self.config_hash, self.progress))
         self.files = EvolveRun(self.run_dir)
 
     @property
@@ -258,47 +266,6 @@ class Evolution:
     # -- run directory ----------------------------------------------------------------
     def _config_hash(self) -> str:
         return config_hash(self.options, self.config.source, self.manifest)
-
-    def _find_run(self, resume: str) -> tuple[Path, dict[str, Any]]:
-        """(directory, evolve.json) of the run named by --resume."""
-        run = self.store.evolve_run(resume)
-        meta = run.meta()
-        assert meta is not None  # evolve_run checks that evolve.json exists
-        run_dir = run.path
-        if meta.get("format") != RUN_FORMAT:
-            raise ConfigError(
-                f"cannot resume {run_dir.name}: it was written by an older trinity (run format "
-                f"{meta.get('format', 'trinity-evolve/1')!r}, this one reads {RUN_FORMAT!r})",
-                "start a new run (the same command without --resume)",
-            )
-        return run_dir, meta
-
-    def _open_run(self) -> Path:
-        """The oldest unfinished run with this config hash (run-2 before run-10), else a new one."""
-        for run in self.store.evolve_runs():
-            if run.finished:
-                continue
-            meta = run.meta() or {}
-            if meta.get("config_hash") == self.config_hash and meta.get("format") == RUN_FORMAT:
-                self.progress("resume", {"run": run.name})
-                return run.path
-        run = EvolveRun(self.store.allocate())
-        run.write_meta({
-            "format": RUN_FORMAT, "options": asdict(self.options), "manifest": self.manifest,
-            "config_hash": self.config_hash,
-        })
-        return run.path
-
-    def _refuse_mismatch(self, meta: dict[str, Any]) -> None:
-        old = meta["manifest"]
-        for key, what in (("models", "pool models"), ("backbone_fingerprint", "backbone"),
-                          ("n_params", "head size"), ("svf", "SVF layout"), ("prompt_version", "prompt version"),
-                          ("coordinator_version", "coordinator version")):
-            if old.get(key) != self.manifest.get(key):
-                raise ConfigError(
-                    f"cannot resume: the run was made with {what} {old.get(key)!r}, now {self.manifest.get(key)!r}",
-                    "resume with the same --pool/--backbone/--svf, or start a new run",
-                )
 
     # -- checkpoint -------------------------------------------------------------------
     def _new_state(self) -> dict[str, Any]:

@@ -1,5 +1,6 @@
 """The options of an evolve run: `EvolveOptions` and their validation, the options of a
-resumed run (`resume_options`), and the configuration hash that finds a run to resume.
+resumed run (`resume_options`), the configuration hash that finds a run to resume, and
+finding that run (`find_run`, `open_run`, `refuse_mismatch`).
 
 Resume: `--resume RUN` takes every option from the run; options given again must agree
 with it (a conflict is refused, naming the flags), except `--budget` (raise it to continue
@@ -14,7 +15,7 @@ and coordinator versions: re-running the same command finds the run by it (evolv
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,11 @@ from trinity_cli.cache import canonical_json
 from trinity_cli.coordinator.backbone import DEFAULT_BACKBONE
 from trinity_cli.coordinator.policy import COORDINATOR_VERSION
 from trinity_cli.errors import ConfigError
+from trinity_cli.store import EvolveRun, RunStore
 
+# Layout of a run directory (evolve.json, checkpoint.pkl: evolve.py); runs of another format
+# are not resumed. /3: the head has a bias and a centred input (its vector is longer).
+RUN_FORMAT = "trinity-evolve/3"
 # Options a resume may change: they do not change which episodes are played.
 RESUME_FREE = ("budget", "device", "name", "out")
 
@@ -121,3 +126,48 @@ def config_hash(options: EvolveOptions, pool_source: str, manifest: dict[str, An
         "coordinator_version": COORDINATOR_VERSION,
     }
     return hashlib.sha256(canonical_json(payload).encode()).hexdigest()[:16]
+
+
+def find_run(store: RunStore, ref: str) -> tuple[Path, dict[str, Any]]:
+    """(directory, evolve.json) of the run named by --resume; one of another format is refused."""
+    run = store.evolve_run(ref)
+    meta = run.meta()
+    assert meta is not None  # evolve_run checks that evolve.json exists
+    if meta.get("format") != RUN_FORMAT:
+        raise ConfigError(
+            f"cannot resume {run.path.name}: it was written by an older trinity (run format "
+            f"{meta.get('format', 'trinity-evolve/1')!r}, this one reads {RUN_FORMAT!r})",
+            "start a new run (the same command without --resume)",
+        )
+    return run.path, meta
+
+
+def open_run(store: RunStore, options: EvolveOptions, manifest: dict[str, Any], config_hash: str,
+             progress: Callable[[str, dict[str, Any]], None]) -> Path:
+    """The oldest unfinished run with this config hash (run-2 before run-10; reported as a
+    "resume" progress event), else a new run whose evolve.json records these options."""
+    for run in store.evolve_runs():
+        if run.finished:
+            continue
+        meta = run.meta() or {}
+        if meta.get("config_hash") == config_hash and meta.get("format") == RUN_FORMAT:
+            progress("resume", {"run": run.name})
+            return run.path
+    run = EvolveRun(store.allocate())
+    run.write_meta({"format": RUN_FORMAT, "options": asdict(options), "manifest": manifest,
+                    "config_hash": config_hash})
+    return run.path
+
+
+def refuse_mismatch(meta: dict[str, Any], manifest: dict[str, Any]) -> None:
+    """Refuse to resume a run (its evolve.json `meta`) made for another pool, backbone, head
+    size, SVF layout, prompt or coordinator version than `manifest`."""
+    old = meta["manifest"]
+    for key, what in (("models", "pool models"), ("backbone_fingerprint", "backbone"),
+                      ("n_params", "head size"), ("svf", "SVF layout"), ("prompt_version", "prompt version"),
+                      ("coordinator_version", "coordinator version")):
+        if old.get(key) != manifest.get(key):
+            raise ConfigError(
+                f"cannot resume: the run was made with {what} {old.get(key)!r}, now {manifest.get(key)!r}",
+                "resume with the same --pool/--backbone/--svf, or start a new run",
+            )
