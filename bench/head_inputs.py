@@ -1,8 +1,11 @@
 """What a head reads and how much its choices depend on the conversation, from a bench run.
 
     python bench/head_inputs.py RUN [--head head:default] [--center-items 256] [--seed 0]
+    python bench/head_inputs.py EVOLVE_RUN --generation G
 
-RUN: a bench run (name under TRINITY_HOME/runs, or its directory) with a head row. Printed:
+RUN: a bench run (name under TRINITY_HOME/runs, or its directory) with a head row; or, with
+--generation, an evolve run, whose generation G's episodes (every candidate's) are read
+instead. Printed:
 
 1. The head's mean choice probabilities (model softmax, role softmax) by task and turn
    (0, 1, 2+), and the mean total-variation distance between the distribution a head gives
@@ -38,8 +41,20 @@ from trinity_cli.store import RunStore  # noqa: E402
 
 
 def run_dir(ref: str) -> Path:
-    path = Path(ref).expanduser()
-    return path if (path / "episodes.jsonl").is_file() else RunStore().path(ref)
+    store = RunStore()
+    for path in (Path(ref).expanduser(), store.root / ref):  # an evolve run under way has no run.json yet
+        if (path / "episodes.jsonl").is_file() or (path / "episodes").is_dir():
+            return path
+    return store.path(ref)  # says which runs there are
+
+
+def load_episodes(path: Path, head: str, generation: int | None) -> list[dict]:
+    """Episodes with a transcript: the bench row `head`'s, or an evolve generation's."""
+    if generation is not None:
+        record = json.loads((path / "episodes" / f"gen-{generation:04d}.json").read_text())
+        return [e for e in record["episodes"] if e["transcript"]]
+    return [e for e in map(json.loads, path.joinpath("episodes.jsonl").read_text().splitlines())
+            if e["system"] == head and e["transcript"]]
 
 
 def mean_cosine(x: np.ndarray) -> float:
@@ -55,13 +70,14 @@ def main() -> None:
     ap.add_argument("--head", default="head:default", help="the bench row to read")
     ap.add_argument("--center-items", type=int, default=256)
     ap.add_argument("--seed", type=int, default=0, help="evolve's --seed: which training tasks centre")
+    ap.add_argument("--generation", type=int, help="RUN is an evolve run: read this generation's episodes")
     args = ap.parse_args()
 
     path = run_dir(args.run)
-    episodes = [e for e in map(json.loads, path.joinpath("episodes.jsonl").read_text().splitlines())
-                if e["system"] == args.head and e["transcript"]]
+    what = args.head if args.generation is None else f"generation {args.generation}"
+    episodes = load_episodes(path, args.head, args.generation)
     if not episodes:
-        sys.exit(f"no episodes of {args.head!r} in {path}")
+        sys.exit(f"no episodes of {what} in {path}")
 
     # 1. choices by task and turn
     probs: dict[tuple[str, str], list[list[float]]] = defaultdict(list)
@@ -76,7 +92,7 @@ def main() -> None:
             if t["index"] > 0:
                 tv = 0.5 * (np.abs(p[:m] - first[:m]).sum() + np.abs(p[m:] - first[m:]).sum()) / 2
                 spread[e["task"]].append(float(tv))
-    print(f"{args.head} in {path.name}: {len(episodes)} episodes")
+    print(f"{what} in {path.name}: {len(episodes)} episodes")
     print("mean choice probabilities (models in pool order, then thinker, worker, verifier):")
     for key in sorted(probs):
         print(f"  {key[0]:<16} turn {key[1]:<3} n={len(probs[key]):<4} "
