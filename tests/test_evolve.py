@@ -61,11 +61,12 @@ class Kill(Exception):
     pass
 
 
-def test_kill_and_resume_redoes_no_rollout_and_ends_identical(tmp_path: Path, monkeypatch) -> None:
+@pytest.mark.parametrize("dims", [0, 4])
+def test_kill_and_resume_redoes_no_rollout_and_ends_identical(tmp_path: Path, monkeypatch, dims: int) -> None:
     pool, tasks = setup_files(tmp_path)
     # Reference: never interrupted, in its own home.
     monkeypatch.setenv("TRINITY_HOME", str(tmp_path / "home-a"))
-    ref = evolve(options(pool, tasks, out=str(tmp_path / "a")))
+    ref = evolve(options(pool, tasks, input_dims=dims, out=str(tmp_path / "a")))
     # Interrupted mid-generation 2 (after 16 + 16 + 5 training episodes), then resumed.
     monkeypatch.setenv("TRINITY_HOME", str(tmp_path / "home-b"))
     seen = {"n": 0}
@@ -77,7 +78,7 @@ def test_kill_and_resume_redoes_no_rollout_and_ends_identical(tmp_path: Path, mo
                 raise Kill()
 
     with pytest.raises(Kill):
-        evolve(options(pool, tasks, out=str(tmp_path / "b")), progress=killer)
+        evolve(options(pool, tasks, input_dims=dims, out=str(tmp_path / "b")), progress=killer)
     run_dir = next((tmp_path / "home-b" / "runs").glob("run-*"))
     assert not (run_dir / "run.json").exists() and (run_dir / "checkpoint.pkl").exists()
 
@@ -93,7 +94,8 @@ def test_kill_and_resume_redoes_no_rollout_and_ends_identical(tmp_path: Path, mo
 
     monkeypatch.setattr(pool_mod.Pool, "chat", counting)
     events = []
-    resumed = evolve(options(pool, tasks, out=str(tmp_path / "b")), progress=lambda k, d: events.append((k, d)))
+    resumed = evolve(options(pool, tasks, input_dims=dims, out=str(tmp_path / "b")),
+                     progress=lambda k, d: events.append((k, d)))
     assert ("resume", {"run": run_dir.name}) in events
     # The 5 episodes of generation 2 that had finished are served from the cache.
     n_cached = sum(calls)
@@ -101,6 +103,7 @@ def test_kill_and_resume_redoes_no_rollout_and_ends_identical(tmp_path: Path, mo
     a, b = Head.load(tmp_path / "a"), Head.load(tmp_path / "b")
     assert np.array_equal(a.flat(), b.flat())
     assert np.array_equal(a.center, b.center) and a.center_scale == b.center_scale  # from the checkpoint
+    assert np.array_equal(a.basis, b.basis) and b.basis.shape == ((dims, 16) if dims else (0, 0))
     assert resumed.best_val == ref.best_val and resumed.spent == ref.spent
     # Totals run on across the resume: each is the sum of the per-generation counts.
     for key in ("pool_calls", "cache_hits", "tokens"):
@@ -353,6 +356,45 @@ def test_candidates_do_not_depend_on_numpys_global_rng(tmp_path: Path, monkeypat
     assert "np_random_state" not in state and state["es"].opts["randn"].rng is not None
 
 
+def test_projected_head_input_keeps_the_principal_directions_and_still_learns(tmp_path: Path) -> None:
+    """--input-dims K: the head reads K coordinates along the training tasks' principal
+    directions (uncorrelated, in decreasing variance, total 1 over those tasks), and the search
+    has (M + 3) x K + (M + 3) values; it still learns the toy routing."""
+    from trinity_cli import tasks as tasks_mod
+    from trinity_cli.coordinator.head import untrained
+    from trinity_cli.coordinator.policy import Coordinator
+
+    pool, task_file = setup_files(tmp_path)
+    opts = options(pool, task_file, budget=160, input_dims=4, seed=4, out=str(tmp_path / "head"))
+    result = evolve(opts)
+    head = Head.load(tmp_path / "head")
+    train = tasks_mod.sample_items(tasks_mod.parse_mix(opts.tasks), seed=opts.seed)
+    assert head.manifest["input"] == {"center_items": len(train), "dims": 4}
+    assert head.weights.shape == (5, 4) and head.basis.shape == (4, 16) and head.n_params == 25
+    assert head.hidden_size == 16 and head.manifest["format"] == "trinity-head/3"
+    coordinator = Coordinator(untrained("duo", ["m0", "m1"], head.manifest["backbone"], 16), backbone_ref="hash:16")
+    feats = np.array([coordinator.state_feature(i.prompt) for i in train])
+    z = ((feats - head.center) / head.center_scale) @ head.basis.T.astype(np.float64)
+    assert np.allclose(z.mean(axis=0), 0, atol=1e-5)
+    var = z.var(axis=0)
+    assert var.sum() == pytest.approx(1.0, rel=1e-4) and np.all(np.diff(var) <= 1e-7)
+    assert np.allclose(np.corrcoef(z.T), np.eye(4), atol=1e-3)  # principal directions: uncorrelated
+    full = feats - feats.mean(axis=0)  # and the top ones: no other 4 directions hold more variance
+    units = head.basis / np.linalg.norm(head.basis, axis=1, keepdims=True)
+    assert (full @ units.T).var(axis=0).sum() == pytest.approx(
+        np.sum(np.linalg.svd(full, compute_uv=False)[:4] ** 2) / len(full), rel=1e-3)
+    assert result.best_val >= 0.8  # uniform routing scores ~0.5
+
+
+def test_input_dims_refused_before_anything_runs(tmp_path: Path) -> None:
+    pool, task_file = setup_files(tmp_path)
+    with pytest.raises(ConfigError, match="--input-dims 300 needs at least as many --center-items"):
+        evolve(options(pool, task_file, input_dims=300))
+    with pytest.raises(ConfigError, match="needs as many training tasks"):
+        evolve(options(pool, task_file, input_dims=200))
+    assert not list(RunStore().root.glob("run-*"))
+
+
 def test_head_input_is_centred_on_turn0_features_of_training_tasks(tmp_path: Path) -> None:
     from trinity_cli import tasks as tasks_mod
     from trinity_cli.coordinator.head import untrained
@@ -363,7 +405,7 @@ def test_head_input_is_centred_on_turn0_features_of_training_tasks(tmp_path: Pat
     evolve(opts)
     head = Head.load(tmp_path / "head")
     train = tasks_mod.sample_items(tasks_mod.parse_mix(opts.tasks), seed=opts.seed)
-    assert head.manifest["input"] == {"center_items": len(train)}  # all of them: fewer than asked
+    assert head.manifest["input"] == {"center_items": len(train), "dims": 0}  # all of them: fewer than asked
     coordinator = Coordinator(untrained("duo", ["m0", "m1"], head.manifest["backbone"], 16), backbone_ref="hash:16")
     feats = np.array([f / np.linalg.norm(f) for f in
                       (coordinator.features(coordinator_text(i.prompt, [])) for i in train)])
@@ -373,4 +415,4 @@ def test_head_input_is_centred_on_turn0_features_of_training_tasks(tmp_path: Pat
     # --center-items 0: features read as they are.
     evolve(options(pool, task_file, budget=16, center_items=0, out=str(tmp_path / "raw")))
     raw = Head.load(tmp_path / "raw")
-    assert not raw.center.any() and raw.center_scale == 1.0 and raw.manifest["input"] == {"center_items": 0}
+    assert not raw.center.any() and raw.center_scale == 1.0 and raw.manifest["input"] == {"center_items": 0, "dims": 0}

@@ -44,19 +44,62 @@ def test_centred_input_logits_and_round_trip(tmp_path: Path) -> None:
     rng = np.random.default_rng(0)
     head = head_mod.untrained("p", ["a", "b"], BACKBONE, 8).with_flat(rng.normal(size=5 * 8 + 5))
     center = rng.normal(size=8).astype(np.float32)
-    centred = head.with_center(center, 0.25, items=12)
+    centred = head.with_input(center, 0.25, items=12)
     h = rng.normal(size=8)
     want = head.weights.astype(np.float64) @ ((h - center) / 0.25) + head.bias
     models, roles = centred.logits(h)
     assert np.allclose(np.r_[models, roles], want) and models.size == 2 and roles.size == 3
     assert not np.allclose(np.r_[head.logits(h)], want)  # the centre is not a no-op
-    assert centred.manifest["input"] == {"center_items": 12}
+    assert centred.manifest["input"] == {"center_items": 12, "dims": 0}
     moved = centred.with_flat(np.zeros(centred.n_params))  # the search leaves the centre alone
     assert np.array_equal(moved.center, center) and moved.center_scale == 0.25 and moved.is_zero
     centred.save(tmp_path / "h")
     loaded = head_mod.Head.load(tmp_path / "h")
-    assert loaded.manifest["format"] == "trinity-head/2"
+    assert loaded.manifest["format"] == "trinity-head/3"
     assert np.allclose(np.r_[loaded.logits(h)], want, atol=1e-4)
+
+
+def test_projected_input_logits_round_trip_and_refusals(tmp_path: Path) -> None:
+    rng = np.random.default_rng(2)
+    feats = rng.normal(size=(40, 8))
+    feats /= np.linalg.norm(feats, axis=1, keepdims=True)
+    center, scale = head_mod.fit_center(feats)
+    basis = head_mod.fit_basis(feats, center, scale, 3)
+    assert basis.shape == (3, 8)
+    head = head_mod.untrained("p", ["a", "b"], BACKBONE, 8, dims=3)
+    assert head.n_params == 5 * 3 + 5 and head.hidden_size == 8 and head.is_zero
+    projected = head.with_flat(rng.normal(size=head.n_params)).with_input(center, scale, items=40, basis=basis)
+    assert projected.manifest["input"] == {"center_items": 40, "dims": 3}
+    h = feats[0]
+    want = projected.weights.astype(np.float64) @ (basis.astype(np.float64) @ ((h - center) / scale)) + projected.bias
+    assert np.allclose(np.r_[projected.logits(h)], want)
+    moved = projected.with_flat(projected.flat())  # the search leaves the projection alone
+    assert np.array_equal(moved.basis, basis)
+    projected.save(tmp_path / "h")
+    loaded = head_mod.Head.load(tmp_path / "h")
+    assert np.array_equal(loaded.basis, basis) and np.allclose(np.r_[loaded.logits(h)], want, atol=1e-4)
+    # A projection that does not match the weights is refused on load, in one line.
+    np.savez(tmp_path / "h" / "weights.npz", head=projected.weights, svf=np.zeros(0, dtype=np.float32),
+             bias=projected.bias, center=center, center_scale=np.float32(scale), basis=basis[:2])
+    with pytest.raises(ConfigError, match="do not match"):
+        head_mod.Head.load(tmp_path / "h")
+    # More directions than the features span: one clear line.
+    with pytest.raises(ConfigError, match="span 2 directions, fewer than --input-dims 3"):
+        head_mod.fit_basis(feats[:3], *head_mod.fit_center(feats[:3]), 3)
+
+
+def test_format_2_head_loads_without_projection(tmp_path: Path) -> None:
+    rng = np.random.default_rng(3)
+    head = head_mod.untrained("p", ["a", "b"], BACKBONE, 8).with_flat(rng.normal(size=5 * 8 + 5))
+    (tmp_path / "h").mkdir()
+    np.savez(tmp_path / "h" / "weights.npz", head=head.weights, svf=np.zeros(0, dtype=np.float32), bias=head.bias,
+             center=np.full(8, 0.1, dtype=np.float32), center_scale=np.float32(0.5))
+    (tmp_path / "h" / "manifest.json").write_text(json.dumps({**head.manifest, "format": "trinity-head/2"}))
+    loaded = head_mod.Head.load(tmp_path / "h")
+    h = np.arange(8.0) / 10
+    assert loaded.basis.size == 0
+    assert np.allclose(np.r_[loaded.logits(h)], head.weights.astype(np.float64) @ ((h - 0.1) / 0.5) + head.bias,
+                       atol=1e-5)
 
 
 def test_format_1_head_loads_uncentred_without_bias(tmp_path: Path) -> None:

@@ -143,6 +143,9 @@ def evolve(
     svf_target: Annotated[list[str] | None, typer.Option(help="SVF matrix (repeatable).")] = None,
     center_items: Annotated[int, typer.Option(
         min=0, help="Centre the head's input on the turn-0 features of this many training tasks (0: do not).")] = 256,
+    input_dims: Annotated[int, typer.Option(
+        min=0, help="Project the head's input on the top K principal directions of those features "
+                    "(0: read every hidden dimension).")] = 0,
     backbone: Annotated[str, typer.Option(help="Coordinator backbone.")] = "smollm2-135m",
     device: DeviceOpt = "auto",
     name: Annotated[str | None, typer.Option(help="Head name (default evolved-RUN).")] = None,
@@ -167,7 +170,8 @@ def evolve(
     options = EvolveOptions(pool=pool, tasks=tasks, budget=budget, minibatch=minibatch, popsize=popsize,
                             sigma0=sigma0, seed=seed, max_turns=max_turns, val_tasks=val_tasks, val_size=val_size,
                             val_every=val_every, cost_weight=cost_weight, cost_unit=cost_unit, svf=svf,
-                            svf_targets=svf_target, center_items=center_items, backbone=backbone, device=device,
+                            svf_targets=svf_target, center_items=center_items, input_dims=input_dims,
+                            backbone=backbone, device=device,
                             name=name, out=out)
     # On resume, only flags typed on the command line are compared with the run's options.
     # (By name: Typer may bring its own copy of click's ParameterSource.)

@@ -7,8 +7,11 @@ The only module that imports `cma`.
 Before generation 0, a fresh run fixes the head's input centre (coordinator/head.py): the
 mean of the unit-norm turn-0 features (the task alone, no turns yet) of `center_items`
 training tasks drawn with rng([seed, CENTER_STREAM]), and their RMS distance from it as the
-scale; no model is called for them. It is kept in the checkpoint, so a resumed run reads
-features exactly as before, and in the head it writes. `center_items` 0: no centre.
+scale; no model is called for them. With `input_dims` K > 0 the same features also fix the
+head's projection onto their K principal directions (head.fit_basis), and the search has
+(M + 3) x K head weights instead of (M + 3) x H. Both are kept in the checkpoint, so a
+resumed run reads features exactly as before, and in the head it writes. `center_items` 0:
+no centre (and no projection).
 
 Loop, per generation g:
   1. `es.ask()` -> popsize candidate vectors (flat layout: coordinator/head.py).
@@ -42,7 +45,8 @@ Run directory (`runs/run-N/`):
     checkpoint.pkl     pickle of a plain dict {"es": CMAEvolutionStrategy (its RNG inside),
                         "generation", "spent", "val_spent", "best": {"vector", "val",
                         "generation"}, "curves": [...], "input": {"center": float32 (H,),
-                        "scale", "items"} | None}: rewritten atomically after each generation
+                        "scale", "items", "basis": float32 (K, H) | None} | None}: rewritten
+                        atomically after each generation
     episodes/gen-NNNN.json   every episode of generation NNNN (transcripts, rewards)
     run.json           written when the run finishes (kind "evolve"), so `inspect` lists it
 
@@ -197,7 +201,8 @@ class Evolution:
         fingerprint, _ = describe(options.backbone)
         hidden = hidden_size_of(options.backbone)
         self.manifest_backbone = {"ref": options.backbone, "fingerprint": fingerprint, "hidden_size": hidden}
-        base = head_mod.untrained(self.config.name, self.config.names, self.manifest_backbone, hidden)
+        base = head_mod.untrained(self.config.name, self.config.names, self.manifest_backbone, hidden,
+                                  dims=options.input_dims)
         targets = None
         if options.svf:
             from trinity_cli.coordinator.svf import DEFAULT_TARGETS
@@ -212,6 +217,10 @@ class Evolution:
         self.base = base
         self.n_params = base.n_params
         self._refuse_small_budget()
+        if options.input_dims > len(self.train_items):
+            raise ConfigError(f"--input-dims {options.input_dims} needs as many training tasks to fit the projection "
+                              f"on; --tasks {options.tasks!r} has {len(self.train_items)}",
+                              "use a smaller --input-dims, or more training tasks")
         self.parallel = parallel or (1 if ray else self.config.parallel)
         if self.parallel < 1:
             raise ConfigError(f"--parallel must be at least 1, got {self.parallel}")
@@ -292,13 +301,16 @@ class Evolution:
                 "input": self._center()}
 
     def _center(self) -> dict[str, Any] | None:
-        """The head's input centre (module docstring), None with `center_items` 0."""
+        """The head's input centre and projection (module docstring), None with `center_items` 0."""
         picked = center_tasks(self.train_items, self.options.seed, self.options.center_items)
         if not picked:
             return None
         self.progress("center", {"items": len(picked)})
-        center, scale = head_mod.fit_center(np.array([self.coordinator.state_feature(i.prompt) for i in picked]))
-        return {"center": center, "scale": scale, "items": len(picked)}
+        features = np.array([self.coordinator.state_feature(i.prompt) for i in picked])
+        center, scale = head_mod.fit_center(features)
+        dims = self.options.input_dims
+        basis = head_mod.fit_basis(features, center, scale, dims) if dims else None
+        return {"center": center, "scale": scale, "items": len(picked), "basis": basis}
 
     # -- episodes ---------------------------------------------------------------------
     def _spec(self, vector: np.ndarray, item: tasks.TaskItem, seed: int) -> EpisodeSpec:
@@ -350,9 +362,9 @@ class Evolution:
             state = self._new_state()
         if state["input"] is not None:
             c = state["input"]
-            self.base = self.base.with_center(c["center"], c["scale"], c["items"])
+            self.base = self.base.with_input(c["center"], c["scale"], c["items"], c.get("basis"))
         else:
-            self.base.manifest["input"] = {"center_items": 0}
+            self.base.manifest["input"] = {"center_items": 0, "dims": 0}
         es = state["es"]
         per_gen = self.per_generation
         self.progress("start", {"run": self.run_dir.name, "budget": o.budget, "spent": state["spent"],

@@ -52,6 +52,7 @@ class EvolveOptions:
     svf: bool = False
     svf_targets: list[str] | None = None
     center_items: int = 256
+    input_dims: int = 0
     backbone: str = DEFAULT_BACKBONE
     device: str = "auto"
     name: str | None = None
@@ -69,6 +70,13 @@ class EvolveOptions:
         if self.center_items < 0:
             raise ConfigError(f"--center-items must be 0 or more, got {self.center_items}",
                               "use 0 to read the backbone's features uncentred")
+        if self.input_dims < 0:
+            raise ConfigError(f"--input-dims must be 0 or more, got {self.input_dims}",
+                              "use 0 for a head over every hidden dimension")
+        if self.input_dims > self.center_items:
+            raise ConfigError(f"--input-dims {self.input_dims} needs at least as many --center-items "
+                              f"(got {self.center_items}): the projection is fitted on their features",
+                              f"use --center-items {max(256, self.input_dims)}, or a smaller --input-dims")
 
     def val_mix(self) -> str:
         if self.val_tasks:
@@ -117,6 +125,8 @@ def config_hash(options: EvolveOptions, pool_source: str, manifest: dict[str, An
     opts = asdict(options)
     for key in RESUME_FREE:  # these may change on resume
         opts.pop(key)
+    if not opts["input_dims"]:  # runs from before --input-dims keep their hash
+        opts.pop("input_dims")
     pool_text = Path(pool_source).read_bytes() if pool_source else b""
     payload = {
         "options": opts,

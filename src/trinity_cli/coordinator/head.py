@@ -1,39 +1,47 @@
 """The coordinator's trainable parameters and the head file format (numpy only, no torch).
 
 Head: a linear map with bias over a centred feature: for a backbone feature vector h
-(unit L2 norm, coordinator/policy.py), x = (h - c) / s and `W @ x + b` gives M model
-logits followed by 3 role logits; each group gets its own softmax. `W` has shape (M + 3, H):
-M pool models in slot order, then the roles thinker, worker, verifier; H the backbone's
-hidden size; `b` has M + 3 values. Excluded models are masked out of the model softmax.
+(unit L2 norm, coordinator/policy.py), x = (h - c) / s, optionally projected as x <- P @ x,
+and `W @ x + b` gives M model logits followed by 3 role logits; each group gets its own
+softmax. `W` has shape (M + 3, D): M pool models in slot order, then the roles thinker,
+worker, verifier; D the head's input size: H, the backbone's hidden size, or K with a
+projection P (K, H); `b` has M + 3 values. Excluded models are masked out of the model softmax.
 The centre c (H values) and scale s are fixed when a run starts (evolve.py: the mean of
 the turn-0 features of some training tasks, and their RMS distance from it) and are not
 searched: every feature of one backbone shares most of its direction (cosine about 0.9),
 so without centring any change to W mostly shifts every state's logits alike, and the
 search finds a fixed mix of models and roles rather than choices that depend on the
 conversation. c = 0, s = 1 (heads made before centring, untrained heads) reads h as is.
+The projection P (optional, fixed like c; `fit_basis`) keeps the K principal directions of
+those centred turn-0 features, scaled together so that the projected features keep a total
+variance of 1: the search then has (M + 3) x K weights instead of (M + 3) x H, all of them
+along the directions in which the tasks differ most.
 
 Flat parameter vector (what sep-CMA-ES searches over), in this order:
     [ svf offsets of target 0 (r_0 values) | ... | svf offsets of target T-1 (r_{T-1}) |
       W row-major: row 0 (model slot 0) ... row M-1, row M (thinker), M+1 (worker), M+2 (verifier) |
       b: the same M + 3 rows ]
 `r_t` is the number of singular values of target matrix t (min of its two dimensions).
-Without SVF the vector is W.ravel() then b.
+Without SVF the vector is W.ravel() then b. W has D columns (above).
 
 Head directory (`heads/NAME/`):
-    manifest.json   {"format": "trinity-head/2", "name", "trained": bool, "backbone":
+    manifest.json   {"format": "trinity-head/3", "name", "trained": bool, "backbone":
                      {"ref", "fingerprint", "hidden_size"}, "pool": {"name", "models": [...]},
                      "roles": ["thinker", "worker", "verifier"], "svf": {"targets": [...],
                      "sizes": [...], "scale": "exp"} | null, "prompt_version",
-                     "coordinator_version", "input": {"center_items": N} (how c was made; 0 or
-                     absent: not centred), "training": {... "max_turns": the turn budget it was
+                     "coordinator_version", "input": {"center_items": N, "dims": K} (how c and P
+                     were made; N 0 or absent: not centred; K 0 or absent: no projection),
+                     "training": {... "max_turns": the turn budget it was
                      evolved with ...} (evolved heads only)}
     `ask`, `serve` and `bench` play a head with its training max_turns unless told otherwise
     (`turn_budget`).
     A trained head is used only under the prompt and coordinator versions it records
     (`Head.check`); an SVF head only with the exp(o) scaling (coordinator/svf.py).
-    weights.npz     "head": float32 (M+3, H); "svf": float32 (sum of sizes,) (empty without SVF);
-                    "bias": float32 (M+3,); "center": float32 (H,); "center_scale": float32 ()
-    Format trinity-head/1 (no bias, centre or scale) still loads, as b = 0, c = 0, s = 1.
+    weights.npz     "head": float32 (M+3, D); "svf": float32 (sum of sizes,) (empty without SVF);
+                    "bias": float32 (M+3,); "center": float32 (H,); "center_scale": float32 ();
+                    "basis": float32 (K, H), P (empty: no projection, D = H)
+    Formats trinity-head/1 (no bias, centre or scale: b = 0, c = 0, s = 1) and /2 (no
+    projection) still load.
 """
 
 from __future__ import annotations
@@ -51,9 +59,10 @@ from trinity_cli import paths
 from trinity_cli.errors import ConfigError, HeadMismatch, NotFound, did_you_mean
 from trinity_cli.messages import ROLES
 
-HEAD_FORMAT = "trinity-head/2"
-# Formats a head file may have: /1 heads are /2 heads with b = 0, c = 0, s = 1.
-READABLE_FORMATS = ("trinity-head/1", HEAD_FORMAT)
+HEAD_FORMAT = "trinity-head/3"
+# Formats a head file may have: /1 heads are /2 heads with b = 0, c = 0, s = 1; /2 heads
+# are /3 heads without a projection.
+READABLE_FORMATS = ("trinity-head/1", "trinity-head/2", HEAD_FORMAT)
 # How SVF offsets scale singular values (coordinator/svf.py); heads with another are refused.
 SVF_SCALE = "exp"
 _VERSION_NAMES = {"prompt_version": "prompt version", "coordinator_version": "coordinator version"}
@@ -61,21 +70,26 @@ _VERSION_NAMES = {"prompt_version": "prompt version", "coordinator_version": "co
 
 @dataclass
 class Head:
-    weights: np.ndarray  # (M + 3, H)
+    weights: np.ndarray  # (M + 3, D)
     manifest: dict[str, Any]
     svf_offsets: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.float32))
     # Bias (M + 3,) and centre (H,; fixed, not searched): empty (not given) means zeros.
     bias: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.float32))
     center: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.float32))
     center_scale: float = 1.0
+    # Projection P (K, H; fixed, not searched): empty means none (D = H).
+    basis: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.float32))
 
     def __post_init__(self) -> None:
+        projected = self.basis.size > 0
+        hidden = self.basis.shape[1] if projected else self.weights.shape[1]
         if self.bias.size == 0:
             self.bias = np.zeros(self.weights.shape[0], dtype=np.float32)
         if self.center.size == 0:
-            self.center = np.zeros(self.weights.shape[1], dtype=np.float32)
-        if self.bias.shape != (self.weights.shape[0],) or self.center.shape != (self.weights.shape[1],):
-            raise ConfigError("head bias or centre does not match its weights", "re-create the head")
+            self.center = np.zeros(hidden, dtype=np.float32)
+        if (self.bias.shape != (self.weights.shape[0],) or self.center.shape != (hidden,)
+                or (projected and self.basis.shape[0] != self.weights.shape[1])):
+            raise ConfigError("head bias, centre or projection does not match its weights", "re-create the head")
         if not self.center_scale > 0:
             raise ConfigError(f"head centre scale must be positive, got {self.center_scale}", "re-create the head")
 
@@ -85,7 +99,8 @@ class Head:
 
     @property
     def hidden_size(self) -> int:
-        return int(self.weights.shape[1])
+        """The backbone's hidden size H the head reads (not D, its weights' columns)."""
+        return int(self.center.shape[0])
 
     @property
     def trained(self) -> bool:
@@ -108,16 +123,21 @@ class Head:
         """All-zero head and no SVF change: every decision is uniform, whatever the input."""
         return not self.weights.any() and not self.bias.any() and not self.svf_offsets.any()
 
-    def with_center(self, center: np.ndarray, scale: float, items: int) -> Head:
-        """This head reading features centred on `center` and divided by `scale`
-        (made from the turn-0 features of `items` training tasks), parameters unchanged."""
-        return Head(weights=self.weights, manifest={**self.manifest, "input": {"center_items": items}},
+    def with_input(self, center: np.ndarray, scale: float, items: int, basis: np.ndarray | None = None) -> Head:
+        """This head reading features centred on `center`, divided by `scale` and, given
+        `basis` (K, H; K = its weights' columns), projected (made from the turn-0 features
+        of `items` training tasks); parameters unchanged."""
+        basis = np.zeros((0, 0), dtype=np.float32) if basis is None else np.asarray(basis, dtype=np.float32).copy()
+        return Head(weights=self.weights,
+                    manifest={**self.manifest, "input": {"center_items": items, "dims": int(basis.shape[0])}},
                     svf_offsets=self.svf_offsets, bias=self.bias,
-                    center=np.asarray(center, dtype=np.float32).copy(), center_scale=float(scale))
+                    center=np.asarray(center, dtype=np.float32).copy(), center_scale=float(scale), basis=basis)
 
     def logits(self, features: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(model logits, role logits) of a unit-norm feature vector (module docstring)."""
         x = (features.astype(np.float64) - self.center.astype(np.float64)) / self.center_scale
+        if self.basis.size:
+            x = self.basis.astype(np.float64) @ x
         out = self.weights.astype(np.float64) @ x + self.bias.astype(np.float64)
         m = len(self.models)
         return out[:m], out[m:]
@@ -142,6 +162,7 @@ class Head:
             bias=vector[n_svf + n_w:].copy(),
             center=self.center,
             center_scale=self.center_scale,
+            basis=self.basis,
         )
 
     # -- compatibility ----------------------------------------------------------------
@@ -191,7 +212,7 @@ class Head:
         buffer = io.BytesIO()
         np.savez(buffer, head=self.weights.astype(np.float32), svf=self.svf_offsets.astype(np.float32),
                  bias=self.bias.astype(np.float32), center=self.center.astype(np.float32),
-                 center_scale=np.float32(self.center_scale))
+                 center_scale=np.float32(self.center_scale), basis=self.basis.astype(np.float32))
         paths.atomic_write_bytes(directory / "weights.npz", buffer.getvalue())
         paths.atomic_write_json(directory / "manifest.json", {**self.manifest, "format": HEAD_FORMAT})
 
@@ -205,22 +226,26 @@ class Head:
                 bias = data["bias"] if "bias" in data else np.zeros(0, dtype=np.float32)
                 center = data["center"] if "center" in data else np.zeros(0, dtype=np.float32)
                 scale = float(data["center_scale"]) if "center_scale" in data else 1.0
+                basis = data["basis"] if "basis" in data else np.zeros((0, 0), dtype=np.float32)  # /1, /2
         except (OSError, ValueError, KeyError) as exc:
             raise ConfigError(f"head {directory} is unreadable ({exc})", "re-create it with trinity evolve") from None
         if manifest.get("format") not in READABLE_FORMATS:
             raise ConfigError(f"head {directory}: unknown format {manifest.get('format')!r}, expected {HEAD_FORMAT}")
         m = len(manifest["pool"]["models"])
         svf_sizes = (manifest.get("svf") or {}).get("sizes", [])
+        hidden = basis.shape[1] if basis.size else weights.shape[1] if weights.ndim == 2 else -1
         if (weights.ndim != 2 or weights.shape[0] != m + len(ROLES) or svf.size != sum(svf_sizes)
                 or (bias.size and bias.shape != (weights.shape[0],))
-                or (center.size and center.shape != (weights.shape[1],)) or not scale > 0):
+                or (basis.size and (basis.ndim != 2 or basis.shape[0] != weights.shape[1]))
+                or (center.size and center.shape != (hidden,)) or not scale > 0):
             raise ConfigError(f"head {directory}: weights do not match its manifest", "re-create it")
         if manifest.get("svf") and manifest["svf"].get("scale") != SVF_SCALE:
             raise ConfigError(
                 f"head {directory}: its SVF offsets scale singular values by 1 + o, this trinity by exp(o)",
                 "evolve it again (trinity evolve --svf)",
             )
-        return cls(weights=weights, manifest=manifest, svf_offsets=svf, bias=bias, center=center, center_scale=scale)
+        return cls(weights=weights, manifest=manifest, svf_offsets=svf, bias=bias, center=center, center_scale=scale,
+                   basis=basis)
 
 
 def fit_center(features: np.ndarray) -> tuple[np.ndarray, float]:
@@ -231,6 +256,26 @@ def fit_center(features: np.ndarray) -> tuple[np.ndarray, float]:
     center = x.mean(axis=0)
     scale = float(np.sqrt(np.mean(np.sum((x - center) ** 2, axis=1))))
     return center.astype(np.float32), (scale if scale > 1e-6 else 1.0)
+
+
+def fit_basis(features: np.ndarray, center: np.ndarray, scale: float, dims: int) -> np.ndarray:
+    """A head's projection P (dims, H) from rows of unit-norm features and their (centre,
+    scale) (`fit_center`): the top `dims` right singular vectors of the centred rows, all
+    divided by one factor so that the projected rows have mean squared norm 1 (as centred
+    rows without a projection have). Each vector's sign makes its largest entry positive
+    (the SVD leaves it to the linear algebra library)."""
+    x = (np.asarray(features, dtype=np.float64) - center.astype(np.float64)) / scale
+    _, singular, vt = np.linalg.svd(x, full_matrices=False)
+    spread = singular[:dims] / np.sqrt(len(x))
+    if dims > len(spread) or spread[-1] < 1e-6:
+        found = int(np.sum(spread > 1e-6))
+        raise ConfigError(f"the {len(x)} centring tasks' features span {found} directions, fewer than "
+                          f"--input-dims {dims}", "lower --input-dims, or raise --center-items")
+    vectors = vt[:dims]
+    signs = np.sign(vectors[np.arange(dims), np.abs(vectors).argmax(axis=1)])
+    # One common scale, not one per direction: whitening would blow up the weak directions,
+    # along which later-turn states (never among the fitted ones) can still move a lot.
+    return (vectors * (signs / np.sqrt(np.sum(spread**2)))[:, None]).astype(np.float32)
 
 
 DEFAULT_MAX_TURNS = 5  # for heads that record no training max_turns, and runs without a head
@@ -244,8 +289,10 @@ def turn_budget(max_turns: int | None, head: Head | None) -> int:
     return (head.trained_max_turns if head is not None else None) or DEFAULT_MAX_TURNS
 
 
-def untrained(pool_name: str, models: list[str], backbone: dict[str, Any], hidden_size: int) -> Head:
-    """The honest default: all-zero weights, so every choice is uniform."""
+def untrained(pool_name: str, models: list[str], backbone: dict[str, Any], hidden_size: int, dims: int = 0) -> Head:
+    """The honest default: all-zero weights, so every choice is uniform. `dims` > 0: the
+    weights have that many columns and the projection is all zeros until `with_input`
+    sets it (evolve.py sizes its search before it has the features to fit one)."""
     manifest = {
         "name": "untrained",
         "trained": False,
@@ -254,7 +301,10 @@ def untrained(pool_name: str, models: list[str], backbone: dict[str, Any], hidde
         "roles": [r.value for r in ROLES],
         "svf": None,
     }
-    return Head(weights=np.zeros((len(models) + len(ROLES), hidden_size), dtype=np.float32), manifest=manifest)
+    columns = dims or hidden_size
+    basis = np.zeros((dims, hidden_size) if dims else (0, 0), dtype=np.float32)
+    return Head(weights=np.zeros((len(models) + len(ROLES), columns), dtype=np.float32), manifest=manifest,
+                basis=basis)
 
 
 def available_heads() -> dict[str, Path]:
