@@ -33,9 +33,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
 from trinity_cli import tasks  # noqa: E402
-from trinity_cli.coordinator.head import fit_center  # noqa: E402
 from trinity_cli.coordinator.policy import Coordinator, resolve_head  # noqa: E402
-from trinity_cli.evolve import EvolveOptions, center_tasks  # noqa: E402
+from trinity_cli.evolve import EvolveOptions  # noqa: E402
+from trinity_cli.head_input import center_tasks, fit_input  # noqa: E402
 from trinity_cli.messages import Transcript  # noqa: E402
 from trinity_cli.store import RunStore  # noqa: E402
 
@@ -111,7 +111,8 @@ def main() -> None:
     x = np.array(states, dtype=np.float64)
     train = tasks.sample_items(tasks.parse_mix(EvolveOptions().tasks), seed=args.seed)
     picked = center_tasks(train, args.seed, args.center_items)
-    center, scale = fit_center(np.array([coordinator.state_feature(item.prompt) for item in picked]))
+    fitted = fit_input(coordinator, picked, 0)
+    center, scale = fitted["center"], fitted["scale"]
     centred = (x - center) / scale
     print(f"features of {len(x)} decision states ({len(episodes)} at turn 0); centre from "
           f"{len(picked)} training tasks (seed {args.seed})")

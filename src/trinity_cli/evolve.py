@@ -5,13 +5,12 @@ evolve_options.py.
 The only module that imports `cma`.
 
 Before generation 0, a fresh run fixes the head's input centre (coordinator/head.py): the
-mean of the unit-norm turn-0 features (the task alone, no turns yet) of `center_items`
-training tasks drawn with rng([seed, CENTER_STREAM]), and their RMS distance from it as the
-scale; no model is called for them. With `input_dims` K > 0 the same features also fix the
-head's projection onto their K principal directions (head.fit_basis), and the search has
-(M + 3) x K head weights instead of (M + 3) x H. Both are kept in the checkpoint, so a
-resumed run reads features exactly as before, and in the head it writes. `center_items` 0:
-no centre (and no projection).
+mean of the unit-norm turn-0 features of `center_items` training tasks (head_input.py: which
+ones, drawn by seed; no model is called for them), and their RMS distance from it as the
+scale. With `input_dims` K > 0 the same features also fix the head's projection onto their
+K principal directions (head.fit_basis), and the search has (M + 3) x K head weights instead
+of (M + 3) x H. Both are kept in the checkpoint, so a resumed run reads features exactly as
+before, and in the head it writes. `center_items` 0: no centre (and no projection).
 
 Loop, per generation g:
   1. `es.ask()` -> popsize candidate vectors (flat layout: coordinator/head.py).
@@ -99,6 +98,7 @@ from trinity_cli.evolve_options import (
     refuse_mismatch,
     resume_options,
 )
+from trinity_cli.head_input import center_tasks, fit_input
 from trinity_cli.pool import open_pool
 from trinity_cli.ray_evaluator import RayEvaluator, RayOptions, check_ray
 from trinity_cli.store import EvolveRun, RunStore
@@ -106,7 +106,7 @@ from trinity_cli.store import EvolveRun, RunStore
 # evolve_options.py's names are re-exported: `from trinity_cli.evolve import EvolveOptions` works.
 __all__ = [
     "RESUME_FREE", "RUN_FORMAT", "Evolution", "EvolveOptions", "EvolveResult", "ProgressFn", "config_hash",
-    "center_tasks", "default_popsize", "evolve", "resume_options",
+    "default_popsize", "evolve", "resume_options",
 ]
 
 # Initial step size of SVF offsets relative to head weights: an offset of 0.1 scales a
@@ -115,8 +115,6 @@ __all__ = [
 SVF_STD = 0.1
 # Seed stream of validation episodes (training generations use their own index).
 VAL_STREAM = 2**31 - 1
-# Seed stream of the training tasks the head's input centre is made from.
-CENTER_STREAM = 2**31 - 2
 
 
 @dataclass
@@ -134,16 +132,6 @@ ProgressFn = Callable[[str, dict[str, Any]], None]
 
 def _episode_seed(seed: int, generation: int, j: int) -> int:
     return int(np.random.SeedSequence([seed, generation, j]).generate_state(1)[0])
-
-
-def center_tasks(train_items: list[tasks.TaskItem], seed: int, n: int) -> list[tasks.TaskItem]:
-    """The training tasks whose turn-0 features centre a run's head: min(n, all) of
-    `train_items`, drawn with rng([seed, CENTER_STREAM]), in their order."""
-    n = min(n, len(train_items))
-    if n == 0:
-        return []
-    rng = np.random.default_rng([seed, CENTER_STREAM])
-    return [train_items[i] for i in sorted(rng.choice(len(train_items), size=n, replace=False))]
 
 
 def default_popsize(n: int) -> int:
@@ -197,6 +185,10 @@ class Evolution:
         self.train_items = tasks.sample_items(self.train_mix, seed=options.seed)
         if not self.train_items:
             raise ConfigError(f"--tasks {options.tasks!r} selects no items")
+        if options.input_dims > len(self.train_items):
+            raise ConfigError(f"--input-dims {options.input_dims} needs as many training tasks to fit the projection "
+                              f"on; --tasks {options.tasks!r} has {len(self.train_items)}",
+                              "use a smaller --input-dims, or more training tasks")
         tasks.check_code_sandbox([*self.train_items, *self.val_items], strict_sandbox=self.config.sandbox == "strict")
         fingerprint, _ = describe(options.backbone)
         hidden = hidden_size_of(options.backbone)
@@ -217,10 +209,6 @@ class Evolution:
         self.base = base
         self.n_params = base.n_params
         self._refuse_small_budget()
-        if options.input_dims > len(self.train_items):
-            raise ConfigError(f"--input-dims {options.input_dims} needs as many training tasks to fit the projection "
-                              f"on; --tasks {options.tasks!r} has {len(self.train_items)}",
-                              "use a smaller --input-dims, or more training tasks")
         self.parallel = parallel or (1 if ray else self.config.parallel)
         if self.parallel < 1:
             raise ConfigError(f"--parallel must be at least 1, got {self.parallel}")
@@ -306,11 +294,7 @@ class Evolution:
         if not picked:
             return None
         self.progress("center", {"items": len(picked)})
-        features = np.array([self.coordinator.state_feature(i.prompt) for i in picked])
-        center, scale = head_mod.fit_center(features)
-        dims = self.options.input_dims
-        basis = head_mod.fit_basis(features, center, scale, dims) if dims else None
-        return {"center": center, "scale": scale, "items": len(picked), "basis": basis}
+        return fit_input(self.coordinator, picked, self.options.input_dims)
 
     # -- episodes ---------------------------------------------------------------------
     def _spec(self, vector: np.ndarray, item: tasks.TaskItem, seed: int) -> EpisodeSpec:

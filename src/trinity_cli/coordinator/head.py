@@ -233,19 +233,20 @@ class Head:
             raise ConfigError(f"head {directory}: unknown format {manifest.get('format')!r}, expected {HEAD_FORMAT}")
         m = len(manifest["pool"]["models"])
         svf_sizes = (manifest.get("svf") or {}).get("sizes", [])
-        hidden = basis.shape[1] if basis.size else weights.shape[1] if weights.ndim == 2 else -1
+        mismatch = ConfigError(f"head {directory}: weights do not match its manifest", "re-create it")
         if (weights.ndim != 2 or weights.shape[0] != m + len(ROLES) or svf.size != sum(svf_sizes)
-                or (bias.size and bias.shape != (weights.shape[0],))
-                or (basis.size and (basis.ndim != 2 or basis.shape[0] != weights.shape[1]))
-                or (center.size and center.shape != (hidden,)) or not scale > 0):
-            raise ConfigError(f"head {directory}: weights do not match its manifest", "re-create it")
+                or (basis.size and basis.ndim != 2)):
+            raise mismatch
         if manifest.get("svf") and manifest["svf"].get("scale") != SVF_SCALE:
             raise ConfigError(
                 f"head {directory}: its SVF offsets scale singular values by 1 + o, this trinity by exp(o)",
                 "evolve it again (trinity evolve --svf)",
             )
-        return cls(weights=weights, manifest=manifest, svf_offsets=svf, bias=bias, center=center, center_scale=scale,
-                   basis=basis)
+        try:  # bias, centre, scale and projection against the weights: Head's own checks
+            return cls(weights=weights, manifest=manifest, svf_offsets=svf, bias=bias, center=center,
+                       center_scale=scale, basis=basis)
+        except ConfigError:
+            raise mismatch from None
 
 
 def fit_center(features: np.ndarray) -> tuple[np.ndarray, float]:
