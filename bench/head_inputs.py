@@ -22,7 +22,6 @@ instead. Printed:
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -37,7 +36,7 @@ from trinity_cli.coordinator.policy import Coordinator, resolve_head  # noqa: E4
 from trinity_cli.evolve import EvolveOptions  # noqa: E402
 from trinity_cli.head_input import center_tasks, fit_input  # noqa: E402
 from trinity_cli.messages import Transcript  # noqa: E402
-from trinity_cli.store import RunStore  # noqa: E402
+from trinity_cli.store import BenchRun, EvolveRun, RunStore  # noqa: E402
 
 
 def run_dir(ref: str) -> Path:
@@ -51,10 +50,11 @@ def run_dir(ref: str) -> Path:
 def load_episodes(path: Path, head: str, generation: int | None) -> list[dict]:
     """Episodes with a transcript: the bench row `head`'s, or an evolve generation's."""
     if generation is not None:
-        record = json.loads((path / "episodes" / f"gen-{generation:04d}.json").read_text())
+        record = EvolveRun(path).generation(generation)
+        if record is None:
+            sys.exit(f"{path.name}: generation {generation} is not written yet")
         return [e for e in record["episodes"] if e["transcript"]]
-    return [e for e in map(json.loads, path.joinpath("episodes.jsonl").read_text().splitlines())
-            if e["system"] == head and e["transcript"]]
+    return [e for e in BenchRun(path).read_episodes() if e["system"] == head and e["transcript"]]
 
 
 def mean_cosine(x: np.ndarray) -> float:

@@ -22,7 +22,6 @@ turns (verification, revision) can add.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -33,7 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
 from trinity_cli.coordinator.policy import Coordinator, resolve_head  # noqa: E402
-from trinity_cli.store import RunStore  # noqa: E402
+from trinity_cli.store import BenchRun, RunStore  # noqa: E402
 
 
 def routed_accuracy(x: np.ndarray, right: np.ndarray, dims: int, ridge: float) -> float:
@@ -65,7 +64,7 @@ def main() -> None:
     outcome: dict[str, dict[str, float]] = defaultdict(dict)
     text: dict[str, str] = {}
     task: dict[str, str] = {}
-    for e in map(json.loads, path.joinpath("episodes.jsonl").read_text().splitlines()):
+    for e in BenchRun(path).read_episodes():
         if e["system"].startswith("single:") and e["transcript"]:
             outcome[e["item"]][e["system"].removeprefix("single:")] = float(e["reward"])
             text[e["item"]], task[e["item"]] = e["transcript"]["task"], e["task"]

@@ -245,6 +245,10 @@ class BenchRun:
             for line in lines:
                 log.write(json.dumps(line, ensure_ascii=False) + "\n")
 
+    def read_episodes(self) -> list[dict[str, Any]]:
+        """episodes.jsonl's objects, in file order (`write_episodes`)."""
+        return [json.loads(line) for line in (self.path / "episodes.jsonl").read_text(encoding="utf-8").splitlines()]
+
     def write_outputs(
         self, bench: dict[str, Any], report_md: str, chart: Callable[[Path], None],
         selection_chart: Callable[[Path], None] | None = None,
