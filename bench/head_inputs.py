@@ -42,7 +42,7 @@ from trinity_cli.store import BenchRun, EvolveRun, RunStore  # noqa: E402
 def run_dir(ref: str) -> Path:
     store = RunStore()
     for path in (Path(ref).expanduser(), store.root / ref):  # an evolve run under way has no run.json yet
-        if (path / "episodes.jsonl").is_file() or (path / "episodes").is_dir():
+        if (path / BenchRun.EPISODES).is_file() or (path / EvolveRun.EPISODES).is_dir():
             return path
     return store.path(ref)  # says which runs there are
 

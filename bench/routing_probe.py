@@ -60,7 +60,7 @@ def main() -> None:
 
     store = RunStore()
     path = Path(args.run).expanduser()
-    path = path if (path / "episodes.jsonl").is_file() else store.path(args.run)
+    path = path if (path / BenchRun.EPISODES).is_file() else store.path(args.run)
     outcome: dict[str, dict[str, float]] = defaultdict(dict)
     text: dict[str, str] = {}
     task: dict[str, str] = {}

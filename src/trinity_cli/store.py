@@ -232,7 +232,8 @@ class EvolveRun:
 class BenchRun:
     """The files of one bench run directory (their content: bench.py's docstring)."""
 
-    FILES = ("bench.json", "report.md", "chart.png", "episodes.jsonl")
+    EPISODES = "episodes.jsonl"
+    FILES = ("bench.json", "report.md", "chart.png", EPISODES)
     SELECTION_CHART = "selection.png"  # only when the bench has heads
 
     def __init__(self, path: Path) -> None:
@@ -241,13 +242,13 @@ class BenchRun:
 
     def write_episodes(self, lines: Iterable[dict[str, Any]]) -> None:
         """episodes.jsonl: one JSON object per line, the file appearing once complete."""
-        with paths.atomic_output(self.path / "episodes.jsonl") as tmp, open(tmp, "w", encoding="utf-8") as log:
+        with paths.atomic_output(self.path / self.EPISODES) as tmp, open(tmp, "w", encoding="utf-8") as log:
             for line in lines:
                 log.write(json.dumps(line, ensure_ascii=False) + "\n")
 
     def read_episodes(self) -> list[dict[str, Any]]:
         """episodes.jsonl's objects, in file order (`write_episodes`)."""
-        return [json.loads(line) for line in (self.path / "episodes.jsonl").read_text(encoding="utf-8").splitlines()]
+        return [json.loads(line) for line in (self.path / self.EPISODES).read_text(encoding="utf-8").splitlines()]
 
     def write_outputs(
         self, bench: dict[str, Any], report_md: str, chart: Callable[[Path], None],
