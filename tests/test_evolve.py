@@ -257,6 +257,35 @@ def test_resume_from_the_cli_refuses_conflicting_flags(tmp_path: Path, monkeypat
     assert RunStore().load("run-1")["options"]["tasks"] == f"file:{tasks}:train"
 
 
+def test_inspect_shows_an_unfinished_run_and_how_to_finish_it(tmp_path: Path, monkeypatch, capsys) -> None:
+    """A run stopped before its budget has no run.json; `inspect` lists it as unfinished and
+    shows its curves and selection from the checkpoint and the generations written so far."""
+    pool, tasks = setup_files(tmp_path)
+    monkeypatch.setenv("TRINITY_HOME", str(tmp_path / "home"))
+    with pytest.raises(Kill):
+        evolve(options(pool, tasks, out=str(tmp_path / "b")), progress=kill_at(37))  # in generation 2
+    store = RunStore()
+    (summary,) = store.list()
+    assert (summary.id, summary.kind, summary.status) == ("run-1", "evolve", "unfinished")
+    assert "(32 of 48 episodes)" in summary.title
+    record = store.load("1")
+    assert record["status"] == "unfinished" and record["head"] is None and record["spent"] == 32
+    assert [c["generation"] for c in record["curves"]] == [0, 1]
+    pairs = record["selection"]["file:" + str(tasks)]["pairs"]  # the 32 episodes of generations 0 and 1
+    assert sum(sum(roles.values()) for roles in pairs.values()) == pytest.approx(1.0)
+    code, out, err = run_cli(monkeypatch, capsys, ["inspect", "run-1"])
+    assert code == 0, err
+    shown = " ".join((out + err).split())  # as one line, however Rich wrapped it
+    assert "unfinished: 32 of 48 training episodes" in shown and "trinity evolve --resume run-1" in shown
+    code, out, _ = run_cli(monkeypatch, capsys, ["inspect"])
+    assert code == 0 and "unfinished" in out
+    # Finishing it turns it into an ordinary finished run.
+    code, _, err = run_cli(monkeypatch, capsys, ["evolve", "--resume", "run-1", "-q"])
+    assert code == 0, err
+    (summary,) = RunStore().list()
+    assert summary.status == "done" and RunStore().load("run-1")["spent"] == 48
+
+
 def test_budget_below_one_generation_is_refused_up_front(tmp_path: Path, monkeypatch, capsys) -> None:
     """Issue 14.2: no run, no head: popsize 4 x minibatch 4 needs a budget of 16."""
     pool, tasks = setup_files(tmp_path)

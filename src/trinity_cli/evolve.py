@@ -47,7 +47,8 @@ Run directory (`runs/run-N/`):
                         "scale", "items", "basis": float32 (K, H) | None} | None}: rewritten
                         atomically after each generation
     episodes/gen-NNNN.json   every episode of generation NNNN (transcripts, rewards)
-    run.json           written when the run finishes (kind "evolve"), so `inspect` lists it
+    run.json           written when the run finishes (kind "evolve"); before that `inspect`
+                       shows the run as unfinished from evolve.json and the checkpoint
 
 Curves (one dict per generation, in the checkpoint, run.json and the head's manifest):
     generation, spent (training episodes so far), best_fitness, mean_fitness, val (None
@@ -424,7 +425,7 @@ class Evolution:
         if state["curves"]:
             with paths.atomic_output(head_dir / "curves.png") as tmp:
                 reports.plot_curves(state["curves"], tmp)
-        selection = self._selection()
+        selection = self.files.selection(self.config.names)
         self.store.save(self.run_dir, {
             "kind": "evolve", "title": f"evolve {self.config.name} on {o.tasks} ({state['spent']} episodes)",
             "options": asdict(o), "head": str(head_dir), "best_val": best["val"],
@@ -435,16 +436,6 @@ class Evolution:
         self.coordinator.close()
         return EvolveResult(self.run_dir.name, head_dir, best["val"], state["generation"], state["spent"],
                             state["curves"])
-
-    def _selection(self) -> dict[str, dict[str, Any]]:
-        """Share of turns per task given to each model, each role and each (model, role)
-        pair, over all training episodes (reports.turn_shares, as bench counts them)."""
-        turns: dict[str, list[tuple[str, str]]] = {}
-        for record in self.files.generations():
-            for ep in record["episodes"]:
-                turns.setdefault(ep["task"], []).extend((model, role) for model, role in ep["turns"])
-        return {task: reports.turn_shares(task_turns, self.config.names) for task, task_turns in turns.items()}
-
 
 def evolve(options: EvolveOptions, resume: str | None = None, progress: ProgressFn | None = None,
            given: Collection[str] | None = None, parallel: int | None = None,

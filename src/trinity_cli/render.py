@@ -399,8 +399,13 @@ def replay_evolve(record: dict[str, Any]) -> None:
     out.print(Text(f"{record['id']}  ·  evolve on {o['tasks']}  ·  pool {o['pool'] or 'local'}  ·  "
                    f"backbone {o['backbone']}  ·  seed {o['seed']}", style="bold"))
     best = record.get("best_val")
-    out.print(Text(f"head: {record['head']}  (best validation {best if best is None else f'{best:.3f}'} "
-                   f"at generation {record.get('best_generation')}, {record['spent']} training episodes)"))
+    best_text = (f"best validation {best if best is None else f'{best:.3f}'} "
+                 f"at generation {record.get('best_generation')}")
+    if record.get("status") == "unfinished":
+        out.print(Text(f"unfinished: {record['spent']} of {o['budget']} training episodes, {best_text}; "
+                       f"no head written yet", style="yellow"))
+    else:
+        out.print(Text(f"head: {record['head']}  ({best_text}, {record['spent']} training episodes)"))
     # Per-generation counters; runs written before they were split show none.
     view = reports.curve_rows(record["curves"])
     table = Table(title=view.title, box=None, header_style="bold")
@@ -417,6 +422,8 @@ def replay_evolve(record: dict[str, Any]) -> None:
         for view in reports.selection_tables("selection share over training episodes", scopes, models):
             out.print(_table(view, "\n" + view.title))
     note(f"an episode's transcript: trinity inspect {record['id']} --episode GEN/K")
+    if record.get("resume"):
+        note(f"finish it (same options, from its checkpoint): {record['resume']}")
 
 
 def replay_transcript(title: str, models: Sequence[str], transcript: dict[str, Any], seed: Any = "") -> None:

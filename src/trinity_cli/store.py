@@ -11,6 +11,8 @@ Layouts (what each file holds is documented where it is built: evolve.py, bench.
     bench    BenchRun:  bench.json, report.md, chart.png, episodes.jsonl, run.json (and
                         selection.png when the bench has heads)
     ask      run.json only
+An evolve run stopped before its budget has no run.json; `list` and `load` still show it,
+status "unfinished", from evolve.json and its checkpoint (EvolveRun.record).
 Every file is written through paths.atomic_output: a reader sees it whole or not at all.
 """
 
@@ -28,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from trinity_cli import paths
+from trinity_cli import paths, reports
 from trinity_cli.cache import CACHE_VERSION, RolloutCache, canonical_json, rollout_key
 from trinity_cli.errors import NotFound
 
@@ -99,17 +101,28 @@ class RunStore:
         record = {"id": run_dir.name, "created": time.time(), "status": "done", **record}
         paths.atomic_write_json(run_dir / "run.json", record)
 
+    @staticmethod
+    def _shown(path: Path) -> bool:
+        """Whether `inspect` shows this run directory: a finished run, or an evolve run."""
+        return (path / "run.json").is_file() or (path / EvolveRun.META).is_file()
+
     def path(self, run_id: str) -> Path:
+        """The directory of run `run_id` ("run-N" or "N"): one with run.json, or an
+        unfinished evolve run's."""
         if run_id.isdigit():
             run_id = f"run-{run_id}"
         path = self.root / run_id
-        if not (path / "run.json").is_file():
-            known = [p.name for p in self.run_dirs() if (p / "run.json").is_file()]
+        if not self._shown(path):
+            known = [p.name for p in self.run_dirs() if self._shown(p)]
             raise NotFound(f"no run {run_id!r} under {self.root}", _run_hint(run_id, known))
         return path
 
     def load(self, run_id: str) -> dict[str, Any]:
-        data: dict[str, Any] = json.loads((self.path(run_id) / "run.json").read_text(encoding="utf-8"))
+        """run.json of run `run_id`; for an unfinished evolve run, EvolveRun.record()."""
+        path = self.path(run_id)
+        if not (path / "run.json").is_file():
+            return EvolveRun(path).record()
+        data: dict[str, Any] = json.loads((path / "run.json").read_text(encoding="utf-8"))
         return data
 
     def evolve_run(self, run_id: str) -> EvolveRun:
@@ -144,13 +157,17 @@ class RunStore:
         return title, meta["manifest"]["models"], ep["transcript"], ep["seed"]
 
     def list(self) -> list[RunSummary]:
+        """Every finished run and every unfinished evolve run, oldest first."""
         out = []
         for n in self._numbers():
-            file = self.root / f"run-{n}" / "run.json"
+            path = self.root / f"run-{n}"
             try:
-                data = json.loads(file.read_text(encoding="utf-8"))
+                data = json.loads((path / "run.json").read_text(encoding="utf-8"))
             except (OSError, ValueError):
-                continue  # an evolve run still in progress has no run.json yet
+                summary = EvolveRun(path).summary()
+                if summary is not None:
+                    out.append(summary)
+                continue
             out.append(
                 RunSummary(
                     id=data.get("id", f"run-{n}"),
@@ -227,6 +244,58 @@ class EvolveRun:
         """Every written generation's record, in generation order."""
         for file in sorted((self.path / self.EPISODES).glob("gen-*.json")):
             yield _read_json(file)
+
+    def selection(self, models: list[str]) -> dict[str, dict[str, Any]]:
+        """Share of turns per task given to each model, each role and each (model, role)
+        pair, over every training episode written so far (reports.turn_shares, as bench
+        counts them)."""
+        turns: dict[str, list[tuple[str, str]]] = {}
+        for record in self.generations():
+            for ep in record["episodes"]:
+                turns.setdefault(ep["task"], []).extend((model, role) for model, role in ep["turns"])
+        return {task: reports.turn_shares(task_turns, models) for task, task_turns in turns.items()}
+
+    def _title(self, meta: dict[str, Any], spent: int) -> str:
+        o = meta["options"]
+        return f"evolve {meta['manifest']['pool']} on {o['tasks']} ({spent} of {o['budget']} episodes)"
+
+    def summary(self) -> RunSummary | None:
+        """The `inspect` list line of an unfinished run (no run.json); None when this is
+        not an evolve run. Created: when evolve.json was written."""
+        meta = self.meta()
+        if meta is None or self.finished:
+            return None
+        spent = self._progress().get("spent", 0)
+        return RunSummary(id=self.name, kind="evolve", created=self.meta_file.stat().st_mtime,
+                          title=self._title(meta, spent), status="unfinished")
+
+    def _progress(self) -> dict[str, Any]:
+        """The checkpoint's plain fields (no strategy), {} before the first generation ends.
+        Unpickling it imports cma, as any reader of the checkpoint does."""
+        state = self.load_checkpoint()
+        if state is None:
+            return {}
+        return {k: state[k] for k in ("generation", "spent", "val_spent", "best", "curves")}
+
+    def record(self) -> dict[str, Any]:
+        """An unfinished run as a run.json-shaped record, for `inspect`: {"id", "kind":
+        "evolve", "status": "unfinished", "created", "title", "options", "head": None,
+        "best_val", "best_generation", "spent", "curves", "selection", "resume": the command
+        that finishes it}. Nothing is written."""
+        meta = self.meta()
+        if meta is None:
+            raise NotFound(f"{self.name} is not an evolve run", "list runs with: trinity inspect")
+        progress = self._progress()
+        best = progress.get("best", {})
+        spent = progress.get("spent", 0)
+        return {
+            "id": self.name, "kind": "evolve", "status": "unfinished",
+            "created": self.meta_file.stat().st_mtime, "title": self._title(meta, spent),
+            "options": meta["options"], "head": None, "best_val": best.get("val"),
+            "best_generation": best.get("generation"), "spent": spent, "curves": progress.get("curves", []),
+            "selection": self.selection(meta["manifest"]["models"]),
+            "resume": f"trinity evolve --resume {self.name}",
+        }
 
 
 class BenchRun:
