@@ -22,8 +22,8 @@ Contract of `run_tests(proposed, tests)` (a program Verifier on a code task): th
 reply's code followed by the Verifier's assert block runs in the sandbox; ACCEPT when it
 exits 0 after the asserts ran, else REVISE.
 
-The model's reply is what the rollout cache stores; the run is repeated (it is cheap and
-deterministic for the programs these prompts ask for) whenever the turn is replayed.
+The model's reply is what the rollout cache stores; the program's run is recorded apart
+(tasks/run_cache.py), so a replayed turn does not run it again.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from trinity_cli.tasks.code import extract_code
-from trinity_cli.tasks.sandbox import run_python
+from trinity_cli.tasks.run_cache import run_python_recorded
 
 TIMEOUT_S = 10.0
 MEMORY_MB = 512
@@ -81,7 +81,8 @@ def run_reply(reply: str, strict: bool = False) -> tuple[str, Execution]:
     pool's `sandbox: strict`) refuses to run it without isolation, as TRINITY_SANDBOX=strict does."""
     code = extract_code(reply)
     marker = f"trinity-answer-{secrets.token_hex(6)}:"
-    result = run_python(code + _epilogue(marker), timeout_s=TIMEOUT_S, memory_mb=MEMORY_MB, strict=strict)
+    result = run_python_recorded(code + _epilogue(marker), secrets=(marker,), timeout_s=TIMEOUT_S,
+                                 memory_mb=MEMORY_MB, strict=strict)
     printed: list[str] = []
     variable: str | None = None
     for line in result.stdout.splitlines():
@@ -116,7 +117,7 @@ def run_tests(
     """('ACCEPT' | 'REVISE', what the run did): the proposed code followed by the tests."""
     sentinel = f"trinity-asserts-done-{secrets.token_hex(6)}"
     code = f"{extract_code(proposed, entry_point)}\n\n{extract_code(tests_reply)}\n\nprint({sentinel!r})\n"
-    result = run_python(code, timeout_s=TIMEOUT_S, memory_mb=MEMORY_MB, strict=strict)
+    result = run_python_recorded(code, secrets=(sentinel,), timeout_s=TIMEOUT_S, memory_mb=MEMORY_MB, strict=strict)
     passed = result.passed and sentinel in result.stdout
     execution = Execution(
         code, result.returncode, _tail(result.stdout.replace(sentinel, "")), _tail(result.stderr),

@@ -10,7 +10,8 @@
 
 Built-in tasks read data shipped inside PyPI packages (builtin.py); `file:PATH` reads your
 own JSONL (userfile.py). Splits are documented in registry.py, scorers in scoring.py, the
-code sandbox in sandbox.py (with isolation.py: bubblewrap; limits.py: resource limits).
+code sandbox in sandbox.py (with isolation.py: bubblewrap; limits.py: resource limits;
+run_cache.py: recorded runs, so replayed episodes do not run their programs again).
 """
 
 from __future__ import annotations

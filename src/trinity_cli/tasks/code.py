@@ -49,10 +49,11 @@ def build_program(output: str, reference: dict[str, Any], sentinel: str) -> str:
 def score_code(output: str, reference: Any) -> float:
     if not isinstance(reference, dict) or not isinstance(reference.get("tests"), str):
         raise ValueError("code reference must be a dict with a 'tests' string")
-    from trinity_cli.tasks.sandbox import run_python
+    from trinity_cli.tasks.run_cache import run_python_recorded
 
     sentinel = f"trinity-tests-done-{secrets.token_hex(8)}"
     program = build_program(output, reference, sentinel)
-    result = run_python(program, timeout_s=float(reference.get("timeout_s", 10)),
-                        strict=reference.get("sandbox") == "strict")
+    # Recorded: a bench or evolve run replayed from the rollout cache scores without running.
+    result = run_python_recorded(program, secrets=(sentinel,), timeout_s=float(reference.get("timeout_s", 10)),
+                                 strict=reference.get("sandbox") == "strict")
     return 1.0 if result.passed and sentinel in result.stdout else 0.0
