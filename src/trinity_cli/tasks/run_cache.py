@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import inspect
 import os
 import sys
 import threading
@@ -42,6 +43,7 @@ from trinity_cli.tasks.sandbox import SandboxResult
 RUN_CACHE_VERSION = 1
 ENV = "TRINITY_SANDBOX_CACHE"
 
+_RUN_PYTHON = inspect.signature(sandbox.run_python)  # its parameters and defaults: the key's limits
 _open: dict[str, Any] = {}  # cache directory -> diskcache.Cache, opened once per process
 _lock = threading.Lock()
 
@@ -81,32 +83,26 @@ def run_key(source: str, secrets: Sequence[str], limits: dict[str, Any], isolate
     return f"s{RUN_CACHE_VERSION}:" + hashlib.sha256(canonical_json(payload).encode()).hexdigest()
 
 
-def run_python_recorded(
-    source: str,
-    secrets: Sequence[str] = (),
-    timeout_s: float = 10,
-    memory_mb: int = 512,
-    max_procs: int = 32,
-    file_mb: int = 16,
-    max_open_files: int = 64,
-    disk_mb: int = 64,
-    strict: bool = False,
-) -> SandboxResult:
-    """`sandbox.run_python(source, ...)`, answered from the record when this run was made
-    before (module docstring); `secrets`: the random strings the caller put in `source`."""
+def run_python_recorded(source: str, secrets: Sequence[str] = (), **options: Any) -> SandboxResult:
+    """`sandbox.run_python(source, **options)`, answered from the record when this run was
+    made before (module docstring); `secrets`: the random strings the caller put in `source`.
+    The key's limits are every run_python parameter but `source` and `strict`, defaults
+    filled in, so a limit added there is keyed here without a change."""
     if not enabled():
-        return sandbox.run_python(source, timeout_s, memory_mb, max_procs, file_mb, max_open_files, disk_mb, strict)
+        return sandbox.run_python(source, **options)
+    bound = _RUN_PYTHON.bind(source, **options)
+    bound.apply_defaults()
+    limits = {name: value for name, value in bound.arguments.items() if name not in ("source", "strict")}
+    strict = bool(bound.arguments["strict"])
     # Looked up through the module, as run_python does, so the same mode decides both.
     iso = sandbox.require_isolation() if strict or sandbox.strict_from_env() else sandbox.isolation()
-    limits = {"timeout_s": timeout_s, "memory_mb": memory_mb, "max_procs": max_procs, "file_mb": file_mb,
-              "max_open_files": max_open_files, "disk_mb": disk_mb}
     key = run_key(source, secrets, limits, iso.bwrap is not None)
     cache = _cache()
     recorded = cache.get(key)
     if recorded is not None:
         return SandboxResult(**{**recorded, "stdout": _show(recorded["stdout"], secrets),
                                 "stderr": _show(recorded["stderr"], secrets)})
-    result = sandbox.run_python(source, timeout_s, memory_mb, max_procs, file_mb, max_open_files, disk_mb, strict)
+    result = sandbox.run_python(source, **options)
     if not result.timed_out:
         data = dataclasses.asdict(result)
         data["stdout"], data["stderr"] = _hide(result.stdout, secrets), _hide(result.stderr, secrets)
