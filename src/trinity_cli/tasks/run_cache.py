@@ -29,6 +29,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import inspect
+import json
 import os
 import sys
 import threading
@@ -36,7 +37,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from trinity_cli import paths
-from trinity_cli.cache import canonical_json
 from trinity_cli.tasks import sandbox
 from trinity_cli.tasks.sandbox import SandboxResult
 
@@ -80,7 +80,8 @@ def run_key(source: str, secrets: Sequence[str], limits: dict[str, Any], isolate
     """The cache key of a run (module docstring)."""
     payload = {"v": RUN_CACHE_VERSION, "source": _hide(source, secrets), "limits": limits,
                "isolated": isolated, "python": sys.version}
-    return f"s{RUN_CACHE_VERSION}:" + hashlib.sha256(canonical_json(payload).encode()).hexdigest()
+    canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)  # as cache.py's keys
+    return f"s{RUN_CACHE_VERSION}:" + hashlib.sha256(canonical.encode()).hexdigest()
 
 
 def run_python_recorded(source: str, secrets: Sequence[str] = (), **options: Any) -> SandboxResult:
