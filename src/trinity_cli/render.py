@@ -407,13 +407,7 @@ def replay_evolve(record: dict[str, Any]) -> None:
     else:
         out.print(Text(f"head: {record['head']}  ({best_text}, {record['spent']} training episodes)"))
     # Per-generation counters; runs written before they were split show none.
-    view = reports.curve_rows(record["curves"])
-    table = Table(title=view.title, box=None, header_style="bold")
-    for col in view.header:
-        table.add_column(col, justify="right")
-    for row in view.rows:
-        table.add_row(*row)
-    out.print(table)
+    out.print(_table(reports.curve_rows(record["curves"])))
     # Where the turns went per task, drawn like a bench's selection tables.
     selection = record.get("selection", {})
     models = list(dict.fromkeys(m for shares in selection.values() for m in shares["models"]))

@@ -265,17 +265,9 @@ class EvolveRun:
         meta = self.meta()
         if meta is None or self.finished:
             return None
-        spent = self._progress().get("spent", 0)
+        spent = (self.load_checkpoint() or {}).get("spent", 0)
         return RunSummary(id=self.name, kind="evolve", created=self.meta_file.stat().st_mtime,
                           title=self._title(meta, spent), status="unfinished")
-
-    def _progress(self) -> dict[str, Any]:
-        """The checkpoint's plain fields (no strategy), {} before the first generation ends.
-        Unpickling it imports cma, as any reader of the checkpoint does."""
-        state = self.load_checkpoint()
-        if state is None:
-            return {}
-        return {k: state[k] for k in ("generation", "spent", "val_spent", "best", "curves")}
 
     def record(self) -> dict[str, Any]:
         """An unfinished run as a run.json-shaped record, for `inspect`: {"id", "kind":
@@ -285,14 +277,14 @@ class EvolveRun:
         meta = self.meta()
         if meta is None:
             raise NotFound(f"{self.name} is not an evolve run", "list runs with: trinity inspect")
-        progress = self._progress()
-        best = progress.get("best", {})
-        spent = progress.get("spent", 0)
+        state = self.load_checkpoint() or {}  # unpickling it imports cma, as any reader's does
+        best = state.get("best", {})
+        spent = state.get("spent", 0)
         return {
             "id": self.name, "kind": "evolve", "status": "unfinished",
             "created": self.meta_file.stat().st_mtime, "title": self._title(meta, spent),
             "options": meta["options"], "head": None, "best_val": best.get("val"),
-            "best_generation": best.get("generation"), "spent": spent, "curves": progress.get("curves", []),
+            "best_generation": best.get("generation"), "spent": spent, "curves": state.get("curves", []),
             "selection": self.selection(meta["manifest"]["models"]),
             "resume": f"trinity evolve --resume {self.name}",
         }
