@@ -294,19 +294,38 @@ def test_random_routing_interval_is_over_items_not_episodes() -> None:
 def test_greedy_applies_to_heads_not_to_random(tmp_path: Path) -> None:
     pool, tasks = setup_files(tmp_path)
     head = str(hash_head(tmp_path / "head"))
-    data = bench(options(pool, tasks, heads=[head], random_seeds=3, greedy=True)).data
+    data = bench(options(pool, tasks, heads=[head], random_seeds=3, decisions="greedy")).data
     firsts = {tuple(e["turns"][0]) for e in data["episodes"] if e["system"] == "random"}
     # The argmax of the uniform untrained head is (m0, thinker) on every turn of every seed.
     assert len(firsts) > 1, firsts
     routes = {tuple(map(tuple, e["turns"])) for e in data["episodes"] if e["system"] == "random"}
     assert len(routes) > 3
     # Heads do take their argmax: under other episode seeds, their first decisions stay the same.
-    again = bench(options(pool, tasks, heads=[head], random_seeds=0, greedy=True, seed=1)).data
+    again = bench(options(pool, tasks, heads=[head], random_seeds=0, decisions="greedy", seed=1)).data
 
-    def head_firsts(d: dict) -> dict:
-        return {e["item"]: tuple(e["turns"][0]) for e in d["episodes"] if e["system"] == "head:hashy"}
+    def head_firsts(d: dict, row: str = "head:hashy/greedy") -> dict:
+        return {e["item"]: tuple(e["turns"][0]) for e in d["episodes"] if e["system"] == row}
 
-    assert head_firsts(again) == head_firsts(data)
+    assert head_firsts(again) and head_firsts(again) == head_firsts(data)
+
+
+def test_decisions_both_plays_a_sampled_and_a_greedy_row_per_head(tmp_path: Path) -> None:
+    pool, tasks = setup_files(tmp_path)
+    head = str(hash_head(tmp_path / "head"))
+    result = bench(options(pool, tasks, heads=[head], random_seeds=0, systems=["head"], decisions="both"))
+    data = result.data
+    rows = [s["name"] for s in data["systems"]]
+    assert rows == ["head:hashy", "head:hashy/greedy"]
+    assert [s["greedy"] for s in data["systems"]] == [False, True]
+    # One command, both rows; each alone gives the same episodes.
+    alone = bench(options(pool, tasks, heads=[head], random_seeds=0, systems=["head"], decisions="greedy")).data
+
+    def routes(d: dict, row: str) -> dict:
+        return {e["item"]: e["turns"] for e in d["episodes"] if e["system"] == row}
+
+    assert routes(data, "head:hashy/greedy") == routes(alone, "head:hashy/greedy")
+    assert routes(data, "head:hashy") != routes(data, "head:hashy/greedy")
+    assert "heads sampled and greedy" in (result.run_dir / "report.md").read_text()
 
 
 def test_report_does_not_call_the_oracle_an_upper_bound(tmp_path: Path) -> None:

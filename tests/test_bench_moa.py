@@ -228,10 +228,15 @@ def test_heads_get_a_paired_test_and_a_selection_by_task(tmp_path: Path, monkeyp
     assert "### head:hashy: member as role" in report and "Selection by task" in report
     assert (result.run_dir / "selection.png").stat().st_size > 1000
     assert "selection.png" in RunStore().load(result.run_id)["files"]
+    # Redirected (capsys is no terminal), inspect prints report.md itself.
+    render.replay_bench(RunStore().load(result.run_id))
+    assert capsys.readouterr().out == report
+    # On a terminal, the same tables drawn by Rich, random's selection left out (uniform by design).
+    on_terminal(monkeypatch)
     render.replay_bench(RunStore().load(result.run_id))
     shown = capsys.readouterr().out
     assert "Paired test" in shown and "selfloop:m2" in shown and "head:hashy: member as role" in shown
-    assert "random: member as role" not in shown  # random is uniform by design: left out of the terminal
+    assert "random: member as role" not in shown
 
 
 def test_a_bench_without_heads_has_no_paired_test_or_selection_chart(tmp_path: Path) -> None:
@@ -242,7 +247,15 @@ def test_a_bench_without_heads_has_no_paired_test_or_selection_chart(tmp_path: P
     assert "## Paired test" not in (result.run_dir / "report.md").read_text()
 
 
-def test_old_bench_runs_still_replay(tmp_path: Path, capsys) -> None:
+def on_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    """render's stdout console as on a terminal (Rich tables), without colour codes."""
+    from rich.console import Console
+
+    monkeypatch.setattr(render, "out", Console(highlight=False, soft_wrap=True, force_terminal=True,
+                                               color_system=None, width=120))
+
+
+def test_old_bench_runs_still_replay(tmp_path: Path, capsys, monkeypatch) -> None:
     """Runs written before the paired test and pair shares: inspect shows them as before."""
     pool, tasks = setup_files(tmp_path)
     head = str(hash_head(tmp_path / "head"))
@@ -252,6 +265,7 @@ def test_old_bench_runs_still_replay(tmp_path: Path, capsys) -> None:
     for sel in record["summary"]["selection"].values():
         for share in [sel["overall"], *sel["per_task"].values()]:
             del share["pairs"]
+    on_terminal(monkeypatch)
     render.replay_bench(record)
     shown = capsys.readouterr().out
     assert "head:hashy" in shown and "member as role" not in shown and "Paired test" not in shown

@@ -25,10 +25,39 @@ def test_ask_prints_answer_alone_and_saves_run(tmp_path, monkeypatch, capsys) ->
     pool = scripted_pool(tmp_path)
     code, out, err = run_main(["ask", "What is 12*7?", "--pool", str(pool), "--seed", "3"], monkeypatch, capsys)
     assert code == 0, err
-    assert "84" in out
+    assert out == "84\n"
     assert "run-1" in err and "untrained head" in err
     record = RunStore().load("run-1")
-    assert record["kind"] == "ask" and record["transcript"]["answer"].strip() == out.strip()
+    assert record["kind"] == "ask" and record["answer"] == "84"
+    assert record["transcript"]["answer"] == "12 times 7 is 84.\nAnswer: 84"
+
+
+def test_ask_show_work_prints_the_whole_reply(tmp_path, monkeypatch, capsys) -> None:
+    pool = scripted_pool(tmp_path)
+    code, out, err = run_main(["ask", "What is 12*7?", "--pool", str(pool), "--show-work", "-q"], monkeypatch, capsys)
+    assert code == 0, err
+    assert out == "12 times 7 is 84.\nAnswer: 84\n" and err == ""
+
+
+def test_ask_draws_decisions_per_question(tmp_path, monkeypatch, capsys) -> None:
+    """The same --seed gives each question its own draws (recorded), and replays a question."""
+    pool = scripted_pool(tmp_path)
+
+    def route(question: str) -> tuple[list, int]:
+        code, out, err = run_main(["ask", question, "--pool", str(pool), "--seed", "0", "--max-turns", "4", "--json",
+                                  "-q"], monkeypatch, capsys)
+        assert code == 0, err
+        record = json.loads(out)
+        return [(t["model"], t["role"]) for t in record["transcript"]["turns"]], record["episode_seed"]
+
+    runs = [route(f"What is 12*7? (version {i})") for i in range(6)]
+    assert len({seed for _, seed in runs}) == 6
+    assert len({tuple(r) for r, _ in runs}) > 1, runs
+    assert route("What is 12*7? (version 0)") == runs[0]
+    # The seed is a function of --seed and the question alone.
+    from trinity_cli.ask import question_seed
+
+    assert runs[0][1] == question_seed(0, "What is 12*7? (version 0)") != question_seed(1, "What is 12*7? (version 0)")
 
 
 def test_ask_reads_stdin_and_json(tmp_path, monkeypatch, capsys) -> None:
@@ -141,13 +170,14 @@ def test_model_text_prints_literally(tmp_path, monkeypatch, capsys) -> None:
     rules = [{"match": ".", "reply": MARKUP}]
     pool = scripted_pool(tmp_path, rules=rules)
     question = "What is [italic]12*7[/italic]? [/]"
-    code, out, err = run_main(["ask", question, "--pool", str(pool), "--max-turns", "2"], monkeypatch, capsys)
+    code, out, err = run_main(["ask", question, "--pool", str(pool), "--max-turns", "2", "--show-work"],
+                              monkeypatch, capsys)
     assert code == 0, err
-    assert out.strip() == MARKUP  # the answer, on stdout
+    assert out.strip() == MARKUP  # the answering reply, on stdout
     assert "[bold]x[/bold], [/] and [red]y[/red]" in err  # the live view of the reply
     code, out, err = run_main(["inspect", "run-1"], monkeypatch, capsys)
     assert code == 0, err
-    assert out.count("[bold]x[/bold], [/] and [red]y[/red]: \\[z] [link=http://e.x]e[/link]") >= 2  # reply + answer
+    assert out.count("[bold]x[/bold], [/] and [red]y[/red]: \\[z] [link=http://e.x]e[/link]") >= 2  # each reply
     assert question in out  # the task, in the header and in the prompt sent
     code, out, err = run_main(["inspect"], monkeypatch, capsys)
     assert code == 0 and question in out
@@ -281,3 +311,34 @@ def test_ask_library_reads_the_question_and_closes_what_it_built(tmp_path, monke
     with pytest.raises(RuntimeError):
         ask_mod.ask("Q", options)
     assert sorted(closed) == ["coordinator", "coordinator", "pool", "pool"]
+
+
+def test_without_a_terminal_progress_is_plain_lines_and_reports_are_markdown(tmp_path, monkeypatch, capsys) -> None:
+    """Under nohup or a redirect (capsys: neither stream is a terminal), bench and evolve
+    write plain progress lines to stderr, and bench's report (and inspect's replays) come
+    out as Markdown tables at full width, not Rich tables squeezed to 80 columns."""
+    monkeypatch.setenv("TRINITY_PROGRESS_EVERY", "0")
+    pool = scripted_pool(tmp_path)
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text("".join(json.dumps({"id": f"q{i}", "prompt": f"Q{i}: 12*7?", "answer": 84,
+                                         "scorer": "numeric"}) + "\n" for i in range(20)))
+    code, out, err = run_main(["bench", "--pool", str(pool), "--tasks", f"file:{tasks}:test:4", "--random-seeds",
+                               "1", "--max-turns", "2", "--systems", "single,random"], monkeypatch, capsys)
+    assert code == 0, err
+    progress = [line for line in err.splitlines() if line.startswith("run-1 bench: ")]
+    # 4 items x (3 singles + random): a line per episode at TRINITY_PROGRESS_EVERY=0.
+    assert progress[-1].startswith("run-1 bench: 16/16 episodes") and len(progress) == 16
+    assert "calls" in progress[0] and "elapsed" in progress[0] and "left" in progress[0]
+    assert "| system | accuracy | 95% CI |" in out and "| single:m0 |" in out and "…" not in out
+    assert out == (RunStore().path("run-1") / "report.md").read_text()
+    code, again, _ = run_main(["inspect", "run-1"], monkeypatch, capsys)
+    assert code == 0 and again == out
+
+    code, out, err = run_main(["evolve", "--pool", str(pool), "--tasks", f"file:{tasks}:train", "--val-tasks",
+                               f"file:{tasks}:val:2", "--budget", "4", "--minibatch", "2", "--popsize", "2",
+                               "--max-turns", "2", "--backbone", "hash:16"], monkeypatch, capsys)
+    assert code == 0, err
+    lines = [line for line in err.splitlines() if line.startswith("run-2 evolve: ")]
+    assert lines and lines[-1].startswith("run-2 evolve: 4/4 episodes"), err
+    code, out, _ = run_main(["inspect", "run-2"], monkeypatch, capsys)
+    assert code == 0 and "| gen | episodes | best fit | mean fit | val |" in out

@@ -118,8 +118,9 @@ def test_completion_answers_with_usage_header_and_an_inspectable_run(client: Tes
     assert body["object"] == "chat.completion" and body["id"] == f"chatcmpl-{run_id}"
     assert body["model"] == "trinity"
     [choice] = body["choices"]
-    assert choice["message"] == {"role": "assistant", "content": record["transcript"]["answer"]}
-    assert "84" in choice["message"]["content"] and choice["finish_reason"] == "stop"
+    # The answer alone; the whole reply is in the run record.
+    assert choice["message"] == {"role": "assistant", "content": "84"} and choice["finish_reason"] == "stop"
+    assert record["answer"] == "84" and record["transcript"]["answer"] == "12 times 7 is 84.\nAnswer: 84"
     prompt, completion = sum(t["prompt_tokens"] for t in turns), sum(t["completion_tokens"] for t in turns)
     assert body["usage"] == {"prompt_tokens": prompt, "completion_tokens": completion,
                              "total_tokens": prompt + completion}
@@ -151,7 +152,26 @@ def test_extensions_bound_and_steer_the_episode(client: TestClient) -> None:
     assert record["exclude"] == [] and record["max_turns"] == 5
 
 
-def test_streaming_sends_progress_comments_then_the_answer(client: TestClient) -> None:
+def test_show_work_returns_the_whole_reply(client: TestClient) -> None:
+    shown = chat(client, show_work=True).json()
+    assert shown["choices"][0]["message"]["content"] == "12 times 7 is 84.\nAnswer: 84"
+    assert_error(chat(client, show_work="yes"), 400, "invalid_value", "show_work")
+
+
+def test_the_same_seed_draws_per_question(client: TestClient) -> None:
+    """The request's seed with the conversation seeds the draws: the same request replays its
+    route, and other questions under the same seed draw other routes."""
+    def route(question: str) -> list:
+        body = chat(client, messages=[{"role": "user", "content": question}], seed=0, max_turns=4).json()
+        return [(t["model"], t["role"]) for t in body["trinity"]["turns"]]
+
+    questions = [f"What is 12*7? (try {i})" for i in range(6)]
+    routes = [route(q) for q in questions]
+    assert route(questions[0]) == routes[0]
+    assert len({tuple(r) for r in routes}) > 1, routes
+
+
+def test_streaming_sends_the_turns_as_reasoning_then_the_answer(client: TestClient) -> None:
     plain = chat(client, seed=5).json()
     body = {"model": "trinity", "messages": QUESTION, "seed": 5, "stream": True,
             "stream_options": {"include_usage": True}}
@@ -167,14 +187,21 @@ def test_streaming_sends_progress_comments_then_the_answer(client: TestClient) -
     assert all(c["object"] == "chat.completion.chunk" and c["id"] == f"chatcmpl-{run_id}" for c in chunks)
     assert chunks[0]["choices"][0]["delta"] == {"role": "assistant", "content": ""}
     content = "".join(c["choices"][0]["delta"].get("content", "") for c in chunks if c["choices"])
-    assert content == plain["choices"][0]["message"]["content"]
+    assert content == plain["choices"][0]["message"]["content"] == "84"
     finals = [c for c in chunks if c["choices"] and c["choices"][0]["finish_reason"]]
     assert len(finals) == 1 and finals[0]["choices"][0]["finish_reason"] == "stop"
     assert chunks[-1]["choices"] == [] and chunks[-1]["usage"] == plain["usage"]
     turns = plain["trinity"]["turns"]
-    assert len([c for c in comments if " as " in c]) == len(turns)
-    assert comments[-1].startswith(f"turn {len(turns)} {turns[-1]['model']} {turns[-1]['role']}")
-    assert RunStore().load(run_id)["transcript"]["answer"] == content
+    reasoning = [c["choices"][0]["delta"]["reasoning_content"] for c in chunks
+                 if c["choices"] and "reasoning_content" in c["choices"][0]["delta"]]
+    # Each turn twice: when it is decided, then when it ends; all before the answer.
+    assert [r.startswith("Turn ") for r in reasoning] == [True, False] * len(turns)
+    assert reasoning[-1].startswith(f"{turns[-1]['model']} {turns[-1]['role']}") and "> " in reasoning[-1]
+    first_content = next(i for i, c in enumerate(chunks) if c["choices"] and c["choices"][0]["delta"].get("content"))
+    last_reasoning = max(i for i, c in enumerate(chunks)
+                         if c["choices"] and "reasoning_content" in c["choices"][0]["delta"])
+    assert last_reasoning < first_content and not comments
+    assert RunStore().load(run_id)["answer"] == content
 
 
 def test_streaming_without_include_usage_has_no_usage_chunk(client: TestClient) -> None:
@@ -320,7 +347,7 @@ def test_unreachable_backend_is_503_and_the_server_keeps_serving(tmp_path: Path)
     assert status == 200
     _, data = sse_events(streamed)
     assert data[-1]["error"]["code"] == "backend_unavailable" and "[DONE]" not in data
-    assert recovered.status_code == 200 and recovered.json()["choices"][0]["message"]["content"] == "Answer: 84"
+    assert recovered.status_code == 200 and recovered.json()["choices"][0]["message"]["content"] == "84"
     assert saved_runs() == [recovered.headers["X-Trinity-Run"]]  # failed episodes leave no run
 
 
@@ -401,14 +428,14 @@ def test_real_server_answers_20_parallel_openai_clients(live_server: tuple[str, 
     with ThreadPoolExecutor(max_workers=20) as pool:
         answers = list(pool.map(ask, range(20)))
 
-    assert answers == [f"Answer: {i * i}" for i in range(20)]
+    assert answers == [f"{i * i}" for i in range(20)]
 
     stream = client.chat.completions.create(
         model="trinity/untrained", messages=[{"role": "user", "content": "item-07: seven squared?"}],
         stream=True, stream_options={"include_usage": True}, extra_body={"max_turns": 1},
     )
     chunks = list(stream)
-    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == "Answer: 49"
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == "49"
     assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == "stop"
     assert chunks[-1].usage is not None and chunks[-1].usage.total_tokens > 0
 
@@ -422,6 +449,50 @@ def test_real_server_answers_20_parallel_openai_clients(live_server: tuple[str, 
     output = log.read_text()
     assert f"{base_url}" in output and "trinity, trinity/untrained" in output
     assert KEY not in output and "Traceback" not in output
+
+
+def test_a_streaming_openai_client_sees_each_turn_before_the_episode_ends(tmp_path: Path) -> None:
+    """Through the official client: every turn arrives as `reasoning_content` while the
+    episode runs (each call takes 1 s here), the answer as `content` at the end."""
+    rules = [{"match": "Solve it independently", "reply": "Answer: 85\nVerdict: REVISE"},
+             {"match": "Solve the task now", "reply": "Answer: 84"}]
+    pool = write_pool(tmp_path, {"name": "slow", "models": [
+        {"name": "m0", "kind": "scripted", "rules": rules, "default": "Answer: 84", "delay_s": 1.0}]})
+    port = free_port()
+    command = [sys.executable, "-m", "trinity_cli", "serve", "--pool", str(pool), "--port", str(port),
+               "--head", "untrained"]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               stdin=subprocess.DEVNULL)
+    try:
+        client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="none", max_retries=0, timeout=60)
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                client.models.list()
+                break
+            except openai.APIConnectionError:
+                assert process.poll() is None and time.monotonic() < deadline
+                time.sleep(0.2)
+        start = time.monotonic()
+        seen: list[tuple[float, str, str]] = []
+        stream = client.chat.completions.create(
+            model="trinity", messages=[{"role": "user", "content": "What is 12*7?"}], stream=True,
+            extra_body={"max_turns": 3, "seed": 1})
+        for event in stream:
+            if event.choices:
+                delta = event.choices[0].delta
+                reasoning = (delta.model_extra or {}).get("reasoning_content")
+                if reasoning:
+                    seen.append((time.monotonic() - start, "reasoning", reasoning))
+                if delta.content:
+                    seen.append((time.monotonic() - start, "content", delta.content))
+    finally:
+        stop_process(process)
+    ended = [t for t, kind, text in seen if kind == "reasoning" and not text.startswith("Turn ")]
+    answer = [t for t, kind, _ in seen if kind == "content"]
+    assert len(ended) == 3 and "".join(text for _, kind, text in seen if kind == "content") == "84"
+    # The first turn is on the client a whole model call (or more) before the answer.
+    assert answer[0] - ended[0] > 0.9, seen
 
 
 def test_a_client_leaving_a_stream_early_still_gets_its_run_saved(client: TestClient) -> None:

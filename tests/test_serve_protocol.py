@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from trinity_cli.errors import BackendUnavailable, ContextOverflow
-from trinity_cli.serve.protocol import ApiError, api_error, comment, parse_request, sse
+from trinity_cli.serve.protocol import ApiError, api_error, parse_request, sse
 
 
 def test_protocol_imports_no_web_framework() -> None:
@@ -41,5 +41,4 @@ def test_errors_map_to_openai_statuses_and_events_are_one_line() -> None:
     assert api_error(BackendUnavailable("down")).status == 503
     assert api_error(ContextOverflow("long")).body()["error"]["code"] == "context_length_exceeded"
     assert api_error(RuntimeError("secret")).body()["error"]["message"].startswith("internal error (RuntimeError)")
-    assert comment("a\nb  c") == b": a b c\n\n"
     assert sse({"x": "é"}) == 'data: {"x": "é"}\n\n'.encode()

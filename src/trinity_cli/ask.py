@@ -3,9 +3,16 @@ and coordinator, run one episode, save it, close what it built.
 
 Run record (`runs/run-N/run.json`, kind "ask"):
     {"kind": "ask", "title": first line of the question, "question", "pool": {"name",
-     "models", "source"}, "head": {"name", "trained"}, "backbone", "seed", "max_turns" (the
-     budget played), "exclude", "transcript": Transcript.to_dict(), "wall_s", "pool_calls",
+     "models", "source"}, "head": {"name", "trained"}, "backbone", "seed" (--seed),
+     "episode_seed" (`question_seed`: what the coordinator's draws came from), "greedy",
+     "answer_kind" (the scorer kind guessed from the question, or null), "max_turns" (the budget
+     played), "exclude", "transcript": Transcript.to_dict(), "answer" (answer_text.py: the
+     answer alone; the transcript's "answer" is the whole reply), "wall_s", "pool_calls",
      "cache_hits"}
+
+Seeds: every question draws its own decisions. The episode seed is `question_seed(--seed,
+question, context)`, a hash as bench's `episode_seed` is of (seed, item), so the same
+question with the same seed replays exactly and two questions draw independently.
 
 Turn budget: `AskOptions.max_turns` when given (--max-turns, a served request's
 `max_turns`, serve's --max-turns), else the max_turns the head was evolved with (its
@@ -14,6 +21,8 @@ manifest), else 5 (coordinator/head.py's `turn_budget`).
 
 from __future__ import annotations
 
+import hashlib
+import json
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -21,19 +30,22 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from trinity_cli import roles
+from trinity_cli.answer_text import answer_text
 from trinity_cli.config import load_pool
-from trinity_cli.coordinator.head import turn_budget
+from trinity_cli.coordinator.head import DEFAULT_DECISIONS, turn_budget
 from trinity_cli.coordinator.policy import Coordinator, resolve_head
 from trinity_cli.episode import DecisionCallback, TurnCallback, run_episode
 from trinity_cli.errors import ConfigError
 from trinity_cli.messages import ChatMessage, Transcript
 from trinity_cli.pool import Pool, open_pool
 from trinity_cli.store import RunStore
+from trinity_cli.tasks.answers import guess_kind
 
 
 @dataclass
 class AskOptions:
-    """`max_turns` None: the head's training max_turns (`turn_budget`)."""
+    """`max_turns` None: the head's training max_turns (`turn_budget`); `greedy` None: the
+    default decision mode (`DEFAULT_DECISIONS`)."""
 
     pool: str | None = None
     head: str | None = None
@@ -42,7 +54,7 @@ class AskOptions:
     max_turns: int | None = None
     seed: int = 0
     exclude: Sequence[str] = ()
-    greedy: bool = False
+    greedy: bool | None = None  # None: DEFAULT_DECISIONS
     use_cache: bool = True
     token_budget: int | None = None
     cost_budget: float | None = None
@@ -50,12 +62,24 @@ class AskOptions:
 
 @dataclass
 class AskResult:
+    """`answer`: the answer alone (answer_text.py); `transcript.answer`: the whole reply."""
+
     run_id: str
     transcript: Transcript
     head_name: str
     head_trained: bool
     wall_s: float
+    answer: str = ""
     record: dict[str, Any] = field(default_factory=dict)
+
+
+def question_seed(seed: int, question: str, context: Sequence[ChatMessage] = ()) -> int:
+    """The episode seed of `question` (after earlier `context`) under `seed`: the first 4
+    bytes, little-endian, of sha256 over the canonical JSON of [seed, question, [[role,
+    content], ...]]."""
+    payload = json.dumps([seed, question, [[m.role, m.content] for m in context]], ensure_ascii=False,
+                         separators=(",", ":"))
+    return int.from_bytes(hashlib.sha256(payload.encode()).digest()[:4], "little")
 
 
 def read_question(question: str | None, stdin: TextIO | None = None) -> str:
@@ -117,16 +141,20 @@ def ask(
             on_start(pool, coordinator, options)
         start = time.perf_counter()
         max_turns = turn_budget(options.max_turns, coordinator.head)
+        kind = guess_kind(question)
+        greedy = options.greedy if options.greedy is not None else DEFAULT_DECISIONS == "greedy"
+        episode_seed = question_seed(options.seed, question, context)
         with store.new_run() as run_dir:
             transcript = run_episode(
                 question,
                 pool,
                 coordinator,
                 max_turns=max_turns,
-                seed=options.seed,
+                seed=episode_seed,
+                kind=kind,
                 exclude=options.exclude,
                 context=context,
-                greedy=options.greedy,
+                greedy=greedy,
                 on_decision=on_decision,
                 on_turn=on_turn,
                 token_budget=options.token_budget,
@@ -134,6 +162,7 @@ def ask(
             )
             wall = time.perf_counter() - start
             head = coordinator.head
+            answer = answer_text(transcript.answer, kind)
             record = {
                 "kind": "ask",
                 "title": question.splitlines()[0][:100],
@@ -143,9 +172,13 @@ def ask(
                 "backbone": coordinator.backbone_ref,
                 "prompt_version": roles.PROMPT_VERSION,
                 "seed": options.seed,
+                "episode_seed": episode_seed,
+                "greedy": greedy,
+                "answer_kind": kind,
                 "max_turns": max_turns,
                 "exclude": list(options.exclude),
                 "transcript": transcript.to_dict(),
+                "answer": answer,
                 "wall_s": wall,
                 "pool_calls": len(transcript.turns),
                 "cache_hits": sum(t.cached for t in transcript.turns),
@@ -156,4 +189,4 @@ def ask(
         if built is None:
             pool.close()
             coordinator.close()
-    return AskResult(run_dir.name, transcript, str(head.manifest.get("name")), head.trained, wall, record)
+    return AskResult(run_dir.name, transcript, str(head.manifest.get("name")), head.trained, wall, answer, record)

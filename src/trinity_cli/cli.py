@@ -59,7 +59,13 @@ def ask(
         min=1, max=50, help="Turn budget (default: the one the head was evolved with, else 5).")] = None,
     exclude: Annotated[list[str] | None, typer.Option(help="Model to route around (repeatable).")] = None,
     seed: Annotated[int, typer.Option(help="Seed for the coordinator's sampling.")] = 0,
-    greedy: Annotated[bool, typer.Option(help="Take the most likely model and role instead of sampling.")] = False,
+    greedy: Annotated[bool | None, typer.Option(
+        "--greedy/--sample",
+        help="Take the head's most likely model and role, or sample them from the seed (default: the mode "
+             "measured best, see README).")] = None,
+    show_work: Annotated[bool, typer.Option(
+        "--show-work", help="Print the whole answering reply (working, program, output), not the answer alone."
+    )] = False,
     backbone: BackboneOpt = None,
     device: DeviceOpt = "auto",
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not read or write the rollout cache.")] = False,
@@ -78,7 +84,7 @@ def ask(
     with render.LiveTurns([], quiet=quiet) as live:
         result = run_ask(question, options, live.on_decision, live.on_turn,
                          on_start=None if quiet else render.ask_started)
-    render.ask_done(result, as_json=as_json, quiet=quiet)
+    render.ask_done(result, as_json=as_json, quiet=quiet, show_work=show_work)
 
 
 @app.command()
@@ -201,7 +207,9 @@ def bench(
                             "max_turns; self-loops and random get the first head's).")] = None,
     random_seeds: Annotated[int, typer.Option(min=0, help="Seeds of random routing (0: leave it out).")] = 1,
     seed: Annotated[int, typer.Option(help="Seed of item sampling and episodes.")] = 0,
-    greedy: Annotated[bool, typer.Option(help="Heads take the most likely model and role.")] = False,
+    decisions: Annotated[str | None, typer.Option(
+        help="How heads take decisions: sampled, greedy (the most likely model and role), or both (two rows "
+             "per head). Default: as `trinity ask` does.")] = None,
     systems: Annotated[str | None, typer.Option(
         help="Only these kinds of row, comma-separated: single, selfloop, random, head, moa, vote, "
              "best-per-task, oracle (default: all).")] = None,
@@ -225,7 +233,7 @@ def bench(
     cluster = RayOptions.from_cli(ray, ray_workers)
     kinds = [k.strip() for k in systems.split(",") if k.strip()] if systems else None
     options = BenchOptions(pool=pool, tasks=tasks, heads=head, max_turns=max_turns, random_seeds=random_seeds,
-                           seed=seed, greedy=greedy, backbone=backbone, device=device, systems=kinds)
+                           seed=seed, decisions=decisions, backbone=backbone, device=device, systems=kinds)
     with render.BenchProgress(quiet=quiet) as progress:
         result = run_bench(options, progress=progress, parallel=parallel, ray=cluster)
     render.bench_done(result, as_json=as_json, quiet=quiet)
@@ -266,7 +274,8 @@ def serve(
 
     run_server(ServeOptions(pool=pool, head=head, host=host, port=port, api_key_env=api_key_env,
                             max_turns=max_turns, backbone=backbone, device=device, use_cache=not no_cache),
-               on_start=render.serve_started, on_run=render.serve_run, on_failure=render.serve_failure)
+               on_start=render.serve_started, on_run=render.serve_run, on_failure=render.serve_failure,
+               on_loading=render.serve_loading)
 
 
 def fill_optional_values(args: list[str]) -> list[str]:

@@ -315,7 +315,7 @@ class Evolution:
         """Play `specs` through the evaluator; their episode records, in spec order."""
         def progress(event: str, data: dict[str, Any]) -> None:
             if event == "finished":
-                self.progress("episode", {"kind": kind, "in_flight": data["in_flight"]})
+                self.progress("episode", {"kind": kind, "in_flight": data["in_flight"], **self._counters()})
             else:
                 self.progress("episode_start", {"kind": kind, "in_flight": data["in_flight"]})
 

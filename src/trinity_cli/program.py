@@ -42,6 +42,9 @@ OUTPUT_LINES = 20
 OUTPUT_CHARS = 800
 ANSWER_CHARS = 200
 _LABEL = re.compile(r"^(?:the\s+)?(?:final\s+)?answer\s*(?:is)?\s*[:=]?\s*", re.IGNORECASE)
+# What run_reply appends to the model's text (module docstring); `split_reply` reads it back.
+OUTPUT_HEADER = "\n\nProgram output:\n```\n"
+_SCAFFOLD = re.compile(r"\n\nProgram output:\n```\n.*\n```(?:\nAnswer: (?P<answer>[^\n]*))?", re.DOTALL)
 
 
 @dataclass(frozen=True)
@@ -105,10 +108,21 @@ def run_reply(reply: str, strict: bool = False) -> tuple[str, Execution]:
         if not printed:
             answer = None  # a crash's partial state is not an answer
     execution = Execution(code, result.returncode, _tail(result.stdout), _tail(result.stderr), answer, timed_out)
-    text = f"{reply.rstrip()}\n\nProgram output:\n```\n{shown or '(nothing printed)'}\n```"
+    text = f"{reply.rstrip()}{OUTPUT_HEADER}{shown or '(nothing printed)'}\n```"
     if answer is not None:
         text += f"\nAnswer: {answer}"
     return text, execution
+
+
+def split_reply(text: str) -> tuple[str, str | None, bool]:
+    """(the model's own text, the program's answer or None, whether a program ran) of a
+    recorded reply: `run_reply`'s scaffold (output block and `Answer:` line) taken off the
+    end. A reply without that scaffold comes back whole, (text, None, False)."""
+    start = text.rfind(OUTPUT_HEADER)
+    match = _SCAFFOLD.fullmatch(text, start) if start >= 0 else None
+    if match is None:
+        return text, None, False
+    return text[:start], match.group("answer"), True
 
 
 def run_tests(

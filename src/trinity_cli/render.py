@@ -10,6 +10,8 @@ reply holding `[bold]` or `[/]` shows as written.
 from __future__ import annotations
 
 import datetime as dt
+import os
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -151,9 +153,9 @@ def ask_footer(run_id: str, transcript: Any, wall_s: float) -> None:
     )
 
 
-def ask_done(result: Any, as_json: bool = False, quiet: bool = False) -> None:
-    """After `ask`: the footer on stderr (unless quiet), then the answer alone on stdout,
-    or the whole run record as JSON."""
+def ask_done(result: Any, as_json: bool = False, quiet: bool = False, show_work: bool = False) -> None:
+    """After `ask`: the footer on stderr (unless quiet), then on stdout the answer alone
+    (answer_text.py), the whole answering reply with `show_work`, or the run record as JSON."""
     import json
 
     if not quiet:
@@ -161,7 +163,8 @@ def ask_done(result: Any, as_json: bool = False, quiet: bool = False) -> None:
     if as_json:
         out.print_json(json.dumps(result.record))
     else:
-        out.print(result.transcript.answer or "", markup=False, highlight=False)
+        text = (result.transcript.answer or "") if show_work else result.answer
+        out.print(text, markup=False, highlight=False)
 
 
 def runs_table(runs: Sequence[Any]) -> None:
@@ -181,8 +184,11 @@ def replay_ask(record: dict[str, Any]) -> None:
     """Turn-by-turn replay of an ask run: probabilities, chosen pair, prompt, reply."""
     models = record["pool"]["models"]
     tr = record["transcript"]
+    seed = record["seed"]
+    if record.get("episode_seed") is not None:
+        seed = f"{seed} (episode {record['episode_seed']})"
     out.print(Text(f"{record['id']}  ·  pool {record['pool']['name']}  ·  head {record['head']['name']}"
-                   f"  ·  seed {record['seed']}", style="bold"))
+                   f"  ·  seed {seed}", style="bold"))
     out.print(Text("Task: ", style="bold").append(tr["task"]))
     for t in tr["turns"]:
         turn = Turn.from_dict(t)
@@ -210,7 +216,9 @@ def replay_ask(record: dict[str, Any]) -> None:
         out.print(Panel(body, title=title, title_align="left", border_style=ROLE_STYLE[turn.role.value]))
     end = stop_text(tr.get("stop_reason", "max_turns"), bool(tr["accepted"]))
     out.print(Text(f"Answer ({end}):", style="bold"))
-    out.print(Text(tr.get("answer") or "(none)"))
+    # An ask run records the answer alone (answer_text.py); other episodes, the answering reply.
+    shown = record.get("answer") if record.get("answer") is not None else tr.get("answer")
+    out.print(Text(shown or "(none)"))
 
 
 def _in_flight(data: dict[str, Any]) -> str:
@@ -225,6 +233,50 @@ def _at_once(data: dict[str, Any]) -> str:
     return f", {data['parallel']} at once" if data.get("parallel", 1) > 1 else ""
 
 
+def _duration(seconds: float) -> str:
+    seconds = int(round(seconds))
+    if seconds < 60:
+        return f"{seconds}s"
+    minutes, seconds = divmod(seconds, 60)
+    if minutes < 60:
+        return f"{minutes}m{seconds:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m"
+
+
+class PlainProgress:
+    """Progress as plain lines, for a stderr that is not a terminal (`nohup`, a log file),
+    where Rich's live bar draws nothing: a line when at least `every_s` seconds passed since
+    the last one (TRINITY_PROGRESS_EVERY, default 30), and one at the end:
+    `bench: 12/150 episodes · 40 calls, 25 from the cache · 3m10s elapsed · about 35m left`.
+    The time left assumes the remaining episodes take as long as the finished ones did."""
+
+    def __init__(self, label: str, done: int = 0) -> None:
+        self.label = label
+        self.every_s = float(os.environ.get("TRINITY_PROGRESS_EVERY", "30"))
+        self.start = self.last = time.monotonic()
+        self.first = done  # done before this process started (a resumed run)
+
+    def update(self, done: int, total: int, detail: str = "", force: bool = False) -> None:
+        now = time.monotonic()
+        if not force and done < total and now - self.last < self.every_s:
+            return
+        self.last = now
+        elapsed = now - self.start
+        line = f"{self.label}: {done}/{total} episodes"
+        if detail:
+            line += f" · {detail}"
+        line += f" · {_duration(elapsed)} elapsed"
+        if self.first < done < total:
+            line += f" · about {_duration(elapsed / (done - self.first) * (total - done))} left"
+        err.print(Text(line), soft_wrap=True)
+
+
+def _calls(data: dict[str, Any]) -> str:
+    calls = data.get("pool_calls", 0)
+    return f"{calls} calls, {data.get('cache_hits', 0)} from the cache" if calls else ""
+
+
 class EvolveProgress:
     """Progress callback for `evolve`: a bar over the episode budget (with the episodes in
     flight when several run at once) and one line per generation, on stderr; nothing with
@@ -237,10 +289,12 @@ class EvolveProgress:
         self.progress = Progress(
             TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
             TextColumn("{task.fields[info]}"), TimeRemainingColumn(), console=err, transient=False,
-            disable=quiet,
+            disable=quiet or not err.is_terminal,
         )
         self.task: Any = None
         self.gen = ""  # the last generation finished
+        self.plain: PlainProgress | None = None  # set at "start" when stderr is not a terminal
+        self.spent = self.budget = 0
 
     def _info(self, data: dict[str, Any]) -> str:
         return " · ".join(x for x in (self.gen, _in_flight(data)) if x)
@@ -264,12 +318,20 @@ class EvolveProgress:
             err.print(Text(f"{data['run']}: {data['n_params']} parameters, population {data['popsize']}, "
                            f"{data['per_gen']} episodes per generation{at_once}", style="dim"))
             self.task = self.progress.add_task("episodes", total=data["budget"], completed=data["spent"], info="")
+            self.spent, self.budget = data["spent"], data["budget"]
+            if not err.is_terminal:
+                self.plain = PlainProgress(f"{data['run']} evolve", data["spent"])
         elif kind == "episode_start" and self.task is not None:
             self.progress.update(self.task, info=self._info(data))
         elif kind == "episode" and self.task is not None:
             if data.get("kind") == "train":
                 self.progress.advance(self.task)
+                self.spent += 1
             self.progress.update(self.task, info=self._info(data))
+            if self.plain is not None:
+                where = " · ".join(x for x in (self.gen, _calls(data)) if x)
+                self.plain.update(self.spent, self.budget, where + (" · validating" if data.get("kind") == "val"
+                                                                    else ""))
         elif kind == "generation":
             calls = data["pool_calls_gen"]
             hit = data["cache_hits_gen"] / calls if calls else 0.0
@@ -281,6 +343,7 @@ class EvolveProgress:
             self.progress.console.print(Text(line))
             if self.task is not None:
                 self.gen = f"gen {data['generation']}"
+                self.spent = data["spent"]
                 self.progress.update(self.task, completed=data["spent"], info=self.gen)
 
 
@@ -309,9 +372,12 @@ class BenchProgress:
         self.progress = Progress(
             TextColumn("[bold]{task.description:<24}"), BarColumn(), MofNCompleteColumn(),
             TextColumn("{task.fields[info]}"), TimeRemainingColumn(), console=err, transient=False,
-            disable=quiet,
+            disable=quiet or not err.is_terminal,
         )
         self.task: Any = None
+        self.plain: PlainProgress | None = None  # set at "start" when stderr is not a terminal
+        self.done = self.total = 0
+        self.system = ""
 
     def __enter__(self) -> BenchProgress:
         self.progress.start()
@@ -327,7 +393,11 @@ class BenchProgress:
                 err.print(Text(f"{data['run']}: {data['items']} items × {len(data['systems'])} systems "
                                f"({data['episodes']} episodes{at_once})", style="dim"))
             self.task = self.progress.add_task("bench", total=data["episodes"], info="")
+            self.total = data["episodes"]
+            if not self.quiet and not err.is_terminal:
+                self.plain = PlainProgress(f"{data['run']} bench")
         elif kind == "system" and self.task is not None:
+            self.system = data["name"]
             self.progress.update(self.task, description=escape(data["name"]))
         elif kind == "episode" and self.task is not None:
             calls = data["pool_calls"]
@@ -335,6 +405,9 @@ class BenchProgress:
             flying = _in_flight(data)
             info = f"{info} · {flying}" if info and flying else info or flying
             self.progress.update(self.task, advance=1, info=info)
+            self.done += 1
+            if self.plain is not None:
+                self.plain.update(self.done, self.total, " · ".join(x for x in (_calls(data), self.system) if x))
 
 
 # Row styles of the bench tables by system kind; the cells come from reports.bench_view.
@@ -381,16 +454,35 @@ def bench_done(result: Any, as_json: bool = False, quiet: bool = False) -> None:
             err.print(bench_tables(summary))
         out.print_json(json.dumps(result.data))
     else:
-        out.print(bench_tables(summary))
+        _bench_report(summary)
     if not quiet:
         charts = "chart.png, selection.png" if reports.selection_heads(summary) else "chart.png"
         note(f"{result.run_id}: bench.json, report.md, {charts} in {result.run_dir} "
              f"— show again with `trinity inspect {result.run_id}`")
 
 
+def _bench_report(summary: dict[str, Any]) -> None:
+    """The bench report on stdout: Rich tables on a terminal; redirected (a file, a pipe),
+    report.md's Markdown, whose tables keep their full width."""
+    if out.is_terminal:
+        out.print(bench_tables(summary))
+    else:
+        out.print(reports.report_markdown(summary), markup=False, highlight=False, end="")
+
+
+def _view_table(view: reports.TableView, title: str | None = None) -> None:
+    """One table on stdout: Rich on a terminal, Markdown when redirected."""
+    if out.is_terminal:
+        out.print(_table(view, title))
+    else:
+        heading = (title if title is not None else view.title).strip()
+        lines = ([f"## {heading}", ""] if heading else []) + reports.md_table(view)
+        out.print("\n" + "\n".join(lines), markup=False, highlight=False)
+
+
 def replay_bench(record: dict[str, Any]) -> None:
-    """`trinity inspect` of a bench run: its report tables, as printed when it ran."""
-    out.print(bench_tables(record["summary"]))
+    """`trinity inspect` of a bench run: its report, as printed when it ran."""
+    _bench_report(record["summary"])
 
 
 def replay_evolve(record: dict[str, Any]) -> None:
@@ -407,14 +499,14 @@ def replay_evolve(record: dict[str, Any]) -> None:
     else:
         out.print(Text(f"head: {record['head']}  ({best_text}, {record['spent']} training episodes)"))
     # Per-generation counters; runs written before they were split show none.
-    out.print(_table(reports.curve_rows(record["curves"])))
+    _view_table(reports.curve_rows(record["curves"]))
     # Where the turns went per task, drawn like a bench's selection tables.
     selection = record.get("selection", {})
     models = list(dict.fromkeys(m for shares in selection.values() for m in shares["models"]))
     scopes = [(reports.short_task(task), shares) for task, shares in selection.items()]
     if scopes:
         for view in reports.selection_tables("selection share over training episodes", scopes, models):
-            out.print(_table(view, "\n" + view.title))
+            _view_table(view, "\n" + view.title)
     note(f"an episode's transcript: trinity inspect {record['id']} --episode GEN/K")
     if record.get("resume"):
         note(f"finish it (same options, from its checkpoint): {record['resume']}")
@@ -432,6 +524,17 @@ def pools_list(pools: Sequence[tuple[str, str, Sequence[tuple[str, str]]]]) -> N
         line = Text(name, style="bold")
         line.append(f"  {path}\n  " + ", ".join(f"{m} ({what})" for m, what in models))
         out.print(line)
+
+
+SERVE_LOADING = {
+    "pool": "loading pool {what}: checking its model files (assembled once, the first time)…",
+    "backbone": "loading head {what}'s coordinator backbone (converted once, the first time: about a minute)…",
+}
+
+
+def serve_loading(step: str, what: str) -> None:
+    """A step of `trinity serve`'s start-up, one plain line each (a log shows them too)."""
+    note("trinity serve: " + SERVE_LOADING.get(step, step + " {what}…").format(what=what))
 
 
 def serve_started(served: Any, url: str, exposed: bool) -> None:

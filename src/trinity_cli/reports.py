@@ -158,12 +158,19 @@ def bench_view(summary: dict[str, Any]) -> BenchView:
                  f"({len(summary['items'])} items){turn_budgets(summary['systems'])}"
                  + (f" · random routing over {o['random_seeds']} seeds"
                     if any(s["kind"] == "random" for s in summary["systems"]) else "")
-                 + f" · seed {o['seed']}" + (" · heads greedy" if o["greedy"] else "")),
+                 + f" · seed {o['seed']}" + _decisions_caption(o)),
         accuracy=accuracy, per_task=per_task, gaps=gaps, paired=paired, selection=selection,
         stats=(f"{st['pool_calls']} pool calls, {st['cache_hits']} from the rollout cache, "
                f"{st['backend_calls']} to a model ({st['backend_s']:.1f} s), {st['wall_s']:.1f} s in all"),
         notes=list(summary["notes"]),
     )
+
+
+def _decisions_caption(options: dict[str, Any]) -> str:
+    """" · heads greedy" / " · heads sampled and greedy" as the options ask, "" for sampled
+    heads (bench records before `decisions` carry a `greedy` flag instead)."""
+    mode = options.get("decisions") or ("greedy" if options.get("greedy") else "sampled")
+    return {"greedy": " · heads greedy", "both": " · heads sampled and greedy"}.get(mode, "")
 
 
 def turn_budgets(systems: Sequence[dict[str, Any]]) -> str:
@@ -244,7 +251,7 @@ METHOD_NOTES = (
 )
 
 
-def _md_table(table: TableView) -> list[str]:
+def md_table(table: TableView) -> list[str]:
     lines = ["| " + " | ".join(table.header) + " |", "|" + "|".join("---" for _ in table.header) + "|"]
     lines += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in table.rows]
     return lines
@@ -256,11 +263,11 @@ def report_markdown(summary: dict[str, Any]) -> str:
     out = [f"# {view.heading}", "", view.caption]
     for table in (view.accuracy, view.per_task, view.gaps, view.paired):
         if table is not None:
-            out += ["", f"## {table.title}", "", *_md_table(table)]
+            out += ["", f"## {table.title}", "", *md_table(table)]
     if view.selection:
         out += ["", "## Selection by task (share of turns given to each member and role)"]
         for table in view.selection:
-            out += ["", f"### {table.title}", "", *_md_table(table)]
+            out += ["", f"### {table.title}", "", *md_table(table)]
     out += ["", "## Notes", "", *[f"- {n}" for n in METHOD_NOTES], f"- This run: {view.stats}."]
     out += [f"- {note}" for note in view.notes]
     return "\n".join(out) + "\n"

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from trinity_cli import tasks
+from trinity_cli.coordinator.head import DECISIONS, DEFAULT_DECISIONS
 from trinity_cli.errors import ConfigError, did_you_mean
 from trinity_cli.tasks import MixEntry
 
@@ -28,7 +29,8 @@ class BenchOptions:
     the pool (none otherwise); `max_turns` None gives each head its training max_turns and
     self-loops and random routing the first head's (so every row plays the same budget as
     the head it is compared with; DEFAULT_MAX_TURNS without a head); `random_seeds` 0
-    leaves random routing out."""
+    leaves random routing out. `decisions`: how head rows take their decisions, "sampled",
+    "greedy", or "both" (two rows per head, the second named `head:<name>/<mode>`)."""
 
     pool: str | None = None
     tasks: str = DEFAULT_TASKS
@@ -36,7 +38,7 @@ class BenchOptions:
     max_turns: int | None = None
     random_seeds: int = 1
     seed: int = 0
-    greedy: bool = False
+    decisions: str | None = None  # None: DEFAULT_DECISIONS
     backbone: str | None = None
     device: str = "auto"
     systems: Sequence[str] | None = None
@@ -46,11 +48,19 @@ class BenchOptions:
         wanted = set(self.systems) if self.systems else set(SYSTEM_KINDS)
         return [k for k in SYSTEM_KINDS if k in wanted]
 
+    def decision_modes(self) -> list[str]:
+        """The decision modes of head rows, the default mode first."""
+        if self.decisions == "both":
+            return sorted(DECISIONS, key=lambda mode: mode != DEFAULT_DECISIONS)
+        return [self.decisions or DEFAULT_DECISIONS]
+
     def validate(self) -> list[MixEntry]:
         """Check the options; return the parsed mix, refusing splits that are not held out."""
         for kind in self.systems or ():
             if kind not in SYSTEM_KINDS:
                 raise ConfigError(f"--systems: unknown kind {kind!r}", did_you_mean(kind, SYSTEM_KINDS))
+        if self.decisions not in (None, *DECISIONS, "both"):
+            raise ConfigError(f"--decisions: unknown mode {self.decisions!r}", "use sampled, greedy or both")
         if self.max_turns is not None and self.max_turns < 1:
             raise ConfigError(f"--max-turns must be at least 1, got {self.max_turns}")
         if self.random_seeds < 0:

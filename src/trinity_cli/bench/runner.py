@@ -153,8 +153,8 @@ def _run_systems(
     runnable = [s for s in systems if s.source is not None]
     plan = [(system, item, episode_seed(options.seed, _stream(system, r), item.key))
             for system in runnable for r in range(system.seeds) for item in items]
-    # --greedy is for heads: random routing stays random.
-    specs = [_spec(system, item, seed, options.greedy and system.kind == "head") for system, item, seed in plan]
+    # Greedy decisions are for head rows (System.greedy): random routing stays random.
+    specs = [_spec(system, item, seed, system.greedy) for system, item, seed in plan]
     played = list(zip(plan, _play(pool, plan, specs, emit, evaluator), strict=True))
     for system in systems:
         if system.kind == "moa":

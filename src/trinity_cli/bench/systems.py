@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from trinity_cli.bench.options import ANSWER_CHARS, DERIVED, NEEDS_SINGLES, BenchOptions
-from trinity_cli.coordinator.head import Head, turn_budget
+from trinity_cli.coordinator.head import DEFAULT_DECISIONS, Head, turn_budget
 from trinity_cli.coordinator.policy import Coordinator, resolve_head
 from trinity_cli.messages import Role
 from trinity_cli.schedules import FixedSchedule
@@ -31,10 +31,11 @@ class System:
     max_turns: int = 1
     stream: str = "fixed"
     source: DecisionSource | None = None
+    greedy: bool = False
 
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "kind": self.kind, "model": self.model, "head": self.head,
-                "seeds": self.seeds, "max_turns": self.max_turns}
+                "seeds": self.seeds, "max_turns": self.max_turns, "greedy": self.greedy}
 
 
 @dataclass
@@ -84,6 +85,8 @@ def _heads(options: BenchOptions, pool_name: str, models: list[str]) -> tuple[li
 
 
 def _head_systems(options: BenchOptions, heads: list[tuple[str | None, Head]]) -> list[System]:
+    """A row per head and decision mode: `head:<name>` in the default mode, `head:<name>/<mode>`
+    in the other (`--decisions both`); both modes play the same episode seeds."""
     systems: list[System] = []
     taken: set[str] = set()
     for head_ref, head in heads:
@@ -94,8 +97,10 @@ def _head_systems(options: BenchOptions, heads: list[tuple[str | None, Head]]) -
         taken.add(name)
         source = Coordinator(head, backbone_ref=options.backbone, device=options.device)
         info = {"name": head.manifest.get("name"), "trained": head.trained, "ref": head_ref}
-        systems.append(System(name, "head", head=info, max_turns=turn_budget(options.max_turns, head),
-                              stream="head", source=source))
+        for mode in options.decision_modes():
+            row = name if mode == DEFAULT_DECISIONS else f"{name}/{mode}"
+            systems.append(System(row, "head", head=info, max_turns=turn_budget(options.max_turns, head),
+                                  stream="head", source=source, greedy=mode == "greedy"))
     return systems
 
 
@@ -124,6 +129,3 @@ def plan_systems(options: BenchOptions, pool_name: str, models: list[str]) -> tu
     systems += [System(kind, kind) for kind in DERIVED if kind in kinds]
     return systems, notes
 
-
-def _stream(system: System, r: int) -> str:
-    return f"random:{r}" if system.kind == "random" else system.stream

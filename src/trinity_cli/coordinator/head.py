@@ -281,6 +281,12 @@ def fit_basis(features: np.ndarray, center: np.ndarray, scale: float, dims: int)
 
 DEFAULT_MAX_TURNS = 5  # for heads that record no training max_turns, and runs without a head
 
+# How a head's decisions are taken at inference (ask, serve, and bench's head rows) unless
+# told: "sampled" (drawn from its softmax with the episode seed) or "greedy" (its argmax).
+# Chosen by measurement on the default bench items (README, "Greedy or sampled decisions").
+DEFAULT_DECISIONS = "sampled"
+DECISIONS = ("sampled", "greedy")
+
 
 def turn_budget(max_turns: int | None, head: Head | None) -> int:
     """The turn budget of an episode: `max_turns` when given, else the head's training

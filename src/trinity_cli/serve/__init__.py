@@ -25,27 +25,32 @@ Endpoints
         Extensions: `max_turns` (int 1..50; default --max-turns, else the max_turns the
         head was evolved with, from its manifest, else 5), `exclude` (model names
         to route around), `max_tokens_total` and `max_cost_usd` (ceilings for the whole
-        episode), `seed` (int >= 0, the coordinator's sampling; default 0).
+        episode), `seed` (int >= 0; with the conversation it seeds the coordinator's
+        draws: ask.question_seed; default 0), `greedy` (bool: the head's argmax instead of
+        sampling; default: the default decision mode), `show_work` (bool: the message is
+        the whole answering reply, not the answer alone).
         The pool's own generation settings apply: temperature, top_p, max_tokens, stop
         and the like are accepted and ignored; `n` other than 1 and `tools` are refused.
 
 Response (non-streaming): `chat.completion` with one choice whose content is the
-episode's answer, `usage` summed over every pool call of the episode, finish_reason
-"stop" ("length" when a ceiling ended the episode before any answer), and a `trinity`
-field {"run", "head", "turns": [{"model", "role", "verdict"}], "accepted",
-"stop_reason", "cost_usd"}. Header `X-Trinity-Run: run-N` names the saved run
-(`trinity inspect run-N` replays it; the record has "via": "serve"). The completion id
-is "chatcmpl-run-N".
+episode's answer alone (answer_text.py; the whole answering reply with `show_work`),
+`usage` summed over every pool call of the episode, finish_reason "stop" ("length" when
+a ceiling ended the episode before any answer), and a `trinity` field {"run", "head",
+"turns": [{"model", "role", "verdict"}], "accepted", "stop_reason", "cost_usd"}. Header
+`X-Trinity-Run: run-N` names the saved run (`trinity inspect run-N` replays it; the
+record has "via": "serve"). The completion id is "chatcmpl-run-N".
 
 Streaming (`"stream": true`): `text/event-stream`, sent once the run is allocated (its
 id in `X-Trinity-Run`). First a chunk with delta {"role": "assistant", "content": ""};
-then, as the episode goes, SSE comment lines that clients ignore:
-`: turn 1 m0 as worker…` when the coordinator decides and `: turn 1 m0 worker 12->34 tok
-0.5s [ACCEPT]` when the turn is done; then the answer as content deltas (one per line),
-a chunk with delta {} and the finish_reason (with the `trinity` field), a chunk with
-`"choices": []` and `usage` when `stream_options.include_usage` is true, and
-`data: [DONE]`. An error after the stream started is one `data: {"error": {...}}` event,
-and the stream ends without [DONE]; the run is then not saved.
+then, as the episode goes, the work as `reasoning_content` deltas (the field reasoning-model
+servers use; chat UIs show it as "thinking", plain clients ignore it): "Turn 1: m0 as
+worker…" when the coordinator decides, and when the turn ends who acted, its verdict, the
+reply's first 400 characters quoted and its tokens and seconds; then the answer as
+`content` deltas (one per line; the answer alone, or the whole reply with `show_work`), a
+chunk with delta {} and the finish_reason (with the `trinity` field), a chunk with
+`"choices": []` and `usage` when `stream_options.include_usage` is true, and `data:
+[DONE]`. An error after the stream started is one `data: {"error": {...}}` event, and the
+stream ends without [DONE]; the run is then not saved.
 
 Errors: always JSON `{"error": {"message", "type", "param", "code"}}`, never a traceback.
     400 invalid_request_error: bad JSON, missing or empty messages, no user message,

@@ -22,12 +22,13 @@ from trinity_cli.serve.protocol import (
     ChatRequest,
     api_error,
     completion_body,
-    decision_comment,
+    decision_reasoning,
     final_chunks,
     first_chunk,
     parse_request,
+    reasoning_chunk,
     sse,
-    turn_comment,
+    turn_reasoning,
 )
 from trinity_cli.serve.service import ServedPool, ServeOptions
 
@@ -70,9 +71,10 @@ async def stream_episode(served: ServedPool, request: ChatRequest) -> Response:
         while True:
             if kind == "decision":
                 index, decision = payload
-                yield decision_comment(index, decision.model, decision.role.value)
+                text = decision_reasoning(index, decision.model, decision.role.value)
+                yield reasoning_chunk(chunk_id, created, request.model, text)
             elif kind == "turn":
-                yield turn_comment(payload)
+                yield reasoning_chunk(chunk_id, created, request.model, turn_reasoning(payload))
             elif kind == "error":
                 yield sse(api_error(payload).body())  # and no [DONE]
                 return
@@ -86,13 +88,14 @@ async def stream_episode(served: ServedPool, request: ChatRequest) -> Response:
 
 
 def create_app(options: ServeOptions, on_run: Callable[[AskResult], None] | None = None,
-               on_failure: Callable[[TrinityError], None] | None = None) -> FastAPI:
+               on_failure: Callable[[TrinityError], None] | None = None,
+               on_loading: Callable[[str, str], None] | None = None) -> FastAPI:
     """The FastAPI app serving `options.pool` (see serve/__init__.py for the contract);
-    `on_run` and `on_failure` are ServedPool's console callbacks.
+    `on_run`, `on_failure` and `on_loading` are ServedPool's console callbacks.
 
     The pool and the default head are loaded here, so configuration errors raise
     `TrinityError` now; the pool is closed when the app shuts down (its lifespan)."""
-    served = ServedPool(options, on_run=on_run, on_failure=on_failure)
+    served = ServedPool(options, on_run=on_run, on_failure=on_failure, on_loading=on_loading)
     expected = served.token.encode() if served.token else None
 
     @contextlib.asynccontextmanager
@@ -165,6 +168,7 @@ def create_app(options: ServeOptions, on_run: Callable[[AskResult], None] | None
             raise api_error(exc) from None
         finally:
             served.pending -= 1
-        return JSONResponse(completion_body(result, chat.model), headers={"X-Trinity-Run": result.run_id})
+        return JSONResponse(completion_body(result, chat.model, chat.show_work),
+                            headers={"X-Trinity-Run": result.run_id})
 
     return app

@@ -99,6 +99,8 @@ class ChatRequest:
     token_budget: int | None = None
     cost_budget: float | None = None
     seed: int = 0
+    show_work: bool = False
+    greedy: bool | None = None  # None: the default decision mode
 
 
 def _is_int(value: Any) -> bool:
@@ -212,6 +214,9 @@ def parse_request(
     seed = data.get("seed")
     if seed is not None and (not _is_int(seed) or seed < 0):
         raise _bad("'seed' must be a non-negative integer", "seed")
+    for flag in ("show_work", "greedy"):
+        if data.get(flag) is not None and not isinstance(data.get(flag), bool):
+            raise _bad(f"'{flag}' must be true or false", flag)
     return ChatRequest(
         model=model,
         head=head,
@@ -224,6 +229,8 @@ def parse_request(
         token_budget=token_budget,
         cost_budget=float(cost_budget) if cost_budget is not None else None,
         seed=seed or 0,
+        show_work=bool(data.get("show_work")),
+        greedy=data.get("greedy"),
     )
 
 
@@ -253,7 +260,13 @@ def _trinity_field(result: AskResult) -> dict[str, Any]:
     }
 
 
-def completion_body(result: AskResult, model: str) -> dict[str, Any]:
+def content(result: AskResult, show_work: bool = False) -> str:
+    """The assistant message: the answer alone (answer_text.py), or with `show_work` the
+    whole answering reply."""
+    return (result.transcript.answer or "") if show_work else result.answer
+
+
+def completion_body(result: AskResult, model: str, show_work: bool = False) -> dict[str, Any]:
     """The `chat.completion` object for a finished episode."""
     return {
         "id": f"chatcmpl-{result.run_id}",
@@ -263,7 +276,7 @@ def completion_body(result: AskResult, model: str) -> dict[str, Any]:
         "choices": [
             {
                 "index": 0,
-                "message": {"role": "assistant", "content": result.transcript.answer or ""},
+                "message": {"role": "assistant", "content": content(result, show_work)},
                 "logprobs": None,
                 "finish_reason": _finish_reason(result),
             }
@@ -278,21 +291,34 @@ def sse(data: Any) -> bytes:
     return f"data: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
 
 
-def comment(text: str) -> bytes:
-    """One SSE comment line (clients ignore it), on one line whatever `text` holds."""
-    return (": " + " ".join(text.split()) + "\n\n").encode()
+# A turn's reply shown in a streamed `reasoning_content` delta keeps this many characters.
+EXCERPT_CHARS = 400
 
 
-def turn_comment(turn: Turn) -> bytes:
-    text = (
-        f"turn {turn.index + 1} {turn.model} {turn.role.value} "
-        f"{turn.prompt_tokens}->{turn.completion_tokens} tok {turn.latency_s:.1f}s"
-    )
-    if turn.cached:
-        text += " cached"
+def decision_reasoning(index: int, model: str, role: str) -> str:
+    """The `reasoning_content` sent when the coordinator picks turn `index`'s model and role."""
+    return f"Turn {index + 1}: {model} as {role}…\n"
+
+
+def turn_reasoning(turn: Turn) -> str:
+    """The `reasoning_content` sent when a turn ends: who acted (and why, if a rule changed
+    the role), the verdict, the reply's first EXCERPT_CHARS characters, the turn's cost."""
+    head = f"{turn.model} {turn.role.value}"
+    if turn.override:
+        head += f" ({turn.override})"
     if turn.verdict:
-        text += f" {turn.verdict}"
-    return comment(text)
+        head += f": {turn.verdict}"
+    reply = turn.reply.strip()
+    excerpt = reply if len(reply) <= EXCERPT_CHARS else reply[:EXCERPT_CHARS].rstrip() + " …"
+    quoted = "\n".join(f"> {line}" for line in excerpt.splitlines() if line.strip())
+    cost = f"{turn.prompt_tokens}→{turn.completion_tokens} tokens, {turn.latency_s:.1f} s" + (
+        ", cached" if turn.cached else "")
+    return f"{head}\n{quoted}\n({cost})\n\n"
+
+
+def reasoning_chunk(chunk_id: str, created: int, model: str, text: str) -> bytes:
+    """One SSE chunk carrying `text` as a `reasoning_content` delta."""
+    return sse(chunk(chunk_id, created, model, {"reasoning_content": text}))
 
 
 def answer_pieces(answer: str) -> list[str]:
@@ -313,7 +339,7 @@ def chunk(chunk_id: str, created: int, model: str, delta: dict[str, Any], finish
 
 def final_chunks(result: AskResult, chunk_id: str, created: int, request: ChatRequest) -> list[bytes]:
     out = [sse(chunk(chunk_id, created, request.model, {"content": piece}))
-           for piece in answer_pieces(result.transcript.answer or "")]
+           for piece in answer_pieces(content(result, request.show_work))]
     out.append(sse(chunk(chunk_id, created, request.model, {}, _finish_reason(result),
                            trinity=_trinity_field(result))))
     if request.include_usage:
@@ -321,11 +347,6 @@ def final_chunks(result: AskResult, chunk_id: str, created: int, request: ChatRe
                          "model": request.model, "choices": [], "usage": _usage(result)}))
     out.append(b"data: [DONE]\n\n")
     return out
-
-
-def decision_comment(index: int, model: str, role: str) -> bytes:
-    """The comment sent when the coordinator picks turn `index`'s model and role."""
-    return comment(f"turn {index + 1} {model} as {role}…")
 
 
 def first_chunk(chunk_id: str, created: int, model: str) -> bytes:

@@ -50,11 +50,12 @@ def _url(host: str, port: int) -> str:
 
 def run(options: ServeOptions, on_start: Callable[[ServedPool, str, bool], None] | None = None,
         on_run: Callable[[AskResult], None] | None = None,
-        on_failure: Callable[[TrinityError], None] | None = None) -> None:
+        on_failure: Callable[[TrinityError], None] | None = None,
+        on_loading: Callable[[str, str], None] | None = None) -> None:
     """Serve until Ctrl-C: load the pool, bind, report `on_start(served, url, exposed)`
     (`exposed`: listening beyond loopback without a token), run uvicorn; `on_run` and
-    `on_failure` report each request (ServedPool). Configuration and bind errors raise
-    `ConfigError` before it starts."""
+    `on_failure` report each request, `on_loading` start-up's steps (ServedPool).
+    Configuration and bind errors raise `ConfigError` before it starts."""
     import uvicorn
 
     if options.max_turns is not None and not 1 <= options.max_turns <= MAX_TURNS_LIMIT:
@@ -63,7 +64,7 @@ def run(options: ServeOptions, on_start: Callable[[ServedPool, str, bool], None]
         raise ConfigError(f"--api-key-env {options.api_key_env!r} is not an environment variable name")
     sock = _bind(options.host, options.port)
     try:
-        app = create_app(options, on_run=on_run, on_failure=on_failure)
+        app = create_app(options, on_run=on_run, on_failure=on_failure, on_loading=on_loading)
         port = sock.getsockname()[1]
         served: ServedPool = app.state.served
         if on_start is not None:

@@ -66,9 +66,13 @@ class ServedPool:
     """
 
     def __init__(self, options: ServeOptions, on_run: Callable[[ask_mod.AskResult], None] | None = None,
-                 on_failure: Callable[[TrinityError], None] | None = None) -> None:
+                 on_failure: Callable[[TrinityError], None] | None = None,
+                 on_loading: Callable[[str, str], None] | None = None) -> None:
         """`on_run(result)` after each saved episode, `on_failure(error)` after a request
-        failed with a TrinityError (the server's console log; None: quiet)."""
+        failed with a TrinityError (the server's console log; None: quiet);
+        `on_loading(step, what)` as start-up goes: ("pool", pool name) before the pool's
+        model files are checked (and assembled, the first time), ("backbone", head name)
+        before a trained default head's backbone loads (converted once, the first time)."""
         self.options = options
         self.on_run = on_run
         self.on_failure = on_failure
@@ -79,9 +83,15 @@ class ServedPool:
         self._heads_lock = threading.Lock()
         self._episode_lock = threading.Lock()
         self.pending = 0  # requests admitted and not finished; touched on the event loop only
+        loading = on_loading or (lambda step, what: None)
         try:
+            loading("pool", self.config.name)
             self.pool.check_assets()
-            self.default_head = str(self.coordinator(None).head.manifest.get("name"))
+            default = self.coordinator(None)
+            self.default_head = str(default.head.manifest.get("name"))
+            if default.head.trained:  # load it now, not on the first request
+                loading("backbone", self.default_head)
+                _ = default.backbone
         except BaseException:
             self.close()
             raise
@@ -139,6 +149,7 @@ class ServedPool:
                     device=self.options.device,
                     max_turns=request.max_turns,
                     seed=request.seed,
+                    greedy=request.greedy,
                     exclude=request.exclude,
                     use_cache=self.options.use_cache,
                     token_budget=request.token_budget,

@@ -110,6 +110,15 @@ def _parse_number(sign: str | None, digits: str, denominator: str | None) -> Fra
     return -value if sign else value
 
 
+def _first_number(text: str) -> tuple[str, Fraction] | None:
+    """The first number in `text` that parses: (as written, value)."""
+    for match in _NUMBER.finditer(text):
+        value = _parse_number(match.group(1), match.group(2), match.group(3))
+        if value is not None:
+            return match.group(0).strip(), value
+    return None
+
+
 def _numbers(text: str) -> list[Fraction]:
     out = []
     for match in _NUMBER.finditer(text):
@@ -119,24 +128,36 @@ def _numbers(text: str) -> list[Fraction]:
     return out
 
 
-def _number_with_strength(text: str) -> tuple[Fraction | None, bool]:
-    """(number, strong): strong when an answer marker, "####" or \\boxed{} gave it, weak when
-    it is only the reply's last number."""
+def _number_read(text: str) -> tuple[str, Fraction, bool] | None:
+    """(as written, value, strong) of the number a reply answers with: strong when an
+    answer marker, "####" or \\boxed{} gave it, weak when it is only the reply's last number."""
     text = _strip_markdown(text)
-    for tail in _answer_tails(text):
-        found = _numbers(tail)
-        if found:
-            return found[0], True
+    places = _answer_tails(text)
     if "####" in text:
-        found = _numbers(text.rsplit("####", 1)[1])
+        places.append(text.rsplit("####", 1)[1])
+    places += list(reversed(find_boxed(text)))
+    for place in places:
+        found = _first_number(place)
         if found:
-            return found[0], True
-    for boxed in reversed(find_boxed(text)):
-        found = _numbers(boxed)
-        if found:
-            return found[0], True
-    found = _numbers(text)
-    return (found[-1], False) if found else (None, False)
+            return found[0], found[1], True
+    last = None
+    for match in _NUMBER.finditer(text):
+        value = _parse_number(match.group(1), match.group(2), match.group(3))
+        if value is not None:
+            last = (match.group(0).strip(), value, False)
+    return last
+
+
+def _number_with_strength(text: str) -> tuple[Fraction | None, bool]:
+    """(number, strong) of `_number_read`; (None, False) when the reply has no number."""
+    read = _number_read(text)
+    return (read[1], read[2]) if read else (None, False)
+
+
+def number_text(text: str) -> str | None:
+    """The number a reply answers with (as `extract_number` finds it), as the reply writes it."""
+    read = _number_read(text)
+    return read[0] if read else None
 
 
 def extract_number(text: str) -> Fraction | None:
@@ -224,6 +245,22 @@ def extract_math_answer(text: str) -> str | None:
             return dollars.group(1)
         if tail:
             return tail.rstrip(".")
+    return None
+
+
+def marked_answer(text: str) -> str | None:
+    """The text a reply marks as its answer, cleaned for showing: its last \\boxed{}
+    content, else its latest answer tail (anchored first) without markdown, quotes,
+    surrounding dollars and a final period; None when it marks none."""
+    boxed = find_boxed(text)
+    if boxed and boxed[-1].strip():
+        return boxed[-1].strip()
+    for tail in _answer_tails(_strip_markdown(text)):
+        value = tail.strip().strip("`'\"“”‘’ ")
+        dollars = re.fullmatch(r"\$+(.+?)\$+\.?", value)
+        value = dollars.group(1).strip() if dollars else value.rstrip(".").strip()
+        if value:
+            return value
     return None
 
 
