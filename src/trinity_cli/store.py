@@ -14,12 +14,23 @@ Layouts (what each file holds is documented where it is built: evolve.py, bench.
 An evolve run stopped before its budget has no run.json; `list` and `load` still show it,
 status "unfinished", from evolve.json and its checkpoint (EvolveRun.record).
 Every file is written through paths.atomic_output: a reader sees it whole or not at all.
+
+Damage: a run.json that cannot be read is listed with status "damaged" and the file and
+reason as its title; `load` refuses it with `DamagedState` (one line). An evolve run keeps
+its last two checkpoints (checkpoint.pkl, and checkpoint.prev.pkl from the generation
+before); a damaged latest one is passed over for the previous, with a warning.
+
+Locks: `RunStore.lock(run_dir)` holds an OS lock (flock) on `run-N/.lock` while a process
+evolves or benches that run; it goes with the process, so a killed run leaves no stale
+lock. A second process is refused with `RunBusy` naming the holder's pid.
 """
 
 from __future__ import annotations
 
 import difflib
 import json
+import logging
+import os
 import pickle
 import re
 import shutil
@@ -32,7 +43,9 @@ from typing import Any
 
 from trinity_cli import paths, reports
 from trinity_cli.cache import CACHE_VERSION, RolloutCache, canonical_json, rollout_key
-from trinity_cli.errors import NotFound
+from trinity_cli.errors import DamagedState, NotFound, RunBusy
+
+log = logging.getLogger("trinity_cli.store")
 
 # The rollout cache moved to cache.py; these names stay importable from here.
 __all__ = ["CACHE_VERSION", "RolloutCache", "RunStore", "RunSummary", "canonical_json", "rollout_key"]
@@ -118,12 +131,23 @@ class RunStore:
         return path
 
     def load(self, run_id: str) -> dict[str, Any]:
-        """run.json of run `run_id`; for an unfinished evolve run, EvolveRun.record()."""
+        """run.json of run `run_id`; for an unfinished evolve run, EvolveRun.record().
+        A run.json that cannot be read raises `DamagedState` naming it and why."""
         path = self.path(run_id)
         if not (path / "run.json").is_file():
             return EvolveRun(path).record()
-        data: dict[str, Any] = json.loads((path / "run.json").read_text(encoding="utf-8"))
+        data, why = _read_record(path / "run.json")
+        if data is None:
+            raise DamagedState(f"{path.name}: its record {path / 'run.json'} is damaged ({why})",
+                               f"move {path} aside to hide it, or restore run.json from a backup")
         return data
+
+    @contextmanager
+    def lock(self, run_dir: Path) -> Iterator[None]:
+        """Hold `run_dir`'s lock for the block (module docstring); `RunBusy` if another
+        process holds it. Where the OS has no flock (Windows), runs are not locked."""
+        with RunLock(run_dir):
+            yield
 
     def evolve_run(self, run_id: str) -> EvolveRun:
         """The evolve run `run_id` ("run-N" or "N"), finished or not (`evolve.json` exists)."""
@@ -161,12 +185,15 @@ class RunStore:
         out = []
         for n in self._numbers():
             path = self.root / f"run-{n}"
-            try:
-                data = json.loads((path / "run.json").read_text(encoding="utf-8"))
-            except (OSError, ValueError):
+            if not (path / "run.json").is_file():
                 summary = EvolveRun(path).summary()
                 if summary is not None:
                     out.append(summary)
+                continue
+            data, why = _read_record(path / "run.json")
+            if data is None:
+                out.append(RunSummary(id=path.name, kind="?", created=(path / "run.json").stat().st_mtime,
+                                      title=f"run.json is damaged: {why}", status="damaged"))
                 continue
             out.append(
                 RunSummary(
@@ -184,11 +211,61 @@ def _read_json(path: Path) -> Any:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
+def _read_record(path: Path) -> tuple[dict[str, Any] | None, str]:
+    """(run.json's object, "") or (None, why it cannot be read)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        return None, exc.strerror or str(exc)
+    except UnicodeDecodeError:
+        return None, "it is not UTF-8 text"
+    except ValueError as exc:
+        return None, f"not valid JSON: {str(exc).split(':', 1)[0]}"
+    if not isinstance(data, dict):
+        return None, "not a JSON object"
+    return data, ""
+
+
+class RunLock:
+    """An exclusive flock on `run_dir/.lock`, holding the owner's pid (RunStore.lock)."""
+
+    FILE = ".lock"
+
+    def __init__(self, run_dir: Path) -> None:
+        self.path = run_dir / self.FILE
+        self.fd: int | None = None
+
+    def __enter__(self) -> RunLock:
+        try:
+            import fcntl
+        except ImportError:  # no flock on this OS: runs go unlocked
+            return self
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(fd, 32).decode(errors="replace").strip() or "?"
+            os.close(fd)
+            name = self.path.parent.name
+            raise RunBusy(f"{name} is in use by another trinity process (pid {holder})",
+                          f"wait for it to end, or stop it (kill {holder}) and run this again") from None
+        os.ftruncate(fd, 0)
+        os.write(fd, str(os.getpid()).encode())
+        self.fd = fd
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.fd is not None:
+            os.close(self.fd)  # releases the lock
+            self.fd = None
+
+
 class EvolveRun:
     """The files of one evolve run directory (their content: evolve.py's docstring)."""
 
     META = "evolve.json"
     CHECKPOINT = "checkpoint.pkl"
+    PREVIOUS = "checkpoint.prev.pkl"  # the checkpoint before the latest one
     EPISODES = "episodes"
 
     def __init__(self, path: Path) -> None:
@@ -215,16 +292,35 @@ class EvolveRun:
         return (self.path / "run.json").exists()
 
     def load_checkpoint(self) -> dict[str, Any] | None:
-        """The pickled checkpoint dict, None before the first generation ends."""
-        file = self.path / self.CHECKPOINT
-        if not file.is_file():
+        """The latest readable checkpoint dict, None before the first generation ends. A
+        damaged latest checkpoint is passed over for the previous one (a warning says so);
+        `DamagedState` when neither can be read."""
+        latest, previous = self.path / self.CHECKPOINT, self.path / self.PREVIOUS
+        if not latest.is_file() and not previous.is_file():
             return None
-        with open(file, "rb") as fh:
-            state: dict[str, Any] = pickle.load(fh)
-        return state
+        state, why = _unpickle(latest)
+        if state is not None:
+            return state
+        older, why_older = _unpickle(previous)
+        if older is not None:
+            log.warning("%s is damaged (%s): %s goes on from the previous checkpoint, after generation %s "
+                        "(%s training episodes)", latest, why, self.name, older.get("generation", 1) - 1,
+                        older.get("spent"))
+            return older
+        raise DamagedState(f"{self.name} has no readable checkpoint: {latest.name} ({why}), "
+                           f"{previous.name} ({why_older})",
+                           f"start the run again without --resume, or move {self.path} aside")
 
     def save_checkpoint(self, state: dict[str, Any]) -> None:
-        paths.atomic_write_bytes(self.path / self.CHECKPOINT, pickle.dumps(state))
+        """Write the checkpoint; the one it replaces becomes checkpoint.prev.pkl (a hard link
+        swapped in first, so a checkpoint.pkl exists at every moment)."""
+        latest = self.path / self.CHECKPOINT
+        if latest.is_file():
+            link = self.path / f".{self.PREVIOUS}.link"
+            link.unlink(missing_ok=True)
+            os.link(latest, link)
+            os.replace(link, self.path / self.PREVIOUS)
+        paths.atomic_write_bytes(latest, pickle.dumps(state))
 
     def _generation_file(self, generation: int) -> Path:
         return self.path / self.EPISODES / f"gen-{generation:04d}.json"
@@ -288,6 +384,20 @@ class EvolveRun:
             "selection": self.selection(meta["manifest"]["models"]),
             "resume": f"trinity evolve --resume {self.name}",
         }
+
+
+def _unpickle(file: Path) -> tuple[dict[str, Any] | None, str]:
+    """(the pickled dict in `file`, "") or (None, why it cannot be read)."""
+    try:
+        with open(file, "rb") as fh:
+            state = pickle.load(fh)
+    except FileNotFoundError:
+        return None, "missing"
+    except Exception as exc:  # a damaged pickle raises about anything: EOFError, UnpicklingError, ...
+        return None, f"{type(exc).__name__}: {exc}"[:200]
+    if not isinstance(state, dict):
+        return None, "not a checkpoint"
+    return state, ""
 
 
 class BenchRun:

@@ -218,7 +218,7 @@ def bench(
         moa_items = len(items) if any(s.kind == "moa" for s in systems) else 0
         kinds = options.kinds()
         reported = [s for s in systems if s.kind in kinds]
-        with store.new_run() as run_dir:
+        with store.new_run() as run_dir, store.lock(run_dir):
             emit("start", {"run": run_dir.name, "items": len(items), "systems": [s.name for s in systems],
                            "episodes": sum(s.seeds for s in runnable) * len(items) + moa_items,
                            "parallel": parallel, "ray": ray is not None})

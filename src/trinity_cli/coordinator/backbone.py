@@ -154,6 +154,29 @@ def hidden_size_of(ref: str) -> int:
         ) from None
 
 
+# In a converted backbone directory: {relative path: size in bytes} of every other file.
+CONVERTED_SIZES = "trinity-sizes.json"
+
+
+def _converted_damage(directory: Path) -> str | None:
+    """Why a converted backbone directory is damaged (a file missing or of another size than
+    recorded), or None. Directories converted before sizes were recorded pass unchecked."""
+    record = directory / CONVERTED_SIZES
+    if not record.is_file():
+        return None
+    try:
+        sizes = json.loads(record.read_text())
+    except ValueError:
+        return f"{CONVERTED_SIZES} is not valid JSON"
+    for name, size in sizes.items():
+        file = directory / name
+        if not file.is_file():
+            return f"{name} is missing"
+        if file.stat().st_size != size:
+            return f"{name} has {file.stat().st_size:,} bytes, {size:,} were written"
+    return None
+
+
 class Backbone:
     def __init__(self, ref: str = DEFAULT_BACKBONE, device: str = "auto", max_tokens: int = 1024) -> None:
         self.ref = ref
@@ -175,9 +198,7 @@ class Backbone:
         model: Any  # transformers' stubs type `.to()` too narrowly for a device string
         try:
             if self._gguf is not None:
-                source = self._converted()
-                tokenizer = AutoTokenizer.from_pretrained(source)
-                model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype)
+                tokenizer, model = self._load_converted(AutoTokenizer, AutoModelForCausalLM, dtype)
             else:
                 tokenizer = AutoTokenizer.from_pretrained(self.ref, local_files_only=True)
                 model = AutoModelForCausalLM.from_pretrained(self.ref, dtype=dtype, local_files_only=True)
@@ -195,12 +216,34 @@ class Backbone:
         self.hidden_size = int(model.config.hidden_size)
         self._torch = torch
 
+    def _load_converted(self, tokenizer_cls: Any, model_cls: Any, dtype: Any) -> tuple[Any, Any]:
+        """(tokenizer, model) from the converted directory; one that fails its size check
+        or its load is set aside (with a warning) and converted again, once."""
+        source = self._converted()
+        try:
+            return tokenizer_cls.from_pretrained(source), model_cls.from_pretrained(source, dtype=dtype)
+        except Exception as exc:  # safetensors, JSON or tokenizer errors: the files are damaged
+            self._set_aside(source, f"it does not load: {type(exc).__name__}: {str(exc).splitlines()[0][:120]}")
+        source = self._converted()
+        return tokenizer_cls.from_pretrained(source), model_cls.from_pretrained(source, dtype=dtype)
+
+    @staticmethod
+    def _set_aside(directory: Path, why: str) -> None:
+        moved = paths.set_aside(directory)
+        log.warning("the converted backbone %s is damaged (%s): set aside as %s; converting it again",
+                    directory, why, moved.name)
+
     def _converted(self) -> Path:
-        """Directory holding the GGUF backbone as safetensors, converted once."""
+        """Directory holding the GGUF backbone as safetensors, converted once. Its
+        `CONVERTED_SIZES` file records every file's size; a directory whose files disagree
+        (or that lacks them) is set aside and converted again."""
         assert self._gguf is not None
         target = paths.cache_dir("backbones") / self.fingerprint.split(":", 1)[1][:16]
         if (target / "config.json").is_file():
-            return target
+            why = _converted_damage(target)
+            if why is None:
+                return target
+            self._set_aside(target, why)
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         log.info("converting %s to safetensors (once)", self._gguf)
@@ -217,6 +260,8 @@ class Backbone:
         with paths.atomic_output(target, directory=True) as tmp:  # the whole directory or none of it
             model.save_pretrained(tmp)
             tokenizer.save_pretrained(tmp)
+            sizes = {str(f.relative_to(tmp)): f.stat().st_size for f in sorted(tmp.rglob("*")) if f.is_file()}
+            (tmp / CONVERTED_SIZES).write_text(json.dumps(sizes, indent=1))
         return target
 
     def linear(self, name: str) -> Any:

@@ -33,7 +33,6 @@ at once is encoded once.
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import threading
 import time
@@ -47,6 +46,7 @@ from trinity_cli import paths, roles
 from trinity_cli.coordinator import head as head_mod
 from trinity_cli.coordinator.head import Head
 from trinity_cli.errors import ConfigError
+from trinity_cli.keyed_cache import KeyedCache, content_key
 from trinity_cli.messages import ROLES, ChatMessage, Decision, Turn
 
 log = logging.getLogger(__name__)
@@ -245,17 +245,14 @@ class Coordinator:
             "svf": hashlib.sha256(self.head.svf_offsets.astype(np.float32).tobytes()).hexdigest(),
             "text": text,
         }
-        raw = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-        return "h2:" + hashlib.sha256(raw.encode()).hexdigest()
+        return content_key("h2:", payload)
 
     def _hidden_cache(self) -> Any:
         shared = self._shared
         if shared.cache is None:
             with shared.lock:
                 if shared.cache is None:
-                    import diskcache
-
-                    shared.cache = diskcache.Cache(str(paths.cache_dir("hidden")), size_limit=2 << 30)
+                    shared.cache = KeyedCache(paths.cache_dir("hidden"), "hidden-state cache", size_limit=2 << 30)
         return shared.cache
 
     def _cached(self, cache: Any, key: str) -> np.ndarray | None:

@@ -27,9 +27,7 @@ result, as a cached reply does.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import inspect
-import json
 import os
 import sys
 import threading
@@ -37,6 +35,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from trinity_cli import paths
+from trinity_cli.keyed_cache import KeyedCache, content_key
 from trinity_cli.tasks import sandbox
 from trinity_cli.tasks.sandbox import SandboxResult
 
@@ -44,7 +43,7 @@ RUN_CACHE_VERSION = 1
 ENV = "TRINITY_SANDBOX_CACHE"
 
 _RUN_PYTHON = inspect.signature(sandbox.run_python)  # its parameters and defaults: the key's limits
-_open: dict[str, Any] = {}  # cache directory -> diskcache.Cache, opened once per process
+_open: dict[str, KeyedCache] = {}  # cache directory -> its cache, opened once per process
 _lock = threading.Lock()
 
 
@@ -53,14 +52,12 @@ def enabled() -> bool:
     return os.environ.get(ENV, "").strip().lower() not in ("off", "0", "false", "no")
 
 
-def _cache() -> Any:
-    directory = str(paths.cache_dir("sandbox"))
+def _cache() -> KeyedCache:
+    directory = paths.cache_dir("sandbox")
     with _lock:
-        cache = _open.get(directory)
+        cache = _open.get(str(directory))
         if cache is None:
-            import diskcache
-
-            cache = _open[directory] = diskcache.Cache(directory, size_limit=1 << 30)
+            cache = _open[str(directory)] = KeyedCache(directory, "sandbox run cache", size_limit=1 << 30)
         return cache
 
 
@@ -80,8 +77,7 @@ def run_key(source: str, secrets: Sequence[str], limits: dict[str, Any], isolate
     """The cache key of a run (module docstring)."""
     payload = {"v": RUN_CACHE_VERSION, "source": _hide(source, secrets), "limits": limits,
                "isolated": isolated, "python": sys.version}
-    canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)  # as cache.py's keys
-    return f"s{RUN_CACHE_VERSION}:" + hashlib.sha256(canonical.encode()).hexdigest()
+    return content_key(f"s{RUN_CACHE_VERSION}:", payload)
 
 
 def run_python_recorded(source: str, secrets: Sequence[str] = (), **options: Any) -> SandboxResult:
