@@ -183,9 +183,28 @@ def test_a_damaged_latest_checkpoint_resumes_from_the_previous_one(tmp_path, mon
 
     latest.write_bytes(b"not a pickle")
     previous.write_bytes(b"")
+    (run.path / "run.json").unlink()  # as if it had been stopped before its budget
     code, out, err = run_main(["evolve", "--resume", "run-1", "--budget", "16", "-q"], monkeypatch, capsys)
     assert code == 2 and "run-1 has no readable checkpoint" in err
     assert "checkpoint.pkl (" in err and "checkpoint.prev.pkl (" in err and len(err.strip().splitlines()) == 1
+    code, out, err = run_main(["inspect"], monkeypatch, capsys)
+    assert code == 0 and "damaged" in out and "no readable checkpoint" in out, err
+
+
+def test_a_converted_backbone_with_a_file_of_another_size_is_damaged(tmp_path) -> None:
+    from trinity_cli.coordinator.backbone import CONVERTED_SIZES, _converted_damage
+
+    directory = tmp_path / "backbone"
+    directory.mkdir()
+    (directory / "model.safetensors").write_bytes(b"w" * 100)
+    (directory / "config.json").write_text("{}")
+    (directory / CONVERTED_SIZES).write_text(json.dumps({"model.safetensors": 100, "config.json": 2}))
+    assert _converted_damage(directory) is None
+    (directory / "model.safetensors").write_bytes(b"w" * 40)
+    assert _converted_damage(directory) == "model.safetensors has 40 bytes, 100 were written"
+    (directory / "config.json").unlink()
+    (directory / "model.safetensors").write_bytes(b"w" * 100)
+    assert _converted_damage(directory) == "config.json is missing"
 
 
 # -- one process per run -----------------------------------------------------------------

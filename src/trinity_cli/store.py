@@ -361,9 +361,13 @@ class EvolveRun:
         meta = self.meta()
         if meta is None or self.finished:
             return None
-        spent = (self.load_checkpoint() or {}).get("spent", 0)
-        return RunSummary(id=self.name, kind="evolve", created=self.meta_file.stat().st_mtime,
-                          title=self._title(meta, spent), status="unfinished")
+        created = self.meta_file.stat().st_mtime
+        try:
+            spent = (self.load_checkpoint() or {}).get("spent", 0)
+        except DamagedState as exc:
+            return RunSummary(id=self.name, kind="evolve", created=created, title=exc.message, status="damaged")
+        return RunSummary(id=self.name, kind="evolve", created=created, title=self._title(meta, spent),
+                          status="unfinished")
 
     def record(self) -> dict[str, Any]:
         """An unfinished run as a run.json-shaped record, for `inspect`: {"id", "kind":
