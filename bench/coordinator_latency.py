@@ -5,9 +5,14 @@ Usage: python bench/coordinator_latency.py [--backbone smollm2-135m] [--device a
 
 Part 1 times `Coordinator.decide` on synthetic transcripts of about 256..4096 backbone
 tokens with a random (non-zero) head and the hidden-state cache off, so every decision
-runs the backbone. Part 2 (--episode) runs one real `ask` on the default pool with that
-random head and prints the coordinator's share of the episode's wall time.
-Target (issue #2): under 10% of the episode.
+runs the backbone on the whole text (a first decision: nothing kept to reuse).
+Part 2 plays an episode's decisions: the transcript grows by a turn of about 250 tokens
+at a time, up to about 4,100 tokens, and each decision is timed with the backbone's
+incremental encoding (the previous decision's KV prefix reused: coordinator/backbone.py)
+and without it (every text encoded whole), median of --repeats.
+Target (issue #27): at most 300 ms per decision at any length up to 4K tokens.
+Part 3 (--episode) runs one real `ask` on the default pool with that random head and
+prints the coordinator's share of the episode's wall time (issue #2: under 10%).
 """
 
 from __future__ import annotations
@@ -47,6 +52,37 @@ def fake_turns(n_words: int) -> list[Turn]:
     return turns
 
 
+def growing_episode(coord: Coordinator, repeats: int, turns: int = 16, words: int = 190) -> None:
+    """Part 2: an episode's decisions as its transcript grows, incremental vs whole."""
+    backbone = coord._shared.backbone
+    task = "Compute the total."
+    base = ("the answer is computed step by step with care and " * (words // 10 + 1)).split()[:words]
+    grown = [Turn(index=i, model="m", role=Role.WORKER, chosen_role=Role.WORKER, model_probs=[1.0],
+                  role_probs=[1 / 3] * 3, messages=[ChatMessage("user", "x")], reply=f"turn {i}: " + " ".join(base),
+                  prompt_tokens=0, completion_tokens=0, latency_s=0, coordinator_s=0) for i in range(turns)]
+    times: dict[bool, list[list[float]]] = {True: [], False: []}
+    sizes = [backbone.count_tokens(coordinator_text(task, grown[:k])) for k in range(turns + 1)]
+    for _ in range(repeats):
+        for incremental in (True, False):
+            backbone.incremental = incremental
+            backbone._prefixes.clear()
+            row = []
+            rng = np.random.default_rng(0)
+            for k in range(turns + 1):
+                start = time.perf_counter()
+                coord.decide(task, grown[:k], rng)
+                row.append((time.perf_counter() - start) * 1000)
+            times[incremental].append(row)
+    backbone.incremental = True
+    print(f"\nan episode's decisions, one turn of about {sizes[1] - sizes[0]} tokens added each time "
+          f"(median of {repeats}):")
+    print(f"{'turns':>6} {'tokens':>7} {'incremental ms':>15} {'whole text ms':>14}")
+    for k in range(turns + 1):
+        inc = statistics.median(r[k] for r in times[True])
+        whole = statistics.median(r[k] for r in times[False])
+        print(f"{k:>6} {sizes[k]:>7} {inc:>15.0f} {whole:>14.0f}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--backbone", default="smollm2-135m")
@@ -63,7 +99,7 @@ def main() -> None:
     config = load_pool(None)
     head = random_head(config.names, args.backbone, backbone.hidden_size)
     coord = Coordinator(head, backbone_ref=args.backbone, device=args.device, use_cache=False, max_tokens=4096)
-    coord._backbone = backbone
+    coord._shared.backbone = backbone  # the one loaded above, timed once
     rng = np.random.default_rng(0)
     print(f"{'tokens':>8} {'decide ms (median of ' + str(args.repeats) + ')':>28}")
     import trinity_cli.coordinator.policy as policy
@@ -84,6 +120,7 @@ def main() -> None:
             coord.decide("Compute the total.", fake_turns(n_words), rng)
             times.append((time.perf_counter() - start) * 1000)
         print(f"{n:>8} {statistics.median(times):>28.0f}")
+    growing_episode(coord, args.repeats)
     policy.TEXT_CHARS, policy.TURN_CHARS = TEXT_CHARS, TURN_CHARS
     print(f"(transcripts are clipped to {TEXT_CHARS} characters, about "
           f"{backbone.count_tokens('word ' * (TEXT_CHARS // 5))} tokens, before the backbone reads them)")
@@ -98,7 +135,6 @@ def main() -> None:
             os.environ["TRINITY_HOME"] = tmp  # cold rollout cache: every pool call is real
             pool = open_pool(config)
             coord_ep = Coordinator(head, backbone_ref=args.backbone, device=args.device, use_cache=False)
-            coord_ep._backbone = backbone
             result = ask(args.question, AskOptions(max_turns=5), built=(pool, coord_ep))
             tr = result.transcript
             share = tr.coordinator_seconds / result.wall_s

@@ -237,3 +237,60 @@ def test_tiny_backbone_reads_the_instruction_of_a_long_transcript(tiny_lm_dir: P
     text = coordinator_text("Add 2 and 3.", [turn(i, 30) for i in range(5)], fits=c.fits)
     assert 900 < bb.count_tokens(text) <= bb.max_tokens
     assert text.startswith(INSTRUCTION[:40]) and "Task: Add 2 and 3." in text and "reply4" in text
+
+
+# -- incremental encoding -----------------------------------------------------------------
+
+
+def growing_texts(n: int = 6) -> list[str]:
+    """An episode's coordinator texts: each the previous plus a turn (as coordinator_text builds them)."""
+    turns = [Turn(index=i, model=f"m{i % 2}", role=Role.WORKER, chosen_role=Role.WORKER, model_probs=[0.5, 0.5],
+                  role_probs=[1 / 3] * 3, messages=[], reply=f"step {i}: the answer is {6 * i + 1} " * 3,
+                  prompt_tokens=1, completion_tokens=1, latency_s=0.0, coordinator_s=0.0) for i in range(n)]
+    return [coordinator_text("What is six times seven?", turns[:k]) for k in range(n + 1)]
+
+
+def test_incremental_features_equal_a_full_encode(tiny_lm_dir: Path) -> None:
+    """Texts that grow by appending: only their new blocks are encoded, each feature equals
+    a single full pass over the whole text to float rounding, and bit for bit what the same
+    text gives with nothing kept (so results do not depend on which episode ran first)."""
+    incremental, fresh = backbone(tiny_lm_dir, max_tokens=4096), backbone(tiny_lm_dir, max_tokens=4096)
+    fresh.incremental = False
+    texts = growing_texts()
+    for text in texts:
+        mine = incremental.encode(text)
+        assert np.array_equal(mine, fresh.encode(text))
+        np.testing.assert_allclose(mine, full_pass(fresh, text), atol=1e-5, rtol=1e-4)
+    total = sum(len(fresh.tokenizer(t)["input_ids"]) for t in texts)
+    assert fresh.reused_tokens == 0 and fresh.encoded_tokens == total
+    assert incremental.encoded_tokens + incremental.reused_tokens == total
+    assert incremental.reused_tokens > 0.6 * total
+    # Another episode in between (another task) does not break the first one's reuse.
+    other = texts[1].replace("six times seven", "two plus two")
+    assert np.array_equal(incremental.encode(other), fresh.encode(other))
+    before = incremental.reused_tokens
+    assert np.array_equal(incremental.encode(texts[-1] + " more"), fresh.encode(texts[-1] + " more"))
+    assert incremental.reused_tokens - before >= len(fresh.tokenizer(texts[-1])["input_ids"]) - 2 * 32
+
+
+def full_pass(bb, text: str) -> np.ndarray:
+    """The feature from one forward pass over the whole text (no blocks)."""
+    ids = bb.tokenizer(text, return_tensors="pt", truncation=True, max_length=bb.max_tokens)
+    with torch.inference_mode():
+        hidden = bb.decoder(**ids).last_hidden_state[0]
+    return hidden[-2].float().numpy()
+
+
+def test_a_prefix_is_reused_only_under_the_same_weights(tiny_lm_dir: Path) -> None:
+    bb = backbone(tiny_lm_dir, max_tokens=4096)
+    svf = svf_for(bb)
+    texts = growing_texts(3)
+    bb.encode(texts[1])
+    svf.apply(np.full(svf.n_params, 0.3, dtype=np.float32))  # the kept prefix's keys and values no longer hold
+    before = bb.reused_tokens
+    moved = bb.encode(texts[2])
+    assert bb.reused_tokens == before
+    bb.incremental = False
+    assert np.array_equal(moved, bb.encode(texts[2]))
+    svf.apply(np.zeros(svf.n_params, dtype=np.float32))
+    assert bb.weights_state == ""

@@ -1,7 +1,20 @@
 """The coordinator's backbone: a small causal LM read by transformers (torch lives here).
 
-`Backbone.encode(text)` returns the last layer's hidden state (after the final norm) at
-the penultimate token of `text`, as float32 numpy of shape (hidden_size,).
+`Backbone.encode(text, state)` returns the last layer's hidden state (after the final norm)
+at the penultimate token of `text`, as float32 numpy of shape (hidden_size,).
+
+Incremental encoding: an episode's coordinator texts grow by appending turns, so each is
+the previous one plus a little. A text's token ids are read in blocks of `BLOCK` tokens
+(the last block: what is left, never fewer than two tokens, so the penultimate token's
+state is computed in it), each block a forward pass over the KV cache of the blocks before
+it. The backbone keeps the KV cache of the last `PREFIX_ENTRIES` texts, cut back to their
+last whole block, and a new text that starts with the same blocks (same token ids, same
+weights) reads them from there: only its new blocks are encoded. Because a text is always
+split the same way, its feature is the same bit for bit whether its prefix came from a kept
+cache or was encoded now, so results do not depend on the order episodes run in; it agrees
+with a single full pass to float rounding (tests/test_coordinator.py). `weights_state`
+names the current weights (coordinator/svf.py sets it when it changes a matrix): a kept
+prefix is reused only under the same state.
 
 References (`--backbone`):
 - an embedded name from `EMBEDDED` (default `smollm2-135m`: the SmolLM2-135M-Instruct
@@ -27,6 +40,7 @@ float32 on CPU and float16 elsewhere (`Backbone.dtype`).
 from __future__ import annotations
 
 import contextlib
+import copy
 import hashlib
 import io
 import json
@@ -177,12 +191,40 @@ def _converted_damage(directory: Path) -> str | None:
     return None
 
 
+# Tokens per block, and KV caches kept for prefix reuse (one per recent text; about 46 KB
+# per token each for SmolLM2-135M in float32).
+BLOCK = 32
+PREFIX_ENTRIES = 4
+# A kept text that a new one continues but for at most this many tokens (its closing
+# "Next:") is the same episode's previous decision: its cache is taken over, not copied.
+TAIL = 8
+
+
+def blocks(n: int) -> list[int]:
+    """Where the blocks of an n-token text start: multiples of BLOCK up to n - 2 (so the
+    last block holds at least two tokens), then n."""
+    return [*range(0, max(n - 1, 1), BLOCK), n]
+
+
+def _common_prefix(a: list[int], b: list[int]) -> int:
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
 class Backbone:
     def __init__(self, ref: str = DEFAULT_BACKBONE, device: str = "auto", max_tokens: int = 1024) -> None:
         self.ref = ref
         self.fingerprint, self._gguf = describe(ref)
         self.device = pick_device(device)
         self.max_tokens = max_tokens
+        self.incremental = True  # keep and reuse prefixes' KV caches (module docstring)
+        self.weights_state = ""  # names the current weights: "" the loaded ones (svf.py sets it)
+        self._prefixes: list[tuple[str, list[int], Any]] = []  # (state, token ids, KV cache), newest last
+        self.reused_tokens = 0  # counters: tokens read from a kept prefix / encoded
+        self.encoded_tokens = 0
         self._load()
 
     def _load(self) -> None:
@@ -283,13 +325,46 @@ class Backbone:
         return module
 
     def encode(self, text: str) -> np.ndarray:
+        """The feature of `text`, read block by block over a kept prefix (module docstring)."""
         torch = self._torch
-        enc = self.tokenizer(text, return_tensors="pt", truncation=True, max_length=self.max_tokens)
-        enc = {k: v.to(self.device) for k, v in enc.items()}
+        from transformers import DynamicCache
+
+        ids: list[int] = self.tokenizer(text, truncation=True, max_length=self.max_tokens)["input_ids"]
+        starts = blocks(len(ids))
+        cache: Any = DynamicCache()
+        done = 0
+        if self.incremental:
+            best, shared = None, 0
+            for i, (state, kept_ids, _) in enumerate(self._prefixes):
+                common = _common_prefix(kept_ids, ids) if state == self.weights_state else 0
+                if common > shared:
+                    best, shared = i, common
+            reusable = max((b for b in starts[:-1] if b <= shared), default=0)  # whole blocks only
+            if best is not None and reusable > 0:
+                kept = self._prefixes[best]
+                if shared >= len(kept[1]) - TAIL:  # the same episode, a turn on: take its cache over
+                    cache = self._prefixes.pop(best)[2]
+                else:  # another episode sharing the instruction and task: leave it its cache
+                    cache = copy.deepcopy(kept[2])
+                excess = cache.get_seq_length() - reusable
+                if excess > 0:
+                    cache.crop(-excess)  # negative: tokens to remove (every transformers version reads it so)
+                done = reusable
+        out = None
         with torch.inference_mode():
-            out = self.decoder(**enc)
+            for begin, end in zip(starts, starts[1:], strict=False):
+                if end <= done:
+                    continue
+                chunk = torch.tensor([ids[begin:end]], device=self.device)
+                out = self.decoder(input_ids=chunk, past_key_values=cache, use_cache=True)
+        assert out is not None
+        self.reused_tokens += done
+        self.encoded_tokens += len(ids) - done
+        if self.incremental:
+            self._prefixes.append((self.weights_state, ids, cache))
+            del self._prefixes[:-PREFIX_ENTRIES]
         hidden = out.last_hidden_state[0]
-        position = -2 if hidden.shape[0] >= 2 else -1
+        position = -2 if len(ids) >= 2 else -1
         return hidden[position].float().cpu().numpy().astype(np.float32)
 
     def count_tokens(self, text: str) -> int:

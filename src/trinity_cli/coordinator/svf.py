@@ -24,6 +24,7 @@ to the front of the flat parameter vector (see head.py).
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 import numpy as np
@@ -96,3 +97,7 @@ class SVF:
                     new = (u * scaled_spectrum(s, o)) @ vh
                     module.weight.copy_(new.to(device=module.weight.device, dtype=module.weight.dtype))
                 self._current[t] = part.copy()
+        # What the backbone's kept KV prefixes are valid for (backbone.py): the loaded
+        # weights ("") or these offsets.
+        current = np.concatenate(self._current) if self._current else np.zeros(0, dtype=np.float32)
+        self.backbone.weights_state = "" if not current.any() else hashlib.sha256(current.tobytes()).hexdigest()
