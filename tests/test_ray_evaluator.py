@@ -355,3 +355,20 @@ def test_ray_flags_that_do_not_go_together(tmp_path: Path, monkeypatch, capsys, 
     code, _, err = test_evolve.run_cli(monkeypatch, capsys, [
         "evolve", "--pool", str(pool), "--tasks", f"file:{tasks}:train", "--backbone", "hash:16", *flags])
     assert code == 2 and message in err and err.strip().count("\n") == 0
+
+
+def test_an_actor_computes_with_the_cpus_ray_gave_it(tmp_path) -> None:
+    """Actors sharing a machine must not each take all its cores: llama.cpp members without
+    n_threads get the actor's CPUs; members that set n_threads keep them."""
+    from trinity_cli.config import load_pool
+    from trinity_cli.ray_evaluator import actor_cpus
+
+    assert actor_cpus({"CPU": 1.0}) == 1 and actor_cpus({"CPU": 4.0}) == 4 and actor_cpus({}) == 1
+    gguf = tmp_path / "m.gguf"
+    gguf.write_bytes(b"GGUF")
+    pool = tmp_path / "p.yaml"
+    pool.write_text(f"name: p\nmodels:\n  - {{name: a, kind: gguf, weights: {{path: {gguf}}}}}\n"
+                    f"  - {{name: b, kind: gguf, n_threads: 3, weights: {{path: {gguf}}}}}\n"
+                    "  - {name: c, kind: scripted, default: x}\n")
+    sized = load_pool(str(pool)).sized_to(1)
+    assert [getattr(m, "n_threads", None) for m in sized.models] == [1, 3, None]

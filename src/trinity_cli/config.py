@@ -204,6 +204,13 @@ class PoolConfig(_Strict):
     def names(self) -> list[str]:
         return [m.name for m in self.models]
 
+    def sized_to(self, cpus: int) -> PoolConfig:
+        """This pool with every GGUF member that sets no `n_threads` computing with `cpus`
+        threads (what a Ray actor given `cpus` CPUs runs it with); other members as they are."""
+        models = [m.model_copy(update={"n_threads": cpus}) if isinstance(m, GGUFModel) and m.n_threads is None
+                  else m for m in self.models]
+        return self.model_copy(update={"models": models})
+
     def model(self, name: str) -> ModelConfig:
         for model in self.models:
             if model.name == name:

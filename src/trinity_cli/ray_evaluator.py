@@ -9,7 +9,9 @@ Who does what:
                the run directory, the pool's counters. It starts the actors, hands each idle
                one the next spec, and reads the outcomes back in spec order.
     actors     one per worker slot (`--ray-workers N`, default one per node with a CPU; each
-               takes one CPU of the cluster, spread over the nodes). Each builds its own
+               takes one CPU of the cluster, spread over the nodes, and computes with that
+               many threads: llama.cpp members without `n_threads` in the pool file, torch
+               and OpenMP; `actor_cpus`). Each builds its own
                `Runtime` once from the driver's `WorkerSetup` (the validated pool file, the
                device): its own pool, so models load once per actor, and its own coordinator
                backbone, loaded on first use. It then plays one episode at a time.
@@ -126,6 +128,14 @@ def check_ray(ray: RayOptions | None, parallel: int | None) -> None:
 
 
 # -- on each actor ----------------------------------------------------------------------------
+def actor_cpus(assigned: dict[str, float]) -> int:
+    """The CPUs an actor computes with: those Ray assigned it (at least one). Its llama.cpp
+    members (those whose pool file sets no `n_threads`), torch and OpenMP use that many
+    threads, so actors that share a machine do not each take all of its cores (two actors
+    of 2 threads on 2 cores spin against each other: 5x slower than one serial run)."""
+    return max(1, int(assigned.get("CPU", 1)))
+
+
 class _EpisodeWorker:
     """One actor: `start` builds its runtime from the driver's setup, `play` plays one episode."""
 
@@ -134,8 +144,13 @@ class _EpisodeWorker:
         self.cache: KeeperCache | None = None
 
     def start(self, setup: WorkerSetup, keeper: Any) -> str:
-        """Open the pool (models are checked on this node, loaded on first use); the node's id."""
-        pool = open_pool(setup.pool, use_cache=False)
+        """Size this actor to the CPUs Ray gave it (`actor_cpus`), open the pool (models are
+        checked on this node, loaded on first use); the node's id."""
+        cpus = actor_cpus(import_ray().get_runtime_context().get_assigned_resources())
+        from trinity_cli.coordinator.backbone import limit_threads
+
+        limit_threads(cpus)
+        pool = open_pool(setup.pool.sized_to(cpus), use_cache=False)
         if setup.use_cache and keeper is not None:
             self.cache = KeeperCache(keeper, import_ray().get)
             pool.cache = self.cache

@@ -136,6 +136,18 @@ def _hash_backbone(ref: str):  # noqa: ANN202 - HashBackbone, imported lazily
         raise ConfigError(str(exc)) from None
 
 
+def limit_threads(n: int) -> None:
+    """Compute with at most `n` CPU threads in this process: OpenMP's and the BLAS libraries'
+    pools (for libraries loaded after this call) and torch's, if torch is installed."""
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ[var] = str(n)
+    try:
+        import torch
+    except ImportError:
+        return
+    torch.set_num_threads(n)
+
+
 def load(ref: str, device: str = "auto", max_tokens: int = 1024):  # noqa: ANN201
     """A loaded backbone for `ref`: `HashBackbone` for hash:DIM, else a transformers `Backbone`."""
     if ref.startswith("hash:"):
