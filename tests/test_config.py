@@ -72,3 +72,19 @@ def test_role_max_tokens_names_roles_and_positive_caps() -> None:
         parse_pool(base % "{planner: 96}", "p.yaml")
     with pytest.raises(ConfigError, match="role_max_tokens"):
         parse_pool(base % "{thinker: 0}", "p.yaml")
+
+
+def test_speculative_decoding_is_for_server_members_with_one_source(tmp_path) -> None:
+    from trinity_cli.config import parse_pool
+
+    def pool(spec: str, runtime: str = "server") -> str:
+        return (f"name: x\nmodels:\n  - {{name: a, kind: gguf, runtime: {runtime}, weights: {{path: a.gguf}}, "
+                f"speculative: {spec}}}\n")
+
+    assert parse_pool(pool("{ngram: {size_n: 4}}"), "p.yaml").models[0].speculative.ngram.size_n == 4
+    assert parse_pool(pool("{draft: {path: d.gguf}, n_max: 8}"), "p.yaml").models[0].speculative.n_max == 8
+    for spec, runtime, needle in (("{ngram: {}}", "inprocess", "needs runtime: server"),
+                                  ("{}", "server", "exactly one of"),
+                                  ("{ngram: {}, draft: {path: d.gguf}}", "server", "exactly one of")):
+        with pytest.raises(ConfigError, match=needle):
+            parse_pool(pool(spec, runtime), "p.yaml")

@@ -76,3 +76,20 @@ def test_bench_parallel_through_the_server(tmp_path: Path) -> None:
     data = json.loads((result.run_dir / "bench.json").read_text())
     assert data["stats"]["parallel"] == 4 and not any(e["error"] for e in data["episodes"])
     assert data["results"]["single:smol-reason"]["overall"]["n"] == 3
+
+
+@pytest.mark.parametrize("speculative", [{"ngram": {"size_n": 4, "size_m": 16}}, {"draft": {"path": str(GGUF)}}])
+def test_a_server_member_drafts_with_speculative_decoding(tmp_path: Path, speculative: dict) -> None:
+    """`speculative:` (a draft model, here the same file, or n-grams) starts llama.cpp's
+    server with it; the member answers, and its replies are cached apart (fingerprint)."""
+    models = [{"name": "smol", "kind": "gguf", "weights": {"path": str(GGUF)}, "n_ctx": 1024, "n_threads": 2,
+               "runtime": "server", "slots": 1, "max_tokens": 48, "speculative": speculative}]
+    config = parse_pool(yaml.safe_dump({"name": "spec", "models": models}), "spec.yaml")
+    plain = parse_pool(yaml.safe_dump({"name": "plain", "models": [
+        {k: v for k, v in models[0].items() if k != "speculative"}]}), "plain.yaml")
+    pool = Pool(config)
+    backend = pool.backend("smol")
+    reply = backend.chat([ChatMessage("user", "Count from 1 to 10, separated by commas.")], PARAMS)
+    assert reply.text and reply.completion_tokens > 0
+    assert "|spec:" in backend.fingerprint and backend.fingerprint != Pool(plain).backend("smol").fingerprint
+    pool.close()

@@ -16,6 +16,10 @@ A pool file looks like this (unknown keys are errors, field names follow llama.c
         chat_format: null      # llama.cpp chat format when the GGUF has no template
         runtime: inprocess     # inprocess (llama-cpp-python, one sequence at a time) | server
         slots: 4               # runtime: server: sequences decoded together (continuous batching)
+        speculative:           # runtime: server only, off unless given; exactly one of:
+          draft: {path: small.gguf}          #   a draft model (a weights block), or
+          # ngram: {size_n: 12, size_m: 48}  #   n-gram drafting from the context
+          n_max: 16
         max_tokens: 384
         role_max_tokens: {thinker: 128}   # per-role caps over max_tokens (thinker, worker, verifier)
         temperature: 0.0
@@ -129,11 +133,38 @@ class _ModelBase(_Strict):
     price: Price | None = None
 
 
+class NgramDraft(_Strict):
+    """llama.cpp's n-gram drafting: tokens proposed from n-grams already in the context."""
+
+    size_n: int = Field(default=12, ge=1)  # the n-gram length looked up
+    size_m: int = Field(default=48, ge=1)  # the draft length proposed from a hit
+    min_hits: int = Field(default=1, ge=1)
+
+
+class Speculative(_Strict):
+    """Speculative decoding for a `runtime: server` member: exactly one of `draft` (a small
+    model proposing tokens, its own `weights:` block) or `ngram`. Off unless given: on a
+    2-core CPU both were slower than plain decoding (README, "Measured")."""
+
+    draft: Weights | None = None
+    ngram: NgramDraft | None = None
+    n_max: int = Field(default=16, ge=1)  # most tokens drafted at a time
+    n_min: int = Field(default=0, ge=0)
+    p_min: float = Field(default=0.75, ge=0, le=1)  # a draft model's tokens below this probability end the draft
+
+    @model_validator(mode="after")
+    def _one_source(self) -> Speculative:
+        if (self.draft is None) == (self.ngram is None):
+            raise ValueError("give exactly one of draft (a weights block) or ngram")
+        return self
+
+
 class GGUFModel(_ModelBase):
     """`runtime: inprocess` (the default) runs the file with llama-cpp-python in this
     process, one call at a time; `runtime: server` serves it with llama.cpp's own server
     (xllamacpp), started and stopped by the pool, decoding up to `slots` calls together
-    (backends/llamaserver.py)."""
+    (backends/llamaserver.py), optionally with `speculative` decoding.
+"""
 
     kind: Literal["gguf"]
     weights: Weights
@@ -143,6 +174,14 @@ class GGUFModel(_ModelBase):
     chat_format: str | None = None
     runtime: Literal["inprocess", "server"] = "inprocess"
     slots: int = Field(default=4, ge=1, le=64)
+    speculative: Speculative | None = None
+
+    @model_validator(mode="after")
+    def _speculative_needs_server(self) -> GGUFModel:
+        if self.speculative is not None and self.runtime != "server":
+            raise ValueError("speculative decoding needs runtime: server (llama.cpp's server drafts, "
+                             "llama-cpp-python in process does not)")
+        return self
 
 
 class OpenAIModel(_ModelBase):

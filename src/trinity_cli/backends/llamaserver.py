@@ -25,6 +25,10 @@ Contracts:
   sequence at a time, so replies are cached apart from in-process ones. Within one
   server, a reply may depend on which other sequences shared its batch (floating-point
   reduction order); the rollout cache then makes every later run read the first reply.
+* Speculative decoding (`speculative:` in the pool file, off unless given): a draft model
+  or n-gram drafting, set on the server's parameters; its settings (the draft by its
+  sha256) are in the fingerprint, since verifying drafted tokens in a batch can change a
+  greedy reply.
 * Errors: a file llama.cpp cannot load -> `AssetError`; a prompt over the context ->
   `ContextOverflow`; any other server error -> `BackendError`.
 """
@@ -39,6 +43,7 @@ from typing import Any
 
 import httpx
 
+from trinity_cli import assets
 from trinity_cli.backends.base import Backend
 from trinity_cli.backends.gguf_file import MIN_REPLY_TOKENS, GGUFFile, package_version
 from trinity_cli.config import GGUFModel
@@ -69,8 +74,40 @@ class LlamaServerBackend(GGUFFile, Backend):
         if self._fingerprint is None:
             self._fingerprint = (
                 self.file_fingerprint(f"xllamacpp {xllamacpp_version()}") + f"|slots{self.config.slots}|server"
+                + self._speculative_fingerprint()
             )
         return self._fingerprint
+
+    def _speculative_fingerprint(self) -> str:
+        """`|spec:<settings>` with speculative decoding (a draft named by its sha256): batch
+        verification of drafted tokens can change a greedy reply, so such replies are
+        cached apart; "" without."""
+        spec = self.config.speculative
+        if spec is None:
+            return ""
+        source = (f"draft={assets.fingerprint(assets.resolve(spec.draft))[:16]}" if spec.draft is not None
+                  else f"ngram={spec.ngram.size_n},{spec.ngram.size_m},{spec.ngram.min_hits}" if spec.ngram else "")
+        return f"|spec:{source},n{spec.n_min}-{spec.n_max},p{spec.p_min}"
+
+    def _speculate(self, xllamacpp: Any, params: Any) -> None:
+        """Set llama.cpp's speculative decoding from the member's `speculative:` block."""
+        spec = self.config.speculative
+        if spec is None:
+            return
+        kinds = xllamacpp.common_speculative_type
+        params.speculative.draft.n_max = spec.n_max
+        params.speculative.draft.n_min = spec.n_min
+        params.speculative.draft.p_min = spec.p_min
+        if spec.draft is not None:
+            params.speculative.types = [kinds.COMMON_SPECULATIVE_TYPE_DRAFT_SIMPLE]
+            params.speculative.draft.mparams.path = str(assets.resolve(spec.draft))
+            params.speculative.draft.cpuparams.n_threads = self.threads
+            params.speculative.draft.cpuparams_batch.n_threads = self.threads
+        elif spec.ngram is not None:
+            params.speculative.types = [kinds.COMMON_SPECULATIVE_TYPE_NGRAM_SIMPLE]
+            params.speculative.ngram_simple.size_n = spec.ngram.size_n
+            params.speculative.ngram_simple.size_m = spec.ngram.size_m
+            params.speculative.ngram_simple.min_hits = spec.ngram.min_hits
 
     @property
     def loaded(self) -> bool:
@@ -106,6 +143,7 @@ class LlamaServerBackend(GGUFFile, Backend):
                 if self.config.chat_format:
                     params.chat_template = self.config.chat_format
                 params.warmup = False
+                self._speculate(xllamacpp, params)
                 try:
                     self._server = xllamacpp.Server(params)
                 except Exception as exc:  # a C++ runtime_error: load or bind failed
