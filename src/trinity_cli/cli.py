@@ -62,7 +62,7 @@ def ask(
     greedy: Annotated[bool | None, typer.Option(
         "--greedy/--sample",
         help="Take the head's most likely model and role, or sample them from the seed (default: the mode "
-             "measured best, see README).")] = None,
+             "measured best: docs/heads.md).")] = None,
     show_work: Annotated[bool, typer.Option(
         "--show-work", help="Print the whole answering reply (working, program, output), not the answer alone."
     )] = False,

@@ -144,7 +144,7 @@ class NgramDraft(_Strict):
 class Speculative(_Strict):
     """Speculative decoding for a `runtime: server` member: exactly one of `draft` (a small
     model proposing tokens, its own `weights:` block) or `ngram`. Off unless given: on a
-    2-core CPU both were slower than plain decoding (README, "Measured")."""
+    2-core CPU both were slower than plain decoding (docs/measurements.md)."""
 
     draft: Weights | None = None
     ngram: NgramDraft | None = None

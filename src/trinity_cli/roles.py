@@ -209,7 +209,7 @@ def build_messages(
     if role is Role.VERIFIER and not sees_proposed_answer(style, kind):
         # An answer checked by comparison must be reached without it: shown the turns,
         # a small model copies the Worker's answer (p2's direct Verifier accepted 94% of
-        # right answers and 96% of wrong ones; README, "Verifier quality").
+        # right answers and 96% of wrong ones; docs/pools.md, "How far each Verifier can be trusted").
         shown = []
     parts = []
     if context:

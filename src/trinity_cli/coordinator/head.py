@@ -283,7 +283,7 @@ DEFAULT_MAX_TURNS = 5  # for heads that record no training max_turns, and runs w
 
 # How a head's decisions are taken at inference (ask, serve, and bench's head rows) unless
 # told: "sampled" (drawn from its softmax with the episode seed) or "greedy" (its argmax).
-# Chosen by measurement on the default bench items (README, "Greedy or sampled decisions").
+# Chosen by measurement on the default bench items (docs/heads.md, "Greedy or sampled decisions").
 DEFAULT_DECISIONS = "sampled"
 DECISIONS = ("sampled", "greedy")
 
