@@ -256,12 +256,15 @@ class PlainProgress:
         self.every_s = float(os.environ.get("TRINITY_PROGRESS_EVERY", "30"))
         self.start = self.last = time.monotonic()
         self.first = done  # done before this process started (a resumed run)
+        self.ended = False  # the line for done == total was printed
 
     def update(self, done: int, total: int, detail: str = "", force: bool = False) -> None:
         now = time.monotonic()
-        if not force and done < total and now - self.last < self.every_s:
+        end = done >= total and not self.ended
+        if not force and not end and now - self.last < self.every_s:
             return
         self.last = now
+        self.ended = self.ended or done >= total
         elapsed = now - self.start
         line = f"{self.label}: {done}/{total} episodes"
         if detail:
