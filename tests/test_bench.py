@@ -325,7 +325,12 @@ def test_decisions_both_plays_a_sampled_and_a_greedy_row_per_head(tmp_path: Path
 
     assert routes(data, "head:hashy/greedy") == routes(alone, "head:hashy/greedy")
     assert routes(data, "head:hashy") != routes(data, "head:hashy/greedy")
-    assert "heads sampled and greedy" in (result.run_dir / "report.md").read_text()
+    report = (result.run_dir / "report.md").read_text()
+    assert "heads sampled and greedy" in report
+    # The two modes are compared item by item.
+    test = data["paired"]["head:hashy/greedy"]["vs_default_mode"]
+    assert test["other"] == "head:hashy" and test["n"] == 8
+    assert f"| head:hashy/greedy | head:hashy | 8 | {test['b']} | {test['c']} |" in report
 
 
 def test_report_does_not_call_the_oracle_an_upper_bound(tmp_path: Path) -> None:

@@ -285,6 +285,12 @@ def summarize(
                  for key, other in against.items()}
         for s in systems if s.kind == "head"
     }
+    # A head's row in the other decision mode (`head:NAME/greedy`) is also tested against its
+    # row in the default mode, on the same items and seeds.
+    for name in paired:
+        base = name.rsplit("/", 1)[0]
+        if "/" in name and base in per_item:
+            paired[name]["vs_default_mode"] = paired_test(per_item[name], per_item[base], base)
     return {"tasks": task_names, "results": results, "gaps": gaps, "paired": paired, "selection": chosen,
             "per_item": per_item, "best_per_task": picks}
 
