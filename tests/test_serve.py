@@ -448,6 +448,8 @@ def test_real_server_answers_20_parallel_openai_clients(live_server: tuple[str, 
 
     output = log.read_text()
     assert f"{base_url}" in output and "trinity, trinity/untrained" in output
+    # Start-up says what it loads before it listens (a log has no live display).
+    assert output.index("trinity serve: loading pool scripted") < output.index(base_url)
     assert KEY not in output and "Traceback" not in output
 
 
