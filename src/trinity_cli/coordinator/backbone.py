@@ -3,18 +3,19 @@
 `Backbone.encode(text, state)` returns the last layer's hidden state (after the final norm)
 at the penultimate token of `text`, as float32 numpy of shape (hidden_size,).
 
-Incremental encoding: an episode's coordinator texts grow by appending turns, so each is
-the previous one plus a little. A text's token ids are read in blocks of `BLOCK` tokens
-(the last block: what is left, never fewer than two tokens, so the penultimate token's
-state is computed in it), each block a forward pass over the KV cache of the blocks before
-it. The backbone keeps the KV cache of the last `PREFIX_ENTRIES` texts, cut back to their
-last whole block, and a new text that starts with the same blocks (same token ids, same
-weights) reads them from there: only its new blocks are encoded. Because a text is always
-split the same way, its feature is the same bit for bit whether its prefix came from a kept
-cache or was encoded now, so results do not depend on the order episodes run in; it agrees
-with a single full pass to float rounding (tests/test_coordinator.py). `weights_state`
-names the current weights (coordinator/svf.py sets it when it changes a matrix): a kept
-prefix is reused only under the same state.
+Incremental encoding: an episode's coordinator texts grow by appending turns (one line
+each, before the closing `Next:` line), so each is the previous one plus a line. A text's
+token ids are read in blocks, one per line (a block starts at each token that begins a
+line; the last block, never shorter than two tokens, holds the penultimate token, whose
+state is the feature), each block a forward pass over the KV cache of the blocks before it.
+The backbone keeps the KV cache of the last `PREFIX_ENTRIES` texts, and a new text whose
+first blocks are the same tokens under the same weights reads them from there: only its
+new lines are encoded (a decision in an episode: the new turn and `Next:`). Because a text
+is always split the same way, its feature is the same bit for bit whether its prefix came
+from a kept cache or was encoded now, so results do not depend on the order episodes run
+in; it agrees with a single full pass to float rounding (tests/test_coordinator.py).
+`weights_state` names the current weights (coordinator/svf.py sets it when it changes a
+matrix): a kept prefix is reused only under the same state.
 
 References (`--backbone`):
 - an embedded name from `EMBEDDED` (default `smollm2-135m`: the SmolLM2-135M-Instruct
@@ -203,19 +204,27 @@ def _converted_damage(directory: Path) -> str | None:
     return None
 
 
-# Tokens per block, and KV caches kept for prefix reuse (one per recent text; about 46 KB
-# per token each for SmolLM2-135M in float32).
-BLOCK = 32
+# KV caches kept for prefix reuse (one per recent text; about 46 KB per token each for
+# SmolLM2-135M in float32).
 PREFIX_ENTRIES = 4
 # A kept text that a new one continues but for at most this many tokens (its closing
 # "Next:") is the same episode's previous decision: its cache is taken over, not copied.
 TAIL = 8
 
 
-def blocks(n: int) -> list[int]:
-    """Where the blocks of an n-token text start: multiples of BLOCK up to n - 2 (so the
-    last block holds at least two tokens), then n."""
-    return [*range(0, max(n - 1, 1), BLOCK), n]
+def line_blocks(text: str, offsets: list[tuple[int, int]]) -> list[int]:
+    """Where the blocks of a text's tokens start (module docstring), then the token count:
+    at every token that begins a line (its first character follows a newline); the last
+    block merged into the one before when it would hold a single token."""
+    n = len(offsets)
+    starts = [0]
+    for i in range(1, n):
+        begin = offsets[i][0]
+        if begin > 0 and text[begin - 1] == "\n" and begin != offsets[i - 1][0]:
+            starts.append(i)
+    if len(starts) > 1 and n - starts[-1] < 2:
+        starts.pop()
+    return [*starts, n]
 
 
 def _common_prefix(a: list[int], b: list[int]) -> int:
@@ -341,8 +350,9 @@ class Backbone:
         torch = self._torch
         from transformers import DynamicCache
 
-        ids: list[int] = self.tokenizer(text, truncation=True, max_length=self.max_tokens)["input_ids"]
-        starts = blocks(len(ids))
+        enc = self.tokenizer(text, truncation=True, max_length=self.max_tokens, return_offsets_mapping=True)
+        ids: list[int] = enc["input_ids"]
+        starts = line_blocks(text, [tuple(o) for o in enc["offset_mapping"]])
         cache: Any = DynamicCache()
         done = 0
         if self.incremental:
