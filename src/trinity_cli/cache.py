@@ -13,8 +13,9 @@ not part of the key: a reply is a function of the messages sent, which the key h
 full, so a new prompt version re-computes exactly the calls whose wording changed and keeps
 every other (version 1 keys held it, and a new version invalidated the whole cache). The backend
 fingerprint carries what shapes a reply besides messages and parameters:
-    gguf     weights sha256, chat format, n_ctx, llama-cpp-python version, n_batch and
-             the number of threads (llama.cpp's sums, so its replies, depend on both);
+    gguf     weights sha256, chat format, n_ctx, llama-cpp-python version and n_batch
+             (llama.cpp's sums, so its replies, depend on it; not on the threads:
+             backends/gguf_file.py);
              `runtime: server` members: xllamacpp's version and the slots instead of
              llama-cpp-python's version, and `|server` (backends/llamaserver.py)
     openai   base URL and model id (never the key: fingerprints hold no secrets)

@@ -38,12 +38,12 @@ class LlamaCppBackend(GGUFFile, Backend):
 
     @property
     def fingerprint(self) -> str:
-        """`gguf:<sha256>|<chat format>|ctx<n_ctx>|llama-cpp-python <version>|batch<n_batch>|threads<n>`.
+        """`gguf:<sha256>|<chat format>|ctx<n_ctx>|llama-cpp-python <version>|batch<n_batch>`.
 
         Besides the weights and the chat template, the reply depends on the llama.cpp build
         (kernels and sampling change between releases) and, through the order of
-        floating-point sums, on the batch size and the number of threads; so a cache filled
-        on a machine with other cores, or by another llama-cpp-python, is not reused.
+        floating-point sums, on the batch size (not on the threads: gguf_file.py); so a
+        cache filled by another llama-cpp-python, or with another n_batch, is not reused.
         Computed without loading the model, so a cached reply needs no load."""
         if self._fingerprint is None:
             self._fingerprint = self.file_fingerprint(f"llama-cpp-python {llama_cpp_version()}")

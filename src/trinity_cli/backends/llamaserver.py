@@ -17,10 +17,10 @@ Contracts:
 * Every slot holds `n_ctx` tokens (the server is given `n_ctx * slots` and no unified KV
   cache), so a prompt that fits in-process fits here.
 * The fingerprint is
-  `gguf:<sha256>|<chat format>|ctx<n_ctx>|xllamacpp <version>|batch<n_batch>|threads<n>|slots<k>|server`:
+  `gguf:<sha256>|<chat format>|ctx<n_ctx>|xllamacpp <version>|batch<n_batch>|slots<k>|server`:
   like the in-process one (llamacpp.py), it names what changes replies without loading
-  the model (the llama.cpp build, through xllamacpp's version, the batch size, the threads
-  and the slots decoded together); `|server` because llama.cpp's server applies the chat
+  the model (the llama.cpp build, through xllamacpp's version, the batch size and the
+  slots decoded together); `|server` because llama.cpp's server applies the chat
   template with its own engine, and batched decoding is not bit-identical to decoding one
   sequence at a time, so replies are cached apart from in-process ones. Within one
   server, a reply may depend on which other sequences shared its batch (floating-point
