@@ -303,7 +303,7 @@ def test_greedy_applies_to_heads_not_to_random(tmp_path: Path) -> None:
     # Heads do take their argmax: under other episode seeds, their first decisions stay the same.
     again = bench(options(pool, tasks, heads=[head], random_seeds=0, decisions="greedy", seed=1)).data
 
-    def head_firsts(d: dict, row: str = "head:hashy/greedy") -> dict:
+    def head_firsts(d: dict, row: str = "head:hashy") -> dict:
         return {e["item"]: tuple(e["turns"][0]) for e in d["episodes"] if e["system"] == row}
 
     assert head_firsts(again) and head_firsts(again) == head_firsts(data)
@@ -315,22 +315,25 @@ def test_decisions_both_plays_a_sampled_and_a_greedy_row_per_head(tmp_path: Path
     result = bench(options(pool, tasks, heads=[head], random_seeds=0, systems=["head"], decisions="both"))
     data = result.data
     rows = [s["name"] for s in data["systems"]]
-    assert rows == ["head:hashy", "head:hashy/greedy"]
-    assert [s["greedy"] for s in data["systems"]] == [False, True]
+    # A trained head's default is greedy: its row keeps the plain name.
+    assert rows == ["head:hashy", "head:hashy/sampled"]
+    assert [s["greedy"] for s in data["systems"]] == [True, False]
     # One command, both rows; each alone gives the same episodes.
-    alone = bench(options(pool, tasks, heads=[head], random_seeds=0, systems=["head"], decisions="greedy")).data
+    alone = bench(options(pool, tasks, heads=[head], random_seeds=0, systems=["head"], decisions="sampled")).data
 
     def routes(d: dict, row: str) -> dict:
         return {e["item"]: e["turns"] for e in d["episodes"] if e["system"] == row}
 
-    assert routes(data, "head:hashy/greedy") == routes(alone, "head:hashy/greedy")
-    assert routes(data, "head:hashy") != routes(data, "head:hashy/greedy")
+    assert routes(data, "head:hashy/sampled") == routes(alone, "head:hashy/sampled")
+    assert routes(data, "head:hashy") != routes(data, "head:hashy/sampled")
+    default = bench(options(pool, tasks, heads=[head], random_seeds=0, systems=["head"])).data
+    assert routes(default, "head:hashy") == routes(data, "head:hashy")
     report = (result.run_dir / "report.md").read_text()
     assert "heads sampled and greedy" in report
     # The two modes are compared item by item.
-    test = data["paired"]["head:hashy/greedy"]["vs_default_mode"]
+    test = data["paired"]["head:hashy/sampled"]["vs_default_mode"]
     assert test["other"] == "head:hashy" and test["n"] == 8
-    assert f"| head:hashy/greedy | head:hashy | 8 | {test['b']} | {test['c']} |" in report
+    assert f"| head:hashy/sampled | head:hashy | 8 | {test['b']} | {test['c']} |" in report
 
 
 def test_report_does_not_call_the_oracle_an_upper_bound(tmp_path: Path) -> None:

@@ -32,7 +32,7 @@ from typing import Any, TextIO
 from trinity_cli import roles
 from trinity_cli.answer_text import answer_text
 from trinity_cli.config import load_pool
-from trinity_cli.coordinator.head import DEFAULT_DECISIONS, turn_budget
+from trinity_cli.coordinator.head import default_greedy, turn_budget
 from trinity_cli.coordinator.policy import Coordinator, resolve_head
 from trinity_cli.episode import DecisionCallback, TurnCallback, run_episode
 from trinity_cli.errors import ConfigError
@@ -45,7 +45,7 @@ from trinity_cli.tasks.answers import guess_kind
 @dataclass
 class AskOptions:
     """`max_turns` None: the head's training max_turns (`turn_budget`); `greedy` None: the
-    default decision mode (`DEFAULT_DECISIONS`)."""
+    default decision mode (`head.default_greedy`: greedy for a trained head)."""
 
     pool: str | None = None
     head: str | None = None
@@ -142,7 +142,7 @@ def ask(
         start = time.perf_counter()
         max_turns = turn_budget(options.max_turns, coordinator.head)
         kind = guess_kind(question)
-        greedy = options.greedy if options.greedy is not None else DEFAULT_DECISIONS == "greedy"
+        greedy = options.greedy if options.greedy is not None else default_greedy(coordinator.head)
         episode_seed = question_seed(options.seed, question, context)
         with store.new_run() as run_dir:
             transcript = run_episode(

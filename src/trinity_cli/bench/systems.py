@@ -99,8 +99,10 @@ def _head_systems(options: BenchOptions, heads: list[tuple[str | None, Head]]) -
         info = {"name": head.manifest.get("name"), "trained": head.trained, "ref": head_ref}
         for mode in options.decision_modes():
             row = name if mode == DEFAULT_DECISIONS else f"{name}/{mode}"
+            # Left to the default, an untrained head is sampled (head.default_greedy).
+            greedy = mode == "greedy" and (head.trained or options.decisions is not None)
             systems.append(System(row, "head", head=info, max_turns=turn_budget(options.max_turns, head),
-                                  stream="head", source=source, greedy=mode == "greedy"))
+                                  stream="head", source=source, greedy=greedy))
     return systems
 
 
