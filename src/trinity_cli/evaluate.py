@@ -94,6 +94,7 @@ class WorkerSetup:
     pool: PoolConfig
     use_cache: bool = True
     device: str = "auto"
+    torch_threads: int | None = None  # the driver's, for features equal to its own (ray_evaluator.py)
 
 
 class _Cancelled(Exception):

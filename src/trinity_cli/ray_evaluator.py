@@ -10,8 +10,9 @@ Who does what:
                one the next spec, and reads the outcomes back in spec order.
     actors     one per worker slot (`--ray-workers N`, default one per node with a CPU; each
                takes one CPU of the cluster, spread over the nodes, and computes with that
-               many threads: llama.cpp members without `n_threads` in the pool file, torch
-               and OpenMP; `actor_cpus`). Each builds its own
+               many threads: llama.cpp members without `n_threads` in the pool file and
+               OpenMP; torch computes with the driver's threads, so features are the
+               driver's; `actor_cpus`). Each builds its own
                `Runtime` once from the driver's `WorkerSetup` (the validated pool file, the
                device): its own pool, so models load once per actor, and its own coordinator
                backbone, loaded on first use. It then plays one episode at a time.
@@ -58,6 +59,7 @@ resume is evolve's, from its checkpoint and the cache.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 from collections import deque
@@ -130,9 +132,10 @@ def check_ray(ray: RayOptions | None, parallel: int | None) -> None:
 # -- on each actor ----------------------------------------------------------------------------
 def actor_cpus(assigned: dict[str, float]) -> int:
     """The CPUs an actor computes with: those Ray assigned it (at least one). Its llama.cpp
-    members (those whose pool file sets no `n_threads`), torch and OpenMP use that many
-    threads, so actors that share a machine do not each take all of its cores (two actors
-    of 2 threads on 2 cores spin against each other: 5x slower than one serial run)."""
+    members (those whose pool file sets no `n_threads`) and OpenMP use that many threads
+    (torch: the driver's, see coordinator/backbone.py's limit_threads), so actors that share
+    a machine do not each take all of its cores (two actors of 2 threads on 2 cores spin
+    against each other: 5x slower than one serial run)."""
     return max(1, int(assigned.get("CPU", 1)))
 
 
@@ -149,7 +152,7 @@ class _EpisodeWorker:
         cpus = actor_cpus(import_ray().get_runtime_context().get_assigned_resources())
         from trinity_cli.coordinator.backbone import limit_threads
 
-        limit_threads(cpus)
+        limit_threads(cpus, setup.torch_threads)
         pool = open_pool(setup.pool.sized_to(cpus), use_cache=False)
         if setup.use_cache and keeper is not None:
             self.cache = KeeperCache(keeper, import_ray().get)
@@ -246,6 +249,10 @@ class RayEvaluator:
             here = NodeAffinitySchedulingStrategy(node_id=ray.get_runtime_context().get_node_id(), soft=False)
             keeper_cls = ray.remote(num_cpus=0, max_concurrency=1000)(CacheKeeper)
             self._keeper = keeper_cls.options(scheduling_strategy=here).remote(str(runtime.pool.cache.directory))
+        from trinity_cli.coordinator.backbone import coordinator_threads
+
+        # Actors compute features with the driver's torch threads (backbone.limit_threads).
+        self._setup = dataclasses.replace(runtime.setup, torch_threads=coordinator_threads())
         self._worker_cls = ray.remote(num_cpus=1, max_restarts=0, max_task_retries=0)(_EpisodeWorker)
         self._fill()
         if self._keeper is not None:
@@ -262,7 +269,7 @@ class RayEvaluator:
         """Start actors until `workers` are ready, starting or `busy`."""
         for _ in range(self.workers - busy - len(self._idle) - len(self._starting)):
             actor = self._worker_cls.options(scheduling_strategy="SPREAD").remote()
-            self._starting[actor.start.remote(self.runtime.setup, self._keeper)] = actor
+            self._starting[actor.start.remote(self._setup, self._keeper)] = actor
 
     def _drop(self, actor: Any) -> None:
         ray = import_ray()

@@ -137,16 +137,28 @@ def _hash_backbone(ref: str):  # noqa: ANN202 - HashBackbone, imported lazily
         raise ConfigError(str(exc)) from None
 
 
-def limit_threads(n: int) -> None:
-    """Compute with at most `n` CPU threads in this process: OpenMP's and the BLAS libraries'
-    pools (for libraries loaded after this call) and torch's, if torch is installed."""
+def limit_threads(n: int, torch_threads: int | None = None) -> None:
+    """Compute with at most `n` CPU threads in this process (OpenMP's and the BLAS
+    libraries' pools, for libraries loaded after this call), and torch with `torch_threads`
+    (default `n`). Ray actors pass the driver's `coordinator_threads()`: a feature read line
+    by line depends on torch's thread count (a short pass splits its sums between threads),
+    so an actor computes the features a serial run on the driver does."""
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         os.environ[var] = str(n)
     try:
         import torch
     except ImportError:
         return
-    torch.set_num_threads(n)
+    torch.set_num_threads(torch_threads or n)
+
+
+def coordinator_threads() -> int | None:
+    """The threads torch computes features with in this process (None without torch)."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    return int(torch.get_num_threads())
 
 
 def load(ref: str, device: str = "auto", max_tokens: int = 1024):  # noqa: ANN201
