@@ -42,13 +42,9 @@ from pathlib import Path
 from typing import Any
 
 from trinity_cli import paths, reports
-from trinity_cli.cache import CACHE_VERSION, RolloutCache, canonical_json, rollout_key
 from trinity_cli.errors import DamagedState, NotFound, RunBusy
 
 log = logging.getLogger("trinity_cli.store")
-
-# The rollout cache moved to cache.py; these names stay importable from here.
-__all__ = ["CACHE_VERSION", "RolloutCache", "RunStore", "RunSummary", "canonical_json", "rollout_key"]
 
 _RUN_ID = re.compile(r"^run-(\d+)$")
 
