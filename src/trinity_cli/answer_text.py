@@ -1,5 +1,5 @@
 """The answer alone, as a person would write it: what `ask` prints, what `serve` returns as
-the assistant message and what a bench run records as an episode's answer.
+the assistant message, and the `answer` of an ask run's record (bench.json keeps whole replies).
 
 Contract of `answer_text(reply, kind)`, `reply` being the episode's answer reply (the
 Worker reply it settled on, with trinity's program scaffold when a `program` member wrote

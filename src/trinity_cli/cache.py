@@ -36,11 +36,10 @@ import threading
 from pathlib import Path
 
 from trinity_cli import paths
-from trinity_cli.keyed_cache import KeyedCache, canonical_json, content_key
+from trinity_cli.keyed_cache import KeyedCache, content_key
 from trinity_cli.messages import ChatMessage, Completion, GenParams
 
 CACHE_VERSION = 2
-__all__ = ["CACHE_VERSION", "RolloutCache", "canonical_json", "rollout_key"]
 
 
 def rollout_key(fingerprint: str, messages: list[ChatMessage], params: GenParams) -> str:

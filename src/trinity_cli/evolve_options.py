@@ -21,10 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from trinity_cli import roles, tasks
-from trinity_cli.cache import canonical_json
 from trinity_cli.coordinator.backbone import DEFAULT_BACKBONE
 from trinity_cli.coordinator.policy import COORDINATOR_VERSION
 from trinity_cli.errors import ConfigError
+from trinity_cli.keyed_cache import content_key
 from trinity_cli.store import EvolveRun, RunStore
 
 # Layout of a run directory (evolve.json, checkpoint.pkl: evolve.py); runs of another format
@@ -135,7 +135,7 @@ def config_hash(options: EvolveOptions, pool_source: str, manifest: dict[str, An
         "prompt_version": roles.PROMPT_VERSION,
         "coordinator_version": COORDINATOR_VERSION,
     }
-    return hashlib.sha256(canonical_json(payload).encode()).hexdigest()[:16]
+    return content_key("", payload)[:16]
 
 
 def find_run(store: RunStore, ref: str) -> tuple[Path, dict[str, Any]]:

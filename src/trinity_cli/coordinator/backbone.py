@@ -1,6 +1,6 @@
 """The coordinator's backbone: a small causal LM read by transformers (torch lives here).
 
-`Backbone.encode(text, state)` returns the last layer's hidden state (after the final norm)
+`Backbone.encode(text)` returns the last layer's hidden state (after the final norm)
 at the penultimate token of `text`, as float32 numpy of shape (hidden_size,).
 
 Incremental encoding: an episode's coordinator texts grow by appending turns (one line
@@ -262,7 +262,7 @@ class Backbone:
 
     def _load(self) -> None:
         import torch
-        from transformers import AutoModelForCausalLM, AutoTokenizer
+        from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache
         from transformers.utils import logging as hf_logging
 
         hf_logging.set_verbosity_error()
@@ -290,6 +290,7 @@ class Backbone:
         self.decoder: Any = model.base_model
         self.hidden_size = int(model.config.hidden_size)
         self._torch = torch
+        self._new_cache = DynamicCache
 
     def _load_converted(self, tokenizer_cls: Any, model_cls: Any, dtype: Any) -> tuple[Any, Any]:
         """(tokenizer, model) from the converted directory; one that fails its size check
@@ -360,12 +361,10 @@ class Backbone:
     def encode(self, text: str) -> np.ndarray:
         """The feature of `text`, read block by block over a kept prefix (module docstring)."""
         torch = self._torch
-        from transformers import DynamicCache
-
         enc = self.tokenizer(text, truncation=True, max_length=self.max_tokens, return_offsets_mapping=True)
         ids: list[int] = enc["input_ids"]
         starts = line_blocks(text, [tuple(o) for o in enc["offset_mapping"]])
-        cache: Any = DynamicCache()
+        cache: Any = self._new_cache()
         done = 0
         if self.incremental:
             best, shared = None, 0

@@ -110,22 +110,18 @@ def _parse_number(sign: str | None, digits: str, denominator: str | None) -> Fra
     return -value if sign else value
 
 
-def _first_number(text: str) -> tuple[str, Fraction] | None:
-    """The first number in `text` that parses: (as written, value)."""
-    for match in _NUMBER.finditer(text):
-        value = _parse_number(match.group(1), match.group(2), match.group(3))
-        if value is not None:
-            return match.group(0).strip(), value
-    return None
-
-
-def _numbers(text: str) -> list[Fraction]:
+def _numbers_written(text: str) -> list[tuple[str, Fraction]]:
+    """Every number in `text` that parses: (as written, value), in order."""
     out = []
     for match in _NUMBER.finditer(text):
         value = _parse_number(match.group(1), match.group(2), match.group(3))
         if value is not None:
-            out.append(value)
+            out.append((match.group(0).strip(), value))
     return out
+
+
+def _numbers(text: str) -> list[Fraction]:
+    return [value for _, value in _numbers_written(text)]
 
 
 def _number_read(text: str) -> tuple[str, Fraction, bool] | None:
@@ -137,15 +133,11 @@ def _number_read(text: str) -> tuple[str, Fraction, bool] | None:
         places.append(text.rsplit("####", 1)[1])
     places += list(reversed(find_boxed(text)))
     for place in places:
-        found = _first_number(place)
+        found = _numbers_written(place)
         if found:
-            return found[0], found[1], True
-    last = None
-    for match in _NUMBER.finditer(text):
-        value = _parse_number(match.group(1), match.group(2), match.group(3))
-        if value is not None:
-            last = (match.group(0).strip(), value, False)
-    return last
+            return found[0][0], found[0][1], True
+    found = _numbers_written(text)
+    return (found[-1][0], found[-1][1], False) if found else None
 
 
 def _number_with_strength(text: str) -> tuple[Fraction | None, bool]:
