@@ -1,11 +1,12 @@
 """`trinity bench` on a scripted pool whose right and wrong answers are known: exact numbers.
 
 Items are tagged [A], [B] or [C]; every answer is 42. The pool:
-    m0  Worker right on A and B, wrong (7) on C
+    m0  Worker right on A and B, wrong (7) on C, every attempt alike
     m1  Worker right on C only, wrong (7) on A and B; priced, so it has a cost
-    m2  Worker wrong (5) on a first try, right once earlier turns are shown (a reviser)
-Every Verifier solves the task itself (42) and its verdict compares answers, so a
-self-loop stops after Worker + Verifier exactly when the Worker was right.
+    m2  Worker wrong on every fresh try ("5<seed>": 50, then a new number each attempt),
+        right once earlier turns are shown (a reviser)
+Verifiers outside code answer alone (the Worker's prompt) and ACCEPT when they agree with an
+earlier answer, so m0's and m1's self-loops stop after Worker + Verifier, right or wrong.
 The test split of the 40-item file (ids decide it) holds 8 items: 2 A, 3 B, 3 C.
 """
 
@@ -28,18 +29,17 @@ from trinity_cli.store import RunStore
 
 from .conftest import run_main, write_pool
 
-VERIFY = {"match": "Solve it independently", "reply": "I get 42.\nAnswer: 42\nVerdict: ACCEPT"}
 PLAN = "Plan: compute it.\nNext: worker"
 MODELS = [
     {"name": "m0", "kind": "scripted", "default": PLAN, "rules": [
         {"match": r"\[C\].*Solve the task now", "reply": "Answer: 7"},
-        {"match": "Solve the task now", "reply": "Answer: 42"}, VERIFY]},
+        {"match": "Solve the task now", "reply": "Answer: 42"}]},
     {"name": "m1", "kind": "scripted", "default": PLAN, "price": {"input_per_1k": 1.0, "output_per_1k": 2.0},
      "rules": [{"match": r"\[C\].*Solve the task now", "reply": "Answer: 42"},
-               {"match": "Solve the task now", "reply": "Answer: 7"}, VERIFY]},
+               {"match": "Solve the task now", "reply": "Answer: 7"}]},
     {"name": "m2", "kind": "scripted", "default": PLAN, "rules": [
         {"match": r"Turns so far.*Solve the task now", "reply": "Fixed it.\nAnswer: 42"},
-        {"match": "Solve the task now", "reply": "Answer: 5"}, VERIFY]},
+        {"match": "Solve the task now", "reply": "Answer: 5{seed}"}]},
 ]
 
 
@@ -83,17 +83,28 @@ def test_exact_accuracies_oracle_selfloop_and_files(tmp_path: Path) -> None:
     data = result.data
     res = {name: r["overall"] for name, r in data["results"].items()}
     assert [s["name"] for s in data["systems"]] == [
-        "single:m0", "single:m1", "single:m2", "selfloop:m0", "selfloop:m1", "selfloop:m2", "random",
-        "moa", "vote", "best-per-task", "oracle"]
+        "single:m0", "single:m1", "single:m2", "selfloop:m0", "selfloop:m1", "selfloop:m2", "sc:best@5", "agree",
+        "random", "moa", "vote", "best-per-task", "oracle"]
     # Single models: one Worker turn each.
     assert (res["single:m0"]["correct"], res["single:m0"]["n"]) == (5, 8)
     assert res["single:m1"]["accuracy"] == 3 / 8 and res["single:m2"]["accuracy"] == 0.0
     assert all(res[f"single:m{i}"]["mean_turns"] == 1.0 for i in range(3))
-    # Self-loops: right answers stop after W+V (2 turns); wrong ones spend all 5 turns;
-    # the reviser is wrong, told so, right, accepted: 4 turns, and beats every single model.
-    assert res["selfloop:m0"]["accuracy"] == 5 / 8 and res["selfloop:m0"]["mean_turns"] == (5 * 2 + 3 * 5) / 8
-    assert res["selfloop:m1"]["accuracy"] == 3 / 8 and res["selfloop:m1"]["mean_turns"] == (3 * 2 + 5 * 5) / 8
-    assert res["selfloop:m2"]["accuracy"] == 1.0 and res["selfloop:m2"]["mean_turns"] == 4.0
+    # Self-loops: a model that answers alike every time agrees with itself after W+V (2 turns).
+    assert res["selfloop:m0"]["accuracy"] == 5 / 8 and res["selfloop:m0"]["mean_turns"] == 2.0
+    assert res["selfloop:m1"]["accuracy"] == 3 / 8 and res["selfloop:m1"]["mean_turns"] == 2.0
+    # The reviser: W 50, V alone 5<s1> (REVISE), W 42 (a vote: no turn it was shown said 42),
+    # V 5<s3> (REVISE), W 42 (shown the first 42: no vote). No two votes agree, so the tie of
+    # four single votes goes to the latest: wrong.
+    assert res["selfloop:m2"]["accuracy"] == 0.0 and res["selfloop:m2"]["mean_turns"] == 5.0
+    loop = next(e for e in data["episodes"] if e["system"] == "selfloop:m2")
+    assert loop["stop_reason"] == "max_turns" and loop["answer"].startswith("Answer: 5")
+    # sc:best@5 is m0's (the best single) five replies from the task alone: all alike.
+    assert next(s for s in data["systems"] if s["name"] == "sc:best@5")["model"] == "m0"
+    assert res["sc:best@5"]["accuracy"] == 5 / 8 and res["sc:best@5"]["mean_turns"] == 5.0
+    # agree: m0, m1, m2 (50) all differ; m0's second reply agrees with its first, right on A
+    # and B, wrong on C.
+    assert res["agree"]["accuracy"] == 5 / 8 and res["agree"]["mean_turns"] == 4.0
+    assert {e["stop_reason"] for e in data["episodes"] if e["system"] == "agree"} == {"agreed"}
     # Oracle: m0 solves A and B, m1 solves C; it costs every single run.
     assert res["oracle"]["accuracy"] == 1.0 and res["oracle"]["mean_turns"] is None
     assert res["oracle"]["mean_pool_calls"] == 3.0
@@ -131,11 +142,11 @@ def test_exact_accuracies_oracle_selfloop_and_files(tmp_path: Path) -> None:
     run_dir = result.run_dir
     on_disk = json.loads((run_dir / "bench.json").read_text())
     assert on_disk["format"] == "trinity-bench/1" and on_disk["results"] == data["results"]
-    assert len(on_disk["episodes"]) == 8 * (3 + 3 + 2 + 1)
-    assert len((run_dir / "episodes.jsonl").read_text().splitlines()) == 8 * (3 + 3 + 2 + 1)
+    assert len(on_disk["episodes"]) == 8 * (3 + 3 + 1 + 1 + 2 + 1)
+    assert len((run_dir / "episodes.jsonl").read_text().splitlines()) == 8 * (3 + 3 + 1 + 1 + 2 + 1)
     assert (run_dir / "chart.png").stat().st_size > 1000
     report = (run_dir / "report.md").read_text()
-    assert "| selfloop:m2 | 100.0% |" in report and "Wilson" in report
+    assert "| selfloop:m0 | 62.5% |" in report and "| agree | 62.5% |" in report and "Wilson" in report
     record = RunStore().load(result.run_id)
     assert record["kind"] == "bench" and record["summary"]["results"] == data["results"]
     assert [(r.id, r.kind) for r in RunStore().list()] == [(result.run_id, "bench")]

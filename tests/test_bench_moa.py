@@ -125,7 +125,7 @@ def test_a_program_aggregator_writes_a_program_that_is_run(tmp_path: Path) -> No
     assert data["systems"][0]["model"] == "p0" and data["results"]["moa"]["overall"]["correct"] == 8
     for line in (ln for ln in episodes_jsonl(result.run_dir) if ln["system"] == "moa"):
         agg = Transcript.from_dict(line["transcript"]).turns[-1]
-        assert agg.messages[0].content == roles.SYSTEM["program"][Role.WORKER]
+        assert agg.messages[1].content.endswith(roles.INSTRUCTIONS["program"][Role.WORKER] + "\nWrite the program now.")
         assert agg.execution is not None and agg.execution["answer"] == "42" and agg.reply.endswith("Answer: 42")
 
 
@@ -203,9 +203,10 @@ def test_heads_get_a_paired_test_and_a_selection_by_task(tmp_path: Path, monkeyp
     data = result.data
     per_item = data["per_item"]
     paired = data["paired"]["head:hashy"]
-    # Best single m0 (5/8); best self-loop m2 (8/8): the reviser.
+    # Best single m0 (5/8); best self-loop m0 (5/8, first of the ties); agree and sc:best@5 (m0's).
     assert paired["vs_best_single"]["other"] == "single:m0"
-    assert paired["vs_best_selfloop"]["other"] == "selfloop:m2"
+    assert paired["vs_best_selfloop"]["other"] == "selfloop:m0"
+    assert paired["vs_agree"]["other"] == "agree" and paired["vs_best_sc"]["other"] == "sc:best@5"
     for test in paired.values():
         other = per_item[test["other"]]
         mine = per_item["head:hashy"]
@@ -235,7 +236,7 @@ def test_heads_get_a_paired_test_and_a_selection_by_task(tmp_path: Path, monkeyp
     on_terminal(monkeypatch)
     render.replay_bench(RunStore().load(result.run_id))
     shown = capsys.readouterr().out
-    assert "Paired test" in shown and "selfloop:m2" in shown and "head:hashy: member as role" in shown
+    assert "Paired test" in shown and "selfloop:m0" in shown and "head:hashy: member as role" in shown
     assert "random: member as role" not in shown
 
 

@@ -2,8 +2,8 @@
 training max_turns) unless --max-turns or a request's `max_turns` says otherwise; heads
 that record none get 5. `bench` plays self-loops and random routing at the first head's budget.
 
-The pool never accepts (its Verifiers say REVISE), so an episode plays its whole budget and
-the number of turns is the budget played."""
+The pool never accepts (no two calls give the same answer, so no Verifier agrees), so an
+episode plays its whole budget and the number of turns is the budget played."""
 
 from __future__ import annotations
 
@@ -29,8 +29,7 @@ from .conftest import run_main, scripted_pool
 
 NEVER_ACCEPT = [
     {"match": "Write the plan or critique now", "reply": "Plan: multiply.\nNext: worker"},
-    {"match": "Solve it independently", "reply": "Verdict: REVISE"},
-    {"match": "Solve the task now", "reply": "Answer: 84"},
+    {"match": "Solve the task now", "reply": "Answer: {name} {seed}"},
 ]
 
 

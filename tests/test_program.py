@@ -68,7 +68,7 @@ def _program_pool(tmp_path: Path, worker_reply: str, verifier_reply: str) -> Poo
         {"name": "coder", "kind": "scripted", "style": "program",
          "rules": [{"match": "Write the program now", "reply": worker_reply}]},
         {"name": "checker", "kind": "scripted", "style": "program",
-         "rules": [{"match": "Write your program now", "reply": verifier_reply}]},
+         "rules": [{"match": "Write (the program|your asserts) now", "reply": verifier_reply}]},
     ]
     return Pool(load_pool(str(write_pool(tmp_path, {"name": "prog", "models": models}))))
 
@@ -80,7 +80,9 @@ def test_episode_runs_program_turns_and_compares_results(tmp_path: Path) -> None
     worker, verifier = transcript.turns
     assert worker.execution is not None and worker.execution["answer"] == "84"
     assert transcript.answer is not None and transcript.answer.endswith("Answer: 84")
-    assert (verifier.verdict, verifier.verdict_source) == ("ACCEPT", "compared")
+    # Asked alone, the Verifier's own program printed 84 too: agreement.
+    assert (verifier.verdict, verifier.verdict_source, verifier.agreed_with) == ("ACCEPT", "agreed", 0)
+    assert verifier.alone and "print(12 * 7)" not in verifier.messages[1].content
     # The model's own text is what was asked and cached; the reply adds the run.
     assert "Program output" in worker.reply
 

@@ -38,8 +38,10 @@ from trinity_cli.episode import DecisionCallback, TurnCallback, run_episode
 from trinity_cli.errors import ConfigError
 from trinity_cli.messages import ChatMessage, Transcript
 from trinity_cli.pool import Pool, open_pool
+from trinity_cli.settle import Examples
 from trinity_cli.store import RunStore
 from trinity_cli.tasks.answers import guess_kind
+from trinity_cli.tasks.doctests import examples_in_text
 
 
 @dataclass
@@ -80,6 +82,15 @@ def question_seed(seed: int, question: str, context: Sequence[ChatMessage] = ())
     payload = json.dumps([seed, question, [[m.role, m.content] for m in context]], ensure_ascii=False,
                          separators=(",", ":"))
     return int.from_bytes(hashlib.sha256(payload.encode()).digest()[:4], "little")
+
+
+def question_examples(question: str, kind: str | None) -> Examples | None:
+    """The examples a code question shows (its asserts and `>>>` lines), run on every code
+    answer (settle.py); None for other questions or when it shows none."""
+    if kind != "code":
+        return None
+    source = examples_in_text(question)
+    return Examples(source) if source else None
 
 
 def read_question(question: str | None, stdin: TextIO | None = None) -> str:
@@ -144,6 +155,7 @@ def ask(
         kind = guess_kind(question)
         greedy = options.greedy if options.greedy is not None else default_greedy(coordinator.head)
         episode_seed = question_seed(options.seed, question, context)
+        examples = question_examples(question, kind)
         with store.new_run() as run_dir:
             transcript = run_episode(
                 question,
@@ -159,6 +171,7 @@ def ask(
                 on_turn=on_turn,
                 token_budget=options.token_budget,
                 cost_budget=options.cost_budget,
+                examples=examples,
             )
             wall = time.perf_counter() - start
             head = coordinator.head
@@ -175,6 +188,7 @@ def ask(
                 "episode_seed": episode_seed,
                 "greedy": greedy,
                 "answer_kind": kind,
+                "examples": examples.source if examples else None,
                 "max_turns": max_turns,
                 "exclude": list(options.exclude),
                 "transcript": transcript.to_dict(),

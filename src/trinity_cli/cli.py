@@ -211,8 +211,11 @@ def bench(
         help="How heads take decisions: sampled, greedy (the most likely model and role), or both (two rows "
              "per head). Default: as `trinity ask` does.")] = None,
     systems: Annotated[str | None, typer.Option(
-        help="Only these kinds of row, comma-separated: single, selfloop, random, head, moa, vote, "
+        help="Only these kinds of row, comma-separated: single, selfloop, sc, agree, random, head, moa, vote, "
              "best-per-task, oracle (default: all).")] = None,
+    sc: Annotated[list[str] | None, typer.Option(
+        "--sc", help="Self-consistency rows: MEMBER@K, all@K or best@K (repeatable; default best, K = the "
+                     "head's turn budget).")] = None,
     backbone: BackboneOpt = None,
     device: DeviceOpt = "auto",
     parallel: ParallelOpt = None,
@@ -223,8 +226,8 @@ def bench(
     ),
     quiet: QuietOpt = False,
 ) -> None:
-    """Benchmark heads against each pool model alone, self-loops, random routing, mixture-of-agents, vote,
-    best-per-task and the oracle."""
+    """Benchmark heads against each pool model alone, self-loops, self-consistency, agreement, random routing,
+    mixture-of-agents, vote, best-per-task and the oracle."""
     from trinity_cli import render
     from trinity_cli.bench import BenchOptions
     from trinity_cli.bench import bench as run_bench
@@ -233,7 +236,7 @@ def bench(
     cluster = RayOptions.from_cli(ray, ray_workers)
     kinds = [k.strip() for k in systems.split(",") if k.strip()] if systems else None
     options = BenchOptions(pool=pool, tasks=tasks, heads=head, max_turns=max_turns, random_seeds=random_seeds,
-                           seed=seed, decisions=decisions, backbone=backbone, device=device, systems=kinds)
+                           seed=seed, decisions=decisions, backbone=backbone, device=device, systems=kinds, sc=sc)
     with render.BenchProgress(quiet=quiet) as progress:
         result = run_bench(options, progress=progress, parallel=parallel, ray=cluster)
     render.bench_done(result, as_json=as_json, quiet=quiet)

@@ -130,6 +130,11 @@ class _ModelBase(_Strict):
     temperature: float = Field(default=0.0, ge=0)
     top_p: float = Field(default=1.0, gt=0, le=1)
     seed: int | None = 0
+    # A member asked again in the same episode samples at this temperature, from a seed
+    # derived from `seed`, the task and the attempt (pool.Pool.params): a fresh attempt,
+    # not its first reply again. 0 repeats the first reply. API members default to 0: a
+    # server's seed is a hint, so their sampled replies are never cached nor reproducible.
+    retry_temperature: float = Field(default=0.7, ge=0)
     price: Price | None = None
 
 
@@ -193,6 +198,7 @@ class OpenAIModel(_ModelBase):
     timeout_s: float = Field(default=120.0, gt=0)
     max_retries: int = Field(default=3, ge=0)
     max_concurrency: int | None = Field(default=None, ge=1)
+    retry_temperature: float = Field(default=0.0, ge=0)
 
 
 class ScriptRule(_Strict):

@@ -4,23 +4,34 @@ Verifier accepts or a budget (turns, tokens or cost) is spent.
 Rules, applied in this order after the coordinator's pick (each recorded in `Turn.override`):
 1. A Thinker's `Next: <role>` suggestion replaces the role of the following turn; the
    coordinator still picks the model.
-2. A Verifier picked before any Worker answer exists acts as a Worker instead (there is
+2. A Verifier picked before any answer exists acts as a Worker instead (there is
    nothing to verify; the turn is not wasted).
 3. On the last turn, if no answer exists yet, the role is Worker, so every episode ends
    with an answer. The last turn is turn `max_turns`, or the turn after the one that
    reached the token or cost budget: a budget reached while an answer exists ends the
    episode at once; reached before any Worker turn, it allows one more turn, a Worker.
 
-Each member is asked in its own style (roles.py). A `program` member's Worker and
-Verifier replies are run in the code sandbox (program.py) before they are recorded, so the
-printed value becomes the turn's `Answer:` line; on a code task a program Verifier's
-assert block is run against the proposed code and that run decides its verdict.
+Each member is asked in its own style (roles.py). A member asked before in the episode
+makes a fresh attempt: sampled at its `retry_temperature` from a seed derived from its seed,
+the task and the attempt number (pool.Pool.params), so a second ask is not the first reply
+again, and the same attempt at the same task is one cached call whoever asks it. A
+`program` member's answering replies are run in the code sandbox (program.py) before they
+are recorded, so the printed value becomes the turn's `Answer:` line.
+
+How answers are settled (settle.py): outside code tasks a Verifier answers alone and
+ACCEPTs when its answer equals any earlier answer, which becomes the episode's; on code
+tasks every code answer is run against the task's shown examples, a Verifier reads the
+proposed code (reason, direct: stated verdict) or tests it (program: its asserts run), and
+an ACCEPT of code failing its examples is refused. Without an ACCEPT the answer is the
+plurality of votes (code: the latest code passing its examples). A decision source with
+`stop_when_agreed` (the fixed `agree` procedure) also ends the episode at the first
+agreement (stop_reason "agreed").
 
 `kind` is the task's scorer kind ("numeric", "choice", "math", "exact", "code"; from the
-task item in evolve and bench, guessed from the task's wording in ask and serve): Verifier
-answers are compared exactly as that scorer reads answers.
+task item in evolve and bench, guessed from the task's wording in ask and serve): answers
+are compared exactly as that scorer reads them.
 
-The answer is the latest Worker reply. Models whose context cannot hold the task at all
+Models whose context cannot hold the task at all
 are routed around (masked like `--exclude`); if no model can hold it, `ContextOverflow`.
 When the transcript outgrows a model's context, its oldest turns are left out of that
 model's prompt (`Turn.truncated_turns` records how many).
@@ -33,10 +44,11 @@ from typing import Protocol
 
 import numpy as np
 
-from trinity_cli import program, roles
+from trinity_cli import program, roles, settle
 from trinity_cli.errors import ConfigError, ContextOverflow
-from trinity_cli.messages import ChatMessage, Decision, Role, Transcript, Turn
+from trinity_cli.messages import ChatMessage, Decision, GenParams, Role, Transcript, Turn
 from trinity_cli.pool import Pool
+from trinity_cli.settle import Examples
 from trinity_cli.tasks.answers import guess_kind
 
 # Reply room a prompt must leave; llama.cpp backends clamp max_tokens to what is left.
@@ -71,12 +83,17 @@ def reply_room(pool: Pool, model: str, role: Role) -> int:
 
 def _fit(
     pool: Pool, model: str, role: Role, task: str, turns: Sequence[Turn], context: Sequence[ChatMessage],
-    kind: str | None,
+    kind: str | None, alone: bool = False,
 ) -> tuple[list[ChatMessage], int]:
     room = reply_room(pool, model, role)
     style = pool.style(model)
-    for keep in range(len(turns), -1, -1):
-        messages = roles.build_messages(role, task, turns, context, keep_last=keep, style=style, kind=kind)
+    if alone:  # shown no turns: nothing to drop
+        messages = roles.build_messages(role, task, turns, context, style=style, kind=kind, alone=True)
+        if pool.fits(model, messages, room):
+            return messages, 0
+    for keep in range(0 if alone else len(turns), -1, -1):
+        messages = roles.build_messages(role, task, turns, context, keep_last=keep, style=style, kind=kind,
+                                        alone=alone)
         if pool.fits(model, messages, room):
             return messages, len(turns) - keep
     raise ContextOverflow(
@@ -120,8 +137,10 @@ def run_episode(
     token_budget: int | None = None,
     cost_budget: float | None = None,
     kind: str | None = None,
+    examples: Examples | None = None,
 ) -> Transcript:
-    """Run one episode (`kind`: the task's scorer kind, None to guess it from the task).
+    """Run one episode (`kind`: the task's scorer kind, None to guess it from the task;
+    `examples`: a code task's shown tests, run on every code answer: settle.py).
     Decisions are sampled from `np.random.default_rng(seed)`, so the
     same seed, pool replies and head give the same transcript.
 
@@ -139,9 +158,13 @@ def run_episode(
     usable = usable_models(pool, task, exclude, context)
     masked = set(pool.names) - usable
     rng = np.random.default_rng(seed)
+    salt = attempt_salt(task, context)
+    until_agreed = bool(getattr(coordinator, "stop_when_agreed", False))
+    strict = pool.config.sandbox == "strict"
     transcript = Transcript(task=task, context=list(context))
     suggested: Role | None = None
     spent: str | None = None  # which budget was reached: "token_budget" or "cost_budget"
+    settled: str | None = None  # the answer agreed on, once there is one
     for index in range(max_turns):
         last = index == max_turns - 1 or spent is not None
         decision = coordinator.decide(task, transcript.turns, rng, masked, context, greedy)
@@ -150,30 +173,33 @@ def run_episode(
         role, override = decision.role, None
         if suggested is not None and suggested is not role:
             role, override = suggested, f"thinker suggested {suggested.value}"
-        has_answer = roles.latest_answer(transcript.turns) is not None
-        if role is Role.VERIFIER and not has_answer:
+        proposed = next((t for t in reversed(transcript.turns) if roles.answers(t)), None)
+        if role is Role.VERIFIER and proposed is None:
             role, override = Role.WORKER, "no answer to verify yet: verifier acts as worker"
-        if last and not has_answer and role is not Role.WORKER:
+        if last and proposed is None and role is not Role.WORKER:
             why = "last turn" if spent is None else f"{spent.replace('_', ' ')} spent"
             role, override = Role.WORKER, f"{why} and no answer yet: worker"
-        messages, dropped = _fit(pool, decision.model, role, task, transcript.turns, context, kind)
-        completion = pool.chat(decision.model, messages, pool.params(decision.model, role.value))
+        alone = roles.asked_alone(role, kind, decision.alone)
+        messages, dropped = _fit(pool, decision.model, role, task, transcript.turns, context, kind, alone)
+        attempt = sum(t.model == decision.model for t in transcript.turns)
+        params = pool.params(decision.model, role.value, attempt=attempt, salt=salt)
+        completion = pool.chat(decision.model, messages, params)
         reply, execution = completion.text, None
         verdict = verdict_how = None
+        agreed: int | None = None
         suggested = None
-        proposed = roles.latest_answer(transcript.turns)
+        answering = role is Role.WORKER or (role is Role.VERIFIER and alone)
         if pool.style(decision.model) == "program" and role is not Role.THINKER:
-            strict = pool.config.sandbox == "strict"
-            if role is Role.VERIFIER and kind == "code" and proposed is not None:
-                verdict, run = program.run_tests(proposed, reply, strict=strict)
-                verdict_how = "executed"
-            else:
+            if answering:
                 reply, run = program.run_reply(reply, strict=strict)
+            else:  # a program Verifier of code: its asserts run against the proposed code
+                assert proposed is not None
+                verdict, run = program.run_tests(proposed.reply, reply, strict=strict)
+                verdict_how = "executed"
             execution = run.to_dict()
-        if role is Role.VERIFIER and verdict is None:
-            verdict, verdict_how = roles.verdict(reply, proposed, kind)
-        elif role is Role.THINKER:
-            suggested = roles.suggestion(reply)
+        example_run = None
+        if answering and kind == "code" and examples is not None:
+            example_run = settle.run_examples(reply, examples, strict=strict).to_dict()
         turn = Turn(
             index=index,
             model=decision.model,
@@ -190,25 +216,46 @@ def run_episode(
             cost_usd=completion.cost_usd,
             cached=completion.cached,
             override=override,
-            verdict=verdict,
-            verdict_source=verdict_how,
-            suggestion=suggested,
             truncated_turns=dropped,
             execution=execution,
+            alone=alone,
+            attempt=attempt,
+            temperature=params.temperature,
+            sample_seed=params.seed if attempt else None,
+            examples=example_run,
         )
+        if role is Role.VERIFIER and answering:
+            agreed = settle.agreed_with(transcript.turns, settle.answer_of(turn, kind), kind)
+            verdict = "ACCEPT" if agreed is not None else "REVISE"
+            verdict_how = "agreed" if agreed is not None else "disagreed"
+        elif role is Role.VERIFIER:
+            if verdict is None:
+                verdict, verdict_how = roles.verdict(reply), "stated"
+            assert proposed is not None
+            if verdict == "ACCEPT" and proposed.examples is not None and not proposed.examples.get("passed"):
+                verdict, verdict_how = "REVISE", "examples failed"
+        elif role is Role.THINKER:
+            suggested = roles.suggestion(reply)
+        turn.verdict, turn.verdict_source, turn.suggestion, turn.agreed_with = verdict, verdict_how, suggested, agreed
+        turn.vote = settle.is_vote(transcript.turns, turn, kind)
         transcript.turns.append(turn)
         if on_turn:
             on_turn(turn)
         if verdict == "ACCEPT":
             transcript.accepted = True
             transcript.stop_reason = "accepted"
+            settled = transcript.turns[agreed].reply if agreed is not None else proposed.reply if proposed else None
+            break
+        if until_agreed and (found := settle.agreement(transcript.turns, kind)) is not None:
+            transcript.stop_reason = "agreed"
+            settled = transcript.turns[found].reply
             break
         if spent is None:
             spent = _budget_reached(transcript, token_budget, cost_budget)
         if spent is not None and roles.latest_answer(transcript.turns) is not None:
             transcript.stop_reason = spent
             break
-    transcript.answer = roles.latest_answer(transcript.turns)
+    transcript.answer = settled if settled is not None else settle.settled_answer(transcript.turns, kind)
     return transcript
 
 
@@ -219,3 +266,15 @@ def _budget_reached(transcript: Transcript, token_budget: int | None, cost_budge
     if cost_budget is not None and (transcript.cost_usd or 0.0) >= cost_budget:
         return "cost_budget"
     return None
+
+
+def attempt_salt(task: str, context: Sequence[ChatMessage]) -> str:
+    """What a fresh attempt's seed is derived from besides the member and the attempt
+    (pool.attempt_seed): the task and the earlier conversation."""
+    return "\x00".join([task, *(f"{m.role}:{m.content}" for m in context)])
+
+
+def turn_params(pool: Pool, transcript: Transcript, turn: Turn) -> GenParams:
+    """The generation parameters `turn` of `transcript` was called with (its attempt's)."""
+    return pool.params(turn.model, turn.role.value, attempt=turn.attempt,
+                       salt=attempt_salt(transcript.task, transcript.context))

@@ -47,10 +47,11 @@ from trinity_cli import tasks
 from trinity_cli.config import PoolConfig
 from trinity_cli.coordinator.head import Head
 from trinity_cli.coordinator.policy import Coordinator
-from trinity_cli.episode import DecisionSource, run_episode
+from trinity_cli.episode import DecisionSource, run_episode, turn_params
 from trinity_cli.errors import ContextOverflow
 from trinity_cli.messages import Decision, Transcript
 from trinity_cli.pool import Pool, open_pool
+from trinity_cli.settle import Examples
 
 ProgressFn = Callable[[str, dict[str, Any]], None]
 
@@ -155,7 +156,8 @@ class Runtime:
 
         try:
             transcript = run_episode(spec.item.prompt, self.pool, self.router(spec), max_turns=spec.max_turns,
-                                     seed=spec.seed, greedy=spec.greedy, kind=spec.item.scorer, on_decision=check)
+                                     seed=spec.seed, greedy=spec.greedy, kind=spec.item.scorer, on_decision=check,
+                                     examples=Examples.from_reference(spec.item.reference))
         except ContextOverflow as exc:
             if not spec.overflow_scores_zero:
                 raise
@@ -183,8 +185,9 @@ def settle_cache_flags(pool: Pool, outcomes: Sequence[EpisodeOutcome], also_comp
     for outcome in outcomes:
         if outcome.transcript is None:
             continue
-        for turn in outcome.transcript.turns:
-            key = pool.cache_key(turn.model, turn.messages, pool.params(turn.model, turn.role.value))
+        transcript = outcome.transcript
+        for turn in transcript.turns:
+            key = pool.cache_key(turn.model, turn.messages, turn_params(pool, transcript, turn))
             if key is None:
                 continue  # not cached: every such call went to the model, in any order
             keyed.append((turn, key))

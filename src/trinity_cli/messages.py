@@ -73,7 +73,8 @@ class Decision:
     """One coordinator decision: probabilities over models and roles and the chosen pair.
 
     `model_probs[i]` is the probability of the pool's i-th model (0 for excluded ones),
-    `role_probs` follows `ROLES` order.
+    `role_probs` follows `ROLES` order. `alone`: the member is asked from the task alone,
+    shown no turns (the fixed `sc` and `agree` procedures; roles.build_messages).
     """
 
     model: str
@@ -81,6 +82,7 @@ class Decision:
     model_probs: list[float]
     role_probs: list[float]
     seconds: float = 0.0
+    alone: bool = False
 
 
 @dataclass
@@ -92,6 +94,14 @@ class Turn:
     answer) overrode it, with the reason in `override`. `reply` is what later turns and
     scorers read: the model's text, plus a program member's output and answer line;
     `execution` is what running that program did (program.Execution as a dict), or None.
+
+    How the call was made: `alone` (shown the task alone, so its answer is independent),
+    `attempt` (how many calls this member had in the episode before this one: 0 is its
+    greedy first reply), `temperature` and `sample_seed` of a fresh attempt (episode.py).
+    How it was settled (settle.py): `examples`, a code answer's run against the task's
+    examples (settle.ExampleRun as a dict) or None; `vote`, whether its answer counts
+    toward agreement and the plurality (an answer its author was shown does not);
+    `agreed_with`, the index of the earlier turn whose answer a Verifier's agreed with.
     """
 
     index: int
@@ -114,6 +124,13 @@ class Turn:
     suggestion: Role | None = None
     truncated_turns: int = 0
     execution: dict[str, Any] | None = None
+    alone: bool = False
+    attempt: int = 0
+    temperature: float = 0.0
+    sample_seed: int | None = None
+    examples: dict[str, Any] | None = None
+    vote: bool = False
+    agreed_with: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -137,9 +154,11 @@ class Turn:
 class Transcript:
     """A whole episode: the task, its turns, and how it ended.
 
-    `answer` is the latest Worker reply (None only if no Worker ever answered);
-    `stop_reason` is "accepted" (a Verifier said ACCEPT), "max_turns", "token_budget" or
-    "cost_budget" (episode.run_episode's `token_budget` / `cost_budget` was reached).
+    `answer` is the reply settle.py settles on (None only if no turn ever answered);
+    `stop_reason` is "accepted" (a Verifier said ACCEPT), "agreed" (two independent answers
+    agreed, or a code answer passed its examples, in the fixed `agree` procedure),
+    "max_turns", "token_budget" or "cost_budget" (episode.run_episode's `token_budget` /
+    `cost_budget` was reached).
     """
 
     task: str

@@ -23,6 +23,7 @@ same cache hits, as the same episodes one after another.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import threading
 from collections import Counter
@@ -35,6 +36,13 @@ from trinity_cli.cache import RolloutCache, rollout_key
 from trinity_cli.config import ModelConfig, PoolConfig
 from trinity_cli.errors import ConfigError, did_you_mean
 from trinity_cli.messages import ChatMessage, Completion, GenParams
+
+
+def attempt_seed(seed: int | None, name: str, attempt: int, salt: str) -> int:
+    """The sampling seed of member `name`'s `attempt`-th fresh attempt at the task `salt`:
+    the first 4 bytes (little-endian, below 2**31) of sha256("<seed>:<name>:<attempt>:<salt>")."""
+    digest = hashlib.sha256(f"{seed}:{name}:{attempt}:{salt}".encode()).digest()
+    return int.from_bytes(digest[:4], "little") & 0x7FFFFFFF
 
 
 def load_key(model: ModelConfig) -> str:
@@ -114,13 +122,24 @@ class Pool:
         """How member `name` is asked to work: "reason", "direct" or "program"."""
         return self.config.model(name).style
 
-    def params(self, name: str, role: str | None = None) -> GenParams:
+    def params(self, name: str, role: str | None = None, attempt: int = 0, salt: str = "") -> GenParams:
         """Member `name`'s sampling parameters; `role` ("thinker", "worker", "verifier")
-        applies the member's `role_max_tokens` cap for that role, if it has one."""
+        applies the member's `role_max_tokens` cap for that role, if it has one.
+
+        `attempt` > 0 (the member was asked before in this episode) gives a fresh attempt:
+        temperature `retry_temperature` (its own `temperature` if that is higher), seed
+        `attempt_seed(seed, name, attempt, salt)`, `salt` being the task and conversation.
+        The seed depends on nothing else, so the same attempt at the same task is the
+        same call whichever procedure or head asks it: one cached reply serves them all,
+        and heads compared during evolution see the same samples."""
         model = self.config.model(name)
         caps = {str(r): n for r, n in model.role_max_tokens.items()}
         max_tokens = caps.get(role, model.max_tokens) if role else model.max_tokens
-        return GenParams(max_tokens=max_tokens, temperature=model.temperature, top_p=model.top_p, seed=model.seed)
+        temperature, seed = model.temperature, model.seed
+        if attempt > 0 and max(model.retry_temperature, model.temperature) > 0:
+            temperature = max(model.retry_temperature, model.temperature)
+            seed = attempt_seed(model.seed, name, attempt, salt)
+        return GenParams(max_tokens=max_tokens, temperature=temperature, top_p=model.top_p, seed=seed)
 
     def backend(self, name: str) -> Backend:
         """Member `name`'s backend, constructed (not loaded) on first use; shared by every

@@ -1,45 +1,47 @@
 """Role prompts for each member style, how a turn's messages are built, and how replies are read.
 
 A pool member is weights plus a style (`style:` in the pool file), and each style has its
-own prompt for every role:
+own instructions for every role:
 
     reason    works step by step, briefly (the Worker ends with the answer line the task
-              asks for); its Verifier sees the proposed answer, solves the task itself and
-              states a verdict.
-    direct    the final answer alone, no working (pair it with a small `max_tokens`); its
-              Verifier answers on its own, shown neither the proposed answer nor the turns,
-              and the two answers are compared.
+              asks for).
+    direct    the final answer alone, no working (pair it with a small `max_tokens`).
     program   writes a Python program whose printed value (or variable `answer`) is the
               answer; trinity runs it in the code sandbox (program.py) and appends the
-              output and an `Answer:` line to the reply. Its Verifier recomputes with its own
-              program, shown only the task, and the results are compared. On code tasks the Worker writes the
+              output and an `Answer:` line to the reply. On code tasks the Worker writes the
               function and the Verifier writes assert tests that are run against it.
 
 Prompts are written for small models: short, no headings to copy, and on code tasks the
-code comes first. They are versioned: `PROMPT_VERSION` goes into head manifests and rollout
-cache keys, so changing any wording below must bump it.
+code comes first. They are versioned: `PROMPT_VERSION` goes into head manifests, so
+changing any wording below must bump it.
 
-Message layout for every style and role: one system message (the role's instructions) and
-one user message holding, in order, earlier conversation (if any), the task, the turns so
-far (oldest dropped first when the context is short: `keep_last`), the proposed answer
-(Verifiers that see it), and the role's request. A Verifier that answers on its own (direct,
-and program outside code tasks: `sees_proposed_answer`) is shown no turns either, only the
-conversation and the task, so its answer is independent of the one it is compared with.
+Message layout (p4), every style and role: one system message, the same for every member
+and role (`SYSTEM`), and one user message holding, in order, earlier conversation (if any),
+the task, the turns so far (oldest dropped first when the context is short: `keep_last`;
+a code answer's example run is shown under it), the proposed code to check (code
+Verifiers), and last the style's instructions for the role and the request. What
+consecutive calls share (system, conversation, task, turns) thus comes first, where
+llama.cpp reuses the previous prompt's evaluated prefix; p3 put the role's instructions in
+the system message, so two calls shared almost nothing.
+
+Asked alone (`alone=True`: the fixed `sc` and `agree` procedures, and every Verifier outside
+code tasks), a member sees only the conversation and the task, with the Worker's
+instructions: its answer is then independent of the episode's others and counts as a vote
+(settle.py). A Verifier outside code tasks is exactly such a call, compared with every
+earlier answer: a small model shown the proposed answer copies it (p2's direct Verifier
+accepted 94% of right answers and 96% of wrong ones; docs/pools.md). On code tasks a
+Verifier is shown the latest code and its example run: a reason or direct Verifier reads it
+and states `Verdict: ACCEPT|REVISE`, a program Verifier writes asserts that are run
+(program.run_tests).
 
 Aggregation (`aggregate_task`, bench's `moa` row): the strongest member is shown the task and
 every member's answer and asked, as a Worker in its own style, for one best answer. The
 request is the task text itself, so the aggregator's call is an ordinary Worker call
-(`build_messages`), played by `episode.run_episode` like any other. `AGGREGATE` is used by
-no other call: heads never see it and no existing call's messages change, so adding it did
-not bump `PROMPT_VERSION` (which ties heads to the prompts they were evolved under);
-rewording it changes the aggregator's messages and so its rollout cache keys by itself.
+(`build_messages`), played by `episode.run_episode` like any other. Rewording `AGGREGATE`
+changes the aggregator's messages and so its rollout cache keys by itself.
 
-Verdicts (`verdict`): when the Verifier's own final answer is strong (an anchored or
-unquoted `Answer:` line, `\\boxed{}`, a choice letter: see tasks/scoring.py) and the proposed
-answer can be read, the two are compared by the task's scorer and the comparison decides
-("compared"). Otherwise the stated `Verdict: ACCEPT|REVISE` decides ("stated"; a reply that
-opens with the bare word counts); anything unparseable is REVISE. A program Verifier on a
-code task is decided by running its tests ("executed", program.py).
+Verdicts of code Verifiers that read (`verdict`): the stated `Verdict: ACCEPT|REVISE` (a
+reply that opens with the bare word counts); anything unparseable is REVISE.
 """
 
 from __future__ import annotations
@@ -48,23 +50,27 @@ import re
 from collections.abc import Sequence
 
 from trinity_cli.messages import ChatMessage, Role, Turn
-from trinity_cli.tasks.answers import final_answer, same_answer
 
-PROMPT_VERSION = "p3"
+PROMPT_VERSION = "p4"
 
 # Past replies are clipped to this many characters when shown to later turns: small
 # models have small contexts, and the head of a long reply carries its substance.
 HISTORY_CHARS = 1500
+
+SYSTEM = (
+    "You are one member of a team of assistants that solve tasks together. Follow the "
+    "instructions at the end of each message exactly."
+)
 
 _NEXT_LINE = (
     "End with one last line that is exactly 'Next: worker' (to have the task solved) or "
     "'Next: verifier' (to have the latest answer checked)."
 )
 
-SYSTEM: dict[str, dict[Role, str]] = {
+INSTRUCTIONS: dict[str, dict[Role, str]] = {
     "reason": {
         Role.THINKER: (
-            "You help a team solve a task, but you do not solve it yourself and you do not give a "
+            "You help the team, but you do not solve the task yourself and you do not give a "
             "final answer. In at most five short lines, say how to solve it; if an answer was "
             "already proposed, say exactly what is wrong or missing in it. " + _NEXT_LINE
         ),
@@ -75,16 +81,14 @@ SYSTEM: dict[str, dict[Role, str]] = {
             "the answer in the form the task asks for."
         ),
         Role.VERIFIER: (
-            "You check a proposed answer, and you do not trust it. Solve the task yourself, briefly "
-            "and step by step, and write your own final answer in the form the task asks for. Then "
-            "write a last line that is exactly 'Verdict: ACCEPT' if your answer agrees with the "
-            "proposed one, or 'Verdict: REVISE' if it does not. If the task asks for code, read the "
-            "proposed code against the task and its example instead, and end with the verdict line."
+            "You check the proposed code, and you do not trust it. Read it against the task and "
+            "its examples, and the result of running the examples if shown. End with a last line "
+            "that is exactly 'Verdict: ACCEPT' if it is right, or 'Verdict: REVISE' if it is not."
         ),
     },
     "direct": {
         Role.THINKER: (
-            "You help a team solve a task, but you do not solve it. In one or two short sentences, "
+            "You help the team, but you do not solve the task. In one or two short sentences, "
             "give the key fact or idea needed. Do not give the final answer. " + _NEXT_LINE
         ),
         Role.WORKER: (
@@ -93,16 +97,15 @@ SYSTEM: dict[str, dict[Role, str]] = {
             "asks for code, reply with the code alone in one ```python block."
         ),
         Role.VERIFIER: (
-            "Reply with the final answer only, in the form the task asks for, for example "
-            "'Answer: 42' or 'Answer: B'. Do not explain and do not show any working. If the task "
-            "asks for code, read the proposed code against the task and its example and reply "
-            "with one line: 'Verdict: ACCEPT' if it is right, 'Verdict: REVISE' if not."
+            "Read the proposed code against the task and its examples, and the result of running "
+            "the examples if shown. Reply with one line: 'Verdict: ACCEPT' if it is right, "
+            "'Verdict: REVISE' if not."
         ),
     },
     "program": {
         Role.THINKER: (
-            "You help a team solve a task with a Python program, but you do not solve it and do "
-            "not give a final answer. In at most five short lines, say what the program must "
+            "You help the team solve the task with a Python program, but you do not solve it and "
+            "do not give a final answer. In at most five short lines, say what the program must "
             "compute and how. " + _NEXT_LINE
         ),
         Role.WORKER: (
@@ -112,11 +115,9 @@ SYSTEM: dict[str, dict[Role, str]] = {
             "choice. If the task asks for a function, write just that function instead."
         ),
         Role.VERIFIER: (
-            "Check the task by writing your own short Python program that computes the answer "
-            "and ends with print(answer). Reply with one ```python block and nothing else; use "
-            "only the standard library. For a multiple-choice question, print the letter of the "
-            "right choice. If the task asks for a function, write instead assert statements that "
-            "test the proposed function on the task's examples and on one more case you work out."
+            "Check the proposed function by writing assert statements that test it on the task's "
+            "examples and on one more case you work out. Reply with one ```python block of asserts "
+            "and nothing else."
         ),
     },
 }
@@ -125,17 +126,17 @@ REQUEST: dict[str, dict[Role, str]] = {
     "reason": {
         Role.THINKER: "Write the plan or critique now (no final answer).",
         Role.WORKER: "Solve the task now.",
-        Role.VERIFIER: "Solve it independently, then give your verdict.",
+        Role.VERIFIER: "Give your verdict now.",
     },
     "direct": {
         Role.THINKER: "Give your hint now (no final answer).",
         Role.WORKER: "Give the final answer now.",
-        Role.VERIFIER: "Give the final answer now.",
+        Role.VERIFIER: "Give your verdict now.",
     },
     "program": {
         Role.THINKER: "Give your advice now (no final answer).",
         Role.WORKER: "Write the program now.",
-        Role.VERIFIER: "Write your program now.",
+        Role.VERIFIER: "Write your asserts now.",
     },
 }
 
@@ -179,17 +180,41 @@ def aggregate_task(task: str, answers: Sequence[str], limit: int = AGGREGATE_ANS
 
 
 def latest_answer(turns: Sequence[Turn]) -> str | None:
-    """The latest Worker reply: the episode's answer so far."""
+    """The latest answering turn's reply (a Worker, or a Verifier asked alone): what a
+    code Verifier checks."""
     for turn in reversed(turns):
-        if turn.role is Role.WORKER:
+        if answers(turn):
             return turn.reply
     return None
 
 
-def sees_proposed_answer(style: str, kind: str | None) -> bool:
-    """Whether a Verifier of `style` is shown the answer it checks. A direct or program
-    Verifier answers on its own and is compared, except on code, which it must read."""
-    return style == "reason" or kind == "code"
+def answers(turn: Turn) -> bool:
+    """Whether `turn` proposed an answer: every Worker turn, and a Verifier asked alone."""
+    return turn.role is Role.WORKER or (turn.role is Role.VERIFIER and turn.alone)
+
+
+def asked_alone(role: Role, kind: str | None, alone: bool = False) -> bool:
+    """Whether a call in `role` sees the task alone (module docstring): when the decision
+    says so, and a Verifier on every task but code, which it must read or test."""
+    return alone or (role is Role.VERIFIER and kind != "code")
+
+
+def _shown_turn(turn: Turn) -> str:
+    """A turn as later prompts show it: label, reply (clipped), and its example run."""
+    text = f"[{LABEL[turn.role]}]\n{_clip(turn.reply)}"
+    if turn.examples is not None:
+        text += "\n" + examples_note(turn.examples)
+    return text
+
+
+def examples_note(result: dict[str, object]) -> str:
+    """One line on a code answer's example run (settle.ExampleRun as a dict)."""
+    if result.get("passed"):
+        return "(trinity ran the task's examples on this code: all passed)"
+    failing = str(result.get("failing") or "").strip()
+    error = str(result.get("error") or "").strip()
+    what = f" `{failing}`" if failing else ""
+    return f"(trinity ran the task's examples on this code: failed{what}: {error or 'no result'})"
 
 
 def build_messages(
@@ -200,17 +225,19 @@ def build_messages(
     keep_last: int | None = None,
     style: str = "reason",
     kind: str | None = None,
+    alone: bool = False,
 ) -> list[ChatMessage]:
     """The messages sent to a `style` member acting as `role` (see module docstring);
-    `kind` is the task's scorer kind (None: unknown)."""
-    if style not in SYSTEM:
+    `kind` is the task's scorer kind (None: unknown); `alone`: asked from the task alone,
+    with the Worker's instructions, whatever `role` is recorded."""
+    if style not in INSTRUCTIONS:
         raise ValueError(f"unknown style {style!r}")
-    shown = list(turns) if keep_last is None else list(turns)[len(turns) - keep_last :] if keep_last else []
-    if role is Role.VERIFIER and not sees_proposed_answer(style, kind):
-        # An answer checked by comparison must be reached without it: shown the turns,
-        # a small model copies the Worker's answer (p2's direct Verifier accepted 94% of
-        # right answers and 96% of wrong ones; docs/pools.md, "How far each Verifier can be trusted").
-        shown = []
+    if asked_alone(role, kind, alone):
+        shown: list[Turn] = []
+        asked = Role.WORKER
+    else:
+        shown = list(turns) if keep_last is None else list(turns)[len(turns) - keep_last :] if keep_last else []
+        asked = role
     parts = []
     if context:
         lines = "\n".join(f"{m.role}: {_clip(m.content)}" for m in context)
@@ -219,14 +246,14 @@ def build_messages(
     if shown:
         dropped = len(turns) - len(shown)
         header = f"Turns so far ({dropped} earlier turns omitted):" if dropped else "Turns so far:"
-        body = "\n\n".join(f"[{LABEL[t.role]}]\n{_clip(t.reply)}" for t in shown)
-        parts.append(f"{header}\n{body}")
-    if role is Role.VERIFIER and sees_proposed_answer(style, kind):
-        answer = latest_answer(turns)
-        if answer is not None:
-            parts.append(f"Proposed answer to check:\n{_clip(answer)}")
-    parts.append(REQUEST[style][role])
-    return [ChatMessage("system", SYSTEM[style][role]), ChatMessage("user", "\n\n".join(parts))]
+        parts.append(header + "\n" + "\n\n".join(_shown_turn(t) for t in shown))
+    if asked is Role.VERIFIER:
+        proposed = next((t for t in reversed(turns) if answers(t)), None)
+        if proposed is not None:
+            note = f"\n{examples_note(proposed.examples)}" if proposed.examples is not None else ""
+            parts.append(f"Proposed code to check:\n{_clip(proposed.reply)}{note}")
+    parts.append(f"{INSTRUCTIONS[style][asked]}\n{REQUEST[style][asked]}")
+    return [ChatMessage("system", SYSTEM), ChatMessage("user", "\n\n".join(parts))]
 
 
 _VERDICT = re.compile(r"\bverdict\s*[:\-]?\s*\**\s*(ACCEPT|REVISE)\b", re.I)
@@ -244,16 +271,10 @@ def stated_verdict(reply: str) -> str | None:
     return lead.group(1).upper() if lead else None
 
 
-def verdict(reply: str, proposed: str | None, kind: str | None = None) -> tuple[str, str]:
-    """(verdict, how) for a Verifier `reply` on the answer `proposed` of a task whose
-    scorer is `kind` (None: unknown); how is 'compared' or 'stated' (module docstring)."""
-    if reply and proposed and kind != "code":
-        own_text = re.split(r"\bverdict\b", reply, flags=re.I)[0]
-        mine = final_answer(own_text, kind)
-        theirs = final_answer(proposed, kind)
-        if mine is not None and mine.strong and theirs is not None:
-            return ("ACCEPT" if same_answer(mine, theirs) else "REVISE"), "compared"
-    return (stated_verdict(reply) or "REVISE"), "stated"
+def verdict(reply: str) -> str:
+    """'ACCEPT' or 'REVISE' of a code Verifier that reads (module docstring): as stated,
+    REVISE when no verdict can be read."""
+    return stated_verdict(reply) or "REVISE"
 
 
 def suggestion(reply: str) -> Role | None:

@@ -2,7 +2,9 @@
 
 The first rule whose `match` regex is found in the last message's content wins; otherwise
 `default`. Token counts are whitespace word counts, so runs are fully deterministic.
-`delay_s` makes every reply take that long (the reply itself does not change), so tests
+A reply's `{seed}` is replaced by the call's sampling seed and `{name}` by the model's name,
+so fresh attempts (sampled, from derived seeds: pool.Pool.params) can differ from the first
+reply as a real model's do. `delay_s` makes every reply take that long (the reply itself does not change), so tests
 and demos can see calls overlap; `latency_s` reports the time the call took.
 """
 
@@ -41,6 +43,7 @@ class ScriptedBackend(Backend):
         self.calls.append(list(messages))
         last = messages[-1].content if messages else ""
         text = next((reply for rx, reply in self.rules if rx.search(last)), self.config.default)
+        text = text.replace("{seed}", str(params.seed)).replace("{name}", self.name)
         words = text.split()[: params.max_tokens]
         price = self.config.price
         p_tok = self.prompt_tokens(messages)

@@ -14,9 +14,10 @@ from trinity_cli.tasks import MixEntry
 
 BENCH_FORMAT = "trinity-bench/1"
 DEFAULT_TASKS = "gsm8k:test:50,arc-challenge:test:50,mbpp:test:50"
-SYSTEM_KINDS = ("single", "selfloop", "random", "head", "moa", "vote", "best-per-task", "oracle")
+SYSTEM_KINDS = ("single", "selfloop", "sc", "agree", "random", "head", "moa", "vote", "best-per-task", "oracle")
 DERIVED = ("vote", "best-per-task", "oracle")  # computed from the single runs
 NEEDS_SINGLES = ("moa", *DERIVED)  # rows built on the single runs, which are then played
+DEFAULT_SC = ("best",)
 Z95 = 1.959963984540054  # two-sided 95% normal quantile
 ANSWER_CHARS = 300
 
@@ -30,7 +31,11 @@ class BenchOptions:
     self-loops and random routing the first head's (so every row plays the same budget as
     the head it is compared with; DEFAULT_MAX_TURNS without a head); `random_seeds` 0
     leaves random routing out. `decisions`: how head rows take their decisions, "sampled",
-    "greedy", or "both" (two rows per head, the second named `head:<name>/<mode>`)."""
+    "greedy", or "both" (two rows per head, the second named `head:<name>/<mode>`).
+    `sc`: the self-consistency rows, each `MEMBER[@K]`, `all[@K]` (one row per member) or
+    `best[@K]` (the member with the best single row of this bench: a baseline chosen on the
+    bench's own labels, which can only flatter the baseline); K defaults to the head's turn
+    budget."""
 
     pool: str | None = None
     tasks: str = DEFAULT_TASKS
@@ -42,6 +47,18 @@ class BenchOptions:
     backbone: str | None = None
     device: str = "auto"
     systems: Sequence[str] | None = None
+    sc: Sequence[str] | None = None  # None: DEFAULT_SC
+
+    def sc_specs(self) -> list[tuple[str, int | None]]:
+        """`sc` parsed: (member, "all" or "best"; K or None for the turn budget)."""
+        specs = []
+        for spec in self.sc or DEFAULT_SC:
+            who, _, k = spec.partition("@")
+            if not who or (k and (not k.isdigit() or int(k) < 1)):
+                raise ConfigError(f"--sc {spec!r}: expected MEMBER@K, all@K or best@K (K a number, 1 or more)",
+                                  "e.g. --sc best@5 or --sc qwen1.5b-reason@4")
+            specs.append((who, int(k) if k else None))
+        return specs
 
     def kinds(self) -> list[str]:
         """The kinds of row to report (`systems`, default all), in SYSTEM_KINDS order."""
@@ -59,6 +76,7 @@ class BenchOptions:
         for kind in self.systems or ():
             if kind not in SYSTEM_KINDS:
                 raise ConfigError(f"--systems: unknown kind {kind!r}", did_you_mean(kind, SYSTEM_KINDS))
+        self.sc_specs()
         if self.decisions not in (None, *DECISIONS, "both"):
             raise ConfigError(f"--decisions: unknown mode {self.decisions!r}", "use sampled, greedy or both")
         if self.max_turns is not None and self.max_turns < 1:

