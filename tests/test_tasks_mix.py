@@ -183,6 +183,16 @@ def test_user_file_splits_do_not_depend_on_the_path_spelling(numeric_file: Path,
             "unknown code answer field",
             "tests",
         ),
+        (
+            ['{"prompt": "q", "answer": {"tests": "assert 1", "examples": "assert (("}, "scorer": "code"}'],
+            "the examples are not valid Python",
+            "examples",
+        ),
+        (
+            ['{"prompt": "q", "answer": {"tests": "assert 1", "examples": 3}, "scorer": "code"}'],
+            "'examples' must be test code",
+            "assert",
+        ),
         (["[1, 2]"], "expected a JSON object", ""),
         (
             [
@@ -206,6 +216,17 @@ def test_user_file_errors_name_file_and_line(
     assert message in err.value.message
     assert "\n" not in err.value.message
     assert err.value.hint is not None and hint in err.value.hint
+
+
+def test_user_file_code_examples_are_kept_apart_from_the_tests(tmp_path: Path) -> None:
+    path = tmp_path / "code.jsonl"
+    path.write_text(json.dumps({"prompt": "Write f. f(1) == 2", "scorer": "code", "answer": {
+        "tests": "assert f(5) == 6", "examples": ["assert f(1) == 2"]}}) + "\n"
+                    + json.dumps({"prompt": "Write g.", "scorer": "code", "answer": "assert g() == 1"}) + "\n")
+    with_examples, without = load_jsonl(path)
+    assert with_examples.reference["examples"] == "assert f(1) == 2"
+    assert with_examples.reference["tests"] == "assert f(5) == 6"
+    assert "examples" not in without.reference
 
 
 def test_missing_user_file() -> None:

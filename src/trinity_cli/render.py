@@ -23,6 +23,7 @@ from rich.text import Text
 
 from trinity_cli import reports
 from trinity_cli.messages import ROLES, Decision, Turn
+from trinity_cli.roles import examples_note
 
 err = Console(stderr=True, highlight=False)
 out = Console(highlight=False, soft_wrap=True)
@@ -66,6 +67,11 @@ def turn_line(turn: Turn) -> Text:
         line.append(f"  ${turn.cost_usd:.4f}")
     if turn.verdict:
         line.append(f"  {turn.verdict}", style="bold green" if turn.verdict == "ACCEPT" else "bold red")
+    if turn.attempt:
+        line.append(f"  attempt {turn.attempt + 1}", style="dim")
+    if turn.examples is not None:
+        passed = bool(turn.examples.get("passed"))
+        line.append("  examples passed" if passed else "  examples failed", style="green" if passed else "red")
     if turn.suggestion:
         line.append(f"  next: {turn.suggestion.value}", style="magenta")
     if turn.override:
@@ -131,6 +137,7 @@ def ask_header(pool: str, models: Sequence[str], head: str, trained: bool, exclu
 
 STOP_REASONS = {
     "accepted": "accepted by a verifier",
+    "agreed": "two answers agreed",
     "max_turns": "turn budget spent",
     "token_budget": "token budget spent",
     "cost_budget": "cost budget spent",
@@ -203,7 +210,14 @@ def replay_ask(record: dict[str, Any]) -> None:
         stats = (f"{turn.prompt_tokens} prompt + {turn.completion_tokens} completion tokens, "
                  f"{turn.latency_s:.2f}s, coordinator {turn.coordinator_s * 1000:.0f} ms"
                  + (", cached" if turn.cached else "")
-                 + (f", ${turn.cost_usd:.5f}" if turn.cost_usd else ""))
+                 + (f", ${turn.cost_usd:.5f}" if turn.cost_usd else "")
+                 + (f", attempt {turn.attempt + 1} (temperature {turn.temperature:g}, seed {turn.sample_seed})"
+                    if turn.attempt else "")
+                 + (", asked alone" if turn.alone else "")
+                 + (", a vote" if turn.vote else "")
+                 + (f", agreed with turn {turn.agreed_with + 1}" if turn.agreed_with is not None else ""))
+        if turn.examples is not None:
+            stats += "\n" + examples_note(turn.examples)
         prompt = "\n\n".join(f"[{m.role}]\n{m.content}" for m in turn.messages)
         body = Group(
             probs,

@@ -2,7 +2,9 @@
 
 Input text (version `COORDINATOR_VERSION`): a short dispatcher instruction, the task, and
 the conversation as plain `role (model): content` lines (no chat template: it hurt role
-accuracy in the paper's code), ending with the line `Next:`. The feature is the
+accuracy in the paper's code), each followed by how the turn was settled when it was (c2:
+`[ACCEPT]` / `[REVISE]` for a Verifier, `[examples passed]` / `[examples failed]` for a code
+answer run against the task's examples), ending with the line `Next:`. The feature is the
 backbone's last-layer hidden state at the penultimate token of that text, scaled to
 unit L2 norm before the head reads it (and centres it: coordinator/head.py). A long text
 is shortened to the backbone's token limit by dropping the oldest turns first (then the
@@ -51,7 +53,7 @@ from trinity_cli.messages import ROLES, ChatMessage, Decision, Turn
 
 log = logging.getLogger(__name__)
 
-COORDINATOR_VERSION = "c1"
+COORDINATOR_VERSION = "c2"
 INSTRUCTION = (
     "You coordinate a team of language models. Read the task and the conversation so far, "
     "then decide which model acts next and in which role: thinker (plans or critiques), "
@@ -92,7 +94,7 @@ def coordinator_text(
         head.append("Task: " + _one_line(task, task_chars))
         return "\n".join([*head, *lines, "Next:"])
 
-    lines = [f"{t.role.value} ({t.model}): {_one_line(t.reply, TURN_CHARS)}" for t in turns]
+    lines = [_turn_line(t) for t in turns]
     while lines and len(build(TASK_CHARS, True, lines)) > TEXT_CHARS:
         lines.pop(0)
     text = build(TASK_CHARS, True, lines)
@@ -109,6 +111,17 @@ def coordinator_text(
         task_chars //= 2
         text = build(task_chars, False, [])
     return text
+
+
+def _turn_line(turn: Turn) -> str:
+    """One turn as the coordinator reads it (module docstring): role, model, reply, outcome."""
+    marks = []
+    if turn.verdict is not None:
+        marks.append(turn.verdict)
+    if turn.examples is not None:
+        marks.append("examples passed" if turn.examples.get("passed") else "examples failed")
+    suffix = "".join(f" [{m}]" for m in marks)
+    return f"{turn.role.value} ({turn.model}): {_one_line(turn.reply, TURN_CHARS)}{suffix}"
 
 
 def _softmax(logits: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:

@@ -13,8 +13,11 @@ One JSON object per line (blank lines are skipped):
                exact    a string (or number), compared after normalisation
                code     test code run after the reply's code: a string, a list of assert
                         lines, or {"tests": ..., "prelude": ..., "entry_point": ...,
-                        "timeout_s": ..., "sandbox": "auto" | "strict"}; strict refuses to
-                        run the code without bubblewrap isolation
+                        "timeout_s": ..., "sandbox": "auto" | "strict", "examples": ...};
+                        strict refuses to run the code without bubblewrap isolation;
+                        `examples` (optional, a string or a list of assert lines) are the
+                        tests the prompt shows: episodes run every code answer against
+                        them (settle.py), so keep them out of `tests`, which scores
     scorer   required: numeric | math | choice | exact | code
     id       optional string or integer, unique in the file; defaults to "line-N". The id
              decides the item's split, so keep ids stable when you edit the file.
@@ -35,7 +38,7 @@ from trinity_cli.tasks.items import TaskItem
 from trinity_cli.tasks.scoring import SCORERS
 
 FIELDS = ("prompt", "answer", "scorer", "id")
-CODE_FIELDS = ("tests", "prelude", "entry_point", "timeout_s", "sandbox")
+CODE_FIELDS = ("tests", "prelude", "entry_point", "timeout_s", "sandbox", "examples")
 
 
 def load_jsonl(path: str | Path, task: str | None = None) -> list[TaskItem]:
@@ -155,17 +158,25 @@ def _code_reference(answer: Any, where: str) -> dict[str, Any]:
     if sandbox not in ("auto", "strict"):
         raise ConfigError(f"{where}: 'sandbox' must be \"auto\" or \"strict\", got {sandbox!r}",
                           hint="strict refuses to run the code without bubblewrap")
-    try:
-        compile(tests, f"{where} tests", "exec")
-    except SyntaxError as exc:
-        raise ConfigError(
-            f"{where}: the tests are not valid Python ({exc.msg}, line {exc.lineno})",
-            hint="fix the test code",
-        ) from None
+    examples = answer.get("examples") or ""
+    if isinstance(examples, list) and all(isinstance(line, str) for line in examples):
+        examples = "\n".join(examples)
+    if not isinstance(examples, str):
+        raise ConfigError(f"{where}: code answer 'examples' must be test code (a string or a list of lines)",
+                          hint='e.g. "examples": ["assert f(1) == 2"]')
+    for what, code in (("tests", tests), ("examples", examples)):
+        try:
+            compile(code, f"{where} {what}", "exec")
+        except SyntaxError as exc:
+            raise ConfigError(
+                f"{where}: the {what} are not valid Python ({exc.msg}, line {exc.lineno})",
+                hint=f"fix the {what} code",
+            ) from None
     return {
         "tests": tests,
         "prelude": answer.get("prelude") or "",
         "entry_point": answer.get("entry_point"),
         "timeout_s": float(timeout),
         **({"sandbox": "strict"} if sandbox == "strict" else {}),
+        **({"examples": examples} if examples.strip() else {}),
     }

@@ -1,0 +1,254 @@
+"""The headroom of the loop: a sample matrix, and every fixed procedure computed from it.
+
+    python bench/procedures.py                                  # 20 test items each of gsm8k, arc-challenge, mbpp
+    python bench/procedures.py --n 15 --k 4 --json matrix.json
+
+The sample matrix: for each item and each member of the pool (default: the shipped `local`
+pool), its greedy reply and k-1 fresh attempts, each asked from the task alone, exactly the
+calls of bench's `sc:<member>@k` row (episode.run_episode with the same schedule: the same
+prompts, derived seeds, program runs and example runs), so every call lands in the rollout
+cache under TRINITY_HOME and a later `trinity bench --systems single,sc,agree --sc all@K`
+on the same items replays them. Each reply is scored on the item's hidden tests.
+
+Then, at no further model call, the accuracy and cost (calls, tokens, model seconds per
+item) of every fixed procedure, per task, settled by settle.py's own rules:
+
+    single:M          the member's greedy reply
+    sc:M@J            its first J replies, plurality (code: the latest passing its examples)
+    agree:M1>M2..     members in that order, round-robin from the task alone, until two answers
+                      agree (code: until one passes its examples); plurality at --budget calls
+    vote-all          plurality over every reply of every member
+    any-right         an item counts when any reply is right (a bound, not a procedure)
+
+the Verifier table: outside code tasks a Verifier answers alone (roles.py), so a Verifier
+that checks a Worker's greedy answer is that member's reply from the task alone (its greedy
+reply, or its second when it was the Worker) and ACCEPTs when the answers agree: for each
+(Worker, Verifier) pair, the share of right answers it ACCEPTs and of wrong ones it REVISEs,
+read off the matrix; and `best-procedure-per-task`: for each task the most accurate procedure (ties: fewer tokens),
+chosen with the test labels, so a reference like bench's `best-per-task`, not a system; it
+is what a coordinator that knows which procedure suits each task could reach on this loop.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "src"))
+
+from trinity_cli import settle, tasks  # noqa: E402
+from trinity_cli.bench.systems import sc_source  # noqa: E402
+from trinity_cli.config import load_pool  # noqa: E402
+from trinity_cli.episode import run_episode  # noqa: E402
+from trinity_cli.messages import Turn  # noqa: E402
+from trinity_cli.pool import open_pool  # noqa: E402
+from trinity_cli.settle import Examples  # noqa: E402
+from trinity_cli.tasks.answers import same_answer  # noqa: E402
+
+
+@dataclass
+class Reply:
+    turn: Turn
+    correct: bool
+
+
+Matrix = dict[str, dict[str, list[Reply]]]  # item key -> member -> replies, attempt order
+
+
+def collect(items: Sequence[tasks.TaskItem], pool_ref: str | None, k: int) -> Matrix:
+    """Every member's k replies from the task alone on every item (cached calls replay)."""
+    pool = open_pool(load_pool(pool_ref))
+    matrix: Matrix = {}
+    try:
+        for n, item in enumerate(items, 1):
+            row = matrix.setdefault(item.key, {})
+            for model in pool.names:
+                transcript = run_episode(item.prompt, pool, sc_source(pool.names, model), max_turns=k,
+                                         kind=item.scorer, examples=Examples.from_reference(item.reference))
+                row[model] = [Reply(replace(t, messages=[]), tasks.score_item(item, t.reply) == 1.0)
+                              for t in transcript.turns]
+            print(f"[{n}/{len(items)}] {item.key}: calls {pool.stats.calls}, cache hits {pool.stats.cache_hits}",
+                  file=sys.stderr, flush=True)
+    finally:
+        pool.close()
+        if pool.cache is not None:
+            pool.cache.close()
+    return matrix
+
+
+@dataclass
+class Outcome:
+    correct: bool
+    calls: int
+    tokens: int
+    seconds: float
+
+
+def _outcome(seq: Sequence[Reply], answer: str | None) -> Outcome:
+    chosen = next((r for r in reversed(seq) if r.turn.reply == answer), None)
+    return Outcome(bool(chosen and chosen.correct), len(seq),
+                   sum(r.turn.prompt_tokens + r.turn.completion_tokens for r in seq),
+                   sum(r.turn.latency_s for r in seq))
+
+
+def _renumber(seq: Sequence[Reply]) -> list[Turn]:
+    return [replace(r.turn, index=i) for i, r in enumerate(seq)]
+
+
+def settle_all(seq: Sequence[Reply], kind: str) -> Outcome:
+    """Plurality over `seq` (code: the latest passing its examples), as an episode ends."""
+    return _outcome(seq, settle.settled_answer(_renumber(seq), kind))
+
+
+def until_agreement(row: dict[str, list[Reply]], order: Sequence[str], kind: str, budget: int) -> Outcome:
+    """The `agree` procedure over `order`: round-robin, stop at the first agreement."""
+    attempts = {m: 0 for m in order}
+    seq: list[Reply] = []
+    while len(seq) < budget:
+        model = order[len(seq) % len(order)]
+        if attempts[model] >= len(row[model]):
+            break  # the matrix holds no more attempts of this member
+        seq.append(row[model][attempts[model]])
+        attempts[model] += 1
+        turns = _renumber(seq)
+        found = settle.agreement(turns, kind)
+        if found is not None:
+            return _outcome(seq, turns[found].reply)
+    return settle_all(seq, kind)
+
+
+def procedures(models: Sequence[str], k: int) -> list[str]:
+    names = [f"single:{m}" for m in models]
+    names += [f"sc:{m}@{j}" for m in models for j in range(2, k + 1)]
+    for size in range(1, len(models) + 1):
+        names += ["agree:" + ">".join(order) for order in itertools.permutations(models, size)]
+    return [*names, "vote-all"]
+
+
+def play(name: str, row: dict[str, list[Reply]], kind: str, budget: int) -> Outcome:
+    if name.startswith("single:"):
+        return _outcome(row[name[7:]][:1], row[name[7:]][0].turn.reply)
+    if name.startswith("sc:"):
+        model, j = name[3:].rsplit("@", 1)
+        return settle_all(row[model][: int(j)], kind)
+    if name.startswith("agree:"):
+        return until_agreement(row, name[6:].split(">"), kind, budget)
+    ordered = [r for attempt in itertools.zip_longest(*row.values()) for r in attempt if r is not None]
+    return settle_all(ordered, kind)
+
+
+def analyse(matrix: Matrix, items: Sequence[tasks.TaskItem], budget: int, order: Sequence[str]) -> dict:
+    """The table of every procedure per task (`order`: the mix's task order), the bound and
+    best-procedure-per-task."""
+    models = list(next(iter(matrix.values())))
+    k = min(len(replies) for row in matrix.values() for replies in row.values())
+    task_names = list(dict.fromkeys(i.task for i in sorted(items, key=lambda i: order.index(i.task))))
+    table: dict[str, dict[str, dict[str, float]]] = {}
+    for name in procedures(models, k):
+        per_task: dict[str, list[Outcome]] = {t: [] for t in task_names}
+        for item in items:
+            per_task[item.task].append(play(name, matrix[item.key], item.scorer, budget))
+        table[name] = {t: _summary(outs) for t, outs in per_task.items()}
+        table[name]["all"] = _summary([o for outs in per_task.values() for o in outs])
+    bound = {t: sum(any(r.correct for rs in matrix[i.key].values() for r in rs) for i in items if i.task == t)
+             for t in task_names}
+    best_single = max((n for n in table if n.startswith("single:")), key=lambda n: table[n]["all"]["correct"])
+    picks = {t: max(table, key=lambda n: (table[n][t]["correct"], -table[n][t]["tokens"])) for t in task_names}
+    bppt = {"correct": sum(table[picks[t]][t]["correct"] for t in task_names), "n": len(items), "picks": picks}
+    return {"models": models, "k": k, "budget": budget, "tasks": task_names, "table": table,
+            "any_right": bound, "best_single": best_single, "best_procedure_per_task": bppt,
+            "verifiers": verifier_table(matrix, items)}
+
+
+def verifier_table(matrix: Matrix, items: Sequence[tasks.TaskItem]) -> dict[str, dict[str, int]]:
+    """Per Verifier member: ACCEPTs of right and REVISEs of wrong greedy Worker answers of
+    every member (itself included), outside code tasks (module docstring)."""
+    table: dict[str, dict[str, int]] = {}
+    for item in items:
+        if item.scorer == "code":
+            continue
+        row = matrix[item.key]
+        for verifier in row:
+            counts = table.setdefault(verifier, {"right": 0, "accepted": 0, "wrong": 0, "revised": 0})
+            for worker in row:
+                answer = row[worker][0]
+                check = row[verifier][1 if verifier == worker else 0]
+                mine = settle.answer_of(check.turn, item.scorer)
+                theirs = settle.answer_of(answer.turn, item.scorer)
+                agreed = mine is not None and theirs is not None and same_answer(mine, theirs)
+                if answer.correct:
+                    counts["right"] += 1
+                    counts["accepted"] += agreed
+                else:
+                    counts["wrong"] += 1
+                    counts["revised"] += not agreed
+    return table
+
+
+def _summary(outs: Sequence[Outcome]) -> dict[str, float]:
+    n = len(outs) or 1
+    return {"correct": sum(o.correct for o in outs), "n": len(outs), "calls": sum(o.calls for o in outs) / n,
+            "tokens": sum(o.tokens for o in outs) / n, "seconds": sum(o.seconds for o in outs) / n}
+
+
+def markdown(result: dict) -> str:
+    tasks_ = result["tasks"]
+    head = "| procedure | " + " | ".join(tasks_) + " | all | calls | tokens | model s |"
+    lines = [head, "|" + "---|" * (len(tasks_) + 5)]
+    ranked = sorted(result["table"].items(), key=lambda kv: (-kv[1]["all"]["correct"], kv[1]["all"]["tokens"]))
+    for name, row in ranked:
+        cells = [f"{row[t]['correct']}/{row[t]['n']}" for t in tasks_]
+        a = row["all"]
+        lines.append(f"| {name} | " + " | ".join(cells) + f" | **{a['correct']}/{a['n']}** | {a['calls']:.1f} | "
+                     f"{a['tokens']:.0f} | {a['seconds']:.1f} |")
+    bound = result["any_right"]
+    lines.append("| any-right (bound) | " + " | ".join(f"{bound[t]}" for t in tasks_) + f" | {sum(bound.values())} |"
+                 " | | |")
+    b = result["best_procedure_per_task"]
+    single = result["table"][result["best_single"]]["all"]
+    lines += ["", f"best single member: {result['best_single']}, {single['correct']}/{single['n']} "
+                  f"({100 * single['correct'] / single['n']:.1f}%)",
+              f"best-procedure-per-task: {b['correct']}/{b['n']} ({100 * b['correct'] / b['n']:.1f}%, "
+              f"{100 * (b['correct'] - single['correct']) / b['n']:+.1f} points), picks: "
+              + ", ".join(f"{t}: {p}" for t, p in b["picks"].items())]
+    lines += ["", "| Verifier (answers alone) | ACCEPTs right answers | REVISEs wrong answers | balanced |",
+              "|---|---|---|---|"]
+    for name, c in result["verifiers"].items():
+        acc = c["accepted"] / c["right"] if c["right"] else 0.0
+        rev = c["revised"] / c["wrong"] if c["wrong"] else 0.0
+        lines.append(f"| {name} | {100 * acc:.0f}% ({c['accepted']}/{c['right']}) | "
+                     f"{100 * rev:.0f}% ({c['revised']}/{c['wrong']}) | {50 * (acc + rev):.0f}% |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--n", type=int, default=20, help="test items per task")
+    parser.add_argument("--tasks", default="gsm8k,arc-challenge,mbpp")
+    parser.add_argument("--pool", default=None, help="pool name or file (default: the shipped local pool)")
+    parser.add_argument("--k", type=int, default=4, help="replies per member and item (greedy + k-1 fresh)")
+    parser.add_argument("--budget", type=int, default=5, help="calls the agree procedures may make")
+    parser.add_argument("--seed", type=int, default=0, help="item sampling seed (trinity bench's default: 0)")
+    parser.add_argument("--json", dest="json_out", default=None, help="also write the matrix and table here")
+    args = parser.parse_args()
+    mix = ",".join(f"{t.strip()}:test:{args.n}" for t in args.tasks.split(",") if t.strip())
+    items = tasks.sample_items(mix, seed=args.seed)
+    matrix = collect(items, args.pool, args.k)
+    result = analyse(matrix, items, args.budget, [e.task for e in tasks.parse_mix(mix)])
+    print(f"# Procedures on {mix} (k = {result['k']}, agree budget {args.budget} calls)\n")
+    print(markdown(result))
+    if args.json_out:
+        dump = {key: {m: [{"reply": r.turn.reply, "correct": r.correct, "examples": r.turn.examples,
+                           "tokens": r.turn.prompt_tokens + r.turn.completion_tokens, "seconds": r.turn.latency_s}
+                          for r in rs] for m, rs in row.items()} for key, row in matrix.items()}
+        Path(args.json_out).write_text(json.dumps({"mix": mix, **result, "matrix": dump}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
