@@ -12,7 +12,8 @@ Qwen2.5 template) and counts the prompt tokens evaluated after reuse, for:
              task, the turns so far and the request (the prefix shared by two calls of
              different roles is the chat header only);
   reordered  one system message for every role, and the role's instructions after the
-             transcript (two consecutive calls share the task and the earlier turns).
+             transcript (two consecutive calls share the task and the earlier turns): what
+             prompts `p4` do, so on a run made under `p4` both rows are the recorded prompts.
 Seconds are estimated from the prompt and generation rates given (measure them on your
 machine: llama.cpp prints both; the defaults are this project's 2-core machine).
 """
@@ -28,6 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
+from trinity_cli import roles  # noqa: E402
 from trinity_cli.config import GGUFModel, load_pool  # noqa: E402
 
 GENERIC_SYSTEM = "You are one member of a team that solves tasks together."
@@ -83,7 +85,8 @@ def main() -> None:
             for layout, total in totals.items():
                 previous: list[int] = []
                 for turn in turns:
-                    messages = turn["messages"] if layout == "now" else reordered(turn["messages"])
+                    p4 = turn["messages"][0]["content"] == roles.SYSTEM  # already laid out so
+                    messages = turn["messages"] if layout == "now" or p4 else reordered(turn["messages"])
                     prompt = tokens(chatml(messages))
                     total[0] += len(prompt)
                     total[1] += len(prompt) - common_prefix(previous, prompt)

@@ -42,7 +42,7 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from parallel_speedup import SlowServer  # noqa: E402 - a sibling script
 
-from trinity_cli import roles, tasks  # noqa: E402
+from trinity_cli import tasks  # noqa: E402
 from trinity_cli.cache import RolloutCache  # noqa: E402
 from trinity_cli.config import load_pool  # noqa: E402
 from trinity_cli.coordinator import head as head_mod  # noqa: E402
@@ -81,7 +81,7 @@ def comparable(outcomes: list[EpisodeOutcome]) -> list[Any]:
 
 
 def runtime(pool_file: Path, cache_dir: Path) -> Runtime:
-    return Runtime(Pool(load_pool(str(pool_file)), cache=RolloutCache(cache_dir), prompt_version=roles.PROMPT_VERSION))
+    return Runtime(Pool(load_pool(str(pool_file)), cache=RolloutCache(cache_dir)))
 
 
 def main() -> None:

@@ -342,3 +342,15 @@ def test_without_a_terminal_progress_is_plain_lines_and_reports_are_markdown(tmp
     assert lines and lines[-1].startswith("run-2 evolve: 4/4 episodes"), err
     code, out, _ = run_main(["inspect", "run-2"], monkeypatch, capsys)
     assert code == 0 and "| gen | episodes | best fit | mean fit | val |" in out
+
+
+@pytest.mark.parametrize(("spec", "message"), [
+    ("m0@x", "--sc 'm0@x': expected MEMBER@K"),
+    ("m0@0", "--sc 'm0@0': expected MEMBER@K"),
+    ("nobody@3", "--sc: the pool has no model 'nobody'"),
+])
+def test_bad_sc_rows_are_one_clear_line(tmp_path, monkeypatch, capsys, spec: str, message: str) -> None:
+    pool = scripted_pool(tmp_path)
+    code, out, err = run_main(["bench", "--pool", str(pool), "--tasks", "gsm8k:test:2", "--systems", "sc",
+                               "--sc", spec], monkeypatch, capsys)
+    assert code != 0 and message in err and "Traceback" not in err

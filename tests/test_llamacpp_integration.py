@@ -99,10 +99,10 @@ models:
     worker, verifier = transcript.turns
     assert pool.resident_count == 1 and pool.backend("direct").loaded
     # Each member was asked in its own style, and the program turn's run is on record.
-    assert "final answer only" in worker.messages[0].content
-    assert "Python program" in verifier.messages[0].content
+    assert "final answer only" in worker.messages[1].content
+    assert "Python program" in verifier.messages[1].content and verifier.alone
     assert verifier.execution is not None and "code" in verifier.execution
-    assert verifier.verdict in ("ACCEPT", "REVISE")
+    assert (verifier.verdict, verifier.verdict_source) in (("ACCEPT", "agreed"), ("REVISE", "disagreed"))
     pool.close()
 
 
