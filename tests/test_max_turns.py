@@ -25,12 +25,14 @@ from trinity_cli.reports import bench_view
 from trinity_cli.serve import ServeOptions, create_app
 from trinity_cli.store import RunStore
 
-from .conftest import run_main, scripted_pool
+from .conftest import run_main, write_pool
 
-NEVER_ACCEPT = [
-    {"match": "Write the plan or critique now", "reply": "Plan: multiply.\nNext: worker"},
-    {"match": "Solve the task now", "reply": "Answer: {name} {seed}"},
-]
+
+def never_accept(i: int) -> list[dict]:
+    """Member i's rules: every answer its own number ("i" then the call's seed), so no two
+    answers of an episode agree."""
+    return [{"match": "Write the plan or critique now", "reply": "Plan: multiply.\nNext: worker"},
+            {"match": "Solve the task now", "reply": f"Answer: {i + 1}{{seed}}"}]
 
 
 def make_head(directory: Path, max_turns: int | None) -> Path:
@@ -49,7 +51,9 @@ def make_head(directory: Path, max_turns: int | None) -> Path:
 
 @pytest.fixture
 def pool(tmp_path: Path) -> Path:
-    return scripted_pool(tmp_path, rules=NEVER_ACCEPT)
+    models = [{"name": f"m{i}", "kind": "scripted", "rules": never_accept(i), "default": f"default reply from m{i}"}
+              for i in range(3)]
+    return write_pool(tmp_path, {"name": "scripted", "models": models})
 
 
 def test_turn_budget_prefers_the_option_then_the_head(tmp_path: Path) -> None:

@@ -40,6 +40,7 @@ model's prompt (`Turn.truncated_turns` records how many).
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
@@ -153,110 +154,121 @@ def run_episode(
         raise ConfigError(f"max_turns must be at least 1, got {max_turns}")
     if coordinator.models != pool.names:
         raise ConfigError(f"the coordinator routes {coordinator.models}, the pool has {pool.names}")
-    if kind is None:
-        kind = guess_kind(task)
-    usable = usable_models(pool, task, exclude, context)
-    masked = set(pool.names) - usable
+    kind = guess_kind(task) if kind is None else kind
+    masked = set(pool.names) - usable_models(pool, task, exclude, context)
+    play = _Play(pool, task, list(context), kind, examples)
     rng = np.random.default_rng(seed)
-    salt = attempt_salt(task, context)
     until_agreed = bool(getattr(coordinator, "stop_when_agreed", False))
-    strict = pool.config.sandbox == "strict"
     transcript = Transcript(task=task, context=list(context))
-    suggested: Role | None = None
     spent: str | None = None  # which budget was reached: "token_budget" or "cost_budget"
     settled: str | None = None  # the answer agreed on, once there is one
     for index in range(max_turns):
-        last = index == max_turns - 1 or spent is not None
         decision = coordinator.decide(task, transcript.turns, rng, masked, context, greedy)
         if on_decision:
             on_decision(index, decision)
-        role, override = decision.role, None
-        if suggested is not None and suggested is not role:
-            role, override = suggested, f"thinker suggested {suggested.value}"
-        proposed = next((t for t in reversed(transcript.turns) if roles.answers(t)), None)
-        if role is Role.VERIFIER and proposed is None:
-            role, override = Role.WORKER, "no answer to verify yet: verifier acts as worker"
-        if last and proposed is None and role is not Role.WORKER:
-            why = "last turn" if spent is None else f"{spent.replace('_', ' ')} spent"
-            role, override = Role.WORKER, f"{why} and no answer yet: worker"
-        alone = roles.asked_alone(role, kind, decision.alone)
-        messages, dropped = _fit(pool, decision.model, role, task, transcript.turns, context, kind, alone)
-        attempt = sum(t.model == decision.model for t in transcript.turns)
-        params = pool.params(decision.model, role.value, attempt=attempt, salt=salt)
-        completion = pool.chat(decision.model, messages, params)
-        reply, execution = completion.text, None
-        verdict = verdict_how = None
-        agreed: int | None = None
-        suggested = None
+        turns = transcript.turns
+        proposed = next((t for t in reversed(turns) if roles.answers(t)), None)
+        last = index == max_turns - 1 or spent is not None
+        role, override = _acting_role(decision, turns[-1].suggestion if turns else None, proposed, last, spent)
+        turn = play.turn(turns, index, decision, role, override, proposed)
+        _judge(turn, turns, proposed, kind)
+        turns.append(turn)
+        if on_turn:
+            on_turn(turn)
+        if turn.verdict == "ACCEPT":
+            transcript.accepted, transcript.stop_reason = True, "accepted"
+            # The answer agreed with (asked alone), or the code the Verifier accepted.
+            accepted = turns[turn.agreed_with] if turn.agreed_with is not None else proposed
+            settled = accepted.reply if accepted is not None else None
+            break
+        if until_agreed and (found := settle.agreement(turns, kind)) is not None:
+            transcript.stop_reason, settled = "agreed", turns[found].reply
+            break
+        spent = spent or _budget_reached(transcript, token_budget, cost_budget)
+        if spent is not None and roles.latest_answer(turns) is not None:
+            transcript.stop_reason = spent
+            break
+    transcript.answer = settled if settled is not None else settle.settled_answer(transcript.turns, kind)
+    return transcript
+
+
+def _acting_role(
+    decision: Decision, suggested: Role | None, proposed: Turn | None, last: bool, spent: str | None
+) -> tuple[Role, str | None]:
+    """The role that acts this turn and why it differs from the decision's (rules 1-3)."""
+    role, override = decision.role, None
+    if suggested is not None and suggested is not role:
+        role, override = suggested, f"thinker suggested {suggested.value}"
+    if role is Role.VERIFIER and proposed is None:
+        role, override = Role.WORKER, "no answer to verify yet: verifier acts as worker"
+    if last and proposed is None and role is not Role.WORKER:
+        why = "last turn" if spent is None else f"{spent.replace('_', ' ')} spent"
+        role, override = Role.WORKER, f"{why} and no answer yet: worker"
+    return role, override
+
+
+@dataclass
+class _Play:
+    """What stays the same over the turns of one episode, and how one turn is played."""
+
+    pool: Pool
+    task: str
+    context: list[ChatMessage]
+    kind: str | None
+    examples: Examples | None
+
+    def turn(self, turns: Sequence[Turn], index: int, decision: Decision, role: Role, override: str | None,
+             proposed: Turn | None) -> Turn:
+        """Ask `decision.model` as `role` (a fresh attempt if it was asked before), run what
+        must be run (a program turn, a code answer's examples, a program Verifier's asserts)
+        and record it; verdicts are `_judge`'s."""
+        pool, model = self.pool, decision.model
+        strict = pool.config.sandbox == "strict"
+        alone = roles.asked_alone(role, self.kind, decision.alone)
+        messages, dropped = _fit(pool, model, role, self.task, turns, self.context, self.kind, alone)
+        attempt = sum(t.model == model for t in turns)
+        params = pool.params(model, role.value, attempt=attempt, salt=attempt_salt(self.task, self.context))
+        completion = pool.chat(model, messages, params)
+        reply, execution, verdict = completion.text, None, None
         answering = role is Role.WORKER or (role is Role.VERIFIER and alone)
-        if pool.style(decision.model) == "program" and role is not Role.THINKER:
+        if pool.style(model) == "program" and role is not Role.THINKER:
             if answering:
                 reply, run = program.run_reply(reply, strict=strict)
             else:  # a program Verifier of code: its asserts run against the proposed code
                 assert proposed is not None
                 verdict, run = program.run_tests(proposed.reply, reply, strict=strict)
-                verdict_how = "executed"
             execution = run.to_dict()
         example_run = None
-        if answering and kind == "code" and examples is not None:
-            example_run = settle.run_examples(reply, examples, strict=strict).to_dict()
-        turn = Turn(
-            index=index,
-            model=decision.model,
-            role=role,
-            chosen_role=decision.role,
-            model_probs=decision.model_probs,
-            role_probs=decision.role_probs,
-            messages=messages,
-            reply=reply,
-            prompt_tokens=completion.prompt_tokens,
-            completion_tokens=completion.completion_tokens,
-            latency_s=completion.latency_s,
-            coordinator_s=decision.seconds,
-            cost_usd=completion.cost_usd,
-            cached=completion.cached,
-            override=override,
-            truncated_turns=dropped,
-            execution=execution,
-            alone=alone,
-            attempt=attempt,
-            temperature=params.temperature,
-            sample_seed=params.seed if attempt else None,
-            examples=example_run,
+        if answering and self.kind == "code" and self.examples is not None:
+            example_run = settle.run_examples(reply, self.examples, strict=strict).to_dict()
+        return Turn(
+            index=index, model=model, role=role, chosen_role=decision.role, model_probs=decision.model_probs,
+            role_probs=decision.role_probs, messages=messages, reply=reply,
+            prompt_tokens=completion.prompt_tokens, completion_tokens=completion.completion_tokens,
+            latency_s=completion.latency_s, coordinator_s=decision.seconds, cost_usd=completion.cost_usd,
+            cached=completion.cached, override=override, truncated_turns=dropped, execution=execution,
+            verdict=verdict, verdict_source="executed" if verdict else None, alone=alone, attempt=attempt,
+            temperature=params.temperature, sample_seed=params.seed if attempt else None, examples=example_run,
         )
-        if role is Role.VERIFIER and answering:
-            agreed = settle.agreed_with(transcript.turns, settle.answer_of(turn, kind), kind)
-            verdict = "ACCEPT" if agreed is not None else "REVISE"
-            verdict_how = "agreed" if agreed is not None else "disagreed"
-        elif role is Role.VERIFIER:
-            if verdict is None:
-                verdict, verdict_how = roles.verdict(reply), "stated"
-            assert proposed is not None
-            if verdict == "ACCEPT" and proposed.examples is not None and not proposed.examples.get("passed"):
-                verdict, verdict_how = "REVISE", "examples failed"
-        elif role is Role.THINKER:
-            suggested = roles.suggestion(reply)
-        turn.verdict, turn.verdict_source, turn.suggestion, turn.agreed_with = verdict, verdict_how, suggested, agreed
-        turn.vote = settle.is_vote(transcript.turns, turn, kind)
-        transcript.turns.append(turn)
-        if on_turn:
-            on_turn(turn)
-        if verdict == "ACCEPT":
-            transcript.accepted = True
-            transcript.stop_reason = "accepted"
-            settled = transcript.turns[agreed].reply if agreed is not None else proposed.reply if proposed else None
-            break
-        if until_agreed and (found := settle.agreement(transcript.turns, kind)) is not None:
-            transcript.stop_reason = "agreed"
-            settled = transcript.turns[found].reply
-            break
-        if spent is None:
-            spent = _budget_reached(transcript, token_budget, cost_budget)
-        if spent is not None and roles.latest_answer(transcript.turns) is not None:
-            transcript.stop_reason = spent
-            break
-    transcript.answer = settled if settled is not None else settle.settled_answer(transcript.turns, kind)
-    return transcript
+
+
+def _judge(turn: Turn, turns: Sequence[Turn], proposed: Turn | None, kind: str | None) -> None:
+    """Settle `turn` against the earlier `turns` (settle.py): a Verifier's verdict (asked
+    alone: agreement with any earlier answer; on code: stated or executed, refused when the
+    proposed code fails its examples), a Thinker's suggestion, and whether it votes."""
+    if turn.role is Role.VERIFIER and turn.alone:
+        turn.agreed_with = settle.agreed_with(turns, settle.answer_of(turn, kind), kind)
+        agreed = turn.agreed_with is not None
+        turn.verdict, turn.verdict_source = ("ACCEPT", "agreed") if agreed else ("REVISE", "disagreed")
+    elif turn.role is Role.VERIFIER:
+        if turn.verdict is None:
+            turn.verdict, turn.verdict_source = roles.verdict(turn.reply), "stated"
+        failing = proposed is not None and proposed.examples is not None and not proposed.examples.get("passed")
+        if turn.verdict == "ACCEPT" and failing:
+            turn.verdict, turn.verdict_source = "REVISE", "examples failed"
+    elif turn.role is Role.THINKER:
+        turn.suggestion = roles.suggestion(turn.reply)
+    turn.vote = settle.is_vote(turns, turn, kind)
 
 
 def _budget_reached(transcript: Transcript, token_budget: int | None, cost_budget: float | None) -> str | None:
