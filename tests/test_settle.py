@@ -16,7 +16,7 @@ from trinity_cli.config import load_pool
 from trinity_cli.episode import attempt_salt, run_episode
 from trinity_cli.messages import ROLES, Decision, Role, Turn
 from trinity_cli.pool import Pool, attempt_seed
-from trinity_cli.schedules import Agree, FixedSchedule
+from trinity_cli.schedules import FixedSchedule, agree
 from trinity_cli.settle import Examples
 from trinity_cli.tasks import builtin
 from trinity_cli.tasks.doctests import examples_in_text
@@ -193,12 +193,12 @@ def test_at_the_end_code_is_the_latest_answer_passing_its_examples(tmp_path: Pat
 
 def test_the_agree_procedure_stops_at_agreement_or_passing_code(tmp_path: Path) -> None:
     pool = make_pool(tmp_path, {"a": solve("Answer: 41"), "b": solve("Answer: 42"), "c": solve("Answer: 42")})
-    out = run_episode(TASK, pool, Agree(pool.names), max_turns=6, kind="numeric")
+    out = run_episode(TASK, pool, agree(pool.names), max_turns=6, kind="numeric")
     assert [t.model for t in out.turns] == ["a", "b", "c"] and all(t.alone for t in out.turns)
     assert out.stop_reason == "agreed" and out.answer == "Answer: 42"
     (tmp_path / "code").mkdir()
     code = make_pool(tmp_path / "code", {"bad": solve(BAD), "good": solve(GOOD)})
-    run = run_episode(ADD, code, Agree(code.names), max_turns=6, kind="code",
+    run = run_episode(ADD, code, agree(code.names), max_turns=6, kind="code",
                       examples=Examples("assert add(1, 2) == 3"))
     assert [t.model for t in run.turns] == ["bad", "good"] and run.stop_reason == "agreed" and run.answer == GOOD
 
@@ -237,6 +237,6 @@ def test_humaneval_examples_come_from_its_docstring() -> None:
 
 
 def test_rng_unused_by_fixed_procedures() -> None:
-    # Agree ignores the rng: the same transcript whatever the episode seed (a fixed procedure).
-    decision = Agree(["a", "b"]).decide("t", [], np.random.default_rng(1))
+    # agree ignores the rng: the same transcript whatever the episode seed (a fixed procedure).
+    decision = agree(["a", "b"]).decide("t", [], np.random.default_rng(1))
     assert decision.model == "a" and decision.alone and decision.role is Role.WORKER

@@ -12,9 +12,9 @@ from trinity_cli.coordinator.head import DEFAULT_DECISIONS, Head, turn_budget
 from trinity_cli.coordinator.policy import Coordinator, resolve_head
 from trinity_cli.errors import ConfigError, did_you_mean
 from trinity_cli.messages import Role
-from trinity_cli.schedules import Agree, FixedSchedule
+from trinity_cli.schedules import FixedSchedule, agree
 
-DecisionSource = Coordinator | FixedSchedule | Agree
+DecisionSource = Coordinator | FixedSchedule
 
 
 @dataclass
@@ -147,7 +147,7 @@ def plan_systems(options: BenchOptions, pool_name: str, models: list[str]) -> tu
     if "sc" in kinds:
         systems += _sc_systems(options, models, budget)
     if "agree" in kinds:
-        systems.append(System("agree", "agree", max_turns=budget, stream="fresh", source=Agree(models)))
+        systems.append(System("agree", "agree", max_turns=budget, stream="fresh", source=agree(models)))
     if options.random_seeds and "random" in kinds:
         untrained = resolve_head("untrained", pool_name, models, options.backbone)
         source = Coordinator(untrained, backbone_ref=options.backbone, device=options.device)
