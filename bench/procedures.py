@@ -77,8 +77,6 @@ def collect(items: Sequence[tasks.TaskItem], pool_ref: str | None, k: int) -> Ma
                   file=sys.stderr, flush=True)
     finally:
         pool.close()
-        if pool.cache is not None:
-            pool.cache.close()
     return matrix
 
 

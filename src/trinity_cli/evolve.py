@@ -341,7 +341,10 @@ class Evolution:
             with self.store.lock(self.run_dir):
                 return self._run()
         finally:
-            self.evaluator.close()  # a cluster's actors; nothing for local evaluators
+            # Whatever happened: a cluster's actors, then the models and the caches.
+            self.evaluator.close()
+            self.pool.close()
+            self.coordinator.close()
 
     def _run(self) -> EvolveResult:
         o = self.options
@@ -435,8 +438,6 @@ class Evolution:
             "best_generation": best["generation"], "spent": state["spent"], "curves": state["curves"],
             "selection": selection,
         })
-        self.pool.close()
-        self.coordinator.close()
         return EvolveResult(self.run_dir.name, head_dir, best["val"], state["generation"], state["spent"],
                             state["curves"])
 

@@ -79,9 +79,12 @@ class Pool:
         config: PoolConfig,
         cache: RolloutCache | None = None,
         backends: dict[str, Backend] | None = None,
+        owns_cache: bool = False,
     ) -> None:
+        """`owns_cache`: `close()` closes `cache` too (open_pool's pools own the cache they open)."""
         self.config = config
         self.cache = cache
+        self._owns_cache = owns_cache
         # Backends by load key; `backends` (tests) gives members' backends by member name.
         self._keys = {m.name: (m.name if backends and m.name in backends else load_key(m)) for m in config.models}
         self._backends: dict[str, Backend] = dict(backends or {})
@@ -253,13 +256,22 @@ class Pool:
                              completion.latency_s)
 
     def close(self) -> None:
+        """Free every backend, and the rollout cache when the pool owns it. Idempotent."""
         with self._lock:
             for backend in self._backends.values():
                 backend.close()
             self._lru.clear()
+            if self._owns_cache and self.cache is not None:
+                self.cache.close()
+
+    def __enter__(self) -> Pool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def open_pool(config: PoolConfig, use_cache: bool = True) -> Pool:
     """The pool of `config` with the shared rollout cache (`cache/rollouts/`; none when
-    `use_cache` is False), keyed with the current prompt version."""
-    return Pool(config, cache=RolloutCache() if use_cache else None)
+    `use_cache` is False), which it owns: `close()` (or leaving a `with` block) closes both."""
+    return Pool(config, cache=RolloutCache() if use_cache else None, owns_cache=True)

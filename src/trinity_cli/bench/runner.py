@@ -266,8 +266,6 @@ def bench(
             if system.source is not None:
                 system.source.close()
         pool.close()
-        if pool.cache is not None:
-            pool.cache.close()
 
 
 def write_outputs(run_dir: Path, summary: dict[str, Any], episodes: Sequence[EpisodeResult]) -> list[str]:

@@ -183,8 +183,6 @@ class ServedPool:
             self.pool.close()
             for coordinator in self._coordinators.values():
                 coordinator.close()
-            if self.pool.cache is not None:
-                self.pool.cache.close()
         finally:
             self._episode_lock.release()
 
