@@ -43,6 +43,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
 from trinity_cli import settle, tasks  # noqa: E402
+from trinity_cli.bench.stats import mcnemar_exact  # noqa: E402
 from trinity_cli.bench.systems import sc_source  # noqa: E402
 from trinity_cli.config import load_pool  # noqa: E402
 from trinity_cli.episode import run_episode  # noqa: E402
@@ -148,10 +149,14 @@ def analyse(matrix: Matrix, items: Sequence[tasks.TaskItem], budget: int, order:
     k = min(len(replies) for row in matrix.values() for replies in row.values())
     task_names = list(dict.fromkeys(i.task for i in sorted(items, key=lambda i: order.index(i.task))))
     table: dict[str, dict[str, dict[str, float]]] = {}
+    right: dict[str, dict[str, bool]] = {}  # procedure -> item key -> right
     for name in procedures(models, k):
         per_task: dict[str, list[Outcome]] = {t: [] for t in task_names}
+        right[name] = {}
         for item in items:
-            per_task[item.task].append(play(name, matrix[item.key], item.scorer, budget))
+            outcome = play(name, matrix[item.key], item.scorer, budget)
+            per_task[item.task].append(outcome)
+            right[name][item.key] = outcome.correct
         table[name] = {t: _summary(outs) for t, outs in per_task.items()}
         table[name]["all"] = _summary([o for outs in per_task.values() for o in outs])
     bound = {t: sum(any(r.correct for rs in matrix[i.key].values() for r in rs) for i in items if i.task == t)
@@ -159,7 +164,9 @@ def analyse(matrix: Matrix, items: Sequence[tasks.TaskItem], budget: int, order:
     best_single = max((n for n in table if n.startswith("single:")), key=lambda n: table[n]["all"]["correct"])
     picks = {t: max(table, key=lambda n: (table[n][t]["correct"], -table[n][t]["tokens"])) for t in task_names}
     bppt = {"correct": sum(table[picks[t]][t]["correct"] for t in task_names), "n": len(items), "picks": picks}
-    return {"models": models, "k": k, "budget": budget, "tasks": task_names, "table": table,
+    right["best-procedure-per-task"] = {i.key: right[picks[i.task]][i.key] for i in items}
+    paired = {name: _paired(mine, right[best_single]) for name, mine in right.items() if name != best_single}
+    return {"paired": paired,"models": models, "k": k, "budget": budget, "tasks": task_names, "table": table,
             "any_right": bound, "best_single": best_single, "best_procedure_per_task": bppt,
             "verifiers": verifier_table(matrix, items)}
 
@@ -189,6 +196,13 @@ def verifier_table(matrix: Matrix, items: Sequence[tasks.TaskItem]) -> dict[str,
     return table
 
 
+def _paired(mine: dict[str, bool], other: dict[str, bool]) -> dict[str, float]:
+    """Exact McNemar of `mine` against `other` on the same items (b: only mine right)."""
+    b = sum(mine[k] and not other[k] for k in mine)
+    c = sum(other[k] and not mine[k] for k in mine)
+    return {"b": b, "c": c, "p_value": mcnemar_exact(b, c)}
+
+
 def _summary(outs: Sequence[Outcome]) -> dict[str, float]:
     n = len(outs) or 1
     return {"correct": sum(o.correct for o in outs), "n": len(outs), "calls": sum(o.calls for o in outs) / n,
@@ -197,23 +211,28 @@ def _summary(outs: Sequence[Outcome]) -> dict[str, float]:
 
 def markdown(result: dict) -> str:
     tasks_ = result["tasks"]
-    head = "| procedure | " + " | ".join(tasks_) + " | all | calls | tokens | model s |"
-    lines = [head, "|" + "---|" * (len(tasks_) + 5)]
+    head = ("| procedure | " + " | ".join(tasks_) + f" | all | calls | tokens | model s | vs {result['best_single']}: "
+            "b / c, p |")
+    lines = [head, "|" + "---|" * (len(tasks_) + 6)]
     ranked = sorted(result["table"].items(), key=lambda kv: (-kv[1]["all"]["correct"], kv[1]["all"]["tokens"]))
     for name, row in ranked:
         cells = [f"{row[t]['correct']}/{row[t]['n']}" for t in tasks_]
         a = row["all"]
+        test = result["paired"].get(name)
+        vs = f"{test['b']} / {test['c']}, {test['p_value']:.3f}" if test else "—"
         lines.append(f"| {name} | " + " | ".join(cells) + f" | **{a['correct']}/{a['n']}** | {a['calls']:.1f} | "
-                     f"{a['tokens']:.0f} | {a['seconds']:.1f} |")
+                     f"{a['tokens']:.0f} | {a['seconds']:.1f} | {vs} |")
     bound = result["any_right"]
     lines.append("| any-right (bound) | " + " | ".join(f"{bound[t]}" for t in tasks_) + f" | {sum(bound.values())} |"
-                 " | | |")
+                 " | | | |")
     b = result["best_procedure_per_task"]
     single = result["table"][result["best_single"]]["all"]
+    bt = result["paired"]["best-procedure-per-task"]
     lines += ["", f"best single member: {result['best_single']}, {single['correct']}/{single['n']} "
                   f"({100 * single['correct'] / single['n']:.1f}%)",
               f"best-procedure-per-task: {b['correct']}/{b['n']} ({100 * b['correct'] / b['n']:.1f}%, "
-              f"{100 * (b['correct'] - single['correct']) / b['n']:+.1f} points), picks: "
+              f"{100 * (b['correct'] - single['correct']) / b['n']:+.1f} points; paired b / c "
+              f"{bt['b']} / {bt['c']}, p = {bt['p_value']:.3f}), picks: "
               + ", ".join(f"{t}: {p}" for t, p in b["picks"].items())]
     lines += ["", "| Verifier (answers alone) | ACCEPTs right answers | REVISEs wrong answers | balanced |",
               "|---|---|---|---|"]
