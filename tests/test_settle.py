@@ -160,6 +160,9 @@ def test_examples_found_in_a_question() -> None:
     assert examples_in_text(text) == ("assert add(2, 2) == 4\nassert add(1, 2) == 3\nassert add(0, 0) == 0\n"
                                       "assert add(5, 5) == 10")
     assert examples_in_text("What is 6*7?") is None
+    # Inside a sentence, or in backticks; prose that only says "assert" is not an example.
+    assert examples_in_text("Your code should pass: assert f(2) == 3") == "assert f(2) == 3"
+    assert examples_in_text("I assert that this is fine.\nUse `assert f(1) == 2` as a test.") == "assert f(1) == 2"
 
 
 def test_every_code_answer_runs_its_examples_and_a_failing_one_cannot_be_accepted(tmp_path: Path) -> None:

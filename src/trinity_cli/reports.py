@@ -233,7 +233,11 @@ def selection_tables(
 # -- bench -------------------------------------------------------------------------------
 METHOD_NOTES = (
     "single: the model alone, one Worker turn. selfloop: the model alone for the same turn budget, "
-    "Worker and Verifier in turn, stopping on ACCEPT. random: uniform model and role each turn, always "
+    "Worker and Verifier in turn, stopping on ACCEPT. sc:<model>@K: self-consistency, the model's greedy "
+    "reply and K-1 fresh attempts, each from the question alone, plurality (code: the latest passing its "
+    "examples); sc:best@K uses the best single member (picked with the test labels). agree: the members "
+    "in pool order, round-robin from the question alone, until two answers agree (code: one passes its "
+    "examples), plurality at the turn budget. random: uniform model and role each turn, always "
     "sampled; each item scores its mean over the seeds. vote: majority over the single answers (ties: "
     "pool order). best-per-task: per task, the member best on it here (chosen with the test labels: a "
     "reference, not a system). oracle: an item counts as solved if any single model solved it alone in "
@@ -245,7 +249,8 @@ METHOD_NOTES = (
     "95% CI: Wilson score interval over items (random: over items, each scored by its mean over "
     "the seeds). Wall s: seconds the pool calls took when they were made plus coordinator seconds. "
     "Oracle pool calls, tokens, seconds and cost: sums over all single runs.",
-    "Paired test: each head against the best single member and the best self-loop on the same items; "
+    "Paired test: each head against the best single member, the best self-loop, agree and the best sc "
+    "row on the same items; "
     "only head right / only other right count the items on which exactly one of the two was right, "
     "and the p-value is the exact two-sided McNemar test (binomial on those items).",
 )

@@ -7,7 +7,8 @@ from __future__ import annotations
 import ast
 import re
 
-_ASSERT_LINE = re.compile(r"^\s*(assert\b.+)$", re.MULTILINE)
+# An assert at a line's start, or inside a line ("Your code should pass: assert f(1) == 2").
+_ASSERT_LINE = re.compile(r"(?:^|(?<=[\s:`]))(assert\s[^\n`]+)", re.MULTILINE)
 _DOCTEST = re.compile(r"^\s*>>>\s?(.+)\n\s*([^\s>].*)$", re.MULTILINE)
 # "f(1, 2) == 3", "f(1, 2) ➞ 3", "f(1, 2) => 3", "f(1, 2) -> 3" alone on a line.
 _CALL_LINE = re.compile(r"^\s*([A-Za-z_]\w*\(.*\))\s*(?:==|➞|=>|->)\s*(.+?)\s*$", re.MULTILINE)
