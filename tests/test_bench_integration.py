@@ -39,12 +39,14 @@ def run_bench(monkeypatch: pytest.MonkeyPatch, capsys) -> dict:
 def test_bench_on_the_real_model_then_all_from_cache(trinity_home, monkeypatch, capsys) -> None:
     data = run_bench(monkeypatch, capsys)
     single, selfloop = "single:smollm2-135m", "selfloop:smollm2-135m"
-    assert [s["name"] for s in data["systems"]] == [single, selfloop, "random", "moa", "vote", "best-per-task",
-                                                    "oracle"]
+    assert [s["name"] for s in data["systems"]] == [single, selfloop, "sc:best@2", "agree", "random", "moa", "vote",
+                                                    "best-per-task", "oracle"]
     res = {name: r["overall"] for name, r in data["results"].items()}
     for m in res.values():
         assert m["n"] == 2 and 0.0 <= m["ci_low"] <= m["accuracy"] <= m["ci_high"] <= 1.0
     assert res[single]["mean_turns"] == 1.0 and 1.0 <= res[selfloop]["mean_turns"] <= 2.0
+    # sc plays its two replies (greedy, then a fresh sampled one); agree stops at two that agree.
+    assert res["sc:best@2"]["mean_turns"] == 2.0 and 1.0 <= res["agree"]["mean_turns"] <= 2.0
     # One model: the oracle, the vote and best-per-task are that model alone.
     assert res["oracle"]["accuracy"] == res[single]["accuracy"]
     assert res["vote"]["accuracy"] == res["best-per-task"]["accuracy"] == res[single]["accuracy"]
