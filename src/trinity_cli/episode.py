@@ -88,11 +88,7 @@ def _fit(
 ) -> tuple[list[ChatMessage], int]:
     room = reply_room(pool, model, role)
     style = pool.style(model)
-    if alone:  # shown no turns: nothing to drop
-        messages = roles.build_messages(role, task, turns, context, style=style, kind=kind, alone=True)
-        if pool.fits(model, messages, room):
-            return messages, 0
-    for keep in range(0 if alone else len(turns), -1, -1):
+    for keep in range(0 if alone else len(turns), -1, -1):  # asked alone: shown no turns, one try
         messages = roles.build_messages(role, task, turns, context, keep_last=keep, style=style, kind=kind,
                                         alone=alone)
         if pool.fits(model, messages, room):
@@ -167,7 +163,7 @@ def run_episode(
         if on_decision:
             on_decision(index, decision)
         turns = transcript.turns
-        proposed = next((t for t in reversed(turns) if roles.answers(t)), None)
+        proposed = roles.latest_answering(turns)
         last = index == max_turns - 1 or spent is not None
         role, override = _acting_role(decision, turns[-1].suggestion if turns else None, proposed, last, spent)
         turn = play.turn(turns, index, decision, role, override, proposed)
@@ -185,7 +181,7 @@ def run_episode(
             transcript.stop_reason, settled = "agreed", turns[found].reply
             break
         spent = spent or _budget_reached(transcript, token_budget, cost_budget)
-        if spent is not None and roles.latest_answer(turns) is not None:
+        if spent is not None and roles.latest_answering(turns) is not None:
             transcript.stop_reason = spent
             break
     transcript.answer = settled if settled is not None else settle.settled_answer(transcript.turns, kind)
@@ -230,7 +226,7 @@ class _Play:
         params = pool.params(model, role.value, attempt=attempt, salt=attempt_salt(self.task, self.context))
         completion = pool.chat(model, messages, params)
         reply, execution, verdict = completion.text, None, None
-        answering = role is Role.WORKER or (role is Role.VERIFIER and alone)
+        answering = roles.answering(role, alone)
         if pool.style(model) == "program" and role is not Role.THINKER:
             if answering:
                 reply, run = program.run_reply(reply, strict=strict)
@@ -263,8 +259,7 @@ def _judge(turn: Turn, turns: Sequence[Turn], proposed: Turn | None, kind: str |
     elif turn.role is Role.VERIFIER:
         if turn.verdict is None:
             turn.verdict, turn.verdict_source = roles.verdict(turn.reply), "stated"
-        failing = proposed is not None and proposed.examples is not None and not proposed.examples.get("passed")
-        if turn.verdict == "ACCEPT" and failing:
+        if turn.verdict == "ACCEPT" and proposed is not None and proposed.examples_passed is False:
             turn.verdict, turn.verdict_source = "REVISE", "examples failed"
     elif turn.role is Role.THINKER:
         turn.suggestion = roles.suggestion(turn.reply)

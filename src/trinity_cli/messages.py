@@ -132,6 +132,11 @@ class Turn:
     vote: bool = False
     agreed_with: int | None = None
 
+    @property
+    def examples_passed(self) -> bool | None:
+        """Whether this code answer passed the task's examples; None when none were run."""
+        return None if self.examples is None else bool(self.examples.get("passed"))
+
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["role"] = self.role.value

@@ -69,8 +69,8 @@ def turn_line(turn: Turn) -> Text:
         line.append(f"  {turn.verdict}", style="bold green" if turn.verdict == "ACCEPT" else "bold red")
     if turn.attempt:
         line.append(f"  attempt {turn.attempt + 1}", style="dim")
-    if turn.examples is not None:
-        passed = bool(turn.examples.get("passed"))
+    if turn.examples_passed is not None:
+        passed = turn.examples_passed
         line.append("  examples passed" if passed else "  examples failed", style="green" if passed else "red")
     if turn.suggestion:
         line.append(f"  next: {turn.suggestion.value}", style="magenta")

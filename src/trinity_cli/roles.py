@@ -179,18 +179,21 @@ def aggregate_task(task: str, answers: Sequence[str], limit: int = AGGREGATE_ANS
     return AGGREGATE.format(task=task, count=count, answers=shown)
 
 
-def latest_answer(turns: Sequence[Turn]) -> str | None:
-    """The latest answering turn's reply (a Worker, or a Verifier asked alone): what a
-    code Verifier checks."""
-    for turn in reversed(turns):
-        if answers(turn):
-            return turn.reply
-    return None
+def latest_answering(turns: Sequence[Turn]) -> Turn | None:
+    """The latest turn that proposed an answer (a Worker, or a Verifier asked alone): what a
+    code Verifier checks; None before any."""
+    return next((turn for turn in reversed(turns) if answers(turn)), None)
 
 
 def answers(turn: Turn) -> bool:
-    """Whether `turn` proposed an answer: every Worker turn, and a Verifier asked alone."""
-    return turn.role is Role.WORKER or (turn.role is Role.VERIFIER and turn.alone)
+    """Whether `turn` proposed an answer (`answering`)."""
+    return answering(turn.role, turn.alone)
+
+
+def answering(role: Role, alone: bool) -> bool:
+    """Whether a call in `role`, asked alone or not, proposes an answer: every Worker call,
+    and a Verifier asked alone (which answers as a Worker would)."""
+    return role is Role.WORKER or (role is Role.VERIFIER and alone)
 
 
 def asked_alone(role: Role, kind: str | None, alone: bool = False) -> bool:
@@ -248,7 +251,7 @@ def build_messages(
         header = f"Turns so far ({dropped} earlier turns omitted):" if dropped else "Turns so far:"
         parts.append(header + "\n" + "\n\n".join(_shown_turn(t) for t in shown))
     if asked is Role.VERIFIER:
-        proposed = next((t for t in reversed(turns) if answers(t)), None)
+        proposed = latest_answering(turns)
         if proposed is not None:
             note = f"\n{examples_note(proposed.examples)}" if proposed.examples is not None else ""
             parts.append(f"Proposed code to check:\n{_clip(proposed.reply)}{note}")

@@ -163,7 +163,7 @@ def agreement(turns: Sequence[Turn], kind: str | None) -> int | None:
         return None
     last = turns[-1]
     if kind == "code":
-        return last.index if last.examples is not None and last.examples.get("passed") else None
+        return last.index if last.examples_passed else None
     if not last.vote:
         return None
     return agreed_with([t for t in turns[:-1] if t.vote], answer_of(last, kind), kind)
@@ -175,7 +175,7 @@ def settled_answer(turns: Sequence[Turn], kind: str | None) -> str | None:
     if not answering:
         return None
     if kind == "code":
-        passing = [t for t in answering if t.examples is not None and t.examples.get("passed")]
+        passing = [t for t in answering if t.examples_passed]
         return (passing or answering)[-1].reply
     groups: list[tuple[FinalAnswer, list[Turn]]] = []
     for turn in answering:

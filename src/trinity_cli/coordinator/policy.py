@@ -118,8 +118,8 @@ def _turn_line(turn: Turn) -> str:
     marks = []
     if turn.verdict is not None:
         marks.append(turn.verdict)
-    if turn.examples is not None:
-        marks.append("examples passed" if turn.examples.get("passed") else "examples failed")
+    if turn.examples_passed is not None:
+        marks.append("examples passed" if turn.examples_passed else "examples failed")
     suffix = "".join(f" [{m}]" for m in marks)
     return f"{turn.role.value} ({turn.model}): {_one_line(turn.reply, TURN_CHARS)}{suffix}"
 
