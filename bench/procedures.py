@@ -43,7 +43,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
 from trinity_cli import settle, tasks  # noqa: E402
-from trinity_cli.bench.stats import mcnemar_exact  # noqa: E402
+from trinity_cli.bench.stats import paired_test  # noqa: E402
 from trinity_cli.bench.systems import sc_source  # noqa: E402
 from trinity_cli.config import load_pool  # noqa: E402
 from trinity_cli.episode import run_episode  # noqa: E402
@@ -147,16 +147,16 @@ def analyse(matrix: Matrix, items: Sequence[tasks.TaskItem], budget: int, order:
     best-procedure-per-task."""
     models = list(next(iter(matrix.values())))
     k = min(len(replies) for row in matrix.values() for replies in row.values())
-    task_names = list(dict.fromkeys(i.task for i in sorted(items, key=lambda i: order.index(i.task))))
+    task_names = [t for t in order if any(i.task == t for i in items)]
     table: dict[str, dict[str, dict[str, float]]] = {}
-    right: dict[str, dict[str, bool]] = {}  # procedure -> item key -> right
+    right: dict[str, dict[str, float]] = {}  # procedure -> item key -> reward (0 or 1)
     for name in procedures(models, k):
         per_task: dict[str, list[Outcome]] = {t: [] for t in task_names}
         right[name] = {}
         for item in items:
             outcome = play(name, matrix[item.key], item.scorer, budget)
             per_task[item.task].append(outcome)
-            right[name][item.key] = outcome.correct
+            right[name][item.key] = float(outcome.correct)
         table[name] = {t: _summary(outs) for t, outs in per_task.items()}
         table[name]["all"] = _summary([o for outs in per_task.values() for o in outs])
     bound = {t: sum(any(r.correct for rs in matrix[i.key].values() for r in rs) for i in items if i.task == t)
@@ -165,8 +165,9 @@ def analyse(matrix: Matrix, items: Sequence[tasks.TaskItem], budget: int, order:
     picks = {t: max(table, key=lambda n: (table[n][t]["correct"], -table[n][t]["tokens"])) for t in task_names}
     bppt = {"correct": sum(table[picks[t]][t]["correct"] for t in task_names), "n": len(items), "picks": picks}
     right["best-procedure-per-task"] = {i.key: right[picks[i.task]][i.key] for i in items}
-    paired = {name: _paired(mine, right[best_single]) for name, mine in right.items() if name != best_single}
-    return {"paired": paired,"models": models, "k": k, "budget": budget, "tasks": task_names, "table": table,
+    paired = {name: paired_test(mine, right[best_single], best_single)
+              for name, mine in right.items() if name != best_single}
+    return {"paired": paired, "models": models, "k": k, "budget": budget, "tasks": task_names, "table": table,
             "any_right": bound, "best_single": best_single, "best_procedure_per_task": bppt,
             "verifiers": verifier_table(matrix, items)}
 
@@ -194,13 +195,6 @@ def verifier_table(matrix: Matrix, items: Sequence[tasks.TaskItem]) -> dict[str,
                     counts["wrong"] += 1
                     counts["revised"] += not agreed
     return table
-
-
-def _paired(mine: dict[str, bool], other: dict[str, bool]) -> dict[str, float]:
-    """Exact McNemar of `mine` against `other` on the same items (b: only mine right)."""
-    b = sum(mine[k] and not other[k] for k in mine)
-    c = sum(other[k] and not mine[k] for k in mine)
-    return {"b": b, "c": c, "p_value": mcnemar_exact(b, c)}
 
 
 def _summary(outs: Sequence[Outcome]) -> dict[str, float]:

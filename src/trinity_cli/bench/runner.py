@@ -156,17 +156,17 @@ def _run_systems(
     # Greedy decisions are for head rows (System.greedy): random routing stays random.
     specs = [_spec(system, item, seed, system.greedy) for system, item, seed in plan]
     played = list(zip(plan, _play(pool, plan, specs, emit, evaluator), strict=True))
+    # Rows played once the single runs are done: sc:best@K (its member: the best single) and moa.
+    singles = {(p[0].model or "", p[1].key): o for p, o in played if p[0].kind == "single"}
+    single_results = [_result(*p, o) for p, o in played if p[0].kind == "single"]
     for system in systems:
-        if system.kind == "sc" and system.source is None:  # sc:best@K: the best single's member
-            system.model = moa.pick_aggregator([_result(*p, o) for p, o in played if p[0].kind == "single"],
-                                               pool.names)
+        if system.kind == "sc" and system.source is None:
+            system.model = moa.pick_aggregator(single_results, pool.names)  # the best single member
             system.source = sc_source(pool.names, system.model)
             later = [(system, item, episode_seed(options.seed, system.stream, item.key)) for item in items]
             later_specs = [_spec(system, item, seed, False) for _, item, seed in later]
             played += list(zip(later, _play(pool, later, later_specs, emit, evaluator), strict=True))
         if system.kind == "moa":
-            singles = {(p[0].model or "", p[1].key): o for p, o in played if p[0].kind == "single"}
-            single_results = [_result(*p, o) for p, o in played if p[0].kind == "single"]
             played += _play_moa(pool, system, items, options, singles, single_results, emit, evaluator)
     order = {s.name: i for i, s in enumerate(systems)}
     played.sort(key=lambda entry: order[entry[0][0].name])  # stable: seed and item order kept
