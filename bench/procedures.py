@@ -20,13 +20,15 @@ item) of every fixed procedure, per task, settled by settle.py's own rules:
     vote-all          plurality over every reply of every member
     any-right         an item counts when any reply is right (a bound, not a procedure)
 
-the Verifier table: outside code tasks a Verifier answers alone (roles.py), so a Verifier
-that checks a Worker's greedy answer is that member's reply from the task alone (its greedy
-reply, or its second when it was the Worker) and ACCEPTs when the answers agree: for each
-(Worker, Verifier) pair, the share of right answers it ACCEPTs and of wrong ones it REVISEs,
-read off the matrix; and `best-procedure-per-task`: for each task the most accurate procedure (ties: fewer tokens),
-chosen with the test labels, so a reference like bench's `best-per-task`, not a system; it
-is what a coordinator that knows which procedure suits each task could reach on this loop.
+how well the shown examples tell right code from wrong (replies passing them, right or
+wrong on the hidden tests); the Verifier table: outside code tasks a Verifier answers alone
+(roles.py), so a Verifier that checks a Worker's greedy answer is that member's reply from the
+task alone (its greedy reply, or its second when it was the Worker) and ACCEPTs when the answers
+agree: for each Verifier, the share of right answers it ACCEPTs and of wrong ones it REVISEs,
+read off the matrix; and `best-procedure-per-task`: for each task the most accurate procedure
+(ties: fewer tokens), chosen with the test labels, so a reference like bench's `best-per-task`,
+not a system; it is what a coordinator that knows which procedure suits each task could reach
+on this loop.
 """
 
 from __future__ import annotations
@@ -169,7 +171,25 @@ def analyse(matrix: Matrix, items: Sequence[tasks.TaskItem], budget: int, order:
               for name, mine in right.items() if name != best_single}
     return {"paired": paired, "models": models, "k": k, "budget": budget, "tasks": task_names, "table": table,
             "any_right": bound, "best_single": best_single, "best_procedure_per_task": bppt,
-            "verifiers": verifier_table(matrix, items)}
+            "verifiers": verifier_table(matrix, items), "examples": example_table(matrix, items)}
+
+
+def example_table(matrix: Matrix, items: Sequence[tasks.TaskItem]) -> dict[str, int]:
+    """Over every reply to a code item with examples: right ones (on the hidden tests) that
+    pass the shown examples, and wrong ones that fail them."""
+    counts = {"right": 0, "right_passed": 0, "wrong": 0, "wrong_failed": 0}
+    for item in items:
+        for replies in matrix[item.key].values():
+            for reply in replies:
+                if reply.turn.examples_passed is None:
+                    continue
+                if reply.correct:
+                    counts["right"] += 1
+                    counts["right_passed"] += reply.turn.examples_passed
+                else:
+                    counts["wrong"] += 1
+                    counts["wrong_failed"] += not reply.turn.examples_passed
+    return counts
 
 
 def verifier_table(matrix: Matrix, items: Sequence[tasks.TaskItem]) -> dict[str, dict[str, int]]:
@@ -228,6 +248,10 @@ def markdown(result: dict) -> str:
               f"{100 * (b['correct'] - single['correct']) / b['n']:+.1f} points; paired b / c "
               f"{bt['b']} / {bt['c']}, p = {bt['p_value']:.3f}), picks: "
               + ", ".join(f"{t}: {p}" for t, p in b["picks"].items())]
+    ex = result["examples"]
+    if ex["right"] + ex["wrong"]:
+        lines += ["", f"code replies run against their task's shown examples: {ex['right_passed']} of {ex['right']} "
+                      f"right ones passed, {ex['wrong_failed']} of {ex['wrong']} wrong ones failed"]
     lines += ["", "| Verifier (answers alone) | ACCEPTs right answers | REVISEs wrong answers | balanced |",
               "|---|---|---|---|"]
     for name, c in result["verifiers"].items():
