@@ -2,6 +2,7 @@
 
     python bench/procedures.py                                  # 20 test items each of gsm8k, arc-challenge, mbpp
     python bench/procedures.py --n 15 --k 4 --json matrix.json
+    python bench/procedures.py --split train --n 32 --k 2      # evolve's training pool
 
 The sample matrix: for each item and each member of the pool (default: the shipped `local`
 pool), its greedy reply and k-1 fresh attempts, each asked from the task alone, exactly the
@@ -264,7 +265,9 @@ def markdown(result: dict) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--n", type=int, default=20, help="test items per task")
+    parser.add_argument("--n", type=int, default=20, help="items per task")
+    parser.add_argument("--split", default="test", choices=("train", "val", "test"),
+                        help="which split the items come from (train/val: the cache evolve's episodes reuse)")
     parser.add_argument("--tasks", default="gsm8k,arc-challenge,mbpp")
     parser.add_argument("--pool", default=None, help="pool name or file (default: the shipped local pool)")
     parser.add_argument("--k", type=int, default=4, help="replies per member and item (greedy + k-1 fresh)")
@@ -272,7 +275,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0, help="item sampling seed (trinity bench's default: 0)")
     parser.add_argument("--json", dest="json_out", default=None, help="also write the matrix and table here")
     args = parser.parse_args()
-    mix = ",".join(f"{t.strip()}:test:{args.n}" for t in args.tasks.split(",") if t.strip())
+    mix = ",".join(f"{t.strip()}:{args.split}:{args.n}" for t in args.tasks.split(",") if t.strip())
     items = tasks.sample_items(mix, seed=args.seed)
     matrix = collect(items, args.pool, args.k)
     result = analyse(matrix, items, args.budget, [e.task for e in tasks.parse_mix(mix)])
