@@ -152,6 +152,9 @@ def evolve(
     input_dims: Annotated[int, typer.Option(
         min=0, help="Project the head's input on the top K principal directions of those features "
                     "(0: read every hidden dimension).")] = 0,
+    init_labels: Annotated[str | None, typer.Option(
+        help="Start the search from a head fitted to a sample matrix of the training items "
+             "(python bench/procedures.py --split train --json FILE) instead of zero.")] = None,
     backbone: Annotated[str, typer.Option(help="Coordinator backbone.")] = "smollm2-135m",
     device: DeviceOpt = "auto",
     name: Annotated[str | None, typer.Option(help="Head name (default evolved-RUN).")] = None,
@@ -177,6 +180,7 @@ def evolve(
                             sigma0=sigma0, seed=seed, max_turns=max_turns, val_tasks=val_tasks, val_size=val_size,
                             val_every=val_every, cost_weight=cost_weight, cost_unit=cost_unit, svf=svf,
                             svf_targets=svf_target, center_items=center_items, input_dims=input_dims,
+                            init_labels=init_labels,
                             backbone=backbone, device=device,
                             name=name, out=out)
     # On resume, only flags typed on the command line are compared with the run's options.

@@ -12,6 +12,11 @@ K principal directions (head.fit_basis), and the search has (M + 3) x K head wei
 of (M + 3) x H. Both are kept in the checkpoint, so a resumed run reads features exactly as
 before, and in the head it writes. `center_items` 0: no centre (and no projection).
 
+The search starts at zero (every decision uniform), or with `init_labels` (a sample matrix
+file, head_init.py) at a head fitted to which members solved which training items; that
+start is scored on the validation slice before generation 0 and is the head kept unless a
+later mean validates better (its "generation" is -1).
+
 Loop, per generation g:
   1. `es.ask()` -> popsize candidate vectors (flat layout: coordinator/head.py).
   2. One minibatch of `minibatch` training items, drawn with rng([seed, g]), shared by
@@ -99,6 +104,7 @@ from trinity_cli.evolve_options import (
     refuse_mismatch,
     resume_options,
 )
+from trinity_cli.head_init import fit_start, read_labels
 from trinity_cli.head_input import center_tasks, fit_input
 from trinity_cli.pool import open_pool
 from trinity_cli.ray_evaluator import RayEvaluator, RayOptions, check_ray
@@ -272,8 +278,10 @@ class Evolution:
         o = self.options
         n_svf = self.base.svf_offsets.size
         stds = [SVF_STD] * n_svf + [1.0] * (self.n_params - n_svf)
+        center = self._center()
+        start = self._start(self._with_input(center)) if o.init_labels else np.zeros(self.n_params)
         es = cma.CMAEvolutionStrategy(
-            np.zeros(self.n_params),
+            start,
             o.sigma0,
             # `randn`: pycma's own generator (see _Randn); with it pycma leaves numpy's global
             # RNG alone, and `seed` must be NaN or it warns that the seed goes unused.
@@ -286,8 +294,26 @@ class Evolution:
              "CMA_mirrormethod": 0},
         )
         return {"es": es, "generation": 0, "spent": 0, "val_spent": 0,
-                "best": {"vector": np.zeros(self.n_params), "val": None, "generation": -1}, "curves": [],
-                "input": self._center()}
+                "best": {"vector": start.copy(), "val": None, "generation": -1}, "curves": [],
+                "input": center}
+
+    def _with_input(self, center: dict[str, Any] | None) -> head_mod.Head:
+        """The base head reading features through the run's input (None: uncentred)."""
+        if center is None:
+            head = self.base.with_flat(self.base.flat())
+            head.manifest["input"] = {"center_items": 0, "dims": 0}
+            return head
+        return self.base.with_input(center["center"], center["scale"], center["items"], center.get("basis"))
+
+    def _start(self, base: head_mod.Head) -> np.ndarray:
+        """The start fitted to the sample matrix `init_labels` (head_init.py)."""
+        assert self.options.init_labels is not None
+        labels = read_labels(self.options.init_labels, self.config.names)
+        picked = [item for item in self.train_items if item.key in labels]
+        inputs = {item.key: base.inputs(self.coordinator.state_feature(item.prompt)) for item in picked}
+        fit = fit_start(base, inputs, labels)
+        self.progress("init", fit.summary())
+        return fit.vector
 
     def _center(self) -> dict[str, Any] | None:
         """The head's input centre and projection (module docstring), None with `center_items` 0."""
@@ -351,16 +377,18 @@ class Evolution:
         state = self.files.load_checkpoint()
         if state is None:
             state = self._new_state()
-        if state["input"] is not None:
-            c = state["input"]
-            self.base = self.base.with_input(c["center"], c["scale"], c["items"], c.get("basis"))
-        else:
-            self.base.manifest["input"] = {"center_items": 0, "dims": 0}
+        self.base = self._with_input(state["input"])
         es = state["es"]
         per_gen = self.per_generation
         self.progress("start", {"run": self.run_dir.name, "budget": o.budget, "spent": state["spent"],
                                 "popsize": es.popsize, "n_params": self.n_params, "per_gen": per_gen,
                                 "parallel": self.parallel, "ray": self.ray is not None})
+        if o.init_labels and state["generation"] == 0 and state["best"]["val"] is None:
+            start_val, start_eps = self._score_set(state["best"]["vector"], self.val_items, -1, "val")
+            state["val_spent"] += len(start_eps)
+            state["best"]["val"] = start_val
+            self.files.save_checkpoint(state)
+            self.progress("init_val", {"val": start_val})
         while state["spent"] + per_gen <= o.budget:
             g = state["generation"]
             started = time.perf_counter()

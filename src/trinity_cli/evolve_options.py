@@ -53,6 +53,7 @@ class EvolveOptions:
     svf_targets: list[str] | None = None
     center_items: int = 256
     input_dims: int = 0
+    init_labels: str | None = None
     backbone: str = DEFAULT_BACKBONE
     device: str = "auto"
     name: str | None = None
@@ -125,8 +126,9 @@ def config_hash(options: EvolveOptions, pool_source: str, manifest: dict[str, An
     opts = asdict(options)
     for key in RESUME_FREE:  # these may change on resume
         opts.pop(key)
-    if not opts["input_dims"]:  # runs from before --input-dims keep their hash
-        opts.pop("input_dims")
+    for key in ("input_dims", "init_labels"):  # runs from before these options keep their hash
+        if not opts[key]:
+            opts.pop(key)
     pool_text = Path(pool_source).read_bytes() if pool_source else b""
     payload = {
         "options": opts,

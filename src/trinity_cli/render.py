@@ -330,6 +330,12 @@ class EvolveProgress:
             err.print(Text(f"resuming unfinished {data['run']} (same configuration)", style="yellow"))
         elif kind == "center":
             err.print(Text(f"centring the head's input on the features of {data['items']} training tasks", style="dim"))
+        elif kind == "init":
+            err.print(Text(f"starting from a head fitted to the sample matrix on {data['items']} training tasks: "
+                           f"its picks score {data['picked_label_loo']:.3f} held out (best member "
+                           f"{data['best_fixed_label']:.3f}, best pick {data['oracle_label']:.3f})", style="dim"))
+        elif kind == "init_val":
+            self.progress.console.print(Text(f"start  val {data['val']:.3f}"))
         elif kind == "start":
             at_once = _at_once(data)
             err.print(Text(f"{data['run']}: {data['n_params']} parameters, population {data['popsize']}, "

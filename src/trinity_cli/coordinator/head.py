@@ -133,12 +133,17 @@ class Head:
                     svf_offsets=self.svf_offsets, bias=self.bias,
                     center=np.asarray(center, dtype=np.float32).copy(), center_scale=float(scale), basis=basis)
 
-    def logits(self, features: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(model logits, role logits) of a unit-norm feature vector (module docstring)."""
+    def inputs(self, features: np.ndarray) -> np.ndarray:
+        """x, what W multiplies (D values), for a unit-norm feature vector (H values): the
+        feature centred, scaled and, with a projection, projected (module docstring)."""
         x = (features.astype(np.float64) - self.center.astype(np.float64)) / self.center_scale
         if self.basis.size:
             x = self.basis.astype(np.float64) @ x
-        out = self.weights.astype(np.float64) @ x + self.bias.astype(np.float64)
+        return x
+
+    def logits(self, features: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(model logits, role logits) of a unit-norm feature vector (module docstring)."""
+        out = self.weights.astype(np.float64) @ self.inputs(features) + self.bias.astype(np.float64)
         m = len(self.models)
         return out[:m], out[m:]
 

@@ -1,0 +1,97 @@
+"""A head's start fitted to a sample matrix (head_init.py), and evolve starting from it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from trinity_cli.coordinator.head import Head, untrained
+from trinity_cli.errors import ConfigError
+from trinity_cli.evolve import EvolveOptions, evolve
+from trinity_cli.head_init import fit_start, read_labels
+from trinity_cli.messages import ROLES, Role
+from trinity_cli.store import RunStore
+
+from .conftest import write_pool
+
+BACKBONE = {"ref": "hash:16", "fingerprint": "x", "hidden_size": 16}
+
+
+def test_fit_picks_the_member_each_item_favours() -> None:
+    """Member 0 solves items with x[0] > 0, member 1 the others, member 2 none: the fitted
+    model logits pick each item's solver, held out they beat any one member, and the roles
+    lean to Verifier (the first turn is a Worker by rule, so the start plays ask-then-agree)."""
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(40, 16))
+    x[:, 0] = np.sign(x[:, 0]) * (1.0 + np.abs(x[:, 0]))  # away from the boundary a linear fit cannot place exactly
+    labels = {f"i{n}": np.array([float(v[0] > 0), float(v[0] <= 0), 0.0]) for n, v in enumerate(x)}
+    base = untrained("p", ["a", "b", "c"], BACKBONE, 16)
+    fit = fit_start(base, {f"i{n}": v for n, v in enumerate(x)}, labels, margin=2.0)
+    head = base.with_flat(fit.vector)
+    picks = [int(np.argmax(head.weights[:3] @ v + head.bias[:3])) for v in x]
+    assert picks == [0 if v[0] > 0 else 1 for v in x]
+    assert fit.items == 40 and fit.oracle_label == 1.0 and fit.best_fixed_label < 0.6
+    assert fit.picked_label_loo > 0.9
+    assert not head.weights[3:].any()
+    assert head.bias[3 + ROLES.index(Role.VERIFIER)] == pytest.approx(2.0)
+
+
+def test_fit_needs_labelled_training_items() -> None:
+    base = untrained("p", ["a", "b"], BACKBONE, 16)
+    with pytest.raises(ConfigError, match="labels 1 of the run's training items"):
+        fit_start(base, {"x": np.ones(16), "y": np.ones(16)}, {"x": np.array([1.0, 0.0])})
+
+
+def test_read_labels_refuses_missing_foreign_and_broken_files(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="not found"):
+        read_labels(tmp_path / "none.json", ["a"])
+    (tmp_path / "bad.json").write_text("{")
+    with pytest.raises(ConfigError, match="cannot be read"):
+        read_labels(tmp_path / "bad.json", ["a"])
+    (tmp_path / "other.json").write_text(json.dumps({"models": ["z"], "matrix": {}}))
+    with pytest.raises(ConfigError, match="is for members"):
+        read_labels(tmp_path / "other.json", ["a"])
+    (tmp_path / "ok.json").write_text(json.dumps({"models": ["a", "b"], "matrix": {
+        "t/1": {"a": [{"correct": True}, {"correct": False}], "b": []}}}))
+    assert read_labels(tmp_path / "ok.json", ["a", "b"])["t/1"].tolist() == [0.5, 0.0]
+
+
+def test_evolve_starts_from_the_fitted_head_and_keeps_it_when_it_validates_best(tmp_path: Path) -> None:
+    """m0 solves the "Question" items, m1 the "Puzzle" items: a fixed member scores half, the
+    fitted start routes each item to its solver; it is validated before generation 0 and,
+    one noisy generation later, kept as the head (generation -1) unless the mean beats it."""
+    rules = {"m0": [{"match": "Question", "reply": "Answer: 42"}],
+             "m1": [{"match": "Puzzle", "reply": "Answer: 42"}]}
+    pool = write_pool(tmp_path, {"name": "duo", "max_resident": 1, "models": [
+        {"name": n, "kind": "scripted", "rules": r, "default": "Answer: 7"} for n, r in rules.items()]})
+    task_file = tmp_path / "tasks.jsonl"
+    lines = [{"id": f"q{i}", "prompt": f"{'Question' if i % 2 else 'Puzzle'} {i}: what is six times seven?",
+              "answer": 42, "scorer": "numeric"} for i in range(60)]
+    task_file.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    matrix = {"models": ["m0", "m1"], "matrix": {
+        f"file:{task_file}/q{i}": {"m0": [{"correct": bool(i % 2)}], "m1": [{"correct": not i % 2}]}
+        for i in range(60)}}
+    (tmp_path / "matrix.json").write_text(json.dumps(matrix))
+    from trinity_cli import tasks as tasks_mod
+
+    train = tasks_mod.sample_items(tasks_mod.parse_mix(f"file:{task_file}:train"), seed=3)
+    assert sum(item.key in matrix["matrix"] for item in train) == len(train)  # keys as the matrix writes them
+    events: list[tuple[str, dict]] = []
+    result = evolve(EvolveOptions(pool=str(pool), tasks=f"file:{task_file}:train", val_tasks=f"file:{task_file}:val:12",
+                                  budget=16, minibatch=4, popsize=4, seed=3, max_turns=2, val_every=1,
+                                  backbone="hash:16", sigma0=1.0, init_labels=str(tmp_path / "matrix.json"),
+                                  out=str(tmp_path / "head")),
+                    progress=lambda kind, data: events.append((kind, data)))
+    kinds = [k for k, _ in events]
+    assert kinds.index("init") < kinds.index("start") < kinds.index("init_val") < kinds.index("generation")
+    start_val = dict(events)["init_val"]["val"]
+    assert start_val >= 0.75  # a fixed member scores about 0.5; decisions are sampled in training
+    head = Head.load(tmp_path / "head")
+    record = RunStore().load(result.run_id)
+    assert record["options"]["init_labels"] == str(tmp_path / "matrix.json")
+    assert result.best_val >= start_val
+    if head.manifest["training"]["best_generation"] == -1:
+        assert result.best_val == start_val
