@@ -238,7 +238,8 @@ def test_interrupt_keeps_no_run_and_rerun_resumes_through_cache(tmp_path: Path, 
 def test_heads_gaps_and_selection(tmp_path: Path) -> None:
     pool, tasks = setup_files(tmp_path)
     head = str(hash_head(tmp_path / "head"))
-    data = bench(options(pool, tasks, heads=[head, head], random_seeds=1)).data
+    result = bench(options(pool, tasks, heads=[head, head], random_seeds=1))
+    data = result.data
     names = [s["name"] for s in data["systems"]]
     assert names[-6:] == ["head:hashy", "head:hashy#2", "moa", "vote", "best-per-task", "oracle"]
     # Every head sees the same episode seeds: the same head twice gives the same episodes.
@@ -255,6 +256,15 @@ def test_heads_gaps_and_selection(tmp_path: Path) -> None:
     turns = [t for e in data["episodes"] if e["system"] == "head:hashy" for t in e["turns"]]
     assert sel["models"]["m0"] == pytest.approx(sum(m == "m0" for m, _ in turns) / len(turns))
     assert data["systems"][-5]["head"] == {"name": "hashy", "trained": True, "ref": head}
+    # How its episodes ended, per task, counted from the episodes' stop reasons.
+    mine = [e for e in data["episodes"] if e["system"] == "head:hashy"]
+    ends = data["selection"]["head:hashy"]["ends"]["per_task"][task]
+    assert ends["episodes"] == len(mine) and ends["mean_turns"] == pytest.approx(len(turns) / len(mine))
+    assert ends["reasons"] == pytest.approx({r: sum(e["stop_reason"] == r for e in mine) / len(mine)
+                                             for r in {e["stop_reason"] for e in mine}})
+    report = (result.run_dir / "report.md").read_text()
+    assert "## How episodes ended (share of episodes; mean turns)" in report
+    assert any(line.startswith("| head:hashy | all | 8 |") for line in report.splitlines())
 
 
 def test_fixed_schedule_alternates_and_respects_masks() -> None:

@@ -454,7 +454,7 @@ def bench_tables(summary: dict[str, Any]) -> Group:
     view = reports.bench_view(summary)
     title = f"{summary['run']} · pool {summary['pool']['name']} · {len(summary['items'])} items"
     parts: list[Any] = [_table(view.accuracy, title)]
-    for extra in (view.gaps, view.paired):
+    for extra in (view.gaps, view.paired, view.ends):
         if extra is not None and extra.rows:
             parts.append(_table(extra, f"\n{extra.title}"))
     for sel in view.selection:

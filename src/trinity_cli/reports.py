@@ -89,6 +89,7 @@ class BenchView:
     gaps: TableView | None
     paired: TableView | None
     selection: list[TableView]
+    ends: TableView | None
     stats: str
     notes: list[str]
 
@@ -152,7 +153,7 @@ def bench_view(summary: dict[str, Any]) -> BenchView:
             scopes += [(short_task(t), sel["per_task"][t]) for t in task_names]
         selection += selection_tables(name, scopes, pool["models"])
     st = summary["stats"]
-    return BenchView(
+    return BenchView(ends=ends_table(summary, task_names if several else []),
         heading=f"trinity bench — {summary['run']}",
         caption=(f"Pool `{pool['name']}` ({', '.join(pool['models'])}) · tasks `{o['tasks']}` "
                  f"({len(summary['items'])} items){turn_budgets(summary['systems'])}"
@@ -256,6 +257,29 @@ METHOD_NOTES = (
 )
 
 
+# How an episode ended (Transcript.stop_reason), as a column.
+END_COLUMNS = {"agreed": "agreed", "accepted": "accepted", "max_turns": "turn budget"}
+
+
+def ends_table(summary: dict[str, Any], task_names: Sequence[str]) -> TableView | None:
+    """How each routed system's episodes ended, overall and per task: shares of agreement,
+    a Verifier's ACCEPT and the turn budget (other reasons as "other"), and mean turns; None
+    for bench runs recorded before these counts."""
+    table = TableView("How episodes ended (share of episodes; mean turns)",
+                      ["system", "tasks", "episodes", *END_COLUMNS.values(), "other", "mean turns"], numeric_from=2)
+    for name, sel in summary["selection"].items():
+        if "ends" not in sel:
+            continue
+        scopes = [("all", sel["ends"]["overall"])] + [(short_task(t), sel["ends"]["per_task"][t]) for t in task_names]
+        for label, e in scopes:
+            reasons = e["reasons"]
+            other = sum(v for r, v in reasons.items() if r not in END_COLUMNS)
+            table.rows.append([name, label, str(e["episodes"]), *[pct(reasons.get(r, 0.0)) for r in END_COLUMNS],
+                               pct(other), num(e["mean_turns"])])
+            table.kinds.append("")
+    return table if table.rows else None
+
+
 def md_table(table: TableView) -> list[str]:
     lines = ["| " + " | ".join(table.header) + " |", "|" + "|".join("---" for _ in table.header) + "|"]
     lines += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in table.rows]
@@ -266,7 +290,7 @@ def report_markdown(summary: dict[str, Any]) -> str:
     """The bench report as Markdown: accuracy with CIs, costs, gaps, selection shares."""
     view = bench_view(summary)
     out = [f"# {view.heading}", "", view.caption]
-    for table in (view.accuracy, view.per_task, view.gaps, view.paired):
+    for table in (view.accuracy, view.per_task, view.gaps, view.paired, view.ends):
         if table is not None:
             out += ["", f"## {table.title}", "", *md_table(table)]
     if view.selection:

@@ -83,7 +83,8 @@ bench.json (format "trinity-bench/1"):
      "results": {system: {"overall": Metrics, "per_task": {task: Metrics}}},
      "gaps": {system: {"overall": Gap, "per_task": {task: Gap}}}     (random and heads)
      "paired": {head: {"vs_best_single": Paired|null, "vs_best_selfloop": Paired|null}}
-     "selection": {system: {"overall": Share, "per_task": {task: Share}}}   (random and heads)
+     "selection": {system: {"overall": Share, "per_task": {task: Share},
+                            "ends": {"overall": Ends, "per_task": {task: Ends}}}}   (random and heads)
      "per_item": {system: {"task/id": reward}}     (random: mean over its seeds)
      "best_per_task": {task: the member best-per-task picks there},
      "stats": {"pool_calls": all of this run, "cache_hits": of those, served by the cache,
@@ -96,6 +97,9 @@ bench.json (format "trinity-bench/1"):
                    why the episode could not run}, ...]}
     Metrics = {"n" (items), "correct", "accuracy", "ci_low", "ci_high", "mean_turns",
                "mean_pool_calls", "mean_tokens", "mean_wall_s", "mean_cost_usd"}
+    Ends    = {"episodes", "mean_turns", "reasons": {stop_reason: share of the episodes}}
+              (stop_reason: "accepted", "agreed", "max_turns", "token_budget", "cost_budget";
+              bench runs made before "ends" have none)
     Gap     = {"best_single": system name, "vs_best_single": accuracy difference,
                "vs_oracle": accuracy difference}       (negative: the system is behind)
     Share   = {"models": {model: share of turns}, "roles": {role: share of turns},

@@ -203,12 +203,25 @@ def selection(
 ) -> dict[str, Any]:
     """Share of turns given to each model, each (acting) role and each (model, role) pair,
     overall and per task: the Share of bench/__init__.py, counted by reports.turn_shares (as
-    evolve's selection is)."""
+    evolve's selection is); and "ends": how the episodes ended (`ends`), overall and per task."""
     return {
         "overall": turn_shares([t for e in episodes for t in e.turns], models),
         "per_task": {t: turn_shares([tr for e in episodes if e.task == t for tr in e.turns], models)
                      for t in task_names},
+        "ends": {"overall": ends(episodes), "per_task": {t: ends([e for e in episodes if e.task == t])
+                                                         for t in task_names}},
     }
+
+
+def ends(episodes: Sequence[EpisodeResult]) -> dict[str, Any]:
+    """How `episodes` ended: {"episodes": n, "mean_turns", "reasons": {stop_reason: share}}
+    (Transcript.stop_reason: "accepted", "agreed", "max_turns", ...), reasons by share."""
+    n = len(episodes)
+    counts: dict[str, int] = {}
+    for e in episodes:
+        counts[e.stop_reason] = counts.get(e.stop_reason, 0) + 1
+    return {"episodes": n, "mean_turns": sum(len(e.turns) for e in episodes) / n if n else None,
+            "reasons": {r: c / n for r, c in sorted(counts.items(), key=lambda rc: -rc[1])}}
 
 
 def _gap(
