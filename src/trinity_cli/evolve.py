@@ -182,6 +182,32 @@ class Evolution:
             options = resume_options(resumed[0].name, resumed[1]["options"], options, given)
         options.validate()
         self.options = options
+        self._plan()
+        self._make_head()
+        self._refuse_small_budget()
+        self.parallel = parallel or (1 if ray else self.config.parallel)
+        if self.parallel < 1:
+            raise ConfigError(f"--parallel must be at least 1, got {self.parallel}")
+        self.manifest = {
+            "pool": self.config.name,
+            "models": self.config.names,
+            "backbone_fingerprint": self.manifest_backbone["fingerprint"],
+            "n_params": self.n_params,
+            "svf": self.base.manifest.get("svf"),
+            "prompt_version": roles.PROMPT_VERSION,
+            "coordinator_version": COORDINATOR_VERSION,
+        }
+        self.config_hash = self._config_hash()
+        if resumed is not None:
+            refuse_mismatch(resumed[1], self.manifest)
+        self._open_runtime(ray)
+        self.run_dir = (resumed[0] if resumed is not None
+                        else open_run(self.store, self.options, self.manifest, self.config_hash, self.progress))
+        self.files = EvolveRun(self.run_dir)
+
+    def _plan(self) -> None:
+        """The pool file and the run's items, checked; nothing is loaded or written."""
+        options = self.options
         self.config = load_pool(options.pool)
         self.train_mix = tasks.parse_mix(options.tasks)
         for task, split, _ in self.train_mix:
@@ -197,6 +223,11 @@ class Evolution:
                               f"on; --tasks {options.tasks!r} has {len(self.train_items)}",
                               "use a smaller --input-dims, or more training tasks")
         tasks.check_code_sandbox([*self.train_items, *self.val_items], strict_sandbox=self.config.sandbox == "strict")
+
+    def _make_head(self) -> None:
+        """The untrained base head (its layout: coordinator/head.py) and the coordinator that
+        reads it, with SVF targets when `svf`."""
+        options = self.options
         fingerprint, _ = describe(options.backbone)
         hidden = hidden_size_of(options.backbone)
         self.manifest_backbone = {"ref": options.backbone, "fingerprint": fingerprint, "hidden_size": hidden}
@@ -215,25 +246,12 @@ class Evolution:
             base.svf_offsets = np.zeros(svf.n_params, dtype=np.float32)
         self.base = base
         self.n_params = base.n_params
-        self._refuse_small_budget()
-        self.parallel = parallel or (1 if ray else self.config.parallel)
-        if self.parallel < 1:
-            raise ConfigError(f"--parallel must be at least 1, got {self.parallel}")
-        self.manifest = {
-            "pool": self.config.name,
-            "models": self.config.names,
-            "backbone_fingerprint": fingerprint,
-            "n_params": self.n_params,
-            "svf": base.manifest.get("svf"),
-            "prompt_version": roles.PROMPT_VERSION,
-            "coordinator_version": COORDINATOR_VERSION,
-        }
-        self.config_hash = self._config_hash()
-        if resumed is not None:
-            refuse_mismatch(resumed[1], self.manifest)
+
+    def _open_runtime(self, ray: RayOptions | None) -> None:
+        """The pool (checked for its files) and the evaluator that plays the episodes."""
         self.pool = open_pool(self.config)
         self.pool.check_assets()
-        runtime = Runtime(self.pool, device=options.device)
+        runtime = Runtime(self.pool, device=self.options.device)
         runtime.adopt(self.coordinator)
         self.ray = ray
         self.evaluator: Evaluator
@@ -242,9 +260,6 @@ class Evolution:
         else:
             self.evaluator = RayEvaluator(runtime, ray)
             self.parallel = self.evaluator.workers
-        self.run_dir = (resumed[0] if resumed is not None
-                        else open_run(self.store, self.options, self.manifest, self.config_hash, self.progress))
-        self.files = EvolveRun(self.run_dir)
 
     @property
     def popsize(self) -> int:
@@ -378,61 +393,82 @@ class Evolution:
         if state is None:
             state = self._new_state()
         self.base = self._with_input(state["input"])
-        es = state["es"]
-        per_gen = self.per_generation
         self.progress("start", {"run": self.run_dir.name, "budget": o.budget, "spent": state["spent"],
-                                "popsize": es.popsize, "n_params": self.n_params, "per_gen": per_gen,
-                                "parallel": self.parallel, "ray": self.ray is not None})
+                                "popsize": state["es"].popsize, "n_params": self.n_params,
+                                "per_gen": self.per_generation, "parallel": self.parallel,
+                                "ray": self.ray is not None})
         if o.init_labels and state["generation"] == 0 and state["best"]["val"] is None:
-            start_val, start_eps = self._score_set(state["best"]["vector"], self.val_items, -1, "val")
-            state["val_spent"] += len(start_eps)
-            state["best"]["val"] = start_val
-            self.files.save_checkpoint(state)
-            self.progress("init_val", {"val": start_val})
-        while state["spent"] + per_gen <= o.budget:
-            g = state["generation"]
-            started = time.perf_counter()
-            before = self._counters()
-            rng = np.random.default_rng([o.seed, g])
-            idx = rng.choice(len(self.train_items), size=min(o.minibatch, len(self.train_items)), replace=False)
-            batch = [self.train_items[i] for i in idx]
-            candidates = es.ask()
-            fitness, episodes = [], []
-            played = self._play([self._spec(x, item, _episode_seed(o.seed, g, j))
-                                 for x in candidates for j, item in enumerate(batch)], "train")
-            for c in range(len(candidates)):
-                eps = played[c * len(batch):(c + 1) * len(batch)]
-                for e in eps:
-                    e["candidate"] = c
-                reward = float(np.mean([e["reward"] for e in eps]))
-                cost = float(np.mean([e["cost"] for e in eps]))
-                fitness.append(reward - o.cost_weight * cost)
-                episodes.extend(eps)
-            es.tell(candidates, [-f for f in fitness])
-            state["spent"] += len(candidates) * len(batch)
-            last = state["spent"] + per_gen > o.budget
-            val = None
-            if (g + 1) % o.val_every == 0 or last:
-                mean = np.asarray(es.mean, dtype=np.float64)
-                val, val_eps = self._score_set(mean, self.val_items, g, "val")
-                state["val_spent"] += len(val_eps)
-                if state["best"]["val"] is None or val > state["best"]["val"]:
-                    state["best"] = {"vector": mean.copy(), "val": val, "generation": g}
-            after = self._counters()
-            previous = state["curves"][-1] if state["curves"] else {}
-            curve: dict[str, Any] = {
-                "generation": g, "spent": state["spent"], "best_fitness": max(fitness),
-                "mean_fitness": float(np.mean(fitness)), "val": val, "seconds": time.perf_counter() - started,
-            }
-            for key in ("pool_calls", "cache_hits", "tokens"):
-                curve[f"{key}_gen"] = after[key] - before[key]
-                curve[f"{key}_total"] = previous.get(f"{key}_total", 0) + curve[f"{key}_gen"]
-            state["curves"].append(curve)
-            self.files.write_generation(g, {"generation": g, "fitness": fitness, "episodes": episodes})
-            state["generation"] = g + 1
-            self.files.save_checkpoint(state)
+            self._validate_start(state)
+        while state["spent"] + self.per_generation <= o.budget:
+            curve = self._generation(state)
             self.progress("generation", {**curve, "best_val": state["best"]["val"], "budget": o.budget})
         return self._finish(state)
+
+    def _validate_start(self, state: dict[str, Any]) -> None:
+        """Score the fitted start (`init_labels`) on the validation slice before generation 0."""
+        start_val, start_eps = self._score_set(state["best"]["vector"], self.val_items, -1, "val")
+        state["val_spent"] += len(start_eps)
+        state["best"]["val"] = start_val
+        self.files.save_checkpoint(state)
+        self.progress("init_val", {"val": start_val})
+
+    def _generation(self, state: dict[str, Any]) -> dict[str, Any]:
+        """Play generation state["generation"] (module docstring, steps 1-4), write its
+        episodes and the checkpoint; its curve."""
+        o, es, g = self.options, state["es"], state["generation"]
+        started = time.perf_counter()
+        before = self._counters()
+        rng = np.random.default_rng([o.seed, g])
+        idx = rng.choice(len(self.train_items), size=min(o.minibatch, len(self.train_items)), replace=False)
+        batch = [self.train_items[i] for i in idx]
+        candidates = es.ask()
+        played = self._play([self._spec(x, item, _episode_seed(o.seed, g, j))
+                             for x in candidates for j, item in enumerate(batch)], "train")
+        fitness, episodes = self._fitness(played, len(candidates), len(batch))
+        es.tell(candidates, [-f for f in fitness])
+        state["spent"] += len(candidates) * len(batch)
+        val = None
+        if (g + 1) % o.val_every == 0 or state["spent"] + self.per_generation > o.budget:
+            mean = np.asarray(es.mean, dtype=np.float64)
+            val, val_eps = self._score_set(mean, self.val_items, g, "val")
+            state["val_spent"] += len(val_eps)
+            if state["best"]["val"] is None or val > state["best"]["val"]:
+                state["best"] = {"vector": mean.copy(), "val": val, "generation": g}
+        curve = self._curve(state, g, fitness, val, started, before)
+        state["curves"].append(curve)
+        self.files.write_generation(g, {"generation": g, "fitness": fitness, "episodes": episodes})
+        state["generation"] = g + 1
+        self.files.save_checkpoint(state)
+        return curve
+
+    def _fitness(self, played: list[dict[str, Any]], n_candidates: int,
+                 batch: int) -> tuple[list[float], list[dict[str, Any]]]:
+        """Each candidate's fitness (step 3) from its `batch` episodes, which are marked with
+        their candidate's index; and the episodes."""
+        fitness, episodes = [], []
+        for c in range(n_candidates):
+            eps = played[c * batch:(c + 1) * batch]
+            for e in eps:
+                e["candidate"] = c
+            reward = float(np.mean([e["reward"] for e in eps]))
+            cost = float(np.mean([e["cost"] for e in eps]))
+            fitness.append(reward - self.options.cost_weight * cost)
+            episodes.extend(eps)
+        return fitness, episodes
+
+    def _curve(self, state: dict[str, Any], g: int, fitness: list[float], val: float | None, started: float,
+               before: dict[str, int]) -> dict[str, Any]:
+        """Generation g's curve (module docstring, "Curves")."""
+        after = self._counters()
+        previous = state["curves"][-1] if state["curves"] else {}
+        curve: dict[str, Any] = {
+            "generation": g, "spent": state["spent"], "best_fitness": max(fitness),
+            "mean_fitness": float(np.mean(fitness)), "val": val, "seconds": time.perf_counter() - started,
+        }
+        for key in ("pool_calls", "cache_hits", "tokens"):
+            curve[f"{key}_gen"] = after[key] - before[key]
+            curve[f"{key}_total"] = previous.get(f"{key}_total", 0) + curve[f"{key}_gen"]
+        return curve
 
     # -- output -----------------------------------------------------------------------
     def _finish(self, state: dict[str, Any]) -> EvolveResult:
