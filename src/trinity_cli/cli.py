@@ -154,7 +154,7 @@ def evolve(
                     "(0: read every hidden dimension).")] = 0,
     init_labels: Annotated[str | None, typer.Option(
         help="Start the search from a head fitted to a sample matrix of the training items "
-             "(python bench/procedures.py --split train --json FILE) instead of zero.")] = None,
+             "(python scripts/analysis/procedures.py --split train --json FILE) instead of zero.")] = None,
     backbone: Annotated[str, typer.Option(help="Coordinator backbone.")] = "smollm2-135m",
     device: DeviceOpt = "auto",
     name: Annotated[str | None, typer.Option(help="Head name (default evolved-RUN).")] = None,

@@ -50,7 +50,7 @@ class GGUFFile:
         model. Not the threads: llama.cpp splits its work between threads by output rows, so
         each value is summed by one thread in the same order whatever their number (greedy
         replies of the default pool's model were identical at 1 and 2 threads:
-        bench/llama_settings.py), and Ray actors, which compute with fewer threads than a
+        scripts/perf/llama_settings.py), and Ray actors, which compute with fewer threads than a
         serial run, share its replies."""
         fmt = self.config.chat_format or "template"
         return f"gguf:{assets.fingerprint(self.path)}|{fmt}|ctx{self.config.n_ctx}|{runtime}|batch{self.config.n_batch}"

@@ -1,7 +1,7 @@
 """What a head reads and how much its choices depend on the conversation, from a bench run.
 
-    python bench/head_inputs.py RUN [--head head:default] [--center-items 256] [--seed 0]
-    python bench/head_inputs.py EVOLVE_RUN --generation G
+    python scripts/analysis/head_inputs.py RUN [--head head:default] [--center-items 256] [--seed 0]
+    python scripts/analysis/head_inputs.py EVOLVE_RUN --generation G
 
 RUN: a bench run (name under TRINITY_HOME/runs, or its directory) with a head row; or, with
 --generation, an evolve run, whose generation G's episodes (every candidate's) are read
@@ -28,8 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "src"))
+ROOT = Path(__file__).resolve().parents[2]  # the repository
 
 from trinity_cli import tasks  # noqa: E402
 from trinity_cli.coordinator.policy import Coordinator, resolve_head  # noqa: E402

@@ -2,11 +2,11 @@
 per episode.
 
 Usage:
-    python bench/ray_speedup.py                          # a local Ray instance, slow-HTTP pool
-    python bench/ray_speedup.py --actors 1,2,4,8 --delay 0.2 --popsize 8 --minibatch 8
-    python bench/ray_speedup.py --address auto           # the cluster this machine joined
+    python scripts/perf/ray_speedup.py                          # a local Ray instance, slow-HTTP pool
+    python scripts/perf/ray_speedup.py --actors 1,2,4,8 --delay 0.2 --popsize 8 --minibatch 8
+    python scripts/perf/ray_speedup.py --address auto           # the cluster this machine joined
 
-The pool is bench/parallel_speedup.py's slow-HTTP pool: an OpenAI-compatible server on
+The pool is scripts/perf/parallel_speedup.py's slow-HTTP pool: an OpenAI-compatible server on
 127.0.0.1, in this process, whose every reply takes `--delay` seconds (3 models), so the
 time is all waiting and the scaling shows on a 2-core machine; no model is loaded, and the
 coordinator backbone is `hash:64`. (On a multi-node cluster, give `--host` an address the
@@ -30,7 +30,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -38,9 +37,7 @@ from typing import Any
 
 import numpy as np
 import yaml
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from parallel_speedup import SlowServer  # noqa: E402 - a sibling script
+from helpers import SlowServer  # a sibling module
 
 from trinity_cli import tasks  # noqa: E402
 from trinity_cli.cache import RolloutCache  # noqa: E402

@@ -1,7 +1,7 @@
 """llama.cpp's own settings on this CPU, against today's: threads, batch size, flash
 attention and the KV cache type, on real Worker prompts of the default pool.
 
-    python bench/llama_settings.py [--pool local] [--model qwen1.5b-reason] [--prompts 6] [--tokens 128]
+    python scripts/perf/llama_settings.py [--pool local] [--model qwen1.5b-reason] [--prompts 6] [--tokens 128]
 
 For each setting the member's GGUF file is loaded with llama-cpp-python in process and
 answers the same Worker prompts (trinity's own messages for test items of gsm8k, arc-challenge

@@ -1,6 +1,6 @@
 """What a `trinity bench` run costs, with a cold rollout cache and then a warm one.
 
-Usage: python bench/bench_cost.py [MIX] [--pool local] [--max-turns 3] [--random-seeds 1]
+Usage: python scripts/perf/bench_cost.py [MIX] [--pool local] [--max-turns 3] [--random-seeds 1]
                                   [--head NAME_OR_DIR ...] [--keep]
 
 Runs `python -m trinity_cli bench MIX ... --json -q` twice in a child process, in a fresh

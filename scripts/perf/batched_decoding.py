@@ -2,7 +2,7 @@
 batching) at 1, 2, 4 and 8 concurrent sequences, against in-process llama-cpp-python, and how
 often batched replies differ from one-at-a-time ones.
 
-Usage: python bench/batched_decoding.py [--pool local] [--models NAME,...] [--levels 1,2,4,8]
+Usage: python scripts/perf/batched_decoding.py [--pool local] [--models NAME,...] [--levels 1,2,4,8]
                                         [--requests 16] [--max-tokens 128] [--threads N]
 
 For each GGUF model of the pool (or those named):

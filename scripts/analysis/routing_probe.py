@@ -1,6 +1,6 @@
 """How much a linear router reading the coordinator's turn-0 feature could gain, from a bench run.
 
-    python bench/routing_probe.py RUN [--dims 4,8,16,32,64] [--ridge 1.0]
+    python scripts/analysis/routing_probe.py RUN [--dims 4,8,16,32,64] [--ridge 1.0]
 
 RUN: a bench run (name under TRINITY_HOME/runs, or its directory) with `single:` rows for
 every pool member. For each item the bench played every member alone on, the script takes
@@ -28,8 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "src"))
+ROOT = Path(__file__).resolve().parents[2]  # the repository
 
 from trinity_cli.coordinator.policy import Coordinator, resolve_head  # noqa: E402
 from trinity_cli.store import BenchRun, RunStore  # noqa: E402

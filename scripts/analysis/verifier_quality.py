@@ -1,12 +1,12 @@
 """How far each candidate Verifier can be trusted: on (task, Worker answer) pairs whose
 correctness is known, the share of right answers it ACCEPTs and of wrong ones it REVISEs.
 
-    python bench/verifier_quality.py
-    python bench/verifier_quality.py --workers qwen1.5b-direct,qwen1.5b-program \
+    python scripts/analysis/verifier_quality.py
+    python scripts/analysis/verifier_quality.py --workers qwen1.5b-direct,qwen1.5b-program \
         --verifiers qwen1.5b-direct,qwen1.5b-program,qwen1.5b-reason --pairs 100
 
 Members come from `pools/candidates.yaml` (or --pool). The Worker answers are the single runs of
-`bench/member_table.py` (same items: --n test items of each task with --seed), replayed
+`scripts/analysis/member_table.py` (same items: --n test items of each task with --seed), replayed
 from the rollout cache under TRINITY_HOME when that script ran first. Pairs are drawn
 deterministically (sha256 of seed and pair), half right and half wrong where the runs
 allow it. Each Verifier then plays the second turn of the episode Worker -> Verifier,
@@ -31,8 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "src"))
+ROOT = Path(__file__).resolve().parents[2]  # the repository
 
 from trinity_cli import tasks  # noqa: E402
 from trinity_cli.config import load_pool  # noqa: E402

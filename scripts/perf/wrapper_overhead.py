@@ -1,6 +1,6 @@
 """Tokens per second through trinity's llama.cpp backend against raw llama-cpp-python.
 
-Usage: python bench/wrapper_overhead.py [--model smollm2-135m] [--pool smollm2] [--repeats 3]
+Usage: python scripts/perf/wrapper_overhead.py [--model smollm2-135m] [--pool smollm2] [--repeats 3]
 
 Both sides load the same GGUF with the same settings and generate from the same chat
 prompt at temperature 0 (the rollout cache is off). Target (issue #2): within 5%.

@@ -1,6 +1,6 @@
 """Coordinator decision time against transcript length, and its share of an episode.
 
-Usage: python bench/coordinator_latency.py [--backbone smollm2-135m] [--device auto]
+Usage: python scripts/perf/coordinator_latency.py [--backbone smollm2-135m] [--device auto]
                                            [--episode] [--question "..."]
 
 Part 1 times `Coordinator.decide` on synthetic transcripts of about 256..4096 backbone

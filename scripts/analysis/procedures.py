@@ -1,8 +1,8 @@
 """The headroom of the loop: a sample matrix, and every fixed procedure computed from it.
 
-    python bench/procedures.py                                  # 20 test items each of gsm8k, arc-challenge, mbpp
-    python bench/procedures.py --n 15 --k 4 --json matrix.json
-    python bench/procedures.py --split train --n 32 --k 2      # evolve's training pool
+    python scripts/analysis/procedures.py                    # 20 test items each of gsm8k, arc-challenge, mbpp
+    python scripts/analysis/procedures.py --n 15 --k 4 --json matrix.json
+    python scripts/analysis/procedures.py --split train --n 32 --k 2      # evolve's training pool
 
 The sample matrix: for each item and each member of the pool (default: the shipped `local`
 pool), its greedy reply and k-1 fresh attempts, each asked from the task alone, exactly the
@@ -42,8 +42,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "src"))
+ROOT = Path(__file__).resolve().parents[2]  # the repository
 
 from trinity_cli import settle, tasks  # noqa: E402
 from trinity_cli.bench.stats import paired_test  # noqa: E402

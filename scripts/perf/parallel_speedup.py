@@ -2,9 +2,9 @@
 heads agree.
 
 Usage:
-    python bench/parallel_speedup.py                           # the slow-HTTP pool (no model)
-    python bench/parallel_speedup.py --delay 0.3 --parallel 1,4,8,16
-    python bench/parallel_speedup.py --pool local --tasks gsm8k:train --budget 48 \\
+    python scripts/perf/parallel_speedup.py                           # the slow-HTTP pool (no model)
+    python scripts/perf/parallel_speedup.py --delay 0.3 --parallel 1,4,8,16
+    python scripts/perf/parallel_speedup.py --pool local --tasks gsm8k:train --budget 48 \\
         --minibatch 4 --popsize 4 --backbone smollm2-135m --parallel 1,4,8   # real models
 
 `--pool slow-http` (the default) starts an OpenAI-compatible server on 127.0.0.1 in this
@@ -27,58 +27,12 @@ import os
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import zipfile
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import yaml
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from evolve_cost import _link_home  # noqa: E402 - a sibling script
-
-
-class SlowServer:
-    """Chat completions that take `delay` seconds each; counts the most requests held at once."""
-
-    def __init__(self, delay: float) -> None:
-        self.lock = threading.Lock()
-        self.now = self.most = self.requests = 0
-        owner = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, format: str, *args: object) -> None:  # noqa: A002
-                return None
-
-            def do_POST(self) -> None:  # noqa: N802
-                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
-                with owner.lock:
-                    owner.requests += 1
-                    owner.now += 1
-                    owner.most = max(owner.most, owner.now)
-                time.sleep(delay)
-                with owner.lock:
-                    owner.now -= 1
-                last = body["messages"][-1]["content"]
-                # A deterministic reply that depends on the prompt, so routing matters a little.
-                answer = 42 if len(last) % 3 else 41
-                text = f"Working it out step by step.\nAnswer: {answer}"
-                raw = json.dumps({"choices": [{"index": 0, "finish_reason": "stop",
-                                               "message": {"role": "assistant", "content": text}}],
-                                  "usage": {"prompt_tokens": len(last.split()), "completion_tokens": 8}}).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(raw)))
-                self.end_headers()
-                self.wfile.write(raw)
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+from helpers import SlowServer, link_home  # a sibling module
 
 
 def _weights(head_dir: Path) -> dict[str, bytes]:
@@ -130,7 +84,7 @@ def main() -> None:
         first: tuple[float, dict[str, bytes]] | None = None
         for n in levels:
             home = tmp / f"home-{n}"
-            _link_home(home)
+            link_home(home)
             if server is not None:
                 with server.lock:
                     server.most = server.requests = 0

@@ -1,6 +1,6 @@
 """Peak memory (max RSS) of one `trinity ask` on the default pool, in a child process.
 
-Usage: python bench/ask_memory.py ["QUESTION"] [--head untrained] [--pool local]
+Usage: python scripts/perf/ask_memory.py ["QUESTION"] [--head untrained] [--pool local]
 
 Runs `python -m trinity_cli ask ... --no-cache` so every model that routing picks is
 loaded and called, then reads the child's peak RSS from getrusage.

@@ -1,6 +1,6 @@
 """How much prompt work KV-cache prefix reuse could save on the default pool's episodes.
 
-Usage: python bench/prefix_reuse.py RUN_DIR [--pool local] [--prompt-tok-s 50] [--gen-tok-s 20]
+Usage: python scripts/perf/prefix_reuse.py RUN_DIR [--pool local] [--prompt-tok-s 50] [--gen-tok-s 20]
 
 llama-cpp-python keeps the KV cache of the last sequence it evaluated and re-evaluates only
 what follows the longest common prefix of the next prompt. The default pool's members share
@@ -26,8 +26,7 @@ import json
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "src"))
+ROOT = Path(__file__).resolve().parents[2]  # the repository
 
 from trinity_cli import roles  # noqa: E402
 from trinity_cli.config import GGUFModel, load_pool  # noqa: E402

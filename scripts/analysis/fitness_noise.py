@@ -1,6 +1,6 @@
 """How noisy an evolve run's fitness is: can a 5-point difference between candidates be seen?
 
-Usage: python bench/fitness_noise.py RUN_DIR [--sizes 8,16,32] [--draws 2000] [--seed 0]
+Usage: python scripts/analysis/fitness_noise.py RUN_DIR [--sizes 8,16,32] [--draws 2000] [--seed 0]
 
 Every generation of an evolve run plays each candidate on one shared minibatch
 (`RUN_DIR/episodes/gen-*.json`: per episode its candidate, item and 0/1 reward). From those

@@ -13,7 +13,7 @@ What a turn is read for, and so where the waste starts:
 A reply with no such point wastes nothing by this count. Tokens are counted with the
 member's own tokenizer (llama.cpp, vocabulary only: no weights are loaded).
 
-    TRINITY_HOME=... python bench/wasted_tokens.py RUN [--pool local]
+    TRINITY_HOME=... python scripts/perf/wasted_tokens.py RUN [--pool local]
 """
 
 from __future__ import annotations

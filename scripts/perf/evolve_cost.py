@@ -1,6 +1,6 @@
 """What evolution costs, and what the caches and resume save.
 
-Usage: python bench/evolve_cost.py [--pool smollm2] [--tasks gsm8k:train] [--budget 12]
+Usage: python scripts/perf/evolve_cost.py [--pool smollm2] [--tasks gsm8k:train] [--budget 12]
                                    [--minibatch 3] [--popsize 2] [--max-turns 2]
 
 In a temporary TRINITY_HOME (the converted backbone and assembled model files of your
@@ -24,15 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
-
-def _link_home(tmp: Path) -> None:
-    from trinity_cli import paths
-
-    mine = paths.home() / "cache"
-    for sub in ("backbones", "models"):
-        if (mine / sub).is_dir():
-            (tmp / "cache").mkdir(parents=True, exist_ok=True)
-            (tmp / "cache" / sub).symlink_to(mine / sub, target_is_directory=True)
+from helpers import link_home  # a sibling module
 
 
 def _real_calls(home: Path) -> int:
@@ -59,7 +51,7 @@ def main() -> None:
         tmp = Path(tmpdir)
         homes = {name: tmp / name for name in ("cold", "killed")}
         for home in homes.values():
-            _link_home(home)
+            link_home(home)
 
         def run(home: Path, extra: list[str]) -> tuple[float, subprocess.CompletedProcess[str]]:
             env = {**os.environ, "TRINITY_HOME": str(home)}
@@ -118,7 +110,7 @@ def main() -> None:
 
 def _hidden_cache(home: Path, episodes: list[dict]) -> None:
     """Decision time for the same transcripts with the hidden-state cache cold, then warm."""
-    _link_home(home / "hidden-bench")  # links the converted backbone of the current home
+    link_home(home / "hidden-bench")  # links the converted backbone of the current home
     os.environ["TRINITY_HOME"] = str(home / "hidden-bench")
     import numpy as np
 

@@ -3,7 +3,7 @@ many first answers its Verifier accepted and how many items the self-loop got ri
 member alone did not (fixed) or the reverse (broke); and how many of moa's replies on code
 items hold no function definition (an aggregator that reviewed code instead of writing it).
 
-    TRINITY_HOME=... python bench/revisions.py RUN     # RUN: a bench run id or directory
+    TRINITY_HOME=... python scripts/analysis/revisions.py RUN     # RUN: a bench run id or directory
 """
 
 from __future__ import annotations

