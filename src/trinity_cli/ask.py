@@ -115,8 +115,7 @@ def build(options: AskOptions) -> tuple[Pool, Coordinator]:
     """Pool and coordinator for `options`; the head is checked against the pool here."""
     config = load_pool(options.pool)
     pool = open_pool(config, options.use_cache)
-    if set(pool.check_names(options.exclude)) >= set(pool.names):
-        raise ConfigError("every model of the pool is excluded", "exclude fewer models")
+    pool.left_after(options.exclude)
     pool.check_assets()
     head = resolve_head(options.head, config.name, config.names, options.backbone)
     return pool, Coordinator(head, backbone_ref=options.backbone, device=options.device)

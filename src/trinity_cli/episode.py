@@ -102,10 +102,7 @@ def _fit(
 
 def usable_models(pool: Pool, task: str, exclude: Collection[str], context: Sequence[ChatMessage] = ()) -> set[str]:
     """Models not excluded whose context holds the task; errors if none is left."""
-    excluded = set(pool.check_names(exclude))
-    left = [m for m in pool.names if m not in excluded]
-    if not left:
-        raise ConfigError("every model of the pool is excluded", "exclude fewer models")
+    left = pool.left_after(exclude)
     fitting = []
     for name in left:
         messages = roles.build_messages(Role.WORKER, task, [], context, style=pool.style(name))

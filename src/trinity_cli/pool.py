@@ -110,6 +110,15 @@ class Pool:
             out.append(name)
         return out
 
+    def left_after(self, exclude: Iterable[str]) -> list[str]:
+        """The members not in `exclude`, in pool order; refuses unknown names and an
+        exclusion of every member (the one place that says so)."""
+        excluded = set(self.check_names(exclude))
+        left = [m for m in self.names if m not in excluded]
+        if not left:
+            raise ConfigError("every model of the pool is excluded", "exclude fewer models")
+        return left
+
     def check_assets(self) -> None:
         """Locate (and assemble or verify) every local model file now, so a missing or
         broken file is reported before any work starts, not minutes into an episode."""
