@@ -201,7 +201,7 @@ def evolve(
 def bench(
     pool: PoolOpt = None,
     tasks: Annotated[str, typer.Option(help="Held-out mix (test splits), e.g. gsm8k:test:50,mmlu:test:100.")] = (
-        "gsm8k:test:50,arc-challenge:test:50,mbpp:test:50"
+        "gsm8k:test:100,arc-challenge:test:100,mbpp:test:100"
     ),
     head: Annotated[list[str] | None, typer.Option(
         "--head", help="Head to benchmark, name or directory (repeatable; default: the shipped head if it fits).")

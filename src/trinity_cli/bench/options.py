@@ -13,7 +13,7 @@ from trinity_cli.errors import ConfigError, did_you_mean
 from trinity_cli.tasks import MixEntry
 
 BENCH_FORMAT = "trinity-bench/1"
-DEFAULT_TASKS = "gsm8k:test:50,arc-challenge:test:50,mbpp:test:50"
+DEFAULT_TASKS = "gsm8k:test:100,arc-challenge:test:100,mbpp:test:100"
 SYSTEM_KINDS = ("single", "selfloop", "sc", "agree", "random", "head", "moa", "vote", "best-per-task", "oracle")
 DERIVED = ("vote", "best-per-task", "oracle")  # computed from the single runs
 NEEDS_SINGLES = ("moa", *DERIVED)  # rows built on the single runs, which are then played
