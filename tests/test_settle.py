@@ -95,14 +95,14 @@ def test_a_verifier_with_no_earlier_equal_answer_revises(tmp_path: Path) -> None
     out = run_episode(TASK, pool, Script(pool.names, [("a", Role.WORKER), ("c", Role.VERIFIER)]), max_turns=2,
                       kind="numeric")
     assert (out.turns[1].verdict, out.turns[1].verdict_source) == ("REVISE", "disagreed")
-    # Budget end: one vote each, the tie goes to the latest.
-    assert out.stop_reason == "max_turns" and out.answer == "Answer: 42"
+    # Budget end: one vote each, the tie goes to the first.
+    assert out.stop_reason == "max_turns" and out.answer == "Answer: 41"
 
 
 def test_an_answer_its_author_was_shown_adds_no_vote(tmp_path: Path) -> None:
-    # a says 41, b says 42, then c (shown both) repeats 41: 41 has one vote, 42 one; the tie
-    # goes to the latest VOTE, b's 42, not to c's copy.
-    pool = make_pool(tmp_path, {"a": solve("Answer: 41"), "b": solve("Answer: 42"), "c": solve("Answer: 41")})
+    # a says 42, b says 41, then c (shown both) repeats 41: 42 has one vote, 41 one (c's copy
+    # is no vote); the tie goes to the first vote, a's 42.
+    pool = make_pool(tmp_path, {"a": solve("Answer: 42"), "b": solve("Answer: 41"), "c": solve("Answer: 41")})
     steps = [("a", Role.WORKER), ("b", Role.WORKER), ("c", Role.WORKER)]
     out = run_episode(TASK, pool, Script(pool.names, steps), max_turns=3, kind="numeric")
     assert [t.vote for t in out.turns] == [True, True, False]
@@ -110,6 +110,7 @@ def test_an_answer_its_author_was_shown_adds_no_vote(tmp_path: Path) -> None:
     # Asked alone, the same repeat is a second opinion: 41 wins two votes to one.
     alone = run_episode(TASK, pool, Script(pool.names, steps, alone=True), max_turns=3, kind="numeric")
     assert [t.vote for t in alone.turns] == [True, True, True] and alone.answer == "Answer: 41"
+    assert alone.answer == alone.turns[1].reply  # the group's first vote
 
 
 def _turn(index: int, reply: str, vote: bool = True, role: Role = Role.WORKER) -> Turn:
@@ -119,12 +120,12 @@ def _turn(index: int, reply: str, vote: bool = True, role: Role = Role.WORKER) -
 
 
 def test_plurality_and_its_ties() -> None:
-    replies = ["Answer: 3", "Answer: 5", "The sum is 3.\nAnswer: 3", "Answer: 5"]
+    replies = ["Answer: 5", "Answer: 3", "The sum is 3.\nAnswer: 3", "The sum is 5.\nAnswer: 5"]
     turns = [_turn(i, r) for i, r in enumerate(replies)]
-    # Two votes each: the tie goes to the answer voted for last (5), its latest reply.
+    # Two votes each: the tie goes to the answer voted for first (5), its first reply.
     assert settle.settled_answer(turns, "numeric") == "Answer: 5"
     turns[3].vote = False
-    assert settle.settled_answer(turns, "numeric") == "The sum is 3.\nAnswer: 3"
+    assert settle.settled_answer(turns, "numeric") == "Answer: 3"  # 3 has two votes now, its first reply
     # No vote at all: the latest answering turn. Thinkers never answer.
     quiet = [_turn(0, "Answer: 3", vote=False), _turn(1, "Answer: 9", vote=False),
              _turn(2, "Think: 7", vote=False, role=Role.THINKER)]
@@ -211,7 +212,7 @@ def test_sc_is_k_fresh_replies_of_one_member_settled_by_plurality(tmp_path: Path
     out = run_episode(TASK, pool, FixedSchedule(pool.names, "m", (Role.WORKER,), alone=True), max_turns=4,
                       kind="numeric")
     assert [t.attempt for t in out.turns] == [0, 1, 2, 3] and out.stop_reason == "max_turns"
-    assert out.answer == out.turns[-1].reply  # four different answers: the tie goes to the latest
+    assert out.answer == out.turns[0].reply  # four different answers: the tie goes to the greedy first
 
 
 def test_mbpp_is_scored_on_the_asserts_its_prompt_does_not_show() -> None:

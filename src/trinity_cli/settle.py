@@ -13,8 +13,10 @@ the scorer kind). Rules (episode.py applies them turn by turn):
                 episode's answer is that turn's reply. The fixed `agree` procedure stops at
                 the first vote that equals an earlier vote (`agreement`).
     plurality   At the end without agreement: the answer with the most votes, ties to the
-                one voted for last; its latest vote's reply is the episode's answer. With
-                no vote at all, the latest answering turn's reply.
+                one voted for first; its first vote's reply is the episode's answer (a
+                member's first reply is its greedy one, and on the default pool's training
+                items greedy replies beat fresh samples: scripts/analysis/procedures.py,
+                docs/turns.md). With no vote at all, the latest answering turn's reply.
     code        Answers are not compared (programs are judged by running them): every code
                 answer is run against the task's examples (`run_examples`) and a Verifier's
                 ACCEPT of code that fails them is refused. The answer is the latest code
@@ -190,5 +192,5 @@ def settled_answer(turns: Sequence[Turn], kind: str | None) -> str | None:
             group[1].append(turn)
     if not groups:
         return answering[-1].reply
-    best = max(groups, key=lambda g: (len(g[1]), g[1][-1].index))
-    return best[1][-1].reply
+    best = max(groups, key=lambda g: (len(g[1]), -g[1][0].index))
+    return best[1][0].reply
