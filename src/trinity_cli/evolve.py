@@ -81,7 +81,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Collection
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -315,9 +315,7 @@ class Evolution:
     def _with_input(self, center: dict[str, Any] | None) -> head_mod.Head:
         """The base head reading features through the run's input (None: uncentred)."""
         if center is None:
-            head = self.base.with_flat(self.base.flat())
-            head.manifest["input"] = {"center_items": 0, "dims": 0}
-            return head
+            return replace(self.base, manifest={**self.base.manifest, "input": {"center_items": 0, "dims": 0}})
         return self.base.with_input(center["center"], center["scale"], center["items"], center.get("basis"))
 
     def _start(self, base: head_mod.Head) -> np.ndarray:

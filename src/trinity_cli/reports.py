@@ -153,7 +153,7 @@ def bench_view(summary: dict[str, Any]) -> BenchView:
             scopes += [(short_task(t), sel["per_task"][t]) for t in task_names]
         selection += selection_tables(name, scopes, pool["models"])
     st = summary["stats"]
-    return BenchView(ends=ends_table(summary, task_names if several else []),
+    return BenchView(
         heading=f"trinity bench — {summary['run']}",
         caption=(f"Pool `{pool['name']}` ({', '.join(pool['models'])}) · tasks `{o['tasks']}` "
                  f"({len(summary['items'])} items){turn_budgets(summary['systems'])}"
@@ -161,6 +161,7 @@ def bench_view(summary: dict[str, Any]) -> BenchView:
                     if any(s["kind"] == "random" for s in summary["systems"]) else "")
                  + f" · seed {o['seed']}" + _decisions_caption(o)),
         accuracy=accuracy, per_task=per_task, gaps=gaps, paired=paired, selection=selection,
+        ends=ends_table(summary, task_names if several else []),
         stats=(f"{st['pool_calls']} pool calls, {st['cache_hits']} from the rollout cache, "
                f"{st['backend_calls']} to a model ({st['backend_s']:.1f} s), {st['wall_s']:.1f} s in all"),
         notes=list(summary["notes"]),
