@@ -224,7 +224,7 @@ def test_heads_get_a_paired_test_and_a_selection_by_task(tmp_path: Path, monkeyp
         assert sum(sel["pairs"][m].values()) == pytest.approx(sel["models"][m])
     # Report, chart and terminal (inspect) show both.
     report = (result.run_dir / "report.md").read_text()
-    assert "## Paired test of each head (exact McNemar, two-sided, same items)" in report
+    assert "## Paired test of each head and conductor (exact McNemar, two-sided, same items)" in report
     assert f"| head:hashy | single:m0 | 8 | {paired['vs_best_single']['b']} |" in report
     assert "### head:hashy: member as role" in report and "Selection by task" in report
     assert (result.run_dir / "selection.png").stat().st_size > 1000

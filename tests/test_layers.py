@@ -96,7 +96,7 @@ OWNERS = {
     "starlette": ("serve",),
     "sse_starlette": ("serve",),
     "uvicorn": ("serve",),
-    "rich": ("render.py",),
+    "rich": ("render.py", "render_workflow.py"),
     "typer": ("cli.py",),
 }
 

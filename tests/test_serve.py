@@ -95,7 +95,7 @@ def test_models_lists_trinity_and_the_heads_made_for_this_pool(pool_file: Path) 
         wrong_pool = client.post("/v1/chat/completions", json={"model": "trinity/other", "messages": QUESTION})
 
     assert listing["object"] == "list"
-    assert [m["id"] for m in listing["data"]] == ["trinity", "trinity/untrained", "trinity/mine"]
+    assert [m["id"] for m in listing["data"]] == ["trinity", "trinity/untrained", "trinity/mine", "trinity/conductor"]
     assert all(m["object"] == "model" and m["owned_by"] == "trinity" for m in listing["data"])
     assert reply.status_code == 200 and reply.json()["trinity"]["head"] == "mine"
     assert_error(wrong_pool, 404, "model_not_found", "trinity/other")

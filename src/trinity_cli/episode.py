@@ -40,7 +40,7 @@ model's prompt (`Turn.truncated_turns` records how many).
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 import numpy as np
@@ -279,6 +279,8 @@ def attempt_salt(task: str, context: Sequence[ChatMessage]) -> str:
 
 
 def turn_params(pool: Pool, transcript: Transcript, turn: Turn) -> GenParams:
-    """The generation parameters `turn` of `transcript` was called with (its attempt's)."""
-    return pool.params(turn.model, turn.role.value, attempt=turn.attempt,
-                       salt=attempt_salt(transcript.task, transcript.context))
+    """The generation parameters `turn` of `transcript` was called with (its attempt's,
+    and its own reply cap when it records one: `Turn.max_tokens`)."""
+    params = pool.params(turn.model, turn.role.value, attempt=turn.attempt,
+                         salt=attempt_salt(transcript.task, transcript.context))
+    return params if turn.max_tokens is None else replace(params, max_tokens=turn.max_tokens)

@@ -44,6 +44,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from trinity_cli import tasks
+from trinity_cli.conductor import ConductorSpec, run_conductor
 from trinity_cli.config import PoolConfig
 from trinity_cli.coordinator.head import Head
 from trinity_cli.coordinator.policy import Coordinator
@@ -61,14 +62,15 @@ class EpisodeSpec:
     """One episode to play.
 
     `router` is a `Head` (read by the coordinator backbone `backbone`, None meaning the
-    head's own) or any other decision source that needs no backbone and holds no state
-    between episodes, such as `schedules.FixedSchedule`; it must pickle for a cluster
-    evaluator. `greedy` takes the most likely model and role instead of sampling.
+    head's own), any other decision source that needs no backbone and holds no state
+    between episodes, such as `schedules.FixedSchedule`, or a `ConductorSpec` (the item is
+    answered in conductor mode: conductor.py, `max_turns` unused); it must pickle for a
+    cluster evaluator. `greedy` takes the most likely model and role instead of sampling.
     """
 
     item: tasks.TaskItem
     seed: int
-    router: Head | DecisionSource
+    router: Head | DecisionSource | ConductorSpec
     max_turns: int
     backbone: str | None = None
     greedy: bool = False
@@ -133,7 +135,8 @@ class Runtime:
 
     def router(self, spec: EpisodeSpec) -> DecisionSource:
         """The decision source of one episode: a head's own view of the shared coordinator,
-        or the spec's router itself."""
+        or the spec's router itself (not for a `ConductorSpec`, which `play` runs)."""
+        assert not isinstance(spec.router, ConductorSpec)
         if not isinstance(spec.router, Head):
             return spec.router
         head = spec.router
@@ -150,14 +153,20 @@ class Runtime:
     def play(self, spec: EpisodeSpec, stop: threading.Event | None = None) -> EpisodeOutcome:
         """Play one episode; `stop`, once set, ends it before its next turn (`_Cancelled`)."""
 
-        def check(index: int, decision: Decision) -> None:
+        def check(index: int, decision: Decision | None) -> None:
             if stop is not None and stop.is_set():
                 raise _Cancelled()
 
+        examples = Examples.from_reference(spec.item.reference)
         try:
-            transcript = run_episode(spec.item.prompt, self.pool, self.router(spec), max_turns=spec.max_turns,
-                                     seed=spec.seed, greedy=spec.greedy, kind=spec.item.scorer, on_decision=check,
-                                     examples=Examples.from_reference(spec.item.reference))
+            if isinstance(spec.router, ConductorSpec):
+                check(0, None)
+                transcript = run_conductor(spec.item.prompt, self.pool, spec.router, kind=spec.item.scorer,
+                                           examples=examples)
+            else:
+                transcript = run_episode(spec.item.prompt, self.pool, self.router(spec), max_turns=spec.max_turns,
+                                         seed=spec.seed, greedy=spec.greedy, kind=spec.item.scorer,
+                                         on_decision=check, examples=examples)
         except ContextOverflow as exc:
             if not spec.overflow_scores_zero:
                 raise

@@ -102,6 +102,8 @@ class Turn:
     examples (settle.ExampleRun as a dict) or None; `vote`, whether its answer counts
     toward agreement and the plurality (an answer its author was shown does not);
     `agreed_with`, the index of the earlier turn whose answer a Verifier's agreed with.
+    `max_tokens`: the reply cap the call was made with when it is not the member's cap for
+    `role` (a conductor's workflow call, recorded as a Thinker: conductor.py), else None.
     """
 
     index: int
@@ -131,6 +133,7 @@ class Turn:
     examples: dict[str, Any] | None = None
     vote: bool = False
     agreed_with: int | None = None
+    max_tokens: int | None = None
 
     @property
     def examples_passed(self) -> bool | None:
@@ -163,7 +166,9 @@ class Transcript:
     `stop_reason` is "accepted" (a Verifier said ACCEPT), "agreed" (two independent answers
     agreed, or a code answer passed its examples, in the fixed `agree` procedure),
     "max_turns", "token_budget" or "cost_budget" (episode.run_episode's `token_budget` /
-    `cost_budget` was reached).
+    `cost_budget` was reached), or in conductor mode "workflow" (the conductor's workflow
+    ran) or "fallback" (it could not be read, and a one-step workflow ran instead).
+    `workflow`: in conductor mode, the workflow record (conductor.py's docstring), else None.
     """
 
     task: str
@@ -172,6 +177,7 @@ class Transcript:
     accepted: bool = False
     stop_reason: str = "max_turns"
     context: list[ChatMessage] = field(default_factory=list)
+    workflow: dict[str, Any] | None = None
 
     @property
     def prompt_tokens(self) -> int:
@@ -205,6 +211,7 @@ class Transcript:
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
             "cost_usd": self.cost_usd,
+            **({"workflow": self.workflow} if self.workflow is not None else {}),
         }
 
     @classmethod
@@ -216,4 +223,5 @@ class Transcript:
             answer=data.get("answer"),
             accepted=bool(data.get("accepted")),
             stop_reason=data.get("stop_reason", "max_turns"),
+            workflow=data.get("workflow"),
         )

@@ -86,7 +86,8 @@ class Pool:
         self.cache = cache
         self._owns_cache = owns_cache
         # Backends by load key; `backends` (tests) gives members' backends by member name.
-        self._keys = {m.name: (m.name if backends and m.name in backends else load_key(m)) for m in config.models}
+        self._keys = {m.name: (m.name if backends and m.name in backends else load_key(m))
+                      for m in config.all_models}
         self._backends: dict[str, Backend] = dict(backends or {})
         self._lru: list[str] = []  # load keys of resident backends, least recently used first
         self._pins: Counter[str] = Counter()  # load key -> calls running on it now
@@ -122,7 +123,7 @@ class Pool:
     def check_assets(self) -> None:
         """Locate (and assemble or verify) every local model file now, so a missing or
         broken file is reported before any work starts, not minutes into an episode."""
-        for name in self.names:
+        for name in [m.name for m in self.config.all_models]:
             backend = self.backend(name)
             path = getattr(backend, "path", None)  # in-process backends expose their file
             if path is not None:

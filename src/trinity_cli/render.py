@@ -23,6 +23,7 @@ from rich.text import Text
 
 from trinity_cli import reports
 from trinity_cli.messages import ROLES, Decision, Turn
+from trinity_cli.render_workflow import workflow_tree
 from trinity_cli.roles import examples_note
 
 err = Console(stderr=True, highlight=False)
@@ -120,7 +121,15 @@ class LiveTurns:
 
 
 def ask_started(pool: Any, coordinator: Any, options: Any) -> None:
-    """`trinity ask` has its pool and coordinator: the header line and head notes."""
+    """`trinity ask` has its pool and coordinator (None in conductor mode): the header line
+    and head (or conductor) notes."""
+    if coordinator is None:
+        err.print(Text(f"pool {pool.config.name}: {', '.join(pool.names)}", style="bold"))
+        who = options.conductor or pool.config.conductor_name
+        note(f"conductor mode: {who} writes the workflow (recursion depth {options.conductor_depth})")
+        if options.exclude:
+            note(f"excluded: {', '.join(options.exclude)}")
+        return
     head = coordinator.head
     ask_header(pool.config.name, pool.names, str(head.manifest.get("name")), head.trained, options.exclude)
 
@@ -141,6 +150,8 @@ STOP_REASONS = {
     "max_turns": "turn budget spent",
     "token_budget": "token budget spent",
     "cost_budget": "cost budget spent",
+    "workflow": "workflow run",
+    "fallback": "workflow refused: one-step fallback run",
 }
 
 
@@ -194,21 +205,28 @@ def replay_ask(record: dict[str, Any]) -> None:
     seed = record["seed"]
     if record.get("episode_seed") is not None:
         seed = f"{seed} (episode {record['episode_seed']})"
-    out.print(Text(f"{record['id']}  ·  pool {record['pool']['name']}  ·  head {record['head']['name']}"
-                   f"  ·  seed {seed}", style="bold"))
+    who = (f"conductor {record.get('conductor')}" if record.get("mode") == "conductor"
+           else f"head {(record.get('head') or {}).get('name')}")
+    out.print(Text(f"{record['id']}  ·  pool {record['pool']['name']}  ·  {who}  ·  seed {seed}", style="bold"))
     out.print(Text("Task: ", style="bold").append(tr["task"]))
+    if tr.get("workflow"):
+        out.print(workflow_tree(tr["workflow"]))
     for t in tr["turns"]:
         turn = Turn.from_dict(t)
         probs = Table.grid(padding=(0, 2))
-        probs.add_row(Text("models", style="bold"), _probs(models, turn.model_probs))
-        probs.add_row(Text("roles", style="bold"), _probs([r.value for r in ROLES], turn.role_probs))
-        probs.add_row(
-            Text("chosen", style="bold"),
-            f"{turn.model} as {turn.chosen_role.value}"
-            + (f" → acted as {turn.role.value} ({turn.override})" if turn.override else ""),
-        )
+        if tr.get("workflow"):  # conductor mode: no coordinator decisions, the workflow chose
+            probs.add_row(Text("ran", style="bold"), f"{turn.model} as {turn.role.value} ({turn.override})")
+        else:
+            probs.add_row(Text("models", style="bold"), _probs(models, turn.model_probs))
+            probs.add_row(Text("roles", style="bold"), _probs([r.value for r in ROLES], turn.role_probs))
+            probs.add_row(
+                Text("chosen", style="bold"),
+                f"{turn.model} as {turn.chosen_role.value}"
+                + (f" → acted as {turn.role.value} ({turn.override})" if turn.override else ""),
+            )
         stats = (f"{turn.prompt_tokens} prompt + {turn.completion_tokens} completion tokens, "
-                 f"{turn.latency_s:.2f}s, coordinator {turn.coordinator_s * 1000:.0f} ms"
+                 f"{turn.latency_s:.2f}s"
+                 + ("" if tr.get("workflow") else f", coordinator {turn.coordinator_s * 1000:.0f} ms")
                  + (", cached" if turn.cached else "")
                  + (f", ${turn.cost_usd:.5f}" if turn.cost_usd else "")
                  + (f", attempt {turn.attempt + 1} (temperature {turn.temperature:g}, seed {turn.sample_seed})"
@@ -434,7 +452,8 @@ class BenchProgress:
 
 
 # Row styles of the bench tables by system kind; the cells come from reports.bench_view.
-_KIND_STYLE = {"random": "dim", "head": "bold cyan", "oracle": "italic", "vote": "italic", "best-per-task": "italic"}
+_KIND_STYLE = {"random": "dim", "head": "bold cyan", "conductor": "bold magenta", "oracle": "italic", "vote": "italic",
+               "best-per-task": "italic"}
 
 
 def _table(view: reports.TableView, title: str | None = None) -> Table:
@@ -454,7 +473,7 @@ def bench_tables(summary: dict[str, Any]) -> Group:
     view = reports.bench_view(summary)
     title = f"{summary['run']} · pool {summary['pool']['name']} · {len(summary['items'])} items"
     parts: list[Any] = [_table(view.accuracy, title)]
-    for extra in (view.gaps, view.paired, view.ends):
+    for extra in (view.gaps, view.paired, view.ends, view.workflows):
         if extra is not None and extra.rows:
             parts.append(_table(extra, f"\n{extra.title}"))
     for sel in view.selection:

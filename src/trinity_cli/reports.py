@@ -90,6 +90,7 @@ class BenchView:
     paired: TableView | None
     selection: list[TableView]
     ends: TableView | None
+    workflows: TableView | None
     stats: str
     notes: list[str]
 
@@ -137,8 +138,8 @@ def bench_view(summary: dict[str, Any]) -> BenchView:
                     gaps.kinds.append("")
     paired = None
     if summary.get("paired"):  # bench runs made before the paired test have none
-        paired = TableView("Paired test of each head (exact McNemar, two-sided, same items)",
-                           ["system", "against", "items", "only head right", "only other right", "p-value"],
+        paired = TableView("Paired test of each head and conductor (exact McNemar, two-sided, same items)",
+                           ["system", "against", "items", "only it right", "only other right", "p-value"],
                            numeric_from=2)
         for name, tests in summary["paired"].items():
             for test in tests.values():
@@ -162,6 +163,7 @@ def bench_view(summary: dict[str, Any]) -> BenchView:
                  + f" · seed {o['seed']}" + _decisions_caption(o)),
         accuracy=accuracy, per_task=per_task, gaps=gaps, paired=paired, selection=selection,
         ends=ends_table(summary, task_names if several else []),
+        workflows=workflows_table(summary, task_names if several else []),
         stats=(f"{st['pool_calls']} pool calls, {st['cache_hits']} from the rollout cache, "
                f"{st['backend_calls']} to a model ({st['backend_s']:.1f} s), {st['wall_s']:.1f} s in all"),
         notes=list(summary["notes"]),
@@ -251,9 +253,11 @@ METHOD_NOTES = (
     "95% CI: Wilson score interval over items (random: over items, each scored by its mean over "
     "the seeds). Wall s: seconds the pool calls took when they were made plus coordinator seconds. "
     "Oracle pool calls, tokens, seconds and cost: sums over all single runs.",
-    "Paired test: each head against the best single member, the best self-loop, agree and the best sc "
-    "row on the same items; "
-    "only head right / only other right count the items on which exactly one of the two was right, "
+    "Conductor: one model writes each question's workflow (a member, a subtask and the earlier "
+    "outputs it reads, per step) and trinity runs it; its pool calls include the conductor's own.",
+    "Paired test: each head (and the conductor) against the best single member, the best self-loop, "
+    "agree and the best sc row on the same items; "
+    "only it right / only other right count the items on which exactly one of the two was right, "
     "and the p-value is the exact two-sided McNemar test (binomial on those items).",
 )
 
@@ -281,6 +285,23 @@ def ends_table(summary: dict[str, Any], task_names: Sequence[str]) -> TableView 
     return table if table.rows else None
 
 
+def workflows_table(summary: dict[str, Any], task_names: Sequence[str]) -> TableView | None:
+    """The conductor rows' workflows, overall and per task: how many were read as written,
+    repaired or refused (fallback), mean steps, and the topologies written; None without a
+    conductor row."""
+    table = TableView("Workflows the conductor wrote (share of questions)",
+                      ["system", "tasks", "questions", "well-formed", "repaired", "fallback", "mean steps",
+                       "topologies"], numeric_from=2)
+    for name, block in (summary.get("workflows") or {}).items():
+        scopes = [("all", block["overall"])] + [(short_task(t), block["per_task"][t]) for t in task_names]
+        for label, w in scopes:
+            shapes = ", ".join(f"{t} {pct(v)}" for t, v in w["topologies"].items()) or DASH
+            table.rows.append([name, label, str(w["episodes"]), pct(w["well_formed"]), pct(w["repaired"]),
+                               pct(w["fallback"]), num(w["mean_steps"], "{:.1f}"), shapes])
+            table.kinds.append("")
+    return table if table.rows else None
+
+
 def md_table(table: TableView) -> list[str]:
     lines = ["| " + " | ".join(table.header) + " |", "|" + "|".join("---" for _ in table.header) + "|"]
     lines += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in table.rows]
@@ -291,7 +312,7 @@ def report_markdown(summary: dict[str, Any]) -> str:
     """The bench report as Markdown: accuracy with CIs, costs, gaps, selection shares."""
     view = bench_view(summary)
     out = [f"# {view.heading}", "", view.caption]
-    for table in (view.accuracy, view.per_task, view.gaps, view.paired, view.ends):
+    for table in (view.accuracy, view.per_task, view.gaps, view.paired, view.ends, view.workflows):
         if table is not None:
             out += ["", f"## {table.title}", "", *md_table(table)]
     if view.selection:

@@ -14,7 +14,9 @@ from trinity_cli.tasks import MixEntry
 
 BENCH_FORMAT = "trinity-bench/1"
 DEFAULT_TASKS = "gsm8k:test:100,arc-challenge:test:100,mbpp:test:100"
-SYSTEM_KINDS = ("single", "selfloop", "sc", "agree", "random", "head", "moa", "vote", "best-per-task", "oracle")
+SYSTEM_KINDS = ("single", "selfloop", "sc", "agree", "random", "head", "moa", "conductor", "vote", "best-per-task",
+                "oracle")
+OPT_IN = ("conductor",)  # kinds played only when --systems names them (a conductor row costs several calls an item)
 DERIVED = ("vote", "best-per-task", "oracle")  # computed from the single runs
 NEEDS_SINGLES = ("moa", *DERIVED)  # rows built on the single runs, which are then played
 DEFAULT_SC = ("best",)
@@ -35,7 +37,7 @@ class BenchOptions:
     `sc`: the self-consistency rows, each `MEMBER[@K]`, `all[@K]` (one row per member) or
     `best[@K]` (the member with the best single row of this bench: a baseline chosen on the
     bench's own labels, which can only flatter the baseline); K defaults to the head's turn
-    budget."""
+    budget. `conductor`, `conductor_depth`: the `conductor` row (conductor.py)."""
 
     pool: str | None = None
     tasks: str = DEFAULT_TASKS
@@ -48,6 +50,8 @@ class BenchOptions:
     device: str = "auto"
     systems: Sequence[str] | None = None
     sc: Sequence[str] | None = None  # None: DEFAULT_SC
+    conductor: str | None = None  # the conductor row's conductor (None: the pool's)
+    conductor_depth: int = 1  # the conductor row's recursion depth (conductor.py)
 
     def sc_specs(self) -> list[tuple[str, int | None]]:
         """`sc` parsed: (member, "all" or "best"; K or None for the turn budget)."""
@@ -61,8 +65,8 @@ class BenchOptions:
         return specs
 
     def kinds(self) -> list[str]:
-        """The kinds of row to report (`systems`, default all), in SYSTEM_KINDS order."""
-        wanted = set(self.systems) if self.systems else set(SYSTEM_KINDS)
+        """The kinds of row to report (`systems`, default all but OPT_IN), in SYSTEM_KINDS order."""
+        wanted = set(self.systems) if self.systems else set(SYSTEM_KINDS) - set(OPT_IN)
         return [k for k in SYSTEM_KINDS if k in wanted]
 
     def decision_modes(self) -> list[str]:
@@ -81,6 +85,8 @@ class BenchOptions:
             raise ConfigError(f"--decisions: unknown mode {self.decisions!r}", "use sampled, greedy or both")
         if self.max_turns is not None and self.max_turns < 1:
             raise ConfigError(f"--max-turns must be at least 1, got {self.max_turns}")
+        if self.conductor_depth < 0:
+            raise ConfigError(f"--conductor-depth must be 0 or more, got {self.conductor_depth}")
         if self.random_seeds < 0:
             raise ConfigError(f"--random-seeds must be 0 or more, got {self.random_seeds}")
         return held_out_mix(self.tasks)

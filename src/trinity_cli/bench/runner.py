@@ -14,7 +14,8 @@ from trinity_cli import roles, tasks
 from trinity_cli.bench import moa
 from trinity_cli.bench.options import BENCH_FORMAT, BenchOptions, ProgressFn
 from trinity_cli.bench.stats import summarize
-from trinity_cli.bench.systems import EpisodeResult, System, episode_seed, plan_systems, sc_source
+from trinity_cli.bench.systems import EpisodeResult, System, episode_seed, plan_systems, sc_source, workflow_summary
+from trinity_cli.conductor import ConductorSpec
 from trinity_cli.config import load_pool
 from trinity_cli.coordinator.policy import Coordinator
 from trinity_cli.errors import ConfigError
@@ -34,6 +35,8 @@ def _spec(system: System, item: tasks.TaskItem, seed: int, greedy: bool) -> Epis
     backbone) or its fixed schedule. A task that fits no usable context is scored wrong."""
     source = system.source
     assert source is not None
+    if isinstance(source, ConductorSpec):
+        return EpisodeSpec(item=item, seed=seed, router=source, max_turns=source.max_steps, overflow_scores_zero=True)
     if isinstance(source, Coordinator):
         return EpisodeSpec(item=item, seed=seed, router=source.head, max_turns=system.max_turns,
                            backbone=source.backbone_ref, greedy=greedy, overflow_scores_zero=True)
@@ -61,6 +64,7 @@ def _result(system: System, item: tasks.TaskItem, seed: int, outcome: EpisodeOut
         cost_usd=transcript.cost_usd,
         cached=bool(transcript.turns) and all(t.cached for t in transcript.turns),
         error=outcome.error,
+        workflow=workflow_summary(transcript.workflow),
     )
 
 
@@ -218,6 +222,9 @@ def bench(
             evaluator = RayEvaluator(runtime, ray)
             parallel = evaluator.workers
         systems, notes = plan_systems(options, config.name, config.names)
+        for system in systems:
+            if isinstance(system.source, ConductorSpec):
+                system.model = system.source.name(pool)
         if any(e.split == "val" for e in entries):
             notes.append("val items were used to pick the best head during `trinity evolve`: "
                          "test items are the held-out ones")

@@ -224,6 +224,29 @@ def ends(episodes: Sequence[EpisodeResult]) -> dict[str, Any]:
             "reasons": {r: c / n for r, c in sorted(counts.items(), key=lambda rc: -rc[1])}}
 
 
+def workflows(episodes: Sequence[EpisodeResult]) -> dict[str, Any]:
+    """What a conductor row's workflows were: {"episodes", "well_formed" (share read as
+    written), "repaired" (share read leniently), "fallback" (share refused: a one-step
+    workflow ran), "errors" (share that could not run), "mean_steps", "topologies":
+    {topology: share}} (bench/systems.workflow_summary)."""
+    n = len(episodes)
+    flows = [e.workflow for e in episodes if e.workflow is not None]
+    counts: dict[str, int] = {}
+    for f in flows:
+        counts[f["topology"]] = counts.get(f["topology"], 0) + 1
+
+    def share(k: int) -> float | None:
+        return k / n if n else None
+
+    return {"episodes": n,
+            "well_formed": share(sum(not f["repaired"] and not f["fallback"] for f in flows)),
+            "repaired": share(sum(f["repaired"] and not f["fallback"] for f in flows)),
+            "fallback": share(sum(f["fallback"] for f in flows)),
+            "errors": share(n - len(flows)),
+            "mean_steps": sum(f["steps"] for f in flows) / len(flows) if flows else None,
+            "topologies": {t: c / n for t, c in sorted(counts.items(), key=lambda tc: (-tc[1], tc[0]))}}
+
+
 def _gap(
     results: dict[str, Any], name: str, singles: Sequence[str], scope: str | None
 ) -> dict[str, Any] | None:
@@ -284,7 +307,7 @@ def summarize(
             per_item[system.name] = {key: row.reward for key, row in item_rows.items()}
         results[system.name] = _by_task(rows, task_names)
     singles = [s for s in singles if s in results]  # reported singles only
-    routed = [s.name for s in systems if s.kind in ("random", "head")]
+    routed = [s.name for s in systems if s.kind in ("random", "head", "conductor")]
     gaps = {
         name: {"overall": _gap(results, name, singles, None),
                "per_task": {t: _gap(results, name, singles, t) for t in task_names}}
@@ -298,7 +321,7 @@ def summarize(
     paired = {
         s.name: {key: None if other is None else paired_test(per_item[s.name], per_item[other], other)
                  for key, other in against.items()}
-        for s in systems if s.kind == "head"
+        for s in systems if s.kind in ("head", "conductor")
     }
     # A head's row in the other decision mode (`head:NAME/greedy`) is also tested against its
     # row in the default mode, on the same items and seeds.
@@ -306,8 +329,12 @@ def summarize(
         base = name.rsplit("/", 1)[0]
         if "/" in name and base in per_item:
             paired[name]["vs_default_mode"] = paired_test(per_item[name], per_item[base], base)
+    conducted = {s.name: {"overall": workflows(by_system.get(s.name, [])),
+                          "per_task": {t: workflows([e for e in by_system.get(s.name, []) if e.task == t])
+                                       for t in task_names}}
+                 for s in systems if s.kind == "conductor"}
     return {"tasks": task_names, "results": results, "gaps": gaps, "paired": paired, "selection": chosen,
-            "per_item": per_item, "best_per_task": picks}
+            "per_item": per_item, "best_per_task": picks, **({"workflows": conducted} if conducted else {})}
 
 
 def _best(results: dict[str, Any], names: Sequence[str]) -> str | None:

@@ -8,13 +8,14 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from trinity_cli.bench.options import ANSWER_CHARS, DERIVED, NEEDS_SINGLES, BenchOptions
+from trinity_cli.conductor import ConductorSpec
 from trinity_cli.coordinator.head import DEFAULT_DECISIONS, Head, turn_budget
 from trinity_cli.coordinator.policy import Coordinator, resolve_head
 from trinity_cli.errors import ConfigError, did_you_mean
 from trinity_cli.messages import Role
 from trinity_cli.schedules import FixedSchedule, agree
 
-DecisionSource = Coordinator | FixedSchedule
+DecisionSource = Coordinator | FixedSchedule | ConductorSpec
 
 
 @dataclass
@@ -23,7 +24,8 @@ class System:
     seed); `source` is None for the rows built on the single runs: vote, best-per-task and
     the oracle, which play nothing, moa, whose aggregator episodes the runner plays once
     the single runs are done (its `model` is the aggregator, set then: bench/moa.py), and
-    `sc:best@K`, whose member (the best single row) is set then too."""
+    `sc:best@K`, whose member (the best single row) is set then too. The `conductor` row's
+    source is a ConductorSpec and its `model` the conductor (set by the runner)."""
 
     name: str
     kind: str
@@ -57,6 +59,7 @@ class EpisodeResult:
     cost_usd: float | None
     cached: bool
     error: str | None = None
+    workflow: dict[str, Any] | None = None  # conductor rows: `workflow_summary`
 
     @property
     def key(self) -> str:
@@ -67,6 +70,16 @@ class EpisodeResult:
         data["turns"] = [list(t) for t in self.turns]
         data["answer"] = self.answer[:ANSWER_CHARS] if self.answer else self.answer
         return data
+
+
+def workflow_summary(workflow: dict[str, Any] | None) -> dict[str, Any] | None:
+    """What the report needs of a conductor episode's workflow record (conductor.py):
+    {"topology", "steps", "repaired": some entry was read leniently, "fallback": it was
+    refused and a one-step workflow ran}; None outside conductor mode."""
+    if workflow is None:
+        return None
+    return {"topology": workflow["topology"], "steps": len(workflow["steps"]), "repaired": bool(workflow["repairs"]),
+            "fallback": workflow["fallback"] is not None}
 
 
 def episode_seed(seed: int, stream: str, item_key: str) -> int:
@@ -156,6 +169,9 @@ def plan_systems(options: BenchOptions, pool_name: str, models: list[str]) -> tu
     systems += _head_systems(options, heads)
     if "moa" in kinds:
         systems.append(System("moa", "moa", max_turns=len(models) + 1))
+    if "conductor" in kinds:
+        spec = ConductorSpec(options.conductor, options.conductor_depth)
+        systems.append(System("conductor", "conductor", max_turns=spec.max_steps, stream="conductor", source=spec))
     systems += [System(kind, kind) for kind in DERIVED if kind in kinds]
     return systems, notes
 

@@ -27,6 +27,7 @@ from trinity_cli.messages import ChatMessage, Turn
 log = logging.getLogger("trinity_cli.serve")
 
 MODEL = "trinity"
+CONDUCTOR_MODEL = f"{MODEL}/conductor"  # conductor mode (conductor.py), not a head
 MAX_TURNS_LIMIT = 50
 MAX_MESSAGES = 256
 MAX_MESSAGE_CHARS = 200_000  # all messages together; the 1 MiB body limit comes first for most
@@ -86,7 +87,8 @@ def api_error(exc: BaseException) -> ApiError:
 
 @dataclass
 class ChatRequest:
-    """A validated chat completion request. `head` None: the server's default head."""
+    """A validated chat completion request. `head` None: the server's default head;
+    `conductor`: the request names `CONDUCTOR_MODEL`, answered in conductor mode."""
 
     model: str
     head: str | None
@@ -101,6 +103,7 @@ class ChatRequest:
     seed: int = 0
     show_work: bool = False
     greedy: bool | None = None  # None: the default decision mode
+    conductor: bool = False
 
 
 def _is_int(value: Any) -> bool:
@@ -176,7 +179,8 @@ def parse_request(
             "model",
             "model_not_found",
         )
-    head = model.partition("/")[2] or None
+    conductor = model == CONDUCTOR_MODEL
+    head = None if conductor else model.partition("/")[2] or None
     task, context = parse_messages(data.get("messages"))
     if data.get("n") not in (None, 1):
         raise _bad("only n=1 is supported: the episode gives one answer", "n")
@@ -231,6 +235,7 @@ def parse_request(
         seed=seed or 0,
         show_work=bool(data.get("show_work")),
         greedy=data.get("greedy"),
+        conductor=conductor,
     )
 
 
@@ -257,6 +262,8 @@ def _trinity_field(result: AskResult) -> dict[str, Any]:
         "accepted": transcript.accepted,
         "stop_reason": transcript.stop_reason,
         "cost_usd": transcript.cost_usd,
+        **({"workflow": {"topology": transcript.workflow["topology"], "fallback": transcript.workflow["fallback"],
+                         **transcript.workflow["workflow"]}} if transcript.workflow is not None else {}),
     }
 
 

@@ -13,13 +13,14 @@ from pathlib import Path
 from typing import Any
 
 from trinity_cli import ask as ask_mod
+from trinity_cli.conductor import DEFAULT_DEPTH, ConductorSpec, check_spec, resolve_conductor
 from trinity_cli.config import load_pool
 from trinity_cli.coordinator.head import available_heads
 from trinity_cli.coordinator.policy import Coordinator, resolve_head
 from trinity_cli.episode import usable_models
 from trinity_cli.errors import ConfigError, TrinityError
 from trinity_cli.pool import open_pool
-from trinity_cli.serve.protocol import MODEL, ApiError, ChatRequest
+from trinity_cli.serve.protocol import CONDUCTOR_MODEL, MODEL, ApiError, ChatRequest
 from trinity_cli.store import RunStore
 
 log = logging.getLogger("trinity_cli.serve")
@@ -43,6 +44,8 @@ class ServeOptions:
     use_cache: bool = True
     max_body_bytes: int = 1 << 20
     max_queue: int = 64
+    conductor: str | None = None  # who conducts for "trinity/conductor" (None: the pool's)
+    conductor_depth: int = DEFAULT_DEPTH
 
 
 class _AnnouncingStore(RunStore):
@@ -86,6 +89,8 @@ class ServedPool:
         loading = on_loading or (lambda step, what: None)
         try:
             loading("pool", self.config.name)
+            check_spec(ConductorSpec(options.conductor, options.conductor_depth))
+            resolve_conductor(self.pool, options.conductor)
             self.pool.check_assets()
             default = self.coordinator(None)
             self.default_head = str(default.head.manifest.get("name"))
@@ -98,7 +103,8 @@ class ServedPool:
 
     def served_models(self) -> list[str]:
         """The model ids: "trinity", then "trinity/HEAD" for "untrained" and each head made
-        for this pool (its manifest names the pool's models, in order)."""
+        for this pool (its manifest names the pool's models, in order), then
+        "trinity/conductor" (conductor mode, conductor.py; a head of that name is shadowed)."""
         heads = ["untrained"]
         for name, directory in available_heads().items():
             try:
@@ -108,7 +114,7 @@ class ServedPool:
                 fits = False
             if fits and name not in heads:
                 heads.append(name)
-        return [MODEL, *(f"{MODEL}/{h}" for h in heads)]
+        return [MODEL, *(f"{MODEL}/{h}" for h in heads if f"{MODEL}/{h}" != CONDUCTOR_MODEL), CONDUCTOR_MODEL]
 
     def coordinator(self, head: str | None) -> Coordinator:
         """The coordinator for head name `head` (None: --head, else the default head)."""
@@ -138,7 +144,7 @@ class ServedPool:
         receives ("started", run_id), ("decision", (index, Decision)) and ("turn", Turn)."""
         notify = emit or _ignore
         try:
-            coordinator = self.coordinator(request.head)
+            coordinator = None if request.conductor else self.coordinator(request.head)
             with self._episode_lock:
                 # Checked before a run is allocated, so these errors come before any stream starts.
                 usable_models(self.pool, request.task, request.exclude, request.context)
@@ -154,6 +160,9 @@ class ServedPool:
                     use_cache=self.options.use_cache,
                     token_budget=request.token_budget,
                     cost_budget=request.cost_budget,
+                    mode="conductor" if request.conductor else "coordinator",
+                    conductor=self.options.conductor,
+                    conductor_depth=self.options.conductor_depth,
                 )
                 result = ask_mod.ask(
                     request.task,
