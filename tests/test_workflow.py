@@ -31,15 +31,16 @@ def test_reads_a_python_literal_and_an_object_nested_in_another() -> None:
 
 
 def test_repairs_what_needs_no_guess_and_says_so() -> None:
-    reply = json.dumps(wf(["Reason", " direct", "program", "reason"], [None, 0, ["0", 1], "none"]))
+    reply = json.dumps(wf(["Reason", " direct", "program", "reason", "direct"],
+                          [None, 0, ["0", 1], "none", ["all"]]))
     reading = read_workflow(reply, MEMBERS)
     assert reading.workflow is not None
-    assert reading.workflow.model_id == ("reason", "direct", "program", "reason")
-    assert reading.workflow.access == ((), (0,), (0, 1), ())
+    assert reading.workflow.model_id == ("reason", "direct", "program", "reason", "direct")
+    assert reading.workflow.access == ((), (0,), (0, 1), (), (0, 1, 2, 3))
     assert reading.repairs == [
         "step 0: model 'Reason' read as 'reason'", "step 1: model ' direct' read as 'direct'",
         "step 0: access None read as []", "step 1: access 0 read as [0]", "step 2: access '0' read as 0",
-        "step 3: access 'none' read as []"]
+        "step 3: access 'none' read as []", "step 4: access ['all'] read as \"all\""]
 
 
 @pytest.mark.parametrize(("reply", "problem"), [

@@ -15,8 +15,9 @@ Reading (`read_workflow`): the reply's first JSON object (or Python literal: sin
 trailing commas) holding a `model_id` list, anywhere in the reply (code fences and prose
 around it are ignored; it may sit inside another object). Repaired, each with a note in
 `Reading.repairs`, because nothing is guessed: a member name in other case or with spaces
-around it; an access entry given as one number, as digit strings, or as null / "none" (no
-earlier output). Refused (`Reading.problem`, one line): no such object, lists missing or of
+around it; an access entry given as one number, as digit strings, as null / "none" (no
+earlier output), or as a list holding "all" (every earlier output: Qwen2.5-Coder-1.5B writes
+`["all"]`). Refused (`Reading.problem`, one line): no such object, lists missing or of
 unequal length, no steps or more than `max_steps`, a subtask that is not text, a member the
 pool does not have (or one excluded), an access entry that is not a list of numbers or
 "all", and a step reading itself or a later step.
@@ -145,6 +146,9 @@ def _access(entry: Any, step: int, repairs: list[str]) -> tuple[int, ...]:
     if isinstance(entry, int) and not isinstance(entry, bool):
         repairs.append(f"step {step}: access {entry!r} read as [{entry}]")
         entry = [entry]
+    if isinstance(entry, list) and any(isinstance(j, str) and j.strip().lower() == "all" for j in entry):
+        repairs.append(f"step {step}: access {entry!r} read as \"all\"")
+        return tuple(range(step))
     if not isinstance(entry, list):
         raise _Refused(f"step {step}: access_list entry {entry!r} is not a list of step numbers or \"all\"")
     out = []
