@@ -282,6 +282,8 @@ def test_serve_answers_trinity_conductor_in_conductor_mode(tmp_path: Path) -> No
         listing = [m["id"] for m in client.get("/v1/models").json()["data"]]
         reply = client.post("/v1/chat/completions", json={"model": "trinity/conductor",
                                                           "messages": [{"role": "user", "content": QUESTION}]})
+        streamed = client.post("/v1/chat/completions", json={
+            "model": "trinity/conductor", "stream": True, "messages": [{"role": "user", "content": QUESTION}]})
     assert "trinity/conductor" in listing
     assert reply.status_code == 200, reply.text
     body = reply.json()
@@ -289,3 +291,9 @@ def test_serve_answers_trinity_conductor_in_conductor_mode(tmp_path: Path) -> No
     assert body["trinity"]["head"] is None and body["trinity"]["stop_reason"] == "workflow"
     assert body["trinity"]["workflow"]["topology"] == "parallel+merge"
     assert body["trinity"]["workflow"]["model_id"] == ["m0", "m1", "m0"]
+    chunks = [json.loads(line[6:]) for line in streamed.text.splitlines()
+              if line.startswith("data: {")]
+    reasoning = "".join(c["choices"][0]["delta"].get("reasoning_content") or "" for c in chunks if c["choices"])
+    content = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks if c["choices"])
+    assert content == "84"
+    assert "m0 thinker (conductor)" in reasoning and "m1 worker (step 1)" in reasoning

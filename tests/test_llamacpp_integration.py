@@ -145,3 +145,26 @@ def test_truncated_file_is_a_clear_error(tmp_path, monkeypatch, capsys) -> None:
     err = capsys.readouterr().err
     assert info.value.code == 2 and "truncated" in err and "Traceback" not in err
     assert not list(RunStore().root.glob("run-*"))
+
+
+def test_conductor_mode_on_a_real_model_writes_or_falls_back_and_replays(tmp_path, monkeypatch, capsys) -> None:
+    """`trinity ask --mode conductor` on SmolLM2: the 135M model conducts; whether it writes a
+    readable workflow or is refused (and a one-step workflow runs), the run answers, records
+    its workflow, and replays from the cache."""
+    from .conftest import run_main
+
+    args = ["ask", "What is 12*7? Answer with a number.", "--pool", "smollm2", "--mode", "conductor"]
+    code, out, err = run_main(args, monkeypatch, capsys)
+    assert code == 0, err
+    assert out.strip() and "conductor mode: smollm2-135m" in err
+    record = RunStore().load("run-1")
+    flow = record["transcript"]["workflow"]
+    assert record["mode"] == "conductor" and flow["conductor"] == "smollm2-135m"
+    assert record["transcript"]["stop_reason"] == ("fallback" if flow["fallback"] else "workflow")
+    turns = record["transcript"]["turns"]
+    assert turns[0]["override"] == "conductor" and len(turns) == 1 + sum(len(s["turns"]) for s in flow["steps"])
+    code, again, _ = run_main(args, monkeypatch, capsys)
+    assert code == 0 and again == out
+    assert all(t["cached"] for t in RunStore().load("run-2")["transcript"]["turns"])
+    code, replay, _ = run_main(["inspect", "run-1"], monkeypatch, capsys)
+    assert code == 0 and "workflow by smollm2-135m" in replay
