@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import queue
 import threading
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Collection, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -50,11 +50,9 @@ from trinity_cli.coordinator.head import Head
 from trinity_cli.coordinator.policy import Coordinator
 from trinity_cli.episode import DecisionSource, run_episode, turn_params
 from trinity_cli.errors import ContextOverflow
-from trinity_cli.messages import Decision, Transcript
+from trinity_cli.messages import Decision, ProgressFn, Transcript, quiet
 from trinity_cli.pool import Pool, open_pool
 from trinity_cli.settle import Examples
-
-ProgressFn = Callable[[str, dict[str, Any]], None]
 
 
 @dataclass
@@ -218,10 +216,6 @@ class Evaluator(Protocol):
         """Release what the evaluator holds (a cluster's actors); not the runtime's pool."""
 
 
-def _quiet(kind: str, data: dict[str, Any]) -> None:
-    return None
-
-
 class SerialEvaluator:
     """Every episode in this thread, in spec order."""
 
@@ -229,7 +223,7 @@ class SerialEvaluator:
         self.runtime = runtime
 
     def evaluate(self, specs: Sequence[EpisodeSpec], progress: ProgressFn | None = None) -> list[EpisodeOutcome]:
-        emit = progress or _quiet
+        emit = progress or quiet
         outcomes: list[EpisodeOutcome] = []
         for i, spec in enumerate(specs):
             emit("started", {"index": i, "in_flight": 1, "done": i, "total": len(specs)})
@@ -253,7 +247,7 @@ class ThreadEvaluator:
         self.workers = workers
 
     def evaluate(self, specs: Sequence[EpisodeSpec], progress: ProgressFn | None = None) -> list[EpisodeOutcome]:
-        emit = progress or _quiet
+        emit = progress or quiet
         total = len(specs)
         outcomes: list[EpisodeOutcome | None] = [None] * total
         events: queue.Queue[tuple[str, int, Any]] = queue.Queue()

@@ -80,7 +80,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Collection
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -106,6 +106,7 @@ from trinity_cli.evolve_options import (
 )
 from trinity_cli.head_init import fit_start, read_labels
 from trinity_cli.head_input import center_tasks, fit_input
+from trinity_cli.messages import ProgressFn
 from trinity_cli.pool import open_pool
 from trinity_cli.ray_evaluator import RayEvaluator, RayOptions, check_ray
 from trinity_cli.store import EvolveRun, RunStore
@@ -134,7 +135,6 @@ class EvolveResult:
     curves: list[dict[str, Any]] = field(default_factory=list)
 
 
-ProgressFn = Callable[[str, dict[str, Any]], None]
 
 
 def _episode_seed(seed: int, generation: int, j: int) -> int:

@@ -72,11 +72,11 @@ from trinity_cli.errors import BackendError, ConfigError, TrinityError
 from trinity_cli.evaluate import (
     EpisodeOutcome,
     EpisodeSpec,
-    ProgressFn,
     Runtime,
     WorkerSetup,
     settle_cache_flags,
 )
+from trinity_cli.messages import ProgressFn, quiet
 from trinity_cli.pool import PoolStats, open_pool
 from trinity_cli.ray_cache import CacheKeeper, KeeperCache
 
@@ -204,10 +204,6 @@ def _start_error(exc: BaseException) -> ConfigError:
                        "(pip install 'trinity-cli[ray]'), and the pool's models")
 
 
-def _quiet(kind: str, data: dict[str, Any]) -> None:
-    return None
-
-
 class RayEvaluator:
     """Episodes on Ray actors (see the module docstring); `close()` when done."""
 
@@ -324,7 +320,7 @@ class RayEvaluator:
         from ray.exceptions import NodeDiedError, RayActorError, RayTaskError, WorkerCrashedError
 
         lost_actor = (RayActorError, WorkerCrashedError, NodeDiedError)
-        emit = progress or _quiet
+        emit = progress or quiet
         total = len(specs)
         self._batches += 1
         pool = self.runtime.pool

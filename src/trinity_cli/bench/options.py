@@ -3,9 +3,8 @@ documents the whole bench)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from trinity_cli import tasks
 from trinity_cli.coordinator.head import DECISIONS, DEFAULT_DECISIONS
@@ -23,7 +22,6 @@ DEFAULT_SC = ("best",)
 Z95 = 1.959963984540054  # two-sided 95% normal quantile
 ANSWER_CHARS = 300
 
-ProgressFn = Callable[[str, dict[str, Any]], None]
 
 
 @dataclass

@@ -12,7 +12,7 @@ from typing import Any
 
 from trinity_cli import roles, tasks
 from trinity_cli.bench import moa
-from trinity_cli.bench.options import BENCH_FORMAT, BenchOptions, ProgressFn
+from trinity_cli.bench.options import BENCH_FORMAT, BenchOptions
 from trinity_cli.bench.stats import summarize
 from trinity_cli.bench.systems import EpisodeResult, System, episode_seed, plan_systems, sc_source, workflow_summary
 from trinity_cli.conductor import ConductorSpec
@@ -20,7 +20,7 @@ from trinity_cli.config import load_pool
 from trinity_cli.coordinator.policy import Coordinator
 from trinity_cli.errors import ConfigError
 from trinity_cli.evaluate import EpisodeOutcome, EpisodeSpec, Evaluator, Runtime, make_evaluator
-from trinity_cli.messages import Role, Transcript
+from trinity_cli.messages import ProgressFn, Role, Transcript
 from trinity_cli.pool import Pool, open_pool
 from trinity_cli.ray_evaluator import RayEvaluator, RayOptions, check_ray
 from trinity_cli.reports import bench_document, plot_accuracy, plot_selection, report_markdown, selection_heads
