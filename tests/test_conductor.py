@@ -297,3 +297,14 @@ def test_serve_answers_trinity_conductor_in_conductor_mode(tmp_path: Path) -> No
     content = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks if c["choices"])
     assert content == "84"
     assert "m0 thinker (conductor)" in reasoning and "m1 worker (step 1)" in reasoning
+
+
+def test_pools_lists_who_conducts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    home = tmp_path / "home" / "pools"
+    home.mkdir(parents=True)
+    write_pool(home, {"name": "mine", "conductor": {"name": "boss", "kind": "scripted"},
+                      "models": [{"name": "m0", "kind": "scripted"}]}, name="mine.yaml")
+    code, out, err = run_main(["pools"], monkeypatch, capsys)
+    assert code == 0, err
+    assert "m0 (scripted, reason), boss (scripted, reason, conductor, not a member)" in out
+    assert "qwen1.5b-reason (gguf, reason, conductor)" in out

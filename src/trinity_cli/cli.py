@@ -269,7 +269,10 @@ def pools() -> None:
     listed = []
     for name, path in available_pools().items():
         config = load_pool(str(path))
-        listed.append((name, str(path), [(m.name, f"{m.kind}, {m.style}") for m in config.models]))
+        conductor = config.conductor_name
+        listed.append((name, str(path), [
+            (m.name, f"{m.kind}, {m.style}" + (", conductor" if m.name == conductor else "")
+             + ("" if m.name in config.names else ", not a member")) for m in config.all_models]))
     render.pools_list(listed)
 
 
