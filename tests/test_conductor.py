@@ -257,6 +257,7 @@ def test_bench_conductor_row_reports_workflows_and_replays_from_the_cache(tmp_pa
     assert [s["model"] for s in first["systems"] if s["name"] == "conductor"] == ["m0"]
     report = (Path(first_run_dir()) / "report.md").read_text()
     assert "## Workflows the conductor wrote (share of questions)" in report
+    assert "How episodes ended" not in report  # a conductor's runs end when the workflow does
     assert again["stats"]["backend_calls"] == 0 and again["results"] == first["results"]
 
 

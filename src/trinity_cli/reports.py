@@ -272,8 +272,9 @@ def ends_table(summary: dict[str, Any], task_names: Sequence[str]) -> TableView 
     for bench runs recorded before these counts."""
     table = TableView("How episodes ended (share of episodes; mean turns)",
                       ["system", "tasks", "episodes", *END_COLUMNS.values(), "other", "mean turns"], numeric_from=2)
+    conducted = summary.get("workflows") or {}  # conductor rows: their own table (workflows_table)
     for name, sel in summary["selection"].items():
-        if "ends" not in sel:
+        if "ends" not in sel or name in conducted:
             continue
         scopes = [("all", sel["ends"]["overall"])] + [(short_task(t), sel["ends"]["per_task"][t]) for t in task_names]
         for label, e in scopes:
