@@ -153,6 +153,30 @@ def build(options: AskOptions) -> tuple[Pool, Coordinator | None]:
 StartCallback = Callable[[Pool, Coordinator | None, AskOptions], None]
 
 
+def _answer(
+    question: str, pool: Pool, coordinator: Coordinator | None, options: AskOptions, context: Sequence[ChatMessage],
+    kind: str | None, examples: Examples | None, episode_seed: int, on_decision: DecisionCallback | None,
+    on_turn: TurnCallback | None,
+) -> tuple[Transcript, dict[str, Any]]:
+    """Play the question: a conductor run without a coordinator, else an episode. Returns the
+    transcript and the run record's fields that say how (module docstring)."""
+    if coordinator is None:
+        spec = options.conductor_spec()
+        transcript = run_conductor(question, pool, spec, exclude=options.exclude, context=context, kind=kind,
+                                   examples=examples, on_turn=on_turn)
+        return transcript, {"mode": "conductor", "conductor": spec.name(pool), "conductor_depth": spec.depth,
+                            "head": None, "backbone": None, "greedy": None, "max_turns": None}
+    head = coordinator.head
+    max_turns = turn_budget(options.max_turns, head)
+    greedy = options.greedy if options.greedy is not None else default_greedy(head)
+    transcript = run_episode(question, pool, coordinator, max_turns=max_turns, seed=episode_seed, kind=kind,
+                             exclude=options.exclude, context=context, greedy=greedy, on_decision=on_decision,
+                             on_turn=on_turn, token_budget=options.token_budget, cost_budget=options.cost_budget,
+                             examples=examples)
+    return transcript, {"mode": "coordinator", "head": {"name": head.manifest.get("name"), "trained": head.trained},
+                        "backbone": coordinator.backbone_ref, "greedy": greedy, "max_turns": max_turns}
+
+
 def ask(
     question: str | None,
     options: AskOptions,
@@ -183,35 +207,8 @@ def ask(
         episode_seed = question_seed(options.seed, question, context)
         examples = question_examples(question, kind)
         with store.new_run() as run_dir:
-            if coordinator is None:
-                spec = options.conductor_spec()
-                transcript = run_conductor(question, pool, spec, exclude=options.exclude, context=context, kind=kind,
-                                           examples=examples, on_turn=on_turn)
-                how: dict[str, Any] = {"mode": "conductor", "conductor": spec.name(pool),
-                                       "conductor_depth": spec.depth, "head": None, "backbone": None,
-                                       "greedy": None, "max_turns": None}
-            else:
-                max_turns = turn_budget(options.max_turns, coordinator.head)
-                greedy = options.greedy if options.greedy is not None else default_greedy(coordinator.head)
-                transcript = run_episode(
-                    question,
-                    pool,
-                    coordinator,
-                    max_turns=max_turns,
-                    seed=episode_seed,
-                    kind=kind,
-                    exclude=options.exclude,
-                    context=context,
-                    greedy=greedy,
-                    on_decision=on_decision,
-                    on_turn=on_turn,
-                    token_budget=options.token_budget,
-                    cost_budget=options.cost_budget,
-                    examples=examples,
-                )
-                head = coordinator.head
-                how = {"mode": "coordinator", "head": {"name": head.manifest.get("name"), "trained": head.trained},
-                       "backbone": coordinator.backbone_ref, "greedy": greedy, "max_turns": max_turns}
+            transcript, how = _answer(question, pool, coordinator, options, context, kind, examples, episode_seed,
+                                      on_decision, on_turn)
             wall = time.perf_counter() - start
             answer = answer_text(transcript.answer, kind)
             record = {
