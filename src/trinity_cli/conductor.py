@@ -127,19 +127,6 @@ def check_spec(spec: ConductorSpec) -> None:
         raise ConfigError(f"the conductor's max_steps must be at least 1, got {spec.max_steps}")
 
 
-def _clip(text: str, limit: int = roles.HISTORY_CHARS) -> str:
-    return text if len(text) <= limit else text[:limit] + " […]"
-
-
-def _head(task: str, context: Sequence[ChatMessage]) -> list[str]:
-    """The opening parts of every conductor-mode prompt: earlier conversation, the task."""
-    parts = []
-    if context:
-        parts.append("Earlier conversation:\n" + "\n".join(f"{m.role}: {_clip(m.content)}" for m in context))
-    parts.append(f"Task:\n{task}")
-    return parts
-
-
 def conduct_messages(pool: Pool, task: str, members: Sequence[str], context: Sequence[ChatMessage] = (),
                      max_steps: int = MAX_STEPS, allow_self: bool = True) -> list[ChatMessage]:
     """The conductor's messages (`CONDUCT`): the members it may use, with a line each."""
@@ -153,7 +140,7 @@ def conduct_messages(pool: Pool, task: str, members: Sequence[str], context: Seq
     example = json.dumps({"model_id": [first, second, first], "subtasks": EXAMPLE_SUBTASKS,
                           "access_list": [[], [], "all"]})
     instructions = CONDUCT.format(max_steps=max_steps, members="\n".join(lines), example=example)
-    user = "\n\n".join([*_head(task, context), instructions])
+    user = "\n\n".join([*roles.opening(task, context), instructions])
     return [ChatMessage("system", roles.SYSTEM), ChatMessage("user", user)]
 
 
@@ -163,10 +150,10 @@ def step_messages(task: str, workflow: Workflow, index: int, outputs: dict[int, 
     """Step `index`'s messages: the task, the outputs its access list grants (`outputs`,
     with `notes` such as an example run under them, each clipped to `limit`), its
     subtask, and its style's step (or, for the last step, Worker) instructions."""
-    parts = _head(task, context)
+    parts = roles.opening(task, context)
     reads = workflow.access[index]
     if reads:
-        shown = [f"[Step {j} · {workflow.model_id[j]}]\n{_clip(outputs[j], limit)}"
+        shown = [f"[Step {j} · {workflow.model_id[j]}]\n{roles.clip(outputs[j], limit)}"
                  + (f"\n{notes[j]}" if j in notes else "") for j in reads]
         parts.append("Outputs of earlier steps:\n" + "\n\n".join(shown))
     last = index == len(workflow) - 1
@@ -182,7 +169,7 @@ def nested_task(task: str, subtask: str, shown: Sequence[str]) -> str:
     """The task of a nested workflow: the task, the part to do, and the outputs granted."""
     text = f"{task}\n\nThe part to work out now: {subtask}"
     if shown:
-        text += "\n\nWhat the team has so far:\n" + "\n\n".join(_clip(s) for s in shown)
+        text += "\n\nWhat the team has so far:\n" + "\n\n".join(roles.clip(s) for s in shown)
     return text
 
 

@@ -159,8 +159,20 @@ AGGREGATE_ANSWER_CHARS = 1500
 LABEL = {Role.THINKER: "Thinker", Role.WORKER: "Worker", Role.VERIFIER: "Verifier"}
 
 
-def _clip(text: str) -> str:
-    return text if len(text) <= HISTORY_CHARS else text[:HISTORY_CHARS] + " […]"
+def clip(text: str, limit: int = HISTORY_CHARS) -> str:
+    """`text` as later prompts show it: its first `limit` characters, then " […]"."""
+    return text if len(text) <= limit else text[:limit] + " […]"
+
+
+def opening(task: str, context: Sequence[ChatMessage] = ()) -> list[str]:
+    """The first parts of every request's user message: the earlier conversation (if any),
+    then the task (conductor.py opens its prompts the same way)."""
+    parts = []
+    if context:
+        lines = "\n".join(f"{m.role}: {clip(m.content)}" for m in context)
+        parts.append(f"Earlier conversation:\n{lines}")
+    parts.append(f"Task:\n{task}")
+    return parts
 
 
 def _clip_ends(text: str, limit: int) -> str:
@@ -204,7 +216,7 @@ def asked_alone(role: Role, kind: str | None, alone: bool = False) -> bool:
 
 def _shown_turn(turn: Turn) -> str:
     """A turn as later prompts show it: label, reply (clipped), and its example run."""
-    text = f"[{LABEL[turn.role]}]\n{_clip(turn.reply)}"
+    text = f"[{LABEL[turn.role]}]\n{clip(turn.reply)}"
     if turn.examples is not None:
         text += "\n" + examples_note(turn.examples)
     return text
@@ -241,11 +253,7 @@ def build_messages(
     else:
         shown = list(turns) if keep_last is None else list(turns)[len(turns) - keep_last :] if keep_last else []
         asked = role
-    parts = []
-    if context:
-        lines = "\n".join(f"{m.role}: {_clip(m.content)}" for m in context)
-        parts.append(f"Earlier conversation:\n{lines}")
-    parts.append(f"Task:\n{task}")
+    parts = opening(task, context)
     if shown:
         dropped = len(turns) - len(shown)
         header = f"Turns so far ({dropped} earlier turns omitted):" if dropped else "Turns so far:"
@@ -254,7 +262,7 @@ def build_messages(
         proposed = latest_answering(turns)
         if proposed is not None:
             note = f"\n{examples_note(proposed.examples)}" if proposed.examples is not None else ""
-            parts.append(f"Proposed code to check:\n{_clip(proposed.reply)}{note}")
+            parts.append(f"Proposed code to check:\n{clip(proposed.reply)}{note}")
     parts.append(f"{INSTRUCTIONS[style][asked]}\n{REQUEST[style][asked]}")
     return [ChatMessage("system", SYSTEM), ChatMessage("user", "\n\n".join(parts))]
 
