@@ -37,7 +37,7 @@ from typing import Any, TextIO
 
 from trinity_cli import roles
 from trinity_cli.answer_text import answer_text
-from trinity_cli.conductor import DEFAULT_DEPTH, ConductorSpec, check_spec, resolve_conductor, run_conductor
+from trinity_cli.conductor import DEFAULT_DEPTH, ConductorSpec, run_conductor
 from trinity_cli.config import load_pool
 from trinity_cli.coordinator.head import default_greedy, turn_budget
 from trinity_cli.coordinator.policy import Coordinator, resolve_head
@@ -138,8 +138,7 @@ def build(options: AskOptions) -> tuple[Pool, Coordinator | None]:
     try:
         pool.left_after(options.exclude)
         if options.mode == "conductor":
-            check_spec(options.conductor_spec())
-            resolve_conductor(pool, options.conductor)
+            options.conductor_spec().name(pool)
             pool.check_assets()
             return pool, None
         pool.check_assets()
@@ -164,7 +163,9 @@ def _answer(
         spec = options.conductor_spec()
         transcript = run_conductor(question, pool, spec, exclude=options.exclude, context=context, kind=kind,
                                    examples=examples, on_turn=on_turn)
-        return transcript, {"mode": "conductor", "conductor": spec.name(pool), "conductor_depth": spec.depth,
+        assert transcript.workflow is not None
+        return transcript, {"mode": "conductor", "conductor": transcript.workflow["conductor"],
+                            "conductor_depth": spec.depth,
                             "head": None, "backbone": None, "greedy": None, "max_turns": None}
     head = coordinator.head
     max_turns = turn_budget(options.max_turns, head)

@@ -100,31 +100,28 @@ class ConductorSpec:
     depth: int = DEFAULT_DEPTH
     max_steps: int = MAX_STEPS
 
+    def check(self) -> None:
+        """Refuse a negative depth or fewer than one step."""
+        if self.depth < 0:
+            raise ConfigError(f"--conductor-depth must be 0 or more, got {self.depth}")
+        if self.max_steps < 1:
+            raise ConfigError(f"the conductor's max_steps must be at least 1, got {self.max_steps}")
+
     def name(self, pool: Pool) -> str:
-        """The conducting model's name (checked against the pool)."""
-        return resolve_conductor(pool, self.conductor)
+        """The conducting model of `pool`, once `check` passes: `conductor` (--conductor) if
+        the pool has that model (a member or its conductor entry), else the pool's
+        `conductor_name`. The one place both are checked, before anything runs."""
+        self.check()
+        if self.conductor is None:
+            return pool.config.conductor_name
+        known = [m.name for m in pool.config.all_models]
+        if self.conductor not in known:
+            raise ConfigError(f"--conductor: the pool {pool.config.name!r} has no model {self.conductor!r}",
+                              did_you_mean(self.conductor, known))
+        return self.conductor
 
     def close(self) -> None:
         """Nothing to free (the interface of a bench row's source)."""
-
-
-def resolve_conductor(pool: Pool, override: str | None) -> str:
-    """`override` (--conductor) if the pool has that model (a member or its conductor
-    entry), else the pool's `conductor_name`."""
-    if override is None:
-        return pool.config.conductor_name
-    known = [m.name for m in pool.config.all_models]
-    if override not in known:
-        raise ConfigError(f"--conductor: the pool {pool.config.name!r} has no model {override!r}",
-                          did_you_mean(override, known))
-    return override
-
-
-def check_spec(spec: ConductorSpec) -> None:
-    if spec.depth < 0:
-        raise ConfigError(f"--conductor-depth must be 0 or more, got {spec.depth}")
-    if spec.max_steps < 1:
-        raise ConfigError(f"the conductor's max_steps must be at least 1, got {spec.max_steps}")
 
 
 def conduct_messages(pool: Pool, task: str, members: Sequence[str], context: Sequence[ChatMessage] = (),
@@ -245,7 +242,7 @@ class _Conducting:
         allow_self = depth < self.spec.depth
         messages = conduct_messages(self.pool, task, self.members, self.context, self.spec.max_steps, allow_self)
         params = self.pool.params(self.conductor, Role.WORKER.value)
-        if not self.pool.fits(self.conductor, messages, min(params.max_tokens, 256)):
+        if not self.pool.fits(self.conductor, messages, reply_room(self.pool, self.conductor, Role.WORKER)):
             raise ContextOverflow(f"the conductor {self.conductor!r} cannot hold the task in its context of "
                                   f"{self.pool.backend(self.conductor).n_ctx} tokens",
                                   "shorten the question, or choose another --conductor")
@@ -331,8 +328,7 @@ def run_conductor(
     `exclude`d members are not offered to the conductor, nor run (the conductor itself may
     still conduct). Raises ContextOverflow when no member, or the conductor, can hold the task."""
     spec = spec or ConductorSpec()
-    check_spec(spec)
-    conductor = resolve_conductor(pool, spec.conductor)
+    conductor = spec.name(pool)
     usable = usable_models(pool, task, exclude, context)
     members = [m for m in pool.names if m in usable]
     play = _Conducting(pool, spec, conductor, members, task, list(context), kind, examples,

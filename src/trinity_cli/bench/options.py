@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from trinity_cli import tasks
+from trinity_cli.conductor import DEFAULT_DEPTH, ConductorSpec
 from trinity_cli.coordinator.head import DECISIONS, DEFAULT_DECISIONS
 from trinity_cli.errors import ConfigError, did_you_mean
 from trinity_cli.tasks import MixEntry
@@ -49,7 +50,7 @@ class BenchOptions:
     systems: Sequence[str] | None = None
     sc: Sequence[str] | None = None  # None: DEFAULT_SC
     conductor: str | None = None  # the conductor row's conductor (None: the pool's)
-    conductor_depth: int = 1  # the conductor row's recursion depth (conductor.py)
+    conductor_depth: int = DEFAULT_DEPTH  # the conductor row's recursion depth (conductor.py)
 
     def sc_specs(self) -> list[tuple[str, int | None]]:
         """`sc` parsed: (member, "all" or "best"; K or None for the turn budget)."""
@@ -83,8 +84,7 @@ class BenchOptions:
             raise ConfigError(f"--decisions: unknown mode {self.decisions!r}", "use sampled, greedy or both")
         if self.max_turns is not None and self.max_turns < 1:
             raise ConfigError(f"--max-turns must be at least 1, got {self.max_turns}")
-        if self.conductor_depth < 0:
-            raise ConfigError(f"--conductor-depth must be 0 or more, got {self.conductor_depth}")
+        ConductorSpec(self.conductor, self.conductor_depth).check()
         if self.random_seeds < 0:
             raise ConfigError(f"--random-seeds must be 0 or more, got {self.random_seeds}")
         return held_out_mix(self.tasks)

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from trinity_cli import ask as ask_mod
-from trinity_cli.conductor import DEFAULT_DEPTH, ConductorSpec, check_spec, resolve_conductor
+from trinity_cli.conductor import DEFAULT_DEPTH, ConductorSpec
 from trinity_cli.config import load_pool
 from trinity_cli.coordinator.head import available_heads
 from trinity_cli.coordinator.policy import Coordinator, resolve_head
@@ -89,8 +89,7 @@ class ServedPool:
         loading = on_loading or (lambda step, what: None)
         try:
             loading("pool", self.config.name)
-            check_spec(ConductorSpec(options.conductor, options.conductor_depth))
-            resolve_conductor(self.pool, options.conductor)
+            ConductorSpec(options.conductor, options.conductor_depth).name(self.pool)  # refused now, not per request
             self.pool.check_assets()
             default = self.coordinator(None)
             self.default_head = str(default.head.manifest.get("name"))
