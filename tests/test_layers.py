@@ -96,7 +96,7 @@ OWNERS = {
     "starlette": ("serve",),
     "sse_starlette": ("serve",),
     "uvicorn": ("serve",),
-    "rich": ("render.py", "render_workflow.py"),
+    "rich": ("render.py", "render_workflow.py", "render_progress.py"),
     "typer": ("cli.py",),
 }
 

@@ -181,7 +181,7 @@ def evolve(
     quiet: QuietOpt = False,
 ) -> None:
     """Evolve a coordinator head with sep-CMA-ES; killed runs resume where they stopped."""
-    from trinity_cli import render
+    from trinity_cli import render, render_progress
     from trinity_cli.evolve import EvolveOptions
     from trinity_cli.evolve import evolve as run_evolve
     from trinity_cli.ray_evaluator import RayOptions
@@ -199,7 +199,7 @@ def evolve(
     sources = {p: ctx.get_parameter_source(p) for p in ctx.params}
     given = [("svf_targets" if p == "svf_target" else p) for p, source in sources.items()
              if source is not None and source.name != "DEFAULT" and p not in ("as_json", "quiet")]
-    with render.EvolveProgress(quiet=quiet) as progress:
+    with render_progress.EvolveProgress(quiet=quiet) as progress:
         result = run_evolve(options, resume=resume, progress=progress, given=given, parallel=parallel, ray=cluster)
     if as_json:
         from trinity_cli.store import RunStore
@@ -245,7 +245,7 @@ def bench(
 ) -> None:
     """Benchmark heads against each pool model alone, self-loops, self-consistency, agreement, random routing,
     mixture-of-agents, vote, best-per-task and the oracle."""
-    from trinity_cli import render
+    from trinity_cli import render, render_progress
     from trinity_cli.bench import BenchOptions
     from trinity_cli.bench import bench as run_bench
     from trinity_cli.ray_evaluator import RayOptions
@@ -255,7 +255,7 @@ def bench(
     options = BenchOptions(pool=pool, tasks=tasks, heads=head, max_turns=max_turns, random_seeds=random_seeds,
                            seed=seed, decisions=decisions, backbone=backbone, device=device, systems=kinds, sc=sc,
                            conductor=conductor, conductor_depth=conductor_depth)
-    with render.BenchProgress(quiet=quiet) as progress:
+    with render_progress.BenchProgress(quiet=quiet) as progress:
         result = run_bench(options, progress=progress, parallel=parallel, ray=cluster)
     render.bench_done(result, as_json=as_json, quiet=quiet)
 
