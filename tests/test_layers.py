@@ -91,7 +91,7 @@ OWNERS = {
     "transformers": ("coordinator/",),
     "cma": ("evolve.py",),
     "ray": ("ray_evaluator.py",),
-    "matplotlib": ("reports.py",),
+    "matplotlib": ("charts.py",),
     "fastapi": ("serve",),
     "starlette": ("serve",),
     "sse_starlette": ("serve",),

@@ -87,7 +87,7 @@ from typing import Any
 
 import numpy as np
 
-from trinity_cli import paths, reports, roles, tasks
+from trinity_cli import charts, paths, roles, tasks
 from trinity_cli.config import load_pool
 from trinity_cli.coordinator import head as head_mod
 from trinity_cli.coordinator.backbone import describe, hidden_size_of
@@ -492,7 +492,7 @@ class Evolution:
         head.save(head_dir)
         if state["curves"]:
             with paths.atomic_output(head_dir / "curves.png") as tmp:
-                reports.plot_curves(state["curves"], tmp)
+                charts.plot_curves(state["curves"], tmp)
         selection = self.files.selection(self.config.names)
         self.store.save(self.run_dir, {
             "kind": "evolve", "title": f"evolve {self.config.name} on {o.tasks} ({state['spent']} episodes)",

@@ -130,7 +130,8 @@ from trinity_cli.bench.stats import (
     wilson_interval,
 )
 from trinity_cli.bench.systems import EpisodeResult, System, episode_seed, plan_systems
-from trinity_cli.reports import plot_accuracy, plot_selection, report_markdown, short_task, turn_shares
+from trinity_cli.charts import plot_accuracy, plot_selection
+from trinity_cli.reports import report_markdown, short_task, turn_shares
 from trinity_cli.schedules import FixedSchedule
 
 __all__ = [

@@ -15,6 +15,7 @@ from trinity_cli.bench import moa
 from trinity_cli.bench.options import BENCH_FORMAT, BenchOptions
 from trinity_cli.bench.stats import summarize
 from trinity_cli.bench.systems import EpisodeResult, System, episode_seed, plan_systems, sc_source, workflow_summary
+from trinity_cli.charts import plot_accuracy, plot_selection
 from trinity_cli.conductor import ConductorSpec
 from trinity_cli.config import load_pool
 from trinity_cli.coordinator.policy import Coordinator
@@ -23,7 +24,7 @@ from trinity_cli.evaluate import EpisodeOutcome, EpisodeSpec, Evaluator, Runtime
 from trinity_cli.messages import ProgressFn, Role, Transcript
 from trinity_cli.pool import Pool, open_pool
 from trinity_cli.ray_evaluator import RayEvaluator, RayOptions, check_ray
-from trinity_cli.reports import bench_document, plot_accuracy, plot_selection, report_markdown, selection_heads
+from trinity_cli.reports import bench_document, report_markdown, selection_heads
 from trinity_cli.schedules import FixedSchedule
 from trinity_cli.store import BenchRun, RunStore
 
