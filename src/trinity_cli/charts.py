@@ -16,6 +16,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from trinity_cli.messages import ROLES
 from trinity_cli.reports import selection_heads, short_task
 
@@ -43,8 +45,6 @@ def plot_accuracy(summary: dict[str, Any], path: Path) -> None:
     """Bar chart of accuracy per system (overall, and per task when there are several)
     with 95% Wilson error bars, as a PNG (matplotlib, headless)."""
     plt = _pyplot()
-    import numpy as np
-
     names = [s["name"] for s in summary["systems"]]
     task_names = summary["tasks"]
     def on_task(task: str) -> Callable[[str], dict[str, Any]]:
