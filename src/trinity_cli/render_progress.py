@@ -71,6 +71,16 @@ class PlainProgress:
         render.err.print(Text(line), soft_wrap=True)
 
 
+def _bar(description: str, quiet: bool) -> Any:
+    """A Rich progress bar on stderr: `description` (a column format), the bar, done/total,
+    an `info` field and the time left; drawn only on a terminal, and not when `quiet`."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    return Progress(TextColumn(description), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[info]}"),
+                    TimeRemainingColumn(), console=render.err, transient=False,
+                    disable=quiet or not render.err.is_terminal)
+
+
 def _calls(data: dict[str, Any]) -> str:
     calls = data.get("pool_calls", 0)
     return f"{calls} calls, {data.get('cache_hits', 0)} from the cache" if calls else ""
@@ -82,14 +92,8 @@ class EvolveProgress:
     `quiet`."""
 
     def __init__(self, quiet: bool = False) -> None:
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
         self.quiet = quiet
-        self.progress = Progress(
-            TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-            TextColumn("{task.fields[info]}"), TimeRemainingColumn(), console=render.err, transient=False,
-            disable=quiet or not render.err.is_terminal,
-        )
+        self.progress = _bar("[bold]{task.description}", quiet)
         self.task: Any = None
         self.gen = ""  # the last generation finished
         self.plain: PlainProgress | None = None  # set at "start" when stderr is not a terminal
@@ -158,14 +162,8 @@ class BenchProgress:
     being run, with the share of pool calls served by the rollout cache so far."""
 
     def __init__(self, quiet: bool = False) -> None:
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
         self.quiet = quiet
-        self.progress = Progress(
-            TextColumn("[bold]{task.description:<24}"), BarColumn(), MofNCompleteColumn(),
-            TextColumn("{task.fields[info]}"), TimeRemainingColumn(), console=render.err, transient=False,
-            disable=quiet or not render.err.is_terminal,
-        )
+        self.progress = _bar("[bold]{task.description:<24}", quiet)
         self.task: Any = None
         self.plain: PlainProgress | None = None  # set at "start" when stderr is not a terminal
         self.done = self.total = 0
