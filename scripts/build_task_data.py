@@ -31,9 +31,9 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]  # the repository
 
+from trinity_cli.tasks.answers import find_boxed  # noqa: E402
 from trinity_cli.tasks.builtin import CODE_INSTRUCTION, LETTERS, MATH_INSTRUCTION, NUMERIC_INSTRUCTION  # noqa: E402
 from trinity_cli.tasks.items import TaskItem  # noqa: E402
-from trinity_cli.tasks.scoring import find_boxed  # noqa: E402
 
 DATA_DIR = ROOT / "src" / "trinity_cli" / "tasks" / "data"
 

@@ -1,12 +1,12 @@
-"""The answer alone (answer_text.py): each member style's reply x each task kind, with and
+"""The answer alone (turns/answer_text.py): each member style's reply x each task kind, with and
 without an answer line, as ask prints it and serve returns it."""
 
 from __future__ import annotations
 
 import pytest
 
-from trinity_cli import program
-from trinity_cli.answer_text import answer_text
+from trinity_cli.turns import program
+from trinity_cli.turns.answer_text import answer_text
 
 
 def program_reply(code: str) -> str:

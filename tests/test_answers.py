@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from trinity_cli.tasks.scoring import final_answer, guess_kind, same_answer, score_choice, score_numeric
+from trinity_cli.tasks.answers import final_answer, guess_kind, same_answer
+from trinity_cli.tasks.scoring import score_choice, score_numeric
 
 
 def test_scorers_skip_quoted_answers() -> None:

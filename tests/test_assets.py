@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from trinity_cli import assets, paths
-from trinity_cli.config import PackageFile, SplitFile
 from trinity_cli.errors import AssetError
+from trinity_cli.pool_config import PackageFile, SplitFile
 
 
 def _split(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, digest: str) -> SplitFile:

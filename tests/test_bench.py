@@ -18,14 +18,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from trinity_cli import render
-from trinity_cli.bench import BenchOptions, FixedSchedule, bench, held_out_mix, wilson_interval
+from trinity_cli.bench.options import BenchOptions, held_out_mix
+from trinity_cli.bench.runner import bench
+from trinity_cli.bench.stats import wilson_interval
 from trinity_cli.coordinator import head as head_mod
 from trinity_cli.coordinator.backbone import describe
 from trinity_cli.coordinator.policy import versions
+from trinity_cli.episode.schedules import FixedSchedule
 from trinity_cli.errors import ConfigError, ContextOverflow, NotFound
 from trinity_cli.messages import Role
-from trinity_cli.store import RunStore
+from trinity_cli.render import results
+from trinity_cli.runs.store import RunStore
 
 from .conftest import run_main, write_pool
 
@@ -295,8 +298,9 @@ def test_context_overflow_counts_as_wrong(tmp_path: Path) -> None:
 
 
 def test_random_routing_interval_is_over_items_not_episodes() -> None:
-    from trinity_cli.bench import EpisodeResult, System, summarize
-    from trinity_cli.tasks import TaskItem
+    from trinity_cli.bench.stats import summarize
+    from trinity_cli.bench.systems import EpisodeResult, System
+    from trinity_cli.tasks.items import TaskItem
 
     items = [TaskItem("t", f"q{i}", "Q", "42", "numeric") for i in range(4)]
     rewards = {"q0": [1, 1, 1], "q1": [0, 0, 0], "q2": [1, 0, 0], "q3": [1, 1, 0]}
@@ -401,7 +405,7 @@ def test_cli_tables_json_and_replay(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     data = json.loads(out)
     assert data["run"] == "run-2" and data["results"]["selfloop:m2"]["overall"]["mean_turns"] == 3.0
     assert data["stats"]["backend_calls"] == 0
-    render.replay_bench(RunStore().load("run-1"))
+    results.replay_bench(RunStore().load("run-1"))
     assert "single:m1" in capsys.readouterr().out
     train = ["bench", "--pool", str(pool), "--tasks", f"file:{tasks}:train"]
     code, out, err = run_main(train, monkeypatch, capsys)

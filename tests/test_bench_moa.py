@@ -16,11 +16,15 @@ from pathlib import Path
 
 import pytest
 
-from trinity_cli import render, roles
-from trinity_cli.bench import BenchOptions, EpisodeResult, bench, mcnemar_exact, paired_test
 from trinity_cli.bench import moa as moa_mod
+from trinity_cli.bench.options import BenchOptions
+from trinity_cli.bench.runner import bench
+from trinity_cli.bench.stats import mcnemar_exact, paired_test
+from trinity_cli.bench.systems import EpisodeResult
 from trinity_cli.messages import Role, Transcript
-from trinity_cli.store import RunStore
+from trinity_cli.render import console, results, terminal
+from trinity_cli.runs.store import RunStore
+from trinity_cli.turns import prompts
 
 from .conftest import write_pool
 from .test_bench import count_backend_calls, hash_head, options, setup_files
@@ -86,8 +90,8 @@ def test_moa_reuses_the_single_calls_and_aggregates_with_the_strongest_member(
         assert moa.turns[2].execution is not None  # the program member's answer was run
         agg = moa.turns[3]
         assert (agg.index, agg.model, agg.role, agg.override) == (3, "m0", Role.WORKER, moa_mod.OVERRIDE)
-        task = roles.aggregate_task(item_prompts[line["item"]], [m.answer for m in members])
-        assert agg.messages == roles.build_messages(Role.WORKER, task, [], style="reason", kind="numeric")
+        task = prompts.aggregate_task(item_prompts[line["item"]], [m.answer for m in members])
+        assert agg.messages == prompts.build_messages(Role.WORKER, task, [], style="reason", kind="numeric")
         assert "m0" not in task and "[Answer 3]" in task  # answers are anonymous, in pool order
         assert moa.answer == agg.reply and moa.task == item_prompts[line["item"]]
         tokens = sum(m.prompt_tokens + m.completion_tokens for m in members) + agg.prompt_tokens \
@@ -95,7 +99,7 @@ def test_moa_reuses_the_single_calls_and_aggregates_with_the_strongest_member(
         episode = next(e for e in data["episodes"] if e["system"] == "moa" and e["item"] == line["item"])
         assert episode["tokens"] == tokens and episode["turns"][-1] == ["m0", "worker"]
     # Readable by the transcript replay (inspect), aggregator marked.
-    render.replay_transcript("moa", ["m0", "m1", "m2"], moas[0]["transcript"])
+    terminal.replay_transcript("moa", ["m0", "m1", "m2"], moas[0]["transcript"])
     shown = capsys.readouterr().out
     assert "turn 4 · m0 · worker" in shown and "Answers to this task from 3 assistants" in shown
     # Tokens and seconds per question are in the report for moa like every row.
@@ -125,7 +129,8 @@ def test_a_program_aggregator_writes_a_program_that_is_run(tmp_path: Path) -> No
     assert data["systems"][0]["model"] == "p0" and data["results"]["moa"]["overall"]["correct"] == 8
     for line in (ln for ln in episodes_jsonl(result.run_dir) if ln["system"] == "moa"):
         agg = Transcript.from_dict(line["transcript"]).turns[-1]
-        assert agg.messages[1].content.endswith(roles.INSTRUCTIONS["program"][Role.WORKER] + "\nWrite the program now.")
+        instruction = prompts.INSTRUCTIONS["program"][Role.WORKER]
+        assert agg.messages[1].content.endswith(instruction + "\nWrite the program now.")
         assert agg.execution is not None and agg.execution["answer"] == "42" and agg.reply.endswith("Answer: 42")
 
 
@@ -161,19 +166,19 @@ def test_pick_aggregator_and_aggregate_task() -> None:
     assert moa_mod.pick_aggregator(singles, ["a", "b", "c"]) == "b"  # b and c tie: pool order
     assert moa_mod.pick_aggregator([], ["a", "b"]) == "a"
     long = "Step one. " * 400 + "Answer: 42"
-    text = roles.aggregate_task("Q?", ["Answer: 7", long], limit=300)
+    text = prompts.aggregate_task("Q?", ["Answer: 7", long], limit=300)
     assert text.startswith("Q?\n\nAnswers to this task from 2 assistants follow.")
     assert "[Answer 1]\nAnswer: 7\n\n[Answer 2]\nStep one." in text
     assert text.count("Step one.") < 40 and "[…]" in text and "Answer: 42\n\nSynthesize" in text  # the end is kept
     assert moa_mod.member_answers([None, Transcript("t", answer="  "), Transcript("t", answer="x")]) == ["x"]
     fits_short = moa_mod.aggregation_task
-    from trinity_cli.tasks import TaskItem
+    from trinity_cli.tasks.items import TaskItem
 
     item = TaskItem("t", "q", "Q?", "42", "numeric")
     assert fits_short(item, [], lambda text: True) is None
     # Clipped harder until it fits.
-    room = len(roles.aggregate_task("Q?", [long], 400))  # the 400-character clip fits, 800 does not
-    assert fits_short(item, [long], lambda text: len(text) <= room) == roles.aggregate_task("Q?", [long], 400)
+    room = len(prompts.aggregate_task("Q?", [long], 400))  # the 400-character clip fits, 800 does not
+    assert fits_short(item, [long], lambda text: len(text) <= room) == prompts.aggregate_task("Q?", [long], 400)
 
 
 @pytest.mark.parametrize("b,c,p", [
@@ -230,11 +235,11 @@ def test_heads_get_a_paired_test_and_a_selection_by_task(tmp_path: Path, monkeyp
     assert (result.run_dir / "selection.png").stat().st_size > 1000
     assert "selection.png" in RunStore().load(result.run_id)["files"]
     # Redirected (capsys is no terminal), inspect prints report.md itself.
-    render.replay_bench(RunStore().load(result.run_id))
+    results.replay_bench(RunStore().load(result.run_id))
     assert capsys.readouterr().out == report
     # On a terminal, the same tables drawn by Rich, random's selection left out (uniform by design).
     on_terminal(monkeypatch)
-    render.replay_bench(RunStore().load(result.run_id))
+    results.replay_bench(RunStore().load(result.run_id))
     shown = capsys.readouterr().out
     assert "Paired test" in shown and "selfloop:m0" in shown and "head:hashy: member as role" in shown
     assert "random: member as role" not in shown
@@ -252,7 +257,7 @@ def on_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
     """render's stdout console as on a terminal (Rich tables), without colour codes."""
     from rich.console import Console
 
-    monkeypatch.setattr(render, "out", Console(highlight=False, soft_wrap=True, force_terminal=True,
+    monkeypatch.setattr(console, "out", Console(highlight=False, soft_wrap=True, force_terminal=True,
                                                color_system=None, width=120))
 
 
@@ -267,6 +272,6 @@ def test_old_bench_runs_still_replay(tmp_path: Path, capsys, monkeypatch) -> Non
         for share in [sel["overall"], *sel["per_task"].values()]:
             del share["pairs"]
     on_terminal(monkeypatch)
-    render.replay_bench(record)
+    results.replay_bench(record)
     shown = capsys.readouterr().out
     assert "head:hashy" in shown and "member as role" not in shown and "Paired test" not in shown

@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from trinity_cli import cli
-from trinity_cli.store import RunStore
+from trinity_cli.runs.store import RunStore
 
 from .conftest import run_main, scripted_pool
 
@@ -263,7 +263,7 @@ def test_quiet_leaves_stderr_to_errors_and_json_replaces_the_result(tmp_path, mo
 
 def test_ctrl_c_offers_resume_only_where_there_is_one(tmp_path, monkeypatch, capsys) -> None:
     from trinity_cli import ask as ask_mod
-    from trinity_cli import bench as bench_mod
+    from trinity_cli.bench import runner as bench_mod
 
     def interrupt(*args, **kwargs):
         raise KeyboardInterrupt

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from trinity_cli.conductor import ConductorSpec, run_conductor
-from trinity_cli.config import parse_pool
+from trinity_cli.conductor.run import ConductorSpec, run_conductor
 from trinity_cli.errors import ConfigError
 from trinity_cli.messages import Role
-from trinity_cli.pool import Pool, open_pool
+from trinity_cli.pool.pool import Pool, open_pool
+from trinity_cli.pool_config import parse_pool
 
 from .conftest import run_main, write_pool
 
@@ -147,7 +147,7 @@ def test_a_member_named_conductor_and_an_unknown_conductor_are_refused() -> None
 
 
 def test_code_steps_are_run_against_the_tasks_examples_and_later_steps_see_it() -> None:
-    from trinity_cli.settle import Examples
+    from trinity_cli.turns.settle import Examples
 
     code = "```python\ndef double(x):\n    return x * 3\n```"
     reply = flow(["m0", "m1"], ["Write it.", "Fix it."], [[], [0]])
@@ -237,7 +237,8 @@ def bench_files(tmp_path: Path) -> tuple[Path, Path]:
 
 
 def test_bench_conductor_row_reports_workflows_and_replays_from_the_cache(tmp_path: Path) -> None:
-    from trinity_cli.bench import BenchOptions, bench
+    from trinity_cli.bench.options import BenchOptions
+    from trinity_cli.bench.runner import bench
 
     assert "conductor" not in BenchOptions().kinds()  # opt-in: named in --systems
     pool, tasks = bench_files(tmp_path)
@@ -268,7 +269,7 @@ def first_b_share(tasks: Path, data: dict) -> float:
 
 
 def first_run_dir() -> Path:
-    from trinity_cli.store import RunStore
+    from trinity_cli.runs.store import RunStore
 
     return RunStore().path("run-1")
 
@@ -276,7 +277,8 @@ def first_run_dir() -> Path:
 def test_serve_answers_trinity_conductor_in_conductor_mode(tmp_path: Path) -> None:
     from fastapi.testclient import TestClient
 
-    from trinity_cli.serve import ServeOptions, create_app
+    from trinity_cli.serve import create_app
+    from trinity_cli.serve.service import ServeOptions
 
     pool = conducted_pool_file(tmp_path)
     with TestClient(create_app(ServeOptions(pool=str(pool)))) as client:

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from trinity_cli.config import load_pool, parse_pool
 from trinity_cli.errors import ConfigError, NotFound
+from trinity_cli.pool_config import load_pool, parse_pool
 
 
 def test_bundled_default_pool_validates() -> None:
@@ -75,7 +75,7 @@ def test_role_max_tokens_names_roles_and_positive_caps() -> None:
 
 
 def test_speculative_decoding_is_for_server_members_with_one_source(tmp_path) -> None:
-    from trinity_cli.config import parse_pool
+    from trinity_cli.pool_config import parse_pool
 
     def pool(spec: str, runtime: str = "server") -> str:
         return (f"name: x\nmodels:\n  - {{name: a, kind: gguf, runtime: {runtime}, weights: {{path: a.gguf}}, "

@@ -115,7 +115,8 @@ def test_svf_on_cuda_agrees_with_cpu(tiny_lm_dir: Path) -> None:
 
 
 def test_svf_head_evolves_and_records_its_scaling(tmp_path: Path, tiny_lm_dir: Path) -> None:
-    from trinity_cli.evolve import EvolveOptions, evolve
+    from trinity_cli.evolve.evolution import evolve
+    from trinity_cli.evolve.options import EvolveOptions
 
     from .test_evolve import setup_files
 

@@ -5,14 +5,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from trinity_cli.cache import RolloutCache
-from trinity_cli.config import load_pool
 from trinity_cli.coordinator import head as head_mod
 from trinity_cli.coordinator.policy import Coordinator
-from trinity_cli.episode import run_episode
+from trinity_cli.episode.loop import run_episode
 from trinity_cli.errors import ConfigError, ContextOverflow
 from trinity_cli.messages import ROLES, Role, Transcript
-from trinity_cli.pool import Pool
+from trinity_cli.pool.pool import Pool
+from trinity_cli.pool.rollout_cache import RolloutCache
+from trinity_cli.pool_config import load_pool
 
 from .conftest import scripted_pool, write_pool
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -10,8 +11,9 @@ import pytest
 
 from trinity_cli.coordinator.head import Head
 from trinity_cli.errors import ConfigError, NotFound
-from trinity_cli.evolve import EvolveOptions, evolve
-from trinity_cli.store import RunStore
+from trinity_cli.evolve.evolution import evolve
+from trinity_cli.evolve.options import EvolveOptions
+from trinity_cli.runs.store import RunStore
 
 from .conftest import write_pool
 
@@ -82,7 +84,7 @@ def test_kill_and_resume_redoes_no_rollout_and_ends_identical(tmp_path: Path, mo
     run_dir = next((tmp_path / "home-b" / "runs").glob("run-*"))
     assert not (run_dir / "run.json").exists() and (run_dir / "checkpoint.pkl").exists()
 
-    from trinity_cli import pool as pool_mod
+    from trinity_cli.pool import pool as pool_mod
 
     calls = []
     original = pool_mod.Pool.chat
@@ -113,7 +115,7 @@ def test_kill_and_resume_redoes_no_rollout_and_ends_identical(tmp_path: Path, mo
 def test_rerun_of_finished_generations_is_all_cache(tmp_path: Path, monkeypatch) -> None:
     pool, tasks = setup_files(tmp_path)
     evolve(options(pool, tasks, budget=16, val_every=5))
-    from trinity_cli import pool as pool_mod
+    from trinity_cli.pool import pool as pool_mod
 
     calls = []
     original = pool_mod.Pool.chat
@@ -300,7 +302,7 @@ def test_budget_below_one_generation_is_refused_up_front(tmp_path: Path, monkeyp
 
 def test_curves_count_per_generation_and_in_total(tmp_path: Path, monkeypatch) -> None:
     """Issue 14.3: the counters of a generation are its own; totals are named as such."""
-    from trinity_cli import pool as pool_mod
+    from trinity_cli.pool import pool as pool_mod
 
     pool, tasks = setup_files(tmp_path)
     calls: list[tuple[int, bool, int]] = []  # (generation, cached, tokens)
@@ -445,3 +447,29 @@ def test_head_input_is_centred_on_turn0_features_of_training_tasks(tmp_path: Pat
     evolve(options(pool, task_file, budget=16, center_items=0, out=str(tmp_path / "raw")))
     raw = Head.load(tmp_path / "raw")
     assert not raw.center.any() and raw.center_scale == 1.0 and raw.manifest["input"] == {"center_items": 0, "dims": 0}
+
+
+OLD_LAYOUT = Path(__file__).parent / "data" / "old_layout_run"
+
+
+def test_a_run_checkpointed_by_the_flat_layout_resumes_after_the_package_moves(tmp_path: Path, monkeypatch) -> None:
+    """tests/data/old_layout_run was written by trinity at f16c643, when evolve/evolution.py was a flat
+    module (its checkpoint pickles `trinity_cli.evolve._Randn`): this test's setup_files and
+    options(Path("pool.yaml"), Path("tasks.jsonl"), input_dims=4), run from that directory with
+    TRINITY_HOME=home and stopped mid-generation 2, like the kill test above. It resumes to
+    the head an uninterrupted run of today's code ends with."""
+    work = tmp_path / "old"
+    shutil.copytree(OLD_LAYOUT, work)
+    assert b"trinity_cli.evolve\x94" in (work / "home" / "runs" / "run-1" / "checkpoint.pkl").read_bytes()
+    monkeypatch.chdir(work)
+    monkeypatch.setenv("TRINITY_HOME", str(work / "home"))
+    events: list = []
+    resumed = evolve(options(Path("pool.yaml"), Path("tasks.jsonl"), input_dims=4, out=str(tmp_path / "b")),
+                     resume="run-1", progress=lambda k, d: events.append((k, d)))
+    start = next(d for k, d in events if k == "start")
+    assert start["run"] == "run-1" and start["spent"] == 32  # two generations from the old checkpoint
+    monkeypatch.setenv("TRINITY_HOME", str(tmp_path / "home-a"))
+    reference = evolve(options(Path("pool.yaml"), Path("tasks.jsonl"), input_dims=4, out=str(tmp_path / "a")))
+    a, b = Head.load(tmp_path / "a"), Head.load(tmp_path / "b")
+    assert np.array_equal(a.flat(), b.flat()) and np.array_equal(a.basis, b.basis)
+    assert resumed.best_val == reference.best_val and resumed.spent == reference.spent == 48

@@ -18,9 +18,9 @@ import time
 from pathlib import Path
 
 from trinity_cli import assets, paths
-from trinity_cli.config import PackageFile, SplitFile
 from trinity_cli.keyed_cache import DB_FILE, KeyedCache, db_damage
-from trinity_cli.store import EvolveRun, RunStore
+from trinity_cli.pool_config import PackageFile, SplitFile
+from trinity_cli.runs.store import EvolveRun, RunStore
 
 from .conftest import run_main, scripted_pool, write_pool
 
@@ -252,7 +252,7 @@ def test_two_processes_write_one_rollout_cache_at_once(tmp_path) -> None:
     script = textwrap.dedent(f"""
         import sys
         from pathlib import Path
-        from trinity_cli.cache import RolloutCache
+        from trinity_cli.pool.rollout_cache import RolloutCache
         from trinity_cli.messages import Completion
         cache = RolloutCache(Path({str(directory)!r}))
         me = sys.argv[1]
@@ -266,7 +266,7 @@ def test_two_processes_write_one_rollout_cache_at_once(tmp_path) -> None:
     for proc in procs:
         _, err = proc.communicate(timeout=120)
         assert proc.returncode == 0, err.decode()
-    from trinity_cli.cache import RolloutCache
+    from trinity_cli.pool.rollout_cache import RolloutCache
 
     cache = RolloutCache(directory)
     assert len(cache) == 650

@@ -1,4 +1,4 @@
-"""A head's start fitted to a sample matrix (head_init.py), and evolve starting from it."""
+"""A head's start fitted to a sample matrix (coordinator/label_fit.py), and evolve starting from it."""
 
 from __future__ import annotations
 
@@ -9,11 +9,12 @@ import numpy as np
 import pytest
 
 from trinity_cli.coordinator.head import Head, untrained
+from trinity_cli.coordinator.label_fit import fit_start, read_labels
 from trinity_cli.errors import ConfigError
-from trinity_cli.evolve import EvolveOptions, evolve
-from trinity_cli.head_init import fit_start, read_labels
+from trinity_cli.evolve.evolution import evolve
+from trinity_cli.evolve.options import EvolveOptions
 from trinity_cli.messages import ROLES, Role
-from trinity_cli.store import RunStore
+from trinity_cli.runs.store import RunStore
 
 from .conftest import write_pool
 

@@ -18,9 +18,9 @@ import httpx
 import pytest
 
 from trinity_cli.backends.openai_api import OpenAIBackend
-from trinity_cli.config import OpenAIModel, Price
 from trinity_cli.errors import AuthError, BackendUnavailable, ContextOverflow
 from trinity_cli.messages import ChatMessage, GenParams
+from trinity_cli.pool_config import OpenAIModel, Price
 
 from .conftest import free_port, stop_process
 

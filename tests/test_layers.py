@@ -74,10 +74,10 @@ def test_checker_catches_upward_and_lazy_imports(tmp_path: Path) -> None:
     order = layers()
     fake = tmp_path / "pool.py"
     fake.write_text("from trinity_cli import errors\n"
-                    "def f():\n    from trinity_cli.store import RunStore\n    import trinity_cli.cli\n")
-    assert violations(fake, "trinity_cli.pool", order) == [
-        "trinity_cli.pool imports trinity_cli.store (listed below it)",
-        "trinity_cli.pool imports trinity_cli.cli (listed below it)",
+                    "def f():\n    from trinity_cli.runs.store import RunStore\n    import trinity_cli.cli\n")
+    assert violations(fake, "trinity_cli.pool.pool", order) == [
+        "trinity_cli.pool.pool imports trinity_cli.runs.store (listed below it)",
+        "trinity_cli.pool.pool imports trinity_cli.cli (listed below it)",
     ]
     assert layer_of("trinity_cli.backends.llamacpp", order) == order.index("backends")
 
@@ -89,14 +89,14 @@ OWNERS = {
     "xllamacpp": ("backends/llamaserver.py",),
     "torch": ("coordinator/",),
     "transformers": ("coordinator/",),
-    "cma": ("evolve.py",),
-    "ray": ("ray_evaluator.py",),
-    "matplotlib": ("charts.py",),
+    "cma": ("evolve/strategy.py",),
+    "ray": ("evaluators/ray_actors.py",),
+    "matplotlib": ("runs/charts.py",),
     "fastapi": ("serve",),
     "starlette": ("serve",),
     "sse_starlette": ("serve",),
     "uvicorn": ("serve",),
-    "rich": ("render.py", "render_workflow.py", "render_progress.py"),
+    "rich": ("render/",),
     "typer": ("cli.py",),
 }
 

@@ -9,10 +9,10 @@ import pytest
 
 from trinity_cli import cli
 from trinity_cli.backends.llamacpp import LlamaCppBackend
-from trinity_cli.config import load_pool, parse_pool
 from trinity_cli.errors import ContextOverflow
 from trinity_cli.messages import ChatMessage, GenParams
-from trinity_cli.store import RunStore
+from trinity_cli.pool_config import load_pool, parse_pool
+from trinity_cli.runs.store import RunStore
 
 from .conftest import smollm2_path
 
@@ -61,7 +61,7 @@ def test_close_frees_and_reloads(backend) -> None:
 
 
 def test_max_resident_evicts(tmp_path: Path) -> None:
-    from trinity_cli.pool import Pool
+    from trinity_cli.pool.pool import Pool
 
     # Other context sizes are other llama.cpp loads of the file: two resident models.
     text = f"""
@@ -80,8 +80,8 @@ models:
 
 
 def test_styles_share_one_loaded_model(tmp_path: Path) -> None:
-    from trinity_cli.episode import run_episode
-    from trinity_cli.pool import Pool
+    from trinity_cli.episode.loop import run_episode
+    from trinity_cli.pool.pool import Pool
 
     from .test_program import _Schedule
 

@@ -18,10 +18,10 @@ import yaml
 from trinity_cli.backends import registry
 from trinity_cli.backends.llamacpp import LlamaCppBackend
 from trinity_cli.backends.llamaserver import LlamaServerBackend
-from trinity_cli.config import parse_pool
 from trinity_cli.errors import BackendError, ConfigError, ContextOverflow
 from trinity_cli.messages import ChatMessage, GenParams
-from trinity_cli.pool import Pool, load_key
+from trinity_cli.pool.pool import Pool, load_key
+from trinity_cli.pool_config import parse_pool
 
 
 class FakeServer:

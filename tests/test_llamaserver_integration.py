@@ -14,10 +14,11 @@ import yaml
 
 from trinity_cli.backends.llamacpp import LlamaCppBackend
 from trinity_cli.backends.llamaserver import LlamaServerBackend
-from trinity_cli.bench import BenchOptions, bench
-from trinity_cli.config import parse_pool
+from trinity_cli.bench.options import BenchOptions
+from trinity_cli.bench.runner import bench
 from trinity_cli.messages import ChatMessage, GenParams
-from trinity_cli.pool import Pool
+from trinity_cli.pool.pool import Pool
+from trinity_cli.pool_config import parse_pool
 
 from .conftest import smollm2_path
 

@@ -16,14 +16,16 @@ import pytest
 from fastapi.testclient import TestClient
 
 from trinity_cli.ask import AskOptions, ask
-from trinity_cli.bench import BenchOptions, bench
+from trinity_cli.bench.options import BenchOptions
+from trinity_cli.bench.runner import bench
 from trinity_cli.coordinator import head as head_mod
 from trinity_cli.coordinator.backbone import describe
 from trinity_cli.coordinator.head import DEFAULT_MAX_TURNS, turn_budget
 from trinity_cli.coordinator.policy import versions
-from trinity_cli.reports import bench_view
-from trinity_cli.serve import ServeOptions, create_app
-from trinity_cli.store import RunStore
+from trinity_cli.runs.reports import bench_view
+from trinity_cli.runs.store import RunStore
+from trinity_cli.serve import create_app
+from trinity_cli.serve.service import ServeOptions
 
 from .conftest import run_main, write_pool
 

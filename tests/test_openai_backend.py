@@ -13,7 +13,6 @@ import httpx
 import pytest
 
 from trinity_cli.backends.openai_api import BACKOFF_BASE_S, BACKOFF_CAP_S, OpenAIBackend
-from trinity_cli.config import OpenAIModel, Price
 from trinity_cli.errors import (
     AuthError,
     BackendError,
@@ -22,6 +21,7 @@ from trinity_cli.errors import (
     ModelNotFound,
 )
 from trinity_cli.messages import ChatMessage, GenParams
+from trinity_cli.pool_config import OpenAIModel, Price
 
 KEY_VAR = "TRINITY_TEST_OPENAI_KEY"
 KEY = "sk-test-0123456789-very-SECRET-value"

@@ -26,9 +26,9 @@ import numpy as np
 import pytest
 
 from trinity_cli.backends.scripted import ScriptedBackend
-from trinity_cli.bench import bench
+from trinity_cli.bench.runner import bench
 from trinity_cli.coordinator.head import Head
-from trinity_cli.evolve import evolve
+from trinity_cli.evolve.evolution import evolve
 
 from . import test_bench, test_evolve
 from .conftest import write_pool
@@ -243,7 +243,7 @@ def test_sigkilled_parallel_run_resumes_from_the_cache(tmp_path: Path, monkeypat
     assert not (run_dir / "run.json").exists()
     at_kill = _rollouts(home_b)
 
-    from trinity_cli.evolve import EvolveOptions
+    from trinity_cli.evolve.options import EvolveOptions
 
     opts = EvolveOptions(pool=str(pool), tasks=f"file:{tasks}:train", val_tasks=f"file:{tasks}:val:6", budget=48,
                          minibatch=4, popsize=4, seed=3, max_turns=2, val_every=1, backbone="hash:16", sigma0=1.0)
@@ -343,7 +343,7 @@ def test_views_share_the_backbone_and_hidden_cache(tmp_path: Path) -> None:
 
 def _outcome(calls: list[tuple[str, str, bool]]) -> Any:
     """An EpisodeOutcome whose turns made `calls` (model, prompt, cached)."""
-    from trinity_cli.evaluate import EpisodeOutcome
+    from trinity_cli.evaluators.local import EpisodeOutcome
     from trinity_cli.messages import ChatMessage, Role, Transcript, Turn
 
     turns = [Turn(index=i, model=m, role=Role.WORKER, chosen_role=Role.WORKER, model_probs=[], role_probs=[],
@@ -353,10 +353,10 @@ def _outcome(calls: list[tuple[str, str, bool]]) -> Any:
 
 
 def test_cache_flags_are_those_of_a_serial_run(tmp_path: Path) -> None:
-    from trinity_cli.cache import RolloutCache
-    from trinity_cli.config import parse_pool
-    from trinity_cli.evaluate import settle_cache_flags
-    from trinity_cli.pool import Pool
+    from trinity_cli.evaluators.local import settle_cache_flags
+    from trinity_cli.pool.pool import Pool
+    from trinity_cli.pool.rollout_cache import RolloutCache
+    from trinity_cli.pool_config import parse_pool
 
     config = parse_pool(json.dumps({"name": "p", "models": [
         {"name": "a", "kind": "scripted"}, {"name": "b", "kind": "scripted", "temperature": 0.7, "seed": None}]}),
@@ -374,12 +374,12 @@ def test_cache_flags_are_those_of_a_serial_run(tmp_path: Path) -> None:
 
 
 def test_thread_evaluator_returns_spec_order_and_raises_the_failure(tmp_path: Path, monkeypatch) -> None:
-    from trinity_cli.config import load_pool
+    from trinity_cli.episode.schedules import FixedSchedule
     from trinity_cli.errors import BackendError
-    from trinity_cli.evaluate import EpisodeSpec, Runtime, ThreadEvaluator
+    from trinity_cli.evaluators.local import EpisodeSpec, Runtime, ThreadEvaluator
     from trinity_cli.messages import Role
-    from trinity_cli.pool import Pool
-    from trinity_cli.schedules import FixedSchedule
+    from trinity_cli.pool.pool import Pool
+    from trinity_cli.pool_config import load_pool
     from trinity_cli.tasks.items import TaskItem
 
     pool_file = write_pool(tmp_path, {"name": "p", "models": [

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from trinity_cli.bench import BenchOptions, bench
+from trinity_cli.bench.options import BenchOptions
+from trinity_cli.bench.runner import bench
 
 from .conftest import write_pool
 from .slow_openai import SlowOpenAI

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from trinity_cli import pool as pool_module
 from trinity_cli.backends.base import Backend
-from trinity_cli.config import parse_pool
 from trinity_cli.messages import ChatMessage, Completion, GenParams
-from trinity_cli.pool import Pool, load_key
+from trinity_cli.pool import pool as pool_module
+from trinity_cli.pool.pool import Pool, load_key
+from trinity_cli.pool_config import parse_pool
 
 LOADED: list[str] = []  # names of fake in-process backends currently loaded
 
@@ -140,7 +140,7 @@ def test_backend_calls_run_outside_the_pool_lock(monkeypatch: pytest.MonkeyPatch
 def test_identical_calls_in_flight_make_one_model_call(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     # Eight threads ask the same thing at once: one reaches the model, the other seven
     # wait for it and are answered by the cache, as they would be one after another.
-    from trinity_cli.cache import RolloutCache
+    from trinity_cli.pool.rollout_cache import RolloutCache
 
     started = threading.Event()
     release = threading.Event()
@@ -182,8 +182,8 @@ def test_identical_calls_in_flight_make_one_model_call(monkeypatch: pytest.Monke
 
 
 def test_when_the_call_in_flight_fails_a_waiting_call_makes_it(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    from trinity_cli.cache import RolloutCache
     from trinity_cli.errors import BackendUnavailable
+    from trinity_cli.pool.rollout_cache import RolloutCache
 
     waiting = threading.Event()
     attempts: list[int] = []

@@ -23,8 +23,9 @@ from typing import Any
 
 import pytest
 
-from trinity_cli.evolve import Evolution, EvolveOptions, evolve
-from trinity_cli.ray_evaluator import RayOptions
+from trinity_cli.evaluators.ray_actors import RayOptions
+from trinity_cli.evolve.evolution import Evolution, evolve
+from trinity_cli.evolve.options import EvolveOptions
 
 from . import test_bench, test_evolve
 from .conftest import write_pool
@@ -232,14 +233,14 @@ def test_bench_on_ray_from_the_cli_gives_the_serial_bench_json(cluster, tmp_path
 
 
 def test_an_episode_error_comes_back_as_itself_and_the_next_batch_runs(cluster, tmp_path: Path) -> None:
-    from trinity_cli.cache import RolloutCache
-    from trinity_cli.config import load_pool
+    from trinity_cli.episode.schedules import FixedSchedule
     from trinity_cli.errors import ConfigError
-    from trinity_cli.evaluate import EpisodeSpec, Runtime, SerialEvaluator
+    from trinity_cli.evaluators.local import EpisodeSpec, Runtime, SerialEvaluator
+    from trinity_cli.evaluators.ray_actors import RayEvaluator
     from trinity_cli.messages import Role
-    from trinity_cli.pool import Pool
-    from trinity_cli.ray_evaluator import RayEvaluator
-    from trinity_cli.schedules import FixedSchedule
+    from trinity_cli.pool.pool import Pool
+    from trinity_cli.pool.rollout_cache import RolloutCache
+    from trinity_cli.pool_config import load_pool
     from trinity_cli.tasks.items import TaskItem
 
     one = [{"name": "a", "kind": "scripted", "default": "Answer: 1"}]
@@ -282,13 +283,13 @@ class Unstartable:
 
 def test_an_actor_that_cannot_start_is_an_error_not_a_retry(cluster, tmp_path: Path) -> None:
     ray = pytest.importorskip("ray")
-    from trinity_cli.config import load_pool
+    from trinity_cli.episode.schedules import FixedSchedule
     from trinity_cli.errors import ConfigError
-    from trinity_cli.evaluate import EpisodeSpec, Runtime
+    from trinity_cli.evaluators.local import EpisodeSpec, Runtime
+    from trinity_cli.evaluators.ray_actors import RayEvaluator
     from trinity_cli.messages import Role
-    from trinity_cli.pool import Pool
-    from trinity_cli.ray_evaluator import RayEvaluator
-    from trinity_cli.schedules import FixedSchedule
+    from trinity_cli.pool.pool import Pool
+    from trinity_cli.pool_config import load_pool
     from trinity_cli.tasks.items import TaskItem
 
     pool_file = write_pool(tmp_path, {"name": "p", "models": [{"name": "a", "kind": "scripted"}]})
@@ -308,11 +309,11 @@ def test_an_actor_that_cannot_start_is_an_error_not_a_retry(cluster, tmp_path: P
 
 
 def test_more_workers_than_cpus_is_refused(cluster, tmp_path: Path) -> None:
-    from trinity_cli.config import load_pool
     from trinity_cli.errors import ConfigError
-    from trinity_cli.evaluate import Runtime
-    from trinity_cli.pool import Pool
-    from trinity_cli.ray_evaluator import RayEvaluator
+    from trinity_cli.evaluators.local import Runtime
+    from trinity_cli.evaluators.ray_actors import RayEvaluator
+    from trinity_cli.pool.pool import Pool
+    from trinity_cli.pool_config import load_pool
 
     pool_file = write_pool(tmp_path, {"name": "p", "models": [{"name": "a", "kind": "scripted"}]})
     with pytest.raises(ConfigError, match="--ray-workers 9: the Ray cluster has 3 CPUs") as info:
@@ -360,8 +361,8 @@ def test_ray_flags_that_do_not_go_together(tmp_path: Path, monkeypatch, capsys, 
 def test_an_actor_computes_with_the_cpus_ray_gave_it(tmp_path) -> None:
     """Actors sharing a machine must not each take all its cores: llama.cpp members without
     n_threads get the actor's CPUs; members that set n_threads keep them."""
-    from trinity_cli.config import load_pool
-    from trinity_cli.ray_evaluator import actor_cpus
+    from trinity_cli.evaluators.ray_actors import actor_cpus
+    from trinity_cli.pool_config import load_pool
 
     assert actor_cpus({"CPU": 1.0}) == 1 and actor_cpus({"CPU": 4.0}) == 4 and actor_cpus({}) == 1
     gguf = tmp_path / "m.gguf"

@@ -1,4 +1,4 @@
-"""What render.py prints: footers, and model text shown literally."""
+"""What render/terminal.py prints: footers, and model text shown literally."""
 
 from __future__ import annotations
 
@@ -7,16 +7,16 @@ import io
 import pytest
 from rich.console import Console
 
-from trinity_cli import render
 from trinity_cli.messages import Transcript
+from trinity_cli.render import console, terminal
 
 
 @pytest.fixture
 def screens(monkeypatch: pytest.MonkeyPatch) -> dict[str, io.StringIO]:
     """render's two consoles, writing plain text to buffers."""
     buffers = {"out": io.StringIO(), "err": io.StringIO()}
-    monkeypatch.setattr(render, "out", Console(file=buffers["out"], width=200, highlight=False, soft_wrap=True))
-    monkeypatch.setattr(render, "err", Console(file=buffers["err"], width=200, highlight=False))
+    monkeypatch.setattr(console, "out", Console(file=buffers["out"], width=200, highlight=False, soft_wrap=True))
+    monkeypatch.setattr(console, "err", Console(file=buffers["err"], width=200, highlight=False))
     return buffers
 
 
@@ -31,12 +31,12 @@ def screens(monkeypatch: pytest.MonkeyPatch) -> dict[str, io.StringIO]:
 )
 def test_footer_names_what_ended_the_episode(screens, stop_reason: str, accepted: bool, words: str) -> None:
     transcript = Transcript(task="Q", stop_reason=stop_reason, accepted=accepted)
-    render.ask_footer("run-3", transcript, 1.0)
+    terminal.ask_footer("run-3", transcript, 1.0)
     shown = screens["err"].getvalue()
     assert words in shown
-    assert all(other not in shown for other in render.STOP_REASONS.values() if other != words)
+    assert all(other not in shown for other in terminal.STOP_REASONS.values() if other != words)
 
     record = {"id": "run-3", "pool": {"name": "p", "models": []}, "head": {"name": "h"}, "seed": 0,
               "transcript": {**transcript.to_dict(), "answer": "42"}}
-    render.replay_ask(record)
+    terminal.replay_ask(record)
     assert f"Answer ({words})" in screens["out"].getvalue()

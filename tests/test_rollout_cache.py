@@ -1,4 +1,4 @@
-"""What the rollout cache keys on, and which calls it stores (cache.py's contract)."""
+"""What the rollout cache keys on, and which calls it stores (pool/rollout_cache.py's contract)."""
 
 from __future__ import annotations
 
@@ -7,14 +7,14 @@ from pathlib import Path
 import httpx
 import pytest
 
-from trinity_cli import roles
 from trinity_cli.backends import llamacpp
 from trinity_cli.backends.llamacpp import LlamaCppBackend
 from trinity_cli.backends.openai_api import OpenAIBackend
-from trinity_cli.cache import RolloutCache
-from trinity_cli.config import GGUFModel, load_pool
 from trinity_cli.messages import ChatMessage, GenParams
-from trinity_cli.pool import Pool
+from trinity_cli.pool.pool import Pool
+from trinity_cli.pool.rollout_cache import RolloutCache
+from trinity_cli.pool_config import GGUFModel, load_pool
+from trinity_cli.turns import prompts
 
 from .conftest import write_pool
 
@@ -110,6 +110,6 @@ def test_a_new_prompt_version_keeps_the_calls_whose_messages_did_not_change(tmp_
     config = load_pool(str(write_pool(tmp_path, {"name": "s", "models": models})))
     pool = Pool(config, cache=RolloutCache(tmp_path / "cache"))
     before = pool.cache_key("s", MESSAGES)
-    monkeypatch.setattr(roles, "PROMPT_VERSION", "p-next")
+    monkeypatch.setattr(prompts, "PROMPT_VERSION", "p-next")
     assert pool.cache_key("s", MESSAGES) == before
     assert before is not None and before.startswith("r2:")

@@ -23,8 +23,9 @@ from typer.testing import CliRunner
 from trinity_cli import cli, paths
 from trinity_cli.coordinator import head as head_mod
 from trinity_cli.errors import ConfigError
-from trinity_cli.serve import ServeOptions, create_app
-from trinity_cli.store import RunStore
+from trinity_cli.runs.store import RunStore
+from trinity_cli.serve import create_app
+from trinity_cli.serve.service import ServeOptions
 
 from .conftest import free_port, scripted_pool, stop_process, write_pool
 

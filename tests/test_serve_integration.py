@@ -19,7 +19,7 @@ import httpx
 import openai
 import pytest
 
-from trinity_cli.store import RunStore
+from trinity_cli.runs.store import RunStore
 
 from .conftest import free_port, stop_process, write_pool
 

@@ -1,4 +1,4 @@
-"""The loop's rules for settling an answer (settle.py, episode.py): fresh attempts sampled
+"""The loop's rules for settling an answer (turns/settle.py, episode/loop.py): fresh attempts sampled
 from derived seeds, votes, agreement with any earlier answer, plurality and its ties, code
 answers run against the task's shown examples, and scores on the tests it does not show."""
 
@@ -11,15 +11,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from trinity_cli import settle, tasks
-from trinity_cli.config import load_pool
-from trinity_cli.episode import attempt_salt, run_episode
+from trinity_cli import tasks
+from trinity_cli.episode.loop import attempt_salt, run_episode
+from trinity_cli.episode.schedules import FixedSchedule, agree
 from trinity_cli.messages import ROLES, Decision, Role, Turn
-from trinity_cli.pool import Pool, attempt_seed
-from trinity_cli.schedules import FixedSchedule, agree
-from trinity_cli.settle import Examples
+from trinity_cli.pool.pool import Pool, attempt_seed
+from trinity_cli.pool_config import load_pool
 from trinity_cli.tasks import builtin
 from trinity_cli.tasks.doctests import examples_in_text
+from trinity_cli.turns import settle
+from trinity_cli.turns.settle import Examples
 
 from .conftest import write_pool
 
@@ -51,7 +52,7 @@ def solve(reply: str) -> list[dict]:
 
 
 def test_a_member_asked_again_samples_from_a_derived_seed_and_is_cached(tmp_path: Path) -> None:
-    from trinity_cli.cache import RolloutCache
+    from trinity_cli.pool.rollout_cache import RolloutCache
 
     pool = make_pool(tmp_path, {"m0": solve("Answer: {seed}")})
     pool.cache = RolloutCache(tmp_path / "cache")

@@ -1,4 +1,4 @@
-"""store.py owns run directories: evolve and bench files are written and read through it."""
+"""runs/store.py owns run directories: evolve and bench files are written and read through it."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from trinity_cli.errors import NotFound
-from trinity_cli.store import BenchRun, EvolveRun, RunStore
+from trinity_cli.runs.store import BenchRun, EvolveRun, RunStore
 
 
 def test_evolve_run_files_round_trip(tmp_path: Path) -> None:

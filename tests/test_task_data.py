@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from trinity_cli.tasks import TASKS, load_items, load_split
 from trinity_cli.tasks.builtin import DATA_DIR
+from trinity_cli.tasks.registry import TASKS, load_items, load_split
 
 ROOT = Path(__file__).resolve().parents[1]
 

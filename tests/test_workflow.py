@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from trinity_cli.workflow import SELF, Workflow, levels, read_workflow, topology
+from trinity_cli.conductor.workflow import SELF, Workflow, levels, read_workflow, topology
 
 MEMBERS = ["reason", "direct", "program"]
 

@@ -29,7 +29,8 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[2]  # the repository
 
-from trinity_cli.bench import BenchOptions, bench  # noqa: E402
+from trinity_cli.bench.options import BenchOptions  # noqa: E402
+from trinity_cli.bench.runner import bench  # noqa: E402
 
 
 def subset_pool(members: list[str] | None, folder: Path) -> Path:

@@ -12,7 +12,7 @@ cache under TRINITY_HOME and a later `trinity bench --systems single,sc,agree --
 on the same items replays them. Each reply is scored on the item's hidden tests.
 
 Then, at no further model call, the accuracy and cost (calls, tokens, model seconds per
-item) of every fixed procedure, per task, settled by settle.py's own rules:
+item) of every fixed procedure, per task, settled by turns/settle.py's own rules:
 
     single:M          the member's greedy reply
     sc:M@J            its first J replies, plurality (code: the latest passing its examples)
@@ -23,7 +23,7 @@ item) of every fixed procedure, per task, settled by settle.py's own rules:
 
 how well the shown examples tell right code from wrong (replies passing them, right or
 wrong on the hidden tests); the Verifier table: outside code tasks a Verifier answers alone
-(roles.py), so a Verifier that checks a Worker's greedy answer is that member's reply from the
+(turns/prompts.py), so a Verifier that checks a Worker's greedy answer is that member's reply from the
 task alone (its greedy reply, or its second when it was the Worker) and ACCEPTs when the answers
 agree: for each Verifier, the share of right answers it ACCEPTs and of wrong ones it REVISEs,
 read off the matrix; and `best-procedure-per-task`: for each task the most accurate procedure
@@ -44,15 +44,16 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]  # the repository
 
-from trinity_cli import settle, tasks  # noqa: E402
+from trinity_cli import tasks  # noqa: E402
 from trinity_cli.bench.stats import paired_test  # noqa: E402
 from trinity_cli.bench.systems import sc_source  # noqa: E402
-from trinity_cli.config import load_pool  # noqa: E402
-from trinity_cli.episode import run_episode  # noqa: E402
+from trinity_cli.episode.loop import run_episode  # noqa: E402
 from trinity_cli.messages import Turn  # noqa: E402
-from trinity_cli.pool import open_pool  # noqa: E402
-from trinity_cli.settle import Examples  # noqa: E402
+from trinity_cli.pool.pool import open_pool  # noqa: E402
+from trinity_cli.pool_config import load_pool  # noqa: E402
 from trinity_cli.tasks.answers import same_answer  # noqa: E402
+from trinity_cli.turns import settle  # noqa: E402
+from trinity_cli.turns.settle import Examples  # noqa: E402
 
 
 @dataclass

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from trinity_cli.store import BenchRun, RunStore
+from trinity_cli.runs.store import BenchRun, RunStore
 
 
 def main() -> None:

@@ -34,10 +34,10 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[2]  # the repository
 
 from trinity_cli import tasks  # noqa: E402
-from trinity_cli.config import load_pool  # noqa: E402
-from trinity_cli.episode import run_episode  # noqa: E402
+from trinity_cli.episode.loop import run_episode  # noqa: E402
 from trinity_cli.messages import ROLES, ChatMessage, Decision, Role, Turn  # noqa: E402
-from trinity_cli.pool import open_pool  # noqa: E402
+from trinity_cli.pool.pool import open_pool  # noqa: E402
+from trinity_cli.pool_config import load_pool  # noqa: E402
 
 
 class Plan:

@@ -26,8 +26,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 from trinity_cli.backends.llamacpp import LlamaCppBackend
 from trinity_cli.backends.llamaserver import LlamaServerBackend
-from trinity_cli.config import load_pool
 from trinity_cli.messages import ChatMessage, GenParams
+from trinity_cli.pool_config import load_pool
 
 PROMPTS = [
     "What is {a} * {b}? Think step by step, then give the answer on a line 'Answer: N'.",

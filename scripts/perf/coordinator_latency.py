@@ -26,11 +26,11 @@ import time
 
 import numpy as np
 
-from trinity_cli.config import load_pool
 from trinity_cli.coordinator import head as head_mod
 from trinity_cli.coordinator.backbone import Backbone, describe
 from trinity_cli.coordinator.policy import TEXT_CHARS, TURN_CHARS, Coordinator, coordinator_text
 from trinity_cli.messages import ChatMessage, Role, Turn
+from trinity_cli.pool_config import load_pool
 
 
 def random_head(models: list[str], backbone: str, hidden: int, seed: int = 0) -> head_mod.Head:
@@ -149,7 +149,7 @@ def main() -> None:
 
     if args.episode:
         from trinity_cli.ask import AskOptions, ask
-        from trinity_cli.pool import open_pool
+        from trinity_cli.pool.pool import open_pool
 
         with tempfile.TemporaryDirectory() as tmp:
             import os

@@ -18,9 +18,10 @@ import statistics
 import time
 from typing import Any
 
-from trinity_cli import assets, roles, tasks
-from trinity_cli.config import load_pool
+from trinity_cli import assets, tasks
 from trinity_cli.messages import Role
+from trinity_cli.pool_config import load_pool
+from trinity_cli.turns import prompts as turn_prompts
 
 SETTINGS: list[tuple[str, dict[str, Any]]] = [
     ("today (threads = cores, n_batch 512)", {}),
@@ -48,7 +49,8 @@ def main() -> None:
     path = str(assets.resolve(member.weights))  # type: ignore[union-attr]
     items = tasks.sample_items("gsm8k:test:2,arc-challenge:test:2,mbpp:test:2", seed=1)[: args.prompts]
     prompts = [[{"role": m.role, "content": m.content}
-                for m in roles.build_messages(Role.WORKER, item.prompt, [], style=member.style, kind=item.scorer)]
+                for m in turn_prompts.build_messages(Role.WORKER, item.prompt, [], style=member.style,
+                                                     kind=item.scorer)]
                for item in items]
     base = {"n_ctx": member.n_ctx, "n_threads": os.cpu_count() or 1, "n_batch": 512, "seed": 0,  # type: ignore[union-attr]
             "verbose": False}

@@ -28,8 +28,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]  # the repository
 
-from trinity_cli import roles  # noqa: E402
-from trinity_cli.config import GGUFModel, load_pool  # noqa: E402
+from trinity_cli.pool_config import GGUFModel, load_pool  # noqa: E402
+from trinity_cli.turns import prompts  # noqa: E402
 
 GENERIC_SYSTEM = "You are one member of a team that solves tasks together."
 
@@ -84,7 +84,7 @@ def main() -> None:
             for layout, total in totals.items():
                 previous: list[int] = []
                 for turn in turns:
-                    p4 = turn["messages"][0]["content"] == roles.SYSTEM  # already laid out so
+                    p4 = turn["messages"][0]["content"] == prompts.SYSTEM  # already laid out so
                     messages = turn["messages"] if layout == "now" or p4 else reordered(turn["messages"])
                     prompt = tokens(chatml(messages))
                     total[0] += len(prompt)

@@ -19,8 +19,8 @@ import statistics
 import tempfile
 import time
 
-from trinity_cli.tasks import sandbox
-from trinity_cli.tasks.scoring import score_code
+from trinity_cli.sandbox import sandbox
+from trinity_cli.tasks.code import score_code
 
 ITEM = {
     "prelude": (

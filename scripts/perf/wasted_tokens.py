@@ -24,9 +24,9 @@ import statistics
 from collections import defaultdict
 from pathlib import Path
 
-from trinity_cli.config import load_pool
-from trinity_cli.program import split_reply
-from trinity_cli.store import BenchRun, RunStore
+from trinity_cli.pool_config import load_pool
+from trinity_cli.runs.store import BenchRun, RunStore
+from trinity_cli.turns.program import split_reply
 
 _MARK = re.compile(r"\banswer\b\s*(?:is\b\s*:?|[:=])|\\boxed\{|\bverdict\b\s*:", re.IGNORECASE)
 _FENCE = re.compile(r"```[^\n]*\n.*?```", re.DOTALL)

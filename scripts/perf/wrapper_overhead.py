@@ -14,8 +14,8 @@ import statistics
 import time
 
 from trinity_cli.backends.llamacpp import LlamaCppBackend
-from trinity_cli.config import load_pool
 from trinity_cli.messages import ChatMessage, GenParams
+from trinity_cli.pool_config import load_pool
 
 PROMPT = [ChatMessage("system", "You are a helpful assistant."),
           ChatMessage("user", "Explain in detail how to compute 17 times 23 by hand, step by step.")]

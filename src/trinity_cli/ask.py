@@ -6,7 +6,7 @@ Run record (`runs/run-N/run.json`, kind "ask"):
      "models", "source"}, "head": {"name", "trained"}, "backbone", "seed" (--seed),
      "episode_seed" (`question_seed`: what the coordinator's draws came from), "greedy",
      "answer_kind" (the scorer kind guessed from the question, or null), "max_turns" (the budget
-     played), "exclude", "transcript": Transcript.to_dict(), "answer" (answer_text.py: the
+     played), "exclude", "transcript": Transcript.to_dict(), "answer" (turns/answer_text.py: the
      answer alone; the transcript's "answer" is the whole reply), "wall_s", "pool_calls",
      "cache_hits"}
 
@@ -14,7 +14,7 @@ Seeds: every question draws its own decisions. The episode seed is `question_see
 question, context)`, a hash as bench's `episode_seed` is of (seed, item), so the same
 question with the same seed replays exactly and two questions draw independently.
 
-Conductor mode (`AskOptions.mode` "conductor", conductor.py): no coordinator is built (no
+Conductor mode (`AskOptions.mode` "conductor", conductor/run.py): no coordinator is built (no
 backbone loads); the conductor writes a workflow and trinity runs it. The record then has
 "mode": "conductor", "conductor": the conducting model, "conductor_depth", "head": null,
 "backbone": null, and the transcript its "workflow". Coordinator runs record "mode":
@@ -35,20 +35,20 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
-from trinity_cli import roles
-from trinity_cli.answer_text import answer_text
-from trinity_cli.conductor import DEFAULT_DEPTH, ConductorSpec, run_conductor
-from trinity_cli.config import load_pool
+from trinity_cli.conductor.run import DEFAULT_DEPTH, ConductorSpec, run_conductor
 from trinity_cli.coordinator.head import default_greedy, turn_budget
 from trinity_cli.coordinator.policy import Coordinator, resolve_head
-from trinity_cli.episode import DecisionCallback, TurnCallback, run_episode
+from trinity_cli.episode.loop import DecisionCallback, TurnCallback, run_episode
 from trinity_cli.errors import ConfigError
 from trinity_cli.messages import ChatMessage, Transcript
-from trinity_cli.pool import Pool, open_pool
-from trinity_cli.settle import Examples
-from trinity_cli.store import RunStore
+from trinity_cli.pool.pool import Pool, open_pool
+from trinity_cli.pool_config import load_pool
+from trinity_cli.runs.store import RunStore
 from trinity_cli.tasks.answers import guess_kind
 from trinity_cli.tasks.doctests import examples_in_text
+from trinity_cli.turns import prompts
+from trinity_cli.turns.answer_text import answer_text
+from trinity_cli.turns.settle import Examples
 
 
 @dataclass
@@ -80,7 +80,7 @@ MODES = ("coordinator", "conductor")
 
 @dataclass
 class AskResult:
-    """`answer`: the answer alone (answer_text.py); `transcript.answer`: the whole reply;
+    """`answer`: the answer alone (turns/answer_text.py); `transcript.answer`: the whole reply;
     `head_name` None in conductor mode (`transcript.workflow` says what ran)."""
 
     run_id: str
@@ -103,7 +103,7 @@ def question_seed(seed: int, question: str, context: Sequence[ChatMessage] = ())
 
 def question_examples(question: str, kind: str | None) -> Examples | None:
     """The examples a code question shows (its asserts and `>>>` lines), run on every code
-    answer (settle.py); None for other questions or when it shows none."""
+    answer (turns/settle.py); None for other questions or when it shows none."""
     if kind != "code":
         return None
     source = examples_in_text(question)
@@ -218,7 +218,7 @@ def ask(
                 "question": question,
                 "pool": {"name": pool.config.name, "models": pool.names, "source": pool.config.source},
                 **how,
-                "prompt_version": roles.PROMPT_VERSION,
+                "prompt_version": prompts.PROMPT_VERSION,
                 "seed": options.seed,
                 "episode_seed": episode_seed,
                 "answer_kind": kind,

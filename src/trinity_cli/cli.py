@@ -85,17 +85,17 @@ def ask(
     conductor_depth: ConductorDepthOpt = 1,
 ) -> None:
     """Ask the coordinated pool a question; the answer alone goes to stdout."""
-    from trinity_cli import render
     from trinity_cli.ask import AskOptions
     from trinity_cli.ask import ask as run_ask
+    from trinity_cli.render import terminal
 
     options = AskOptions(pool=pool, head=head, backbone=backbone, device=device, max_turns=max_turns,
                          seed=seed, exclude=exclude or [], greedy=greedy, use_cache=not no_cache, mode=mode,
                          conductor=conductor, conductor_depth=conductor_depth)
-    with render.LiveTurns([], quiet=quiet) as live:
+    with terminal.LiveTurns([], quiet=quiet) as live:
         result = run_ask(question, options, live.on_decision, live.on_turn,
-                         on_start=None if quiet else render.ask_started)
-    render.ask_done(result, as_json=as_json, quiet=quiet, show_work=show_work)
+                         on_start=None if quiet else terminal.ask_started)
+    terminal.ask_done(result, as_json=as_json, quiet=quiet, show_work=show_work)
 
 
 @app.command()
@@ -107,35 +107,35 @@ def inspect(
     ] = None,
 ) -> None:
     """List runs, or replay one turn by turn."""
-    from trinity_cli import render
-    from trinity_cli.store import RunStore
+    from trinity_cli.render import console, results, terminal
+    from trinity_cli.runs.store import RunStore
 
     store = RunStore()
     if run is not None and episode is not None:
         title, models, transcript, seed = store.evolve_episode(run, episode)
         if as_json:
-            render.out.print_json(json.dumps(transcript))
+            console.out.print_json(json.dumps(transcript))
         else:
-            render.replay_transcript(title, models, transcript, seed)
+            terminal.replay_transcript(title, models, transcript, seed)
         return
     if run is None:
         runs = store.list()
         if as_json:
-            render.out.print_json(json.dumps([r.__dict__ for r in runs]))
+            console.out.print_json(json.dumps([r.__dict__ for r in runs]))
         else:
-            render.runs_table(runs)
+            terminal.runs_table(runs)
         return
     record = store.load(run)
     if as_json:
-        render.out.print_json(json.dumps(record))
+        console.out.print_json(json.dumps(record))
     elif record.get("kind") == "ask":
-        render.replay_ask(record)
+        terminal.replay_ask(record)
     elif record.get("kind") == "evolve":
-        render.replay_evolve(record)
+        results.replay_evolve(record)
     elif record.get("kind") == "bench":
-        render.replay_bench(record)
+        results.replay_bench(record)
     else:
-        render.out.print_json(json.dumps(record))
+        console.out.print_json(json.dumps(record))
 
 
 @app.command()
@@ -181,10 +181,11 @@ def evolve(
     quiet: QuietOpt = False,
 ) -> None:
     """Evolve a coordinator head with sep-CMA-ES; killed runs resume where they stopped."""
-    from trinity_cli import render, render_progress
-    from trinity_cli.evolve import EvolveOptions
-    from trinity_cli.evolve import evolve as run_evolve
-    from trinity_cli.ray_evaluator import RayOptions
+    from trinity_cli.evaluators.ray_actors import RayOptions
+    from trinity_cli.evolve.evolution import evolve as run_evolve
+    from trinity_cli.evolve.options import EvolveOptions
+    from trinity_cli.render import console, results
+    from trinity_cli.render import progress as render_progress
 
     cluster = RayOptions.from_cli(ray, ray_workers)
     options = EvolveOptions(pool=pool, tasks=tasks, budget=budget, minibatch=minibatch, popsize=popsize,
@@ -202,10 +203,10 @@ def evolve(
     with render_progress.EvolveProgress(quiet=quiet) as progress:
         result = run_evolve(options, resume=resume, progress=progress, given=given, parallel=parallel, ray=cluster)
     if as_json:
-        from trinity_cli.store import RunStore
+        from trinity_cli.runs.store import RunStore
 
-        render.out.print_json(json.dumps(RunStore().load(result.run_id)))
-    render.evolve_done(result, as_json=as_json, quiet=quiet)
+        console.out.print_json(json.dumps(RunStore().load(result.run_id)))
+    results.evolve_done(result, as_json=as_json, quiet=quiet)
 
 
 @app.command()
@@ -245,10 +246,11 @@ def bench(
 ) -> None:
     """Benchmark heads against each pool model alone, self-loops, self-consistency, agreement, random routing,
     mixture-of-agents, vote, best-per-task and the oracle."""
-    from trinity_cli import render, render_progress
-    from trinity_cli.bench import BenchOptions
-    from trinity_cli.bench import bench as run_bench
-    from trinity_cli.ray_evaluator import RayOptions
+    from trinity_cli.bench.options import BenchOptions
+    from trinity_cli.bench.runner import bench as run_bench
+    from trinity_cli.evaluators.ray_actors import RayOptions
+    from trinity_cli.render import progress as render_progress
+    from trinity_cli.render import results
 
     cluster = RayOptions.from_cli(ray, ray_workers)
     kinds = [k.strip() for k in systems.split(",") if k.strip()] if systems else None
@@ -257,14 +259,14 @@ def bench(
                            conductor=conductor, conductor_depth=conductor_depth)
     with render_progress.BenchProgress(quiet=quiet) as progress:
         result = run_bench(options, progress=progress, parallel=parallel, ray=cluster)
-    render.bench_done(result, as_json=as_json, quiet=quiet)
+    results.bench_done(result, as_json=as_json, quiet=quiet)
 
 
 @app.command()
 def pools() -> None:
     """List the available pools and their models."""
-    from trinity_cli import render
-    from trinity_cli.config import available_pools, load_pool
+    from trinity_cli.pool_config import available_pools, load_pool
+    from trinity_cli.render import terminal
 
     listed = []
     for name, path in available_pools().items():
@@ -273,7 +275,7 @@ def pools() -> None:
         listed.append((name, str(path), [
             (m.name, f"{m.kind}, {m.style}" + (", conductor" if m.name == conductor else "")
              + ("" if m.name in config.names else ", not a member")) for m in config.all_models]))
-    render.pools_list(listed)
+    terminal.pools_list(listed)
 
 
 @app.command()
@@ -294,15 +296,15 @@ def serve(
     conductor_depth: ConductorDepthOpt = 1,
 ) -> None:
     """Serve the coordinated pool as one OpenAI-compatible model (/v1/chat/completions) until Ctrl-C."""
-    from trinity_cli import render
-    from trinity_cli.serve import ServeOptions
+    from trinity_cli.render import terminal
     from trinity_cli.serve.run import run as run_server
+    from trinity_cli.serve.service import ServeOptions
 
     run_server(ServeOptions(pool=pool, head=head, host=host, port=port, api_key_env=api_key_env,
                             max_turns=max_turns, backbone=backbone, device=device, use_cache=not no_cache,
                             conductor=conductor, conductor_depth=conductor_depth),
-               on_start=render.serve_started, on_run=render.serve_run, on_failure=render.serve_failure,
-               on_loading=render.serve_loading)
+               on_start=terminal.serve_started, on_run=terminal.serve_run, on_failure=terminal.serve_failure,
+               on_loading=terminal.serve_loading)
 
 
 def fill_optional_values(args: list[str]) -> list[str]:
@@ -326,13 +328,13 @@ class _LibraryWarnings(logging.Handler):
     """The library's warnings (e.g. the code sandbox running without isolation), one line each."""
 
     def emit(self, record: logging.LogRecord) -> None:
-        from trinity_cli import render
+        from trinity_cli.render import console
 
-        render.warning(record.getMessage())
+        console.warning(record.getMessage())
 
 
 def show_library_warnings() -> None:
-    """Route WARNING records of `trinity_cli.*` loggers to `render.warning` (once per process)."""
+    """Route WARNING records of `trinity_cli.*` loggers to `console.warning` (once per process)."""
     logger = logging.getLogger("trinity_cli")
     if not any(isinstance(h, _LibraryWarnings) for h in logger.handlers):
         logger.addHandler(_LibraryWarnings(logging.WARNING))
@@ -389,24 +391,24 @@ def main() -> None:
     except TrinityError as exc:
         if debug:
             raise
-        from trinity_cli import render
+        from trinity_cli.render import console
 
-        render.error(exc.message, exc.hint)
+        console.error(exc.message, exc.hint)
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
         if debug:
             raise
-        from trinity_cli import render
+        from trinity_cli.render import console
 
-        render.error("interrupted", _interrupted_hint(sys.argv[1:]))
+        console.error("interrupted", _interrupted_hint(sys.argv[1:]))
         sys.exit(Interrupted.exit_code)
     except Exception as exc:  # click usage errors and the like
         if isinstance(exc, _click_types("Exit")):
             sys.exit(exc.exit_code)  # type: ignore[attr-defined]
-        from trinity_cli import render
+        from trinity_cli.render import console
 
         if isinstance(exc, _click_types("Abort")):  # Ctrl-C at a prompt
-            render.error("interrupted", _interrupted_hint(sys.argv[1:]))
+            console.error("interrupted", _interrupted_hint(sys.argv[1:]))
             sys.exit(Interrupted.exit_code)
 
         usage = _usage_error(exc)
@@ -415,11 +417,11 @@ def main() -> None:
                 raise
             message, hint, exit_code = usage
             if message:
-                render.error(message, hint)
+                console.error(message, hint)
             sys.exit(exit_code)
         if debug:
             raise
-        render.error(f"unexpected {type(exc).__name__}: {exc}", "run again with TRINITY_DEBUG=1 for the traceback")
+        console.error(f"unexpected {type(exc).__name__}: {exc}", "run again with TRINITY_DEBUG=1 for the traceback")
         sys.exit(1)
 
 

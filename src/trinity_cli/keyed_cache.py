@@ -29,7 +29,7 @@ from typing import Any
 
 from trinity_cli import paths
 
-log = logging.getLogger("trinity_cli.cache")
+log = logging.getLogger("trinity_cli.pool.rollout_cache")
 
 DB_FILE = "cache.db"  # diskcache's SQLite file in the cache directory
 _HEADER = b"SQLite format 3\x00"

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 # How library code reports progress: progress(kind, data). Each emitter documents its kinds
-# and their data (evaluate.py, evolve.py, bench/runner.py); `quiet` drops them all.
+# and their data (evaluators/local.py, evolve/evolution.py, bench/runner.py); `quiet` drops them all.
 ProgressFn = Callable[[str, dict[str, Any]], None]
 
 
@@ -106,13 +106,13 @@ class Turn:
 
     How the call was made: `alone` (shown the task alone, so its answer is independent),
     `attempt` (how many calls this member had in the episode before this one: 0 is its
-    greedy first reply), `temperature` and `sample_seed` of a fresh attempt (episode.py).
-    How it was settled (settle.py): `examples`, a code answer's run against the task's
+    greedy first reply), `temperature` and `sample_seed` of a fresh attempt (episode/loop.py).
+    How it was settled (turns/settle.py): `examples`, a code answer's run against the task's
     examples (settle.ExampleRun as a dict) or None; `vote`, whether its answer counts
     toward agreement and the plurality (an answer its author was shown does not);
     `agreed_with`, the index of the earlier turn whose answer a Verifier's agreed with.
     `max_tokens`: the reply cap the call was made with when it is not the member's cap for
-    `role` (a conductor's workflow call, recorded as a Thinker: conductor.py), else None.
+    `role` (a conductor's workflow call, recorded as a Thinker: conductor/run.py), else None.
     """
 
     index: int
@@ -171,13 +171,13 @@ class Turn:
 class Transcript:
     """A whole episode: the task, its turns, and how it ended.
 
-    `answer` is the reply settle.py settles on (None only if no turn ever answered);
+    `answer` is the reply turns/settle.py settles on (None only if no turn ever answered);
     `stop_reason` is "accepted" (a Verifier said ACCEPT), "agreed" (two independent answers
     agreed, or a code answer passed its examples, in the fixed `agree` procedure),
     "max_turns", "token_budget" or "cost_budget" (episode.run_episode's `token_budget` /
     `cost_budget` was reached), or in conductor mode "workflow" (the conductor's workflow
     ran) or "fallback" (it could not be read, and a one-step workflow ran instead).
-    `workflow`: in conductor mode, the workflow record (conductor.py's docstring), else None.
+    `workflow`: in conductor mode, the workflow record (conductor/run.py's docstring), else None.
     """
 
     task: str

@@ -3,7 +3,7 @@ file or directory that must appear whole is written through `atomic_output`).
 
 Layout under the home dir (`TRINITY_HOME`, default: the platform's user data dir):
 
-    cache/rollouts/     diskcache of pool replies (see store.py for the key format)
+    cache/rollouts/     diskcache of pool replies (see runs/store.py for the key format)
     cache/hidden/       diskcache of coordinator hidden states
     cache/models/       model files assembled from split packages
     cache/backbones/    coordinator backbones converted once from GGUF

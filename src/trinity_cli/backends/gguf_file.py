@@ -9,7 +9,7 @@ from importlib import metadata
 from pathlib import Path
 
 from trinity_cli import assets
-from trinity_cli.config import GGUFModel
+from trinity_cli.pool_config import GGUFModel
 
 # Smallest reply we still ask for when a prompt nearly fills the context.
 MIN_REPLY_TOKENS = 16

@@ -15,9 +15,9 @@ from typing import Any
 
 from trinity_cli.backends.base import Backend
 from trinity_cli.backends.gguf_file import MIN_REPLY_TOKENS, GGUFFile, package_version
-from trinity_cli.config import GGUFModel
 from trinity_cli.errors import AssetError, BackendError, ContextOverflow
 from trinity_cli.messages import ChatMessage, Completion, GenParams
+from trinity_cli.pool_config import GGUFModel
 
 
 def llama_cpp_version() -> str:

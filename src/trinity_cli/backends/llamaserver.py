@@ -10,7 +10,7 @@ server's queue. It also listens on a loopback port (llama.cpp's HTTP API), used 
 count tokens (`POST /tokenize`).
 
 Contracts:
-* One server per loaded file: members with the same weights and load settings (pool.py's
+* One server per loaded file: members with the same weights and load settings (pool/pool.py's
   `load_key`, which includes `runtime` and `slots`) share this backend, so they share the
   server and its slots. It is resident: `max_resident` counts it, and `close()` (eviction,
   or the pool closing) stops the server and frees the model.
@@ -46,9 +46,9 @@ import httpx
 from trinity_cli import assets
 from trinity_cli.backends.base import Backend
 from trinity_cli.backends.gguf_file import MIN_REPLY_TOKENS, GGUFFile, package_version
-from trinity_cli.config import GGUFModel
 from trinity_cli.errors import AssetError, BackendError, ContextOverflow
 from trinity_cli.messages import ChatMessage, Completion, GenParams
+from trinity_cli.pool_config import GGUFModel
 
 
 def xllamacpp_version() -> str:

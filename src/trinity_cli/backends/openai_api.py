@@ -41,9 +41,9 @@ from typing import Any
 import httpx
 
 from trinity_cli.backends.base import Backend
-from trinity_cli.config import OpenAIModel
 from trinity_cli.errors import AuthError, BackendError, BackendUnavailable, ContextOverflow, ModelNotFound
 from trinity_cli.messages import ChatMessage, Completion, GenParams
+from trinity_cli.pool_config import OpenAIModel
 
 logger = logging.getLogger(__name__)
 

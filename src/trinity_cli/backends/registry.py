@@ -5,8 +5,8 @@ from __future__ import annotations
 import importlib
 
 from trinity_cli.backends.base import Backend
-from trinity_cli.config import ModelConfig
 from trinity_cli.errors import ConfigError, did_you_mean
+from trinity_cli.pool_config import ModelConfig
 
 KINDS: dict[str, str] = {
     "gguf": "trinity_cli.backends.llamacpp:LlamaCppBackend",

@@ -17,8 +17,8 @@ import time
 from collections.abc import Sequence
 
 from trinity_cli.backends.base import Backend
-from trinity_cli.config import ScriptedModel
 from trinity_cli.messages import ChatMessage, Completion, GenParams
+from trinity_cli.pool_config import ScriptedModel
 
 
 class ScriptedBackend(Backend):

@@ -62,81 +62,9 @@ only the other; p = min(1, 2 P(X <= min(b, c))) with X ~ Binomial(b + c, 1/2).
 need the single runs, which are then played even when `single` itself is not listed (and
 not reported).
 
-Run directory (`runs/run-N/`):
-    bench.json      the summary below plus "episodes" (one compact record per episode)
-    report.md       the same numbers as Markdown tables (reports.py renders both, and the terminal
-                    tables, from one summary)
-    chart.png       accuracy per system (overall and per task) with 95% CI error bars
-    selection.png   per head, per task: the share of turns each member got in each role
-    episodes.jsonl  one line per episode: {"system", "task", "item", "seed", "reward",
-                    "transcript": Transcript.to_dict()}
-    run.json        {"kind": "bench", "title", "summary": <summary>, "files": [...]}, written
-                    last, so an interrupted bench leaves no run behind
+Its run directory (bench.json, report.md, chart.png, selection.png, episodes.jsonl, run.json):
+docs/files.md#bench-runs.
 
-bench.json (format "trinity-bench/1"):
-    {"format", "run", "options": BenchOptions as a dict,
-     "pool": {"name", "models", "source"}, "prompt_version",
-     "tasks": [task names in mix order], "items": [{"task", "id"}, ...],
-     "systems": [{"name", "kind": "single"|"selfloop"|"random"|"head"|"moa"|"vote"|"best-per-task"|"oracle",
-                  "model": str|null (moa: its aggregator), "head": {"name", "trained", "ref"}|null,
-                  "seeds": episodes per item, "max_turns"}],
-     "results": {system: {"overall": Metrics, "per_task": {task: Metrics}}},
-     "gaps": {system: {"overall": Gap, "per_task": {task: Gap}}}     (random and heads)
-     "paired": {head: {"vs_best_single": Paired|null, "vs_best_selfloop": Paired|null}}
-     "selection": {system: {"overall": Share, "per_task": {task: Share},
-                            "ends": {"overall": Ends, "per_task": {task: Ends}}}}   (random and heads)
-     "per_item": {system: {"task/id": reward}}     (random: mean over its seeds)
-     "best_per_task": {task: the member best-per-task picks there},
-     "stats": {"pool_calls": all of this run, "cache_hits": of those, served by the cache,
-               "backend_calls": of those, answered by a model, "backend_s": their seconds,
-               "wall_s": the whole bench, "parallel": episodes played at once},
-     "notes": [str, ...],
-     "episodes": [{"system", "task", "item", "seed", "reward", "answer" (first 300 chars),
-                   "turns": [[model, acting role], ...], "stop_reason", "tokens", "wall_s",
-                   "cost_usd", "cached": every turn came from the cache, "error": null or
-                   why the episode could not run}, ...]}
-    Metrics = {"n" (items), "correct", "accuracy", "ci_low", "ci_high", "mean_turns",
-               "mean_pool_calls", "mean_tokens", "mean_wall_s", "mean_cost_usd"}
-    Ends    = {"episodes", "mean_turns", "reasons": {stop_reason: share of the episodes}}
-              (stop_reason: "accepted", "agreed", "max_turns", "token_budget", "cost_budget";
-              bench runs made before "ends" have none)
-    Gap     = {"best_single": system name, "vs_best_single": accuracy difference,
-               "vs_oracle": accuracy difference}       (negative: the system is behind)
-    Share   = {"models": {model: share of turns}, "roles": {role: share of turns},
-               "pairs": {model: {role: share of turns}}}      (all three over the same turns)
-    Paired  = {"other": system name, "n": items compared, "b": items only the head got right,
-               "c": items only the other got right, "p_value": exact McNemar, two-sided}
 An episode that cannot run because the item does not fit the model's context is scored
 wrong, with "error" saying so.
 """
-
-from trinity_cli.bench.options import (
-    BENCH_FORMAT,
-    DEFAULT_TASKS,
-    DERIVED,
-    SYSTEM_KINDS,
-    BenchOptions,
-    held_out_mix,
-)
-from trinity_cli.bench.runner import FILES, BenchResult, bench, write_outputs
-from trinity_cli.bench.stats import (
-    Z95,
-    best_per_task,
-    mcnemar_exact,
-    metrics,
-    paired_test,
-    selection,
-    summarize,
-    wilson_interval,
-)
-from trinity_cli.bench.systems import EpisodeResult, System, episode_seed, plan_systems
-from trinity_cli.charts import plot_accuracy, plot_selection
-from trinity_cli.reports import report_markdown, short_task, turn_shares
-from trinity_cli.schedules import FixedSchedule
-
-__all__ = [
-    "BENCH_FORMAT", "DEFAULT_TASKS", "DERIVED", "FILES", "SYSTEM_KINDS", "Z95", "BenchOptions", "BenchResult",
-    "EpisodeResult", "FixedSchedule", "System", "bench", "best_per_task", "episode_seed", "held_out_mix",
-    "mcnemar_exact", "metrics", "paired_test", "plan_systems", "plot_accuracy", "plot_selection", "report_markdown",
-    "selection", "short_task", "summarize", "turn_shares", "wilson_interval", "write_outputs",
-]

@@ -12,12 +12,12 @@ Aggregator: the member with the best overall single-run accuracy in this bench, 
 to pool order (the pool's first member when no single run was scored). It is picked with
 the test labels, as `best-per-task` is: an advantage over heads, which the MoA paper's
 "strongest model", known beforehand, does not have. It answers as a Worker in its own style
-on `roles.aggregate_task`: the task, then the answers numbered in pool order, leaving out
+on `prompts.aggregate_task`: the task, then the answers numbered in pool order, leaving out
 members whose single run gave none. A `program` aggregator therefore writes a program that
 prints the answer, run in the sandbox like every program turn; a `direct` one gives the
 answer alone. Its call is a one-turn `FixedSchedule` episode on the item with that task
 text, played by the evaluator like every other episode and scored by the item's scorer.
-Answers are clipped to `roles.AGGREGATE_ANSWER_CHARS` (start and end), and shorter until
+Answers are clipped to `prompts.AGGREGATE_ANSWER_CHARS` (start and end), and shorter until
 the request fits the aggregator's context.
 
 Transcript: the member turns (the single runs' own turns), then the aggregator's Worker
@@ -33,16 +33,16 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Sequence
 
-from trinity_cli import roles
 from trinity_cli.bench.systems import EpisodeResult
-from trinity_cli.episode import reply_room
+from trinity_cli.episode.loop import reply_room
 from trinity_cli.messages import Role, Transcript
-from trinity_cli.pool import Pool
-from trinity_cli.tasks import TaskItem
+from trinity_cli.pool.pool import Pool
+from trinity_cli.tasks.items import TaskItem
+from trinity_cli.turns import prompts
 
 OVERRIDE = "moa aggregator"
 # Per-answer clips tried in turn until the aggregator's request fits its context.
-CLIPS = (roles.AGGREGATE_ANSWER_CHARS, 800, 400, 200)
+CLIPS = (prompts.AGGREGATE_ANSWER_CHARS, 800, 400, 200)
 
 
 def pick_aggregator(singles: Sequence[EpisodeResult], models: Sequence[str]) -> str:
@@ -63,7 +63,7 @@ def context_fits(pool: Pool, model: str, kind: str | None) -> Callable[[str], bo
     style = pool.style(model)
 
     def fits(task: str) -> bool:
-        return pool.fits(model, roles.build_messages(Role.WORKER, task, [], style=style, kind=kind), room)
+        return pool.fits(model, prompts.build_messages(Role.WORKER, task, [], style=style, kind=kind), room)
 
     return fits
 
@@ -81,7 +81,7 @@ def aggregation_task(item: TaskItem, answers: Sequence[str], fits: Callable[[str
     if not answers:
         return None
     for limit in CLIPS:
-        text = roles.aggregate_task(item.prompt, answers, limit)
+        text = prompts.aggregate_task(item.prompt, answers, limit)
         if fits(text):
             return text
     return text

@@ -7,10 +7,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from trinity_cli import tasks
-from trinity_cli.conductor import DEFAULT_DEPTH, ConductorSpec
+from trinity_cli.conductor.run import DEFAULT_DEPTH, ConductorSpec
 from trinity_cli.coordinator.head import DECISIONS, DEFAULT_DECISIONS
 from trinity_cli.errors import ConfigError, did_you_mean
-from trinity_cli.tasks import MixEntry
+from trinity_cli.tasks.mix import MixEntry
 
 BENCH_FORMAT = "trinity-bench/1"
 DEFAULT_TASKS = "gsm8k:test:100,arc-challenge:test:100,mbpp:test:100"
@@ -36,7 +36,7 @@ class BenchOptions:
     `sc`: the self-consistency rows, each `MEMBER[@K]`, `all[@K]` (one row per member) or
     `best[@K]` (the member with the best single row of this bench: a baseline chosen on the
     bench's own labels, which can only flatter the baseline); K defaults to the head's turn
-    budget. `conductor`, `conductor_depth`: the `conductor` row (conductor.py)."""
+    budget. `conductor`, `conductor_depth`: the `conductor` row (conductor/run.py)."""
 
     pool: str | None = None
     tasks: str = DEFAULT_TASKS
@@ -50,7 +50,7 @@ class BenchOptions:
     systems: Sequence[str] | None = None
     sc: Sequence[str] | None = None  # None: DEFAULT_SC
     conductor: str | None = None  # the conductor row's conductor (None: the pool's)
-    conductor_depth: int = DEFAULT_DEPTH  # the conductor row's recursion depth (conductor.py)
+    conductor_depth: int = DEFAULT_DEPTH  # the conductor row's recursion depth (conductor/run.py)
 
     def sc_specs(self) -> list[tuple[str, int | None]]:
         """`sc` parsed: (member, "all" or "best"; K or None for the turn budget)."""

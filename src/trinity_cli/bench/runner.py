@@ -10,23 +10,24 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trinity_cli import roles, tasks
+from trinity_cli import tasks
 from trinity_cli.bench import moa
 from trinity_cli.bench.options import BENCH_FORMAT, BenchOptions
 from trinity_cli.bench.stats import summarize
 from trinity_cli.bench.systems import EpisodeResult, System, episode_seed, plan_systems, sc_source, workflow_summary
-from trinity_cli.charts import plot_accuracy, plot_selection
-from trinity_cli.conductor import ConductorSpec
-from trinity_cli.config import load_pool
+from trinity_cli.conductor.run import ConductorSpec
 from trinity_cli.coordinator.policy import Coordinator
+from trinity_cli.episode.schedules import FixedSchedule
 from trinity_cli.errors import ConfigError
-from trinity_cli.evaluate import EpisodeOutcome, EpisodeSpec, Evaluator, Runtime, make_evaluator
+from trinity_cli.evaluators.local import EpisodeOutcome, EpisodeSpec, Evaluator, Runtime, make_evaluator
+from trinity_cli.evaluators.ray_actors import RayEvaluator, RayOptions, check_ray
 from trinity_cli.messages import ProgressFn, Role, Transcript
-from trinity_cli.pool import Pool, open_pool
-from trinity_cli.ray_evaluator import RayEvaluator, RayOptions, check_ray
-from trinity_cli.reports import bench_document, report_markdown, selection_heads
-from trinity_cli.schedules import FixedSchedule
-from trinity_cli.store import BenchRun, RunStore
+from trinity_cli.pool.pool import Pool, open_pool
+from trinity_cli.pool_config import load_pool
+from trinity_cli.runs.charts import plot_accuracy, plot_selection
+from trinity_cli.runs.reports import bench_document, report_markdown, selection_heads
+from trinity_cli.runs.store import BenchRun, RunStore
+from trinity_cli.turns import prompts
 
 FILES = BenchRun.FILES
 
@@ -189,7 +190,7 @@ def bench(
 ) -> BenchResult:
     """Run every system on the items of `options.tasks` and write the run directory (see
     the module docstring); returns bench.json's content. `parallel` episodes run at once
-    (None: the pool file's `parallel`), or with `ray` one per Ray actor (ray_evaluator.py);
+    (None: the pool file's `parallel`), or with `ray` one per Ray actor (evaluators/ray_actors.py);
     bench.json is the same either way but for its timings and `stats.parallel`. Progress
     events: ("start", {"run", "items", "systems", "episodes", "parallel", "ray"}), then
     ("system", {"name", "episodes", "in_flight"}) as a system's first episode starts and
@@ -247,7 +248,7 @@ def bench(
                 "run": run_dir.name,
                 "options": {**asdict(options), "heads": list(options.heads or [])},
                 "pool": {"name": config.name, "models": config.names, "source": config.source},
-                "prompt_version": roles.PROMPT_VERSION,
+                "prompt_version": prompts.PROMPT_VERSION,
                 "items": [{"task": i.task, "id": i.id} for i in items],
                 "systems": [s.describe() for s in reported],
                 **summarize(reported, episodes, items, config.names, [e.task for e in entries]),

@@ -12,7 +12,7 @@ from typing import Any
 
 from trinity_cli import tasks
 from trinity_cli.bench.systems import EpisodeResult, System
-from trinity_cli.reports import turn_shares
+from trinity_cli.runs.reports import turn_shares
 from trinity_cli.tasks.answers import final_answer
 from trinity_cli.tasks.code import extract_code
 

@@ -8,12 +8,12 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from trinity_cli.bench.options import ANSWER_CHARS, DERIVED, NEEDS_SINGLES, BenchOptions
-from trinity_cli.conductor import ConductorSpec
+from trinity_cli.conductor.run import ConductorSpec
 from trinity_cli.coordinator.head import DEFAULT_DECISIONS, Head, turn_budget
 from trinity_cli.coordinator.policy import Coordinator, resolve_head
+from trinity_cli.episode.schedules import FixedSchedule, agree
 from trinity_cli.errors import ConfigError, did_you_mean
 from trinity_cli.messages import Role
-from trinity_cli.schedules import FixedSchedule, agree
 
 DecisionSource = Coordinator | FixedSchedule | ConductorSpec
 
@@ -73,7 +73,7 @@ class EpisodeResult:
 
 
 def workflow_summary(workflow: dict[str, Any] | None) -> dict[str, Any] | None:
-    """What the report needs of a conductor episode's workflow record (conductor.py):
+    """What the report needs of a conductor episode's workflow record (conductor/run.py):
     {"topology", "steps", "repaired": some entry was read leniently, "fallback": it was
     refused and a one-step workflow ran}; None outside conductor mode."""
     if workflow is None:

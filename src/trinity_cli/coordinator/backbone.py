@@ -53,8 +53,8 @@ from typing import Any
 import numpy as np
 
 from trinity_cli import assets, paths
-from trinity_cli.config import PackageFile, Weights
 from trinity_cli.errors import AssetError, ConfigError
+from trinity_cli.pool_config import PackageFile, Weights
 
 log = logging.getLogger(__name__)
 

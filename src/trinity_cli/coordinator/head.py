@@ -6,7 +6,7 @@ and `W @ x + b` gives M model logits followed by 3 role logits; each group gets 
 softmax. `W` has shape (M + 3, D): M pool models in slot order, then the roles thinker,
 worker, verifier; D the head's input size: H, the backbone's hidden size, or K with a
 projection P (K, H); `b` has M + 3 values. Excluded models are masked out of the model softmax.
-The centre c (H values) and scale s are fixed when a run starts (evolve.py: the mean of
+The centre c (H values) and scale s are fixed when a run starts (evolve/evolution.py: the mean of
 the turn-0 features of some training tasks, and their RMS distance from it) and are not
 searched: every feature of one backbone shares most of its direction (cosine about 0.9),
 so without centring any change to W mostly shifts every state's logits alike, and the
@@ -312,7 +312,7 @@ def turn_budget(max_turns: int | None, head: Head | None) -> int:
 def untrained(pool_name: str, models: list[str], backbone: dict[str, Any], hidden_size: int, dims: int = 0) -> Head:
     """The honest default: all-zero weights, so every choice is uniform. `dims` > 0: the
     weights have that many columns and the projection is all zeros until `with_input`
-    sets it (evolve.py sizes its search before it has the features to fit one)."""
+    sets it (evolve/evolution.py sizes its search before it has the features to fit one)."""
     manifest = {
         "name": "untrained",
         "trained": False,

@@ -43,13 +43,14 @@ from typing import Any
 
 import numpy as np
 
-# roles only holds prompt text (it imports messages alone): read for PROMPT_VERSION.
-from trinity_cli import paths, roles
+# prompts only holds prompt text (it imports messages alone): read for PROMPT_VERSION.
+from trinity_cli import paths
 from trinity_cli.coordinator import head as head_mod
 from trinity_cli.coordinator.head import Head
 from trinity_cli.errors import ConfigError
 from trinity_cli.keyed_cache import KeyedCache, content_key
 from trinity_cli.messages import ROLES, ChatMessage, Decision, Turn
+from trinity_cli.turns import prompts
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +72,7 @@ def _one_line(text: str, limit: int) -> str:
 
 def versions() -> dict[str, str]:
     """Head manifest keys -> the versions this code runs: a trained head must match them."""
-    return {"prompt_version": roles.PROMPT_VERSION, "coordinator_version": COORDINATOR_VERSION}
+    return {"prompt_version": prompts.PROMPT_VERSION, "coordinator_version": COORDINATOR_VERSION}
 
 
 def coordinator_text(

@@ -11,7 +11,7 @@ Modules, each with one job:
     run.py       run(options): bind the socket, serve with uvicorn until Ctrl-C
 FastAPI, Starlette and uvicorn are imported under this package alone, which `cli.py`
 imports only inside the `serve` command, so `trinity --help` stays instant. Nothing here
-prints: what the server reports goes to callbacks (render.py draws them).
+prints: what the server reports goes to callbacks (render/terminal.py draws them).
 
 Endpoints
     GET  /v1/models
@@ -33,7 +33,7 @@ Endpoints
         and the like are accepted and ignored; `n` other than 1 and `tools` are refused.
 
 Response (non-streaming): `chat.completion` with one choice whose content is the
-episode's answer alone (answer_text.py; the whole answering reply with `show_work`),
+episode's answer alone (turns/answer_text.py; the whole answering reply with `show_work`),
 `usage` summed over every pool call of the episode, finish_reason "stop" ("length" when
 a ceiling ended the episode before any answer), and a `trinity` field {"run", "head",
 "turns": [{"model", "role", "verdict"}], "accepted", "stop_reason", "cost_usd"}. Header

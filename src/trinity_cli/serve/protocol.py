@@ -27,7 +27,7 @@ from trinity_cli.messages import ChatMessage, Turn
 log = logging.getLogger("trinity_cli.serve")
 
 MODEL = "trinity"
-CONDUCTOR_MODEL = f"{MODEL}/conductor"  # conductor mode (conductor.py), not a head
+CONDUCTOR_MODEL = f"{MODEL}/conductor"  # conductor mode (conductor/run.py), not a head
 MAX_TURNS_LIMIT = 50
 MAX_MESSAGES = 256
 MAX_MESSAGE_CHARS = 200_000  # all messages together; the 1 MiB body limit comes first for most
@@ -268,7 +268,7 @@ def _trinity_field(result: AskResult) -> dict[str, Any]:
 
 
 def content(result: AskResult, show_work: bool = False) -> str:
-    """The assistant message: the answer alone (answer_text.py), or with `show_work` the
+    """The assistant message: the answer alone (turns/answer_text.py), or with `show_work` the
     whole answering reply."""
     return (result.transcript.answer or "") if show_work else result.answer
 

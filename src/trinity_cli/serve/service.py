@@ -13,15 +13,15 @@ from pathlib import Path
 from typing import Any
 
 from trinity_cli import ask as ask_mod
-from trinity_cli.conductor import DEFAULT_DEPTH, ConductorSpec
-from trinity_cli.config import load_pool
+from trinity_cli.conductor.run import DEFAULT_DEPTH, ConductorSpec
 from trinity_cli.coordinator.head import available_heads
 from trinity_cli.coordinator.policy import Coordinator, resolve_head
-from trinity_cli.episode import usable_models
+from trinity_cli.episode.loop import usable_models
 from trinity_cli.errors import ConfigError, TrinityError
-from trinity_cli.pool import open_pool
+from trinity_cli.pool.pool import open_pool
+from trinity_cli.pool_config import load_pool
+from trinity_cli.runs.store import RunStore
 from trinity_cli.serve.protocol import CONDUCTOR_MODEL, MODEL, ApiError, ChatRequest
-from trinity_cli.store import RunStore
 
 log = logging.getLogger("trinity_cli.serve")
 
@@ -103,7 +103,7 @@ class ServedPool:
     def served_models(self) -> list[str]:
         """The model ids: "trinity", then "trinity/HEAD" for "untrained" and each head made
         for this pool (its manifest names the pool's models, in order), then
-        "trinity/conductor" (conductor mode, conductor.py; a head of that name is shadowed)."""
+        "trinity/conductor" (conductor mode, conductor/run.py; a head of that name is shadowed)."""
         heads = ["untrained"]
         for name, directory in available_heads().items():
             try:

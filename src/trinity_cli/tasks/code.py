@@ -49,7 +49,7 @@ def build_program(output: str, reference: dict[str, Any], sentinel: str) -> str:
 def score_code(output: str, reference: Any) -> float:
     if not isinstance(reference, dict) or not isinstance(reference.get("tests"), str):
         raise ValueError("code reference must be a dict with a 'tests' string")
-    from trinity_cli.tasks.run_cache import run_python_recorded
+    from trinity_cli.sandbox.recorded import run_python_recorded
 
     sentinel = f"trinity-tests-done-{secrets.token_hex(8)}"
     program = build_program(output, reference, sentinel)

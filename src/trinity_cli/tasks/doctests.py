@@ -1,6 +1,6 @@
 """The examples a code question shows in its own text: `assert` lines and `>>>` doctest
 lines, as Python asserts (HumanEval items' `examples`; what `ask` and `serve` run on code
-answers: settle.py)."""
+answers: turns/settle.py)."""
 
 from __future__ import annotations
 

@@ -38,34 +38,18 @@ from collections.abc import Callable
 from typing import Any
 
 from trinity_cli.errors import ConfigError, did_you_mean
-
-# Reading answers (answers.py), LaTeX equivalence (mathequiv.py) and running code (code.py)
-# live in their own modules; their names stay importable from here.
 from trinity_cli.tasks.answers import (
     _LETTERS,
-    FinalAnswer,
     _answer_tails,
     _strip_markdown,
-    answer_tails,
     extract_choice,
     extract_math_answer,
     extract_number,
-    final_answer,
-    find_boxed,
-    guess_kind,
     normalize_text,
     parse_reference_number,
-    same_answer,
 )
-from trinity_cli.tasks.code import build_program, extract_code, score_code
-from trinity_cli.tasks.mathequiv import _math_equal, math_equal, normalize_math
-
-__all__ = [
-    "SCORERS", "FinalAnswer", "Scorer", "answer_tails", "build_program", "extract_choice", "extract_code",
-    "extract_math_answer", "extract_number", "final_answer", "find_boxed", "get_scorer", "guess_kind",
-    "math_equal", "normalize_math", "normalize_text", "parse_reference_number", "same_answer", "score_choice",
-    "score_code", "score_exact", "score_math", "score_numeric",
-]
+from trinity_cli.tasks.code import score_code
+from trinity_cli.tasks.mathequiv import _math_equal, normalize_math
 
 Scorer = Callable[[str, Any], float]
 

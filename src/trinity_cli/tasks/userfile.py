@@ -17,7 +17,7 @@ One JSON object per line (blank lines are skipped):
                         strict refuses to run the code without bubblewrap isolation;
                         `examples` (optional, a string or a list of assert lines) are the
                         tests the prompt shows: episodes run every code answer against
-                        them (settle.py), so keep them out of `tests`, which scores
+                        them (turns/settle.py), so keep them out of `tests`, which scores
     scorer   required: numeric | math | choice | exact | code
     id       optional string or integer, unique in the file; defaults to "line-N". The id
              decides the item's split, so keep ids stable when you edit the file.

@@ -1,0 +1,349 @@
+"""Conductor mode (Sakana's Conductor, ICLR 2026): for each question one model writes the
+whole workflow (a member, a subtask and an access list per step: conductor/workflow.py), and trinity
+runs it. The other end of the scale from the turn-by-turn coordinator (episode/loop.py).
+
+Who conducts: `ConductorSpec.conductor`, else the pool file's `conductor:` (a member, or a
+model entry of its own), else the pool's first member. Its prompt (`conduct_messages`) gives
+the task, the usable members with a line each (`description:` in the pool file, else its
+style's `STYLE_NOTES`), and asks for the three lists; it is called greedily with its Worker
+reply cap, and the call is recorded as a Thinker turn (override "conductor", `max_tokens` set).
+
+Running: steps run in dependency order (`workflow.levels`); the steps of one level read
+nothing from each other and run at once on up to the pool's `parallel` threads. Each step
+is one Worker call to its member in the member's style: the task, exactly the outputs its
+access list grants (clipped to `prompts.HISTORY_CHARS`, shorter until they fit), its subtask,
+and the style's step instructions (the last step: the style's Worker instructions, since its
+output is the answer). A `program` member's program runs in the sandbox (turns/program.py); on a
+code task, a step's code is run against the task's shown examples (turns/settle.py) and later
+steps see that run. A member that runs several steps makes fresh attempts after its first,
+seeded exactly as in episodes (pool.Pool.params), so parallel solvers are not one reply
+three times. Recursion: a step naming the conductor (`workflow.SELF`) runs a nested
+workflow, whose task is the task, the subtask and the outputs granted, while the depth is
+below `ConductorSpec.depth` (0 disables it); deeper, the conductor's model does the step as a
+plain step (noted in `repairs`). The last step's output is the answer.
+
+A reply that cannot be read without guessing (workflow.read_workflow) is refused in one line
+and the question falls back to a one-step workflow on the first usable member, "Solve the
+task." (stop_reason "fallback"). Every call goes through the rollout cache, so replaying a
+run makes no model call. Results do not depend on `parallel`: turns are numbered in step
+order, a nested workflow's turns inside its step.
+
+Workflow record (`Transcript.workflow`, the top level; nested ones alike):
+    {"conductor": model name, "depth": 0, "turn": the conductor's turn index,
+     "workflow": Workflow.to_dict() (what ran; the fallback's when it fell back),
+     "topology": workflow.topology(...), "repairs": [...], "fallback": the problem or null,
+     "steps": [{"model", "subtask", "access": [j...], "turns": [turn indices],
+                "nested": a nested record or null}, ...]}
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Collection, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+from trinity_cli.conductor.workflow import MAX_STEPS, SELF, Reading, Workflow, levels, read_workflow, topology
+from trinity_cli.episode.loop import attempt_salt, reply_room, usable_models
+from trinity_cli.errors import ConfigError, ContextOverflow, did_you_mean
+from trinity_cli.messages import ROLES, ChatMessage, Completion, GenParams, Role, Transcript, Turn
+from trinity_cli.pool.pool import Pool
+from trinity_cli.turns import program, prompts, settle
+from trinity_cli.turns.settle import Examples
+
+DEFAULT_DEPTH = 1
+FALLBACK_SUBTASK = "Solve the task."
+OUTPUT_CLIPS = (prompts.HISTORY_CHARS, 800, 400, 200)  # tried in turn until a step's prompt fits
+
+STYLE_NOTES = {
+    "reason": "works step by step and explains briefly",
+    "direct": "gives a short answer with no working; fast",
+    "program": "writes a Python program that trinity runs and reports; good for arithmetic, counting and code",
+}
+
+CONDUCT = (
+    "You are the conductor of this team. Do not solve the task: write the workflow that solves it, "
+    "as one JSON object with three lists of equal length:\n"
+    '"model_id": the assistant that does each step, from the list below;\n'
+    '"subtasks": what each step must do, one short instruction;\n'
+    '"access_list": which earlier outputs each step reads: [] for the task alone, "all" for every '
+    "earlier step, or step numbers such as [0, 2] (steps count from 0).\n"
+    "The last step's output is the team's answer, so the last step must give the final answer. "
+    "Use at most {max_steps} steps, and only as many as the task needs.\n\n"
+    "Assistants:\n{members}\n\n"
+    "Example, for another task:\n{example}\n\n"
+    "Reply with the JSON object only."
+)
+EXAMPLE_SUBTASKS = ["Solve the task.", "Solve the task in your own way.",
+                    "Compare the two answers, fix what is wrong, and give the final answer."]
+SELF_NOTE = "you yourself: do the step by writing a workflow of its own (use it rarely)"
+
+STEP = {
+    "reason": "Do only your part of the work, step by step and briefly; do not go beyond it.",
+    "direct": "Do only your part of the work, in a few words and without working.",
+    "program": ("Do your part by writing a short Python program that prints its result. Reply with one "
+                "```python block and nothing else; use only the standard library."),
+}
+STEP_REQUEST = "Do your part now."
+FINAL_NOTE = "Your output is the team's final answer."
+
+
+@dataclass(frozen=True)
+class ConductorSpec:
+    """How a question is run in conductor mode: `conductor` (None: the pool's), recursion
+    `depth`, at most `max_steps` steps. Plain data: it travels in an EpisodeSpec as its
+    router (evaluators/local.py), to threads and Ray actors."""
+
+    conductor: str | None = None
+    depth: int = DEFAULT_DEPTH
+    max_steps: int = MAX_STEPS
+
+    def check(self) -> None:
+        """Refuse a negative depth or fewer than one step."""
+        if self.depth < 0:
+            raise ConfigError(f"--conductor-depth must be 0 or more, got {self.depth}")
+        if self.max_steps < 1:
+            raise ConfigError(f"the conductor's max_steps must be at least 1, got {self.max_steps}")
+
+    def name(self, pool: Pool) -> str:
+        """The conducting model of `pool`, once `check` passes: `conductor` (--conductor) if
+        the pool has that model (a member or its conductor entry), else the pool's
+        `conductor_name`. The one place both are checked, before anything runs."""
+        self.check()
+        if self.conductor is None:
+            return pool.config.conductor_name
+        known = [m.name for m in pool.config.all_models]
+        if self.conductor not in known:
+            raise ConfigError(f"--conductor: the pool {pool.config.name!r} has no model {self.conductor!r}",
+                              did_you_mean(self.conductor, known))
+        return self.conductor
+
+    def close(self) -> None:
+        """Nothing to free (the interface of a bench row's source)."""
+
+
+def conduct_messages(pool: Pool, task: str, members: Sequence[str], context: Sequence[ChatMessage] = (),
+                     max_steps: int = MAX_STEPS, allow_self: bool = True) -> list[ChatMessage]:
+    """The conductor's messages (`CONDUCT`): the members it may use, with a line each."""
+    lines = []
+    for name in members:
+        model = pool.config.model(name)
+        lines.append(f"- {name}: {model.description or STYLE_NOTES[model.style]}")
+    if allow_self:
+        lines.append(f"- {SELF}: {SELF_NOTE}")
+    first, second = members[0], members[1 % len(members)]
+    example = json.dumps({"model_id": [first, second, first], "subtasks": EXAMPLE_SUBTASKS,
+                          "access_list": [[], [], "all"]})
+    instructions = CONDUCT.format(max_steps=max_steps, members="\n".join(lines), example=example)
+    user = "\n\n".join([*prompts.opening(task, context), instructions])
+    return [ChatMessage("system", prompts.SYSTEM), ChatMessage("user", user)]
+
+
+def step_messages(task: str, workflow: Workflow, index: int, outputs: dict[int, str], notes: dict[int, str],
+                  style: str, context: Sequence[ChatMessage] = (), limit: int = prompts.HISTORY_CHARS,
+                  ) -> list[ChatMessage]:
+    """Step `index`'s messages: the task, the outputs its access list grants (`outputs`,
+    with `notes` such as an example run under them, each clipped to `limit`), its
+    subtask, and its style's step (or, for the last step, Worker) instructions."""
+    parts = prompts.opening(task, context)
+    reads = workflow.access[index]
+    if reads:
+        shown = [f"[Step {j} · {workflow.model_id[j]}]\n{prompts.clip(outputs[j], limit)}"
+                 + (f"\n{notes[j]}" if j in notes else "") for j in reads]
+        parts.append("Outputs of earlier steps:\n" + "\n\n".join(shown))
+    last = index == len(workflow) - 1
+    parts.append(f"Your part of the team's work (step {index} of {len(workflow)}): {workflow.subtasks[index]}")
+    if last:
+        parts.append(f"{FINAL_NOTE} {prompts.INSTRUCTIONS[style][Role.WORKER]}\n{prompts.REQUEST[style][Role.WORKER]}")
+    else:
+        parts.append(f"{STEP[style]}\n{STEP_REQUEST}")
+    return [ChatMessage("system", prompts.SYSTEM), ChatMessage("user", "\n\n".join(parts))]
+
+
+def nested_task(task: str, subtask: str, shown: Sequence[str]) -> str:
+    """The task of a nested workflow: the task, the part to do, and the outputs granted."""
+    text = f"{task}\n\nThe part to work out now: {subtask}"
+    if shown:
+        text += "\n\nWhat the team has so far:\n" + "\n\n".join(prompts.clip(s) for s in shown)
+    return text
+
+
+def _one_hot(names: Sequence[str], name: str) -> list[float]:
+    return [float(n == name) for n in names]
+
+
+@dataclass
+class _Done:
+    """A finished workflow: its answer, its turns in order, its record (turns as objects
+    until the top level numbers them)."""
+
+    answer: str | None
+    turns: list[Turn]
+    record: dict[str, Any]
+
+
+@dataclass
+class _Conducting:
+    """What stays the same over one question's workflows, and how each part is played."""
+
+    pool: Pool
+    spec: ConductorSpec
+    conductor: str
+    members: list[str]
+    task: str
+    context: list[ChatMessage]
+    kind: str | None
+    examples: Examples | None
+    salt: str = ""
+    strict: bool = False
+
+    def workflow(self, task: str, depth: int, emit: Callable[[list[Turn]], None] | None = None) -> _Done:
+        """Write and run one workflow for `task` at `depth` (module docstring)."""
+        turns: list[Turn] = []
+
+        def add(batch: list[Turn]) -> None:
+            turns.extend(batch)
+            if emit is not None:
+                emit(batch)
+
+        written, reading = self._conduct(task, depth)
+        add([written])
+        workflow = reading.workflow or Workflow((self.members[0],), (FALLBACK_SUBTASK,), ((),))
+        outputs: dict[int, str] = {}
+        notes: dict[int, str] = {}
+        steps: list[dict[str, Any]] = [{} for _ in range(len(workflow))]
+        repairs = list(reading.repairs)
+        for level in levels(workflow):
+            done = self._map([partial(self._step, task, workflow, i, outputs, notes, depth) for i in level])
+            for i, (output, step_turns, nested, repair) in zip(level, done, strict=True):
+                outputs[i] = output
+                repairs += [repair] if repair else []
+                note = step_turns[-1].examples if nested is None else None
+                if note is not None:
+                    notes[i] = prompts.examples_note(note)
+                add(step_turns)
+                steps[i] = {"model": workflow.model_id[i], "subtask": workflow.subtasks[i],
+                            "access": list(workflow.access[i]), "turns": step_turns, "nested": nested}
+        record = {"conductor": self.conductor, "depth": depth, "turn": written, "workflow": workflow.to_dict(),
+                  "topology": topology(workflow), "repairs": repairs, "fallback": reading.problem, "steps": steps}
+        return _Done(outputs[len(workflow) - 1], turns, record)
+
+    def _map(self, jobs: list[Callable[[], Any]]) -> list[Any]:
+        workers = min(self.pool.config.parallel, len(jobs))
+        if workers <= 1:
+            return [job() for job in jobs]
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="trinity-step") as executor:
+            return list(executor.map(_call, jobs))
+
+    def _conduct(self, task: str, depth: int) -> tuple[Turn, Reading]:
+        """The conductor's call for `task` and what was read from it."""
+        allow_self = depth < self.spec.depth
+        messages = conduct_messages(self.pool, task, self.members, self.context, self.spec.max_steps, allow_self)
+        params = self.pool.params(self.conductor, Role.WORKER.value)
+        if not self.pool.fits(self.conductor, messages, reply_room(self.pool, self.conductor, Role.WORKER)):
+            raise ContextOverflow(f"the conductor {self.conductor!r} cannot hold the task in its context of "
+                                  f"{self.pool.backend(self.conductor).n_ctx} tokens",
+                                  "shorten the question, or choose another --conductor")
+        completion = self.pool.chat(self.conductor, messages, params)
+        reading = read_workflow(completion.text, self.members, self.spec.max_steps, allow_self=True)
+        turn = self._turn(self.conductor, Role.THINKER, messages, completion, params, 0,
+                          "conductor" + (f" (depth {depth})" if depth else ""))
+        turn.max_tokens = params.max_tokens
+        return turn, reading
+
+    def _step(self, task: str, workflow: Workflow, index: int, outputs: dict[int, str], notes: dict[int, str],
+              depth: int) -> tuple[str, list[Turn], dict[str, Any] | None, str | None]:
+        """Play step `index`: (its output, its turns, a nested workflow's record or None,
+        a repair note or None)."""
+        model, subtask = workflow.model_id[index], workflow.subtasks[index]
+        if model == SELF and depth < self.spec.depth:
+            shown = [outputs[j] for j in workflow.access[index]]
+            nested = self.workflow(nested_task(task, subtask, shown), depth + 1)
+            return nested.answer or "", nested.turns, nested.record, None
+        repair = None
+        if model == SELF:
+            model = self.conductor
+            repair = f"step {index}: recursion deeper than {self.spec.depth}: the conductor does it as a step"
+        style = self.pool.style(model)
+        room = reply_room(self.pool, model, Role.WORKER)
+        for limit in OUTPUT_CLIPS:
+            messages = step_messages(task, workflow, index, outputs, notes, style, self.context, limit)
+            if self.pool.fits(model, messages, room):
+                break
+        else:
+            raise ContextOverflow(f"step {index}: model {model!r} cannot hold the task and the outputs it reads",
+                                  "shorten the question, or raise n_ctx in the pool file")
+        attempt = sum(m == model or (m == SELF and model == self.conductor)
+                      for m in workflow.model_id[:index])
+        params = self.pool.params(model, Role.WORKER.value, attempt=attempt, salt=self.salt)
+        completion = self.pool.chat(model, messages, params)
+        turn = self._turn(model, Role.WORKER, messages, completion, params, attempt,
+                          f"step {index}" + (f" (depth {depth})" if depth else ""))
+        if style == "program":
+            turn.reply, run = program.run_reply(turn.reply, strict=self.strict)
+            turn.execution = run.to_dict()
+        if self.kind == "code" and self.examples is not None and "```" in turn.reply:
+            turn.examples = settle.run_examples(turn.reply, self.examples, strict=self.strict).to_dict()
+        return turn.reply, [turn], None, repair
+
+    def _turn(self, model: str, role: Role, messages: list[ChatMessage], completion: Completion,
+              params: GenParams, attempt: int, override: str) -> Turn:
+        return Turn(
+            index=-1, model=model, role=role, chosen_role=role, model_probs=_one_hot(self.pool.names, model),
+            role_probs=[float(r is role) for r in ROLES], messages=messages, reply=completion.text,
+            prompt_tokens=completion.prompt_tokens, completion_tokens=completion.completion_tokens,
+            latency_s=completion.latency_s, coordinator_s=0.0, cost_usd=completion.cost_usd,
+            cached=completion.cached, override=override, attempt=attempt, temperature=params.temperature,
+            sample_seed=params.seed if attempt else None,
+        )
+
+
+def _call(job: Callable[[], Any]) -> Any:
+    return job()
+
+
+def _numbered(record: dict[str, Any]) -> dict[str, Any]:
+    """`record` with its Turn objects replaced by their indices (nested records too)."""
+    steps = []
+    for step in record["steps"]:
+        nested = _numbered(step["nested"]) if step["nested"] is not None else None
+        steps.append({**step, "turns": [t.index for t in step["turns"]], "nested": nested})
+    return {**record, "turn": record["turn"].index, "steps": steps}
+
+
+def run_conductor(
+    task: str,
+    pool: Pool,
+    spec: ConductorSpec | None = None,
+    exclude: Collection[str] = (),
+    context: Sequence[ChatMessage] = (),
+    kind: str | None = None,
+    examples: Examples | None = None,
+    on_turn: Callable[[Turn], None] | None = None,
+) -> Transcript:
+    """Answer `task` in conductor mode (module docstring); `on_turn` sees each turn once
+    numbered: the conductor's as soon as it is read, a level's steps when the level is done.
+    `exclude`d members are not offered to the conductor, nor run (the conductor itself may
+    still conduct). Raises ContextOverflow when no member, or the conductor, can hold the task."""
+    spec = spec or ConductorSpec()
+    conductor = spec.name(pool)
+    usable = usable_models(pool, task, exclude, context)
+    members = [m for m in pool.names if m in usable]
+    play = _Conducting(pool, spec, conductor, members, task, list(context), kind, examples,
+                       salt=attempt_salt(task, context), strict=pool.config.sandbox == "strict")
+    numbered: list[Turn] = []
+
+    def emit(batch: list[Turn]) -> None:
+        for turn in batch:
+            turn.index = len(numbered)
+            numbered.append(turn)
+            if on_turn is not None:
+                on_turn(turn)
+
+    done = play.workflow(task, 0, emit)
+    transcript = Transcript(task=task, context=list(context), turns=numbered, answer=done.answer,
+                            stop_reason="fallback" if done.record["fallback"] else "workflow")
+    transcript.workflow = _numbered(done.record)
+    return transcript

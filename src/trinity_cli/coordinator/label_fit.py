@@ -1,0 +1,129 @@
+"""A head's starting point fitted to free labels: which members solved which training items
+in a sample matrix (scripts/analysis/procedures.py --json), before evolution plays any episode.
+
+Sample matrix file (what scripts/analysis/procedures.py writes; only these keys are read):
+    {"models": [member, ...], "matrix": {item key: {member: [{"correct": bool, ...}, ...]}}}
+An item's label for a member is the share of its replies there that were right (its greedy
+reply and fresh attempts from the task alone), so labels cost no episode: the matrix's calls
+are the ones the rollout cache already holds.
+
+The fit (`fit_start`), for the items of the matrix that are training items of the run:
+  - model rows: ridge regression of each member's label on the head's input x (the turn-0
+    feature, head.inputs), ridge strength chosen by leave-one-out over a grid, maximising
+    the label of the member each held-out item would pick; then scaled so the spread of the
+    model logits around their per-item mean is `margin`;
+  - role rows: no weights, bias `margin` on Verifier. An episode's first turn has nothing to
+    verify, so it is played by a Worker (episode/loop.py's rule); every later turn is then a
+    Verifier, which outside code answers alone and accepts on agreement (turns/settle.py): the
+    start plays "ask the member predicted best, then check it by agreement", the procedure
+    bench's `agree` row plays with a fixed order;
+  - SVF offsets zero.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from trinity_cli.coordinator.head import Head
+from trinity_cli.errors import ConfigError
+from trinity_cli.messages import ROLES, Role
+
+# Ridge strengths tried, relative to the number of fitted items.
+RIDGE_GRID = (0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0, 30.0, 100.0)
+
+
+@dataclass
+class StartFit:
+    """A fitted start: its flat parameter vector (Head.flat layout) and how it was made."""
+
+    vector: np.ndarray
+    items: int
+    ridge: float
+    picked_label_loo: float  # mean label of the member each held-out item picks
+    best_fixed_label: float  # mean label of the one member best on average (what routing must beat)
+    oracle_label: float  # mean of each item's best label
+
+    def summary(self) -> dict[str, float | int]:
+        return {"items": self.items, "ridge": self.ridge, "picked_label_loo": self.picked_label_loo,
+                "best_fixed_label": self.best_fixed_label, "oracle_label": self.oracle_label}
+
+
+def read_labels(path: str | Path, models: Sequence[str]) -> dict[str, np.ndarray]:
+    """{item key: labels (len(models),), the share of each member's replies that were right}
+    from a sample matrix file (module docstring); refuses a file for other members."""
+    file = Path(path).expanduser()
+    try:
+        data = json.loads(file.read_text())
+        matrix = data["matrix"]
+    except FileNotFoundError:
+        raise ConfigError(f"sample matrix {str(file)!r} not found",
+                          "write one with: python scripts/analysis/procedures.py --split train --json FILE") from None
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ConfigError(f"sample matrix {str(file)!r} cannot be read ({exc.__class__.__name__}: {exc})",
+                          "use a file written by scripts/analysis/procedures.py --json") from None
+    if list(data.get("models") or []) != list(models):
+        raise ConfigError(f"sample matrix {str(file)!r} is for members {data.get('models')}, "
+                          f"the pool has {list(models)}",
+                          "make the matrix with the run's pool (scripts/analysis/procedures.py --pool)")
+    labels: dict[str, np.ndarray] = {}
+    for key, row in matrix.items():
+        labels[key] = np.array([np.mean([bool(r["correct"]) for r in row[m]]) if row.get(m) else 0.0
+                                for m in models])
+    return labels
+
+
+def fit_start(base: Head, inputs: Mapping[str, np.ndarray], labels: Mapping[str, np.ndarray],
+              margin: float = 3.0) -> StartFit:
+    """The start vector for `base` (its input fixed; svf offsets kept at zero) from the
+    head inputs x (head.inputs of the turn-0 features) and labels of the same items."""
+    keys = [k for k in inputs if k in labels]
+    if len(keys) < 4:
+        raise ConfigError(f"the sample matrix labels {len(keys)} of the run's training items; the fit needs 4 or more",
+                          "make the matrix on the run's training items (scripts/analysis/procedures.py --split train "
+                          "with the run's --tasks and --seed)")
+    x = np.array([inputs[k] for k in keys], dtype=np.float64)
+    y = np.array([labels[k] for k in keys], dtype=np.float64)
+    x_mean, y_mean = x.mean(axis=0), y.mean(axis=0)
+    xc, yc = x - x_mean, y - y_mean
+    n = len(keys)
+    best: tuple[float, float, np.ndarray] | None = None
+    for rel in RIDGE_GRID:
+        coef, loo = _ridge(xc, yc, rel * n)
+        picked = float(np.mean(y[np.arange(n), np.argmax(loo + y_mean, axis=1)]))
+        if best is None or picked >= best[0]:  # ties: the stronger ridge (later in the grid)
+            best = (picked, rel * n, coef)
+    assert best is not None
+    picked, ridge, coef = best
+    m = y.shape[1]
+    w_models = coef.T  # (M, D)
+    b_models = y_mean - w_models @ x_mean
+    pred = x @ w_models.T + b_models
+    spread = float(np.std(pred - pred.mean(axis=1, keepdims=True)))
+    scale = margin / spread if spread > 1e-9 else 0.0
+    weights = np.zeros((m + len(ROLES), x.shape[1]))
+    bias = np.zeros(m + len(ROLES))
+    weights[:m] = scale * w_models
+    bias[:m] = scale * (b_models - b_models.mean())
+    bias[m + ROLES.index(Role.VERIFIER)] = margin
+    vector = np.concatenate([np.zeros(base.svf_offsets.size), weights.ravel(), bias])
+    return StartFit(vector=vector, items=n, ridge=ridge, picked_label_loo=picked,
+                    best_fixed_label=float(y.mean(axis=0).max()), oracle_label=float(y.max(axis=1).mean()))
+
+
+
+def _ridge(xc: np.ndarray, yc: np.ndarray, lam: float) -> tuple[np.ndarray, np.ndarray]:
+    """Ridge coefficients (D, M) of centred data and the leave-one-out predictions (n, M) of
+    the centred targets (hat-matrix shortcut; in the dual, so D may exceed n)."""
+    gram = xc @ xc.T
+    inv = np.linalg.inv(gram + lam * np.eye(len(xc)))
+    alpha = inv @ yc
+    hat = gram @ inv
+    fitted = hat @ yc
+    leverage = np.clip(np.diag(hat), 0.0, 1.0 - 1e-9)[:, None]
+    loo = yc - (yc - fitted) / (1.0 - leverage)
+    return xc.T @ alpha, loo

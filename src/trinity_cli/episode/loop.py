@@ -1,0 +1,286 @@
+"""One multi-turn episode: decide -> build prompt -> call the pool -> record, until a
+Verifier accepts or a budget (turns, tokens or cost) is spent.
+
+Rules, applied in this order after the coordinator's pick (each recorded in `Turn.override`):
+1. A Thinker's `Next: <role>` suggestion replaces the role of the following turn; the
+   coordinator still picks the model.
+2. A Verifier picked before any answer exists acts as a Worker instead (there is
+   nothing to verify; the turn is not wasted).
+3. On the last turn, if no answer exists yet, the role is Worker, so every episode ends
+   with an answer. The last turn is turn `max_turns`, or the turn after the one that
+   reached the token or cost budget: a budget reached while an answer exists ends the
+   episode at once; reached before any Worker turn, it allows one more turn, a Worker.
+
+Each member is asked in its own style (prompts.py). A member asked before in the episode
+makes a fresh attempt: sampled at its `retry_temperature` from a seed derived from its seed,
+the task and the attempt number (pool.Pool.params), so a second ask is not the first reply
+again, and the same attempt at the same task is one cached call whoever asks it. A
+`program` member's answering replies are run in the code sandbox (turns/program.py) before they
+are recorded, so the printed value becomes the turn's `Answer:` line.
+
+How answers are settled (turns/settle.py): outside code tasks a Verifier answers alone and
+ACCEPTs when its answer equals any earlier answer, which becomes the episode's; on code
+tasks every code answer is run against the task's shown examples, a Verifier reads the
+proposed code (reason, direct: stated verdict) or tests it (program: its asserts run), and
+an ACCEPT of code failing its examples is refused. Without an ACCEPT the answer is the
+plurality of votes (code: the latest code passing its examples). A decision source with
+`stop_when_agreed` (the fixed `agree` procedure) also ends the episode at the first
+agreement (stop_reason "agreed").
+
+`kind` is the task's scorer kind ("numeric", "choice", "math", "exact", "code"; from the
+task item in evolve and bench, guessed from the task's wording in ask and serve): answers
+are compared exactly as that scorer reads them.
+
+Models whose context cannot hold the task at all
+are routed around (masked like `--exclude`); if no model can hold it, `ContextOverflow`.
+When the transcript outgrows a model's context, its oldest turns are left out of that
+model's prompt (`Turn.truncated_turns` records how many).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass, replace
+from typing import Protocol
+
+import numpy as np
+
+from trinity_cli.errors import ConfigError, ContextOverflow
+from trinity_cli.messages import ChatMessage, Decision, GenParams, Role, Transcript, Turn
+from trinity_cli.pool.pool import Pool
+from trinity_cli.tasks.answers import guess_kind
+from trinity_cli.turns import program, prompts, settle
+from trinity_cli.turns.settle import Examples
+
+# Reply room a prompt must leave; llama.cpp backends clamp max_tokens to what is left.
+MIN_REPLY_ROOM = 128
+
+class DecisionSource(Protocol):
+    """What picks (model, role) each turn: the evolved `Coordinator`, or a fixed schedule
+    (bench's single-model and self-loop baselines)."""
+
+    @property
+    def models(self) -> list[str]: ...
+
+    def decide(
+        self,
+        task: str,
+        turns: Sequence[Turn],
+        rng: np.random.Generator,
+        excluded: Collection[str] = (),
+        context: Sequence[ChatMessage] = (),
+        greedy: bool = False,
+    ) -> Decision: ...
+
+
+TurnCallback = Callable[[Turn], None]
+DecisionCallback = Callable[[int, Decision], None]
+
+
+def reply_room(pool: Pool, model: str, role: Role) -> int:
+    """The reply room `model`'s prompt must leave when it acts as `role`."""
+    return min(pool.params(model, role.value).max_tokens, MIN_REPLY_ROOM)
+
+
+def _fit(
+    pool: Pool, model: str, role: Role, task: str, turns: Sequence[Turn], context: Sequence[ChatMessage],
+    kind: str | None, alone: bool = False,
+) -> tuple[list[ChatMessage], int]:
+    room = reply_room(pool, model, role)
+    style = pool.style(model)
+    for keep in range(0 if alone else len(turns), -1, -1):  # asked alone: shown no turns, one try
+        messages = prompts.build_messages(role, task, turns, context, keep_last=keep, style=style, kind=kind,
+                                        alone=alone)
+        if pool.fits(model, messages, room):
+            return messages, len(turns) - keep
+    raise ContextOverflow(
+        f"model {model!r}: the task and the answer to check do not fit its context of "
+        f"{pool.backend(model).n_ctx} tokens",
+        "shorten the question, or raise n_ctx in the pool file",
+    )
+
+
+def usable_models(pool: Pool, task: str, exclude: Collection[str], context: Sequence[ChatMessage] = ()) -> set[str]:
+    """Models not excluded whose context holds the task; errors if none is left."""
+    left = pool.left_after(exclude)
+    fitting = []
+    for name in left:
+        messages = prompts.build_messages(Role.WORKER, task, [], context, style=pool.style(name))
+        if pool.fits(name, messages, MIN_REPLY_ROOM):
+            fitting.append(name)
+    if not fitting:
+        biggest = max(pool.backend(n).n_ctx for n in left)
+        raise ContextOverflow(
+            f"the question is longer than every model's context (the largest holds {biggest} tokens)",
+            "shorten the question, or use a pool with larger n_ctx",
+        )
+    return set(fitting)
+
+
+def run_episode(
+    task: str,
+    pool: Pool,
+    coordinator: DecisionSource,
+    max_turns: int = 5,
+    seed: int = 0,
+    exclude: Collection[str] = (),
+    context: Sequence[ChatMessage] = (),
+    greedy: bool = False,
+    on_decision: DecisionCallback | None = None,
+    on_turn: TurnCallback | None = None,
+    token_budget: int | None = None,
+    cost_budget: float | None = None,
+    kind: str | None = None,
+    examples: Examples | None = None,
+) -> Transcript:
+    """Run one episode (`kind`: the task's scorer kind, None to guess it from the task;
+    `examples`: a code task's shown tests, run on every code answer: turns/settle.py).
+    Decisions are sampled from `np.random.default_rng(seed)`, so the
+    same seed, pool replies and head give the same transcript.
+
+    `token_budget` (prompt + completion tokens over all turns) and `cost_budget` (USD,
+    priced models only) end the episode with stop_reason "token_budget" or "cost_budget"
+    once reached. The turn that crosses the line is kept; if no Worker has answered by
+    then, one more turn is played as a Worker (rule 3), so a budget never leaves an
+    episode without an answer."""
+    if max_turns < 1:
+        raise ConfigError(f"max_turns must be at least 1, got {max_turns}")
+    if coordinator.models != pool.names:
+        raise ConfigError(f"the coordinator routes {coordinator.models}, the pool has {pool.names}")
+    kind = guess_kind(task) if kind is None else kind
+    masked = set(pool.names) - usable_models(pool, task, exclude, context)
+    play = _Play(pool, task, list(context), kind, examples)
+    rng = np.random.default_rng(seed)
+    until_agreed = bool(getattr(coordinator, "stop_when_agreed", False))
+    transcript = Transcript(task=task, context=list(context))
+    spent: str | None = None  # which budget was reached: "token_budget" or "cost_budget"
+    settled: str | None = None  # the answer agreed on, once there is one
+    for index in range(max_turns):
+        decision = coordinator.decide(task, transcript.turns, rng, masked, context, greedy)
+        if on_decision:
+            on_decision(index, decision)
+        turns = transcript.turns
+        proposed = prompts.latest_answering(turns)
+        last = index == max_turns - 1 or spent is not None
+        role, override = _acting_role(decision, turns[-1].suggestion if turns else None, proposed, last, spent)
+        turn = play.turn(turns, index, decision, role, override, proposed)
+        _judge(turn, turns, proposed, kind)
+        turns.append(turn)
+        if on_turn:
+            on_turn(turn)
+        if turn.verdict == "ACCEPT":
+            transcript.accepted, transcript.stop_reason = True, "accepted"
+            # The answer agreed with (asked alone), or the code the Verifier accepted.
+            accepted = turns[turn.agreed_with] if turn.agreed_with is not None else proposed
+            settled = accepted.reply if accepted is not None else None
+            break
+        if until_agreed and (found := settle.agreement(turns, kind)) is not None:
+            transcript.stop_reason, settled = "agreed", turns[found].reply
+            break
+        spent = spent or _budget_reached(transcript, token_budget, cost_budget)
+        if spent is not None and prompts.latest_answering(turns) is not None:
+            transcript.stop_reason = spent
+            break
+    transcript.answer = settled if settled is not None else settle.settled_answer(transcript.turns, kind)
+    return transcript
+
+
+def _acting_role(
+    decision: Decision, suggested: Role | None, proposed: Turn | None, last: bool, spent: str | None
+) -> tuple[Role, str | None]:
+    """The role that acts this turn and why it differs from the decision's (rules 1-3)."""
+    role, override = decision.role, None
+    if suggested is not None and suggested is not role:
+        role, override = suggested, f"thinker suggested {suggested.value}"
+    if role is Role.VERIFIER and proposed is None:
+        role, override = Role.WORKER, "no answer to verify yet: verifier acts as worker"
+    if last and proposed is None and role is not Role.WORKER:
+        why = "last turn" if spent is None else f"{spent.replace('_', ' ')} spent"
+        role, override = Role.WORKER, f"{why} and no answer yet: worker"
+    return role, override
+
+
+@dataclass
+class _Play:
+    """What stays the same over the turns of one episode, and how one turn is played."""
+
+    pool: Pool
+    task: str
+    context: list[ChatMessage]
+    kind: str | None
+    examples: Examples | None
+
+    def turn(self, turns: Sequence[Turn], index: int, decision: Decision, role: Role, override: str | None,
+             proposed: Turn | None) -> Turn:
+        """Ask `decision.model` as `role` (a fresh attempt if it was asked before), run what
+        must be run (a program turn, a code answer's examples, a program Verifier's asserts)
+        and record it; verdicts are `_judge`'s."""
+        pool, model = self.pool, decision.model
+        strict = pool.config.sandbox == "strict"
+        alone = prompts.asked_alone(role, self.kind, decision.alone)
+        messages, dropped = _fit(pool, model, role, self.task, turns, self.context, self.kind, alone)
+        attempt = sum(t.model == model for t in turns)
+        params = pool.params(model, role.value, attempt=attempt, salt=attempt_salt(self.task, self.context))
+        completion = pool.chat(model, messages, params)
+        reply, execution, verdict = completion.text, None, None
+        answering = prompts.answering(role, alone)
+        if pool.style(model) == "program" and role is not Role.THINKER:
+            if answering:
+                reply, run = program.run_reply(reply, strict=strict)
+            else:  # a program Verifier of code: its asserts run against the proposed code
+                assert proposed is not None
+                verdict, run = program.run_tests(proposed.reply, reply, strict=strict)
+            execution = run.to_dict()
+        example_run = None
+        if answering and self.kind == "code" and self.examples is not None:
+            example_run = settle.run_examples(reply, self.examples, strict=strict).to_dict()
+        return Turn(
+            index=index, model=model, role=role, chosen_role=decision.role, model_probs=decision.model_probs,
+            role_probs=decision.role_probs, messages=messages, reply=reply,
+            prompt_tokens=completion.prompt_tokens, completion_tokens=completion.completion_tokens,
+            latency_s=completion.latency_s, coordinator_s=decision.seconds, cost_usd=completion.cost_usd,
+            cached=completion.cached, override=override, truncated_turns=dropped, execution=execution,
+            verdict=verdict, verdict_source="executed" if verdict else None, alone=alone, attempt=attempt,
+            temperature=params.temperature, sample_seed=params.seed if attempt else None, examples=example_run,
+        )
+
+
+def _judge(turn: Turn, turns: Sequence[Turn], proposed: Turn | None, kind: str | None) -> None:
+    """Settle `turn` against the earlier `turns` (turns/settle.py): a Verifier's verdict (asked
+    alone: agreement with any earlier answer; on code: stated or executed, refused when the
+    proposed code fails its examples), a Thinker's suggestion, and whether it votes."""
+    if turn.role is Role.VERIFIER and turn.alone:
+        turn.agreed_with = settle.agreed_with(turns, settle.answer_of(turn, kind), kind)
+        agreed = turn.agreed_with is not None
+        turn.verdict, turn.verdict_source = ("ACCEPT", "agreed") if agreed else ("REVISE", "disagreed")
+    elif turn.role is Role.VERIFIER:
+        if turn.verdict is None:
+            turn.verdict, turn.verdict_source = prompts.verdict(turn.reply), "stated"
+        if turn.verdict == "ACCEPT" and proposed is not None and proposed.examples_passed is False:
+            turn.verdict, turn.verdict_source = "REVISE", "examples failed"
+    elif turn.role is Role.THINKER:
+        turn.suggestion = prompts.suggestion(turn.reply)
+    turn.vote = settle.is_vote(turns, turn, kind)
+
+
+def _budget_reached(transcript: Transcript, token_budget: int | None, cost_budget: float | None) -> str | None:
+    """"token_budget" or "cost_budget" once the transcript has spent that budget, else None."""
+    if token_budget is not None and transcript.prompt_tokens + transcript.completion_tokens >= token_budget:
+        return "token_budget"
+    if cost_budget is not None and (transcript.cost_usd or 0.0) >= cost_budget:
+        return "cost_budget"
+    return None
+
+
+def attempt_salt(task: str, context: Sequence[ChatMessage]) -> str:
+    """What a fresh attempt's seed is derived from besides the member and the attempt
+    (pool.attempt_seed): the task and the earlier conversation."""
+    return "\x00".join([task, *(f"{m.role}:{m.content}" for m in context)])
+
+
+def turn_params(pool: Pool, transcript: Transcript, turn: Turn) -> GenParams:
+    """The generation parameters `turn` of `transcript` was called with (its attempt's,
+    and its own reply cap when it records one: `Turn.max_tokens`)."""
+    params = pool.params(turn.model, turn.role.value, attempt=turn.attempt,
+                         salt=attempt_salt(transcript.task, transcript.context))
+    return params if turn.max_tokens is None else replace(params, max_tokens=turn.max_tokens)

@@ -1,0 +1,77 @@
+"""Fixed schedules: decision sources that need no head, played by `episode.run_episode`
+exactly like a coordinator (bench's single, self-loop, sc and agree systems)."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+
+import numpy as np
+
+from trinity_cli.errors import ConfigError, ContextOverflow
+from trinity_cli.messages import ROLES, ChatMessage, Decision, Role, Turn
+
+
+class FixedSchedule:
+    """A decision source that needs no head: the members of `model` (one name, or several
+    asked in turn, cycling) in the roles of `plan` taken in turn (cycling). It has what
+    `run_episode` uses of a coordinator, `models`, `decide` and `stop_when_agreed`, so
+    episodes run with it exactly as with a head.
+
+    single:<m>   FixedSchedule(models, m, (Role.WORKER,)) with max_turns 1
+    selfloop:<m> FixedSchedule(models, m, (Role.WORKER, Role.VERIFIER))
+    sc:<m>@k     FixedSchedule(models, m, (Role.WORKER,), alone=True) with max_turns k:
+                 the greedy reply and k-1 fresh attempts, each from the task alone,
+                 settled by plurality (turns/settle.py)
+    agree        agree(models): every member in pool order, round-robin, from the task
+                 alone, until two answers agree (code: one passes its examples)
+
+    `alone`: every call is made from the task alone (Decision.alone); `stop_when_agreed`:
+    the episode ends at the first agreement (episode/loop.py). Members `run_episode` masks
+    (their context cannot hold the task) are skipped; with none left, ContextOverflow.
+    """
+
+    def __init__(self, models: Sequence[str], model: str | Sequence[str], plan: Sequence[Role],
+                 alone: bool = False, stop_when_agreed: bool = False) -> None:
+        order = [model] if isinstance(model, str) else list(model)
+        unknown = [m for m in order if m not in models]
+        if unknown or not order:
+            raise ConfigError(f"no model {unknown[0]!r} among {list(models)}" if unknown
+                              else "a fixed schedule needs at least one model")
+        if not plan:
+            raise ConfigError("a fixed schedule needs at least one role")
+        self.models = list(models)
+        self.order = order
+        self.plan = tuple(plan)
+        self.alone = alone
+        self.stop_when_agreed = stop_when_agreed
+
+    def decide(
+        self,
+        task: str,
+        turns: Sequence[Turn],
+        rng: np.random.Generator,
+        excluded: Collection[str] = (),
+        context: Sequence[ChatMessage] = (),
+        greedy: bool = False,
+    ) -> Decision:
+        usable = [m for m in self.order if m not in excluded]
+        if not usable:
+            who = f"model {self.order[0]!r} cannot" if len(self.order) == 1 else "no model of this schedule can"
+            raise ContextOverflow(f"{who} hold this task in its context")
+        model = usable[len(turns) % len(usable)]
+        role = self.plan[len(turns) % len(self.plan)]
+        return Decision(
+            model=model,
+            role=role,
+            model_probs=[float(m == model) for m in self.models],
+            role_probs=[float(r is role) for r in ROLES],
+            alone=self.alone,
+        )
+
+    def close(self) -> None:
+        """Nothing to free (same interface as `Coordinator`)."""
+
+
+def agree(models: Sequence[str]) -> FixedSchedule:
+    """bench's `agree` row (FixedSchedule's docstring)."""
+    return FixedSchedule(models, models, (Role.WORKER,), alone=True, stop_when_agreed=True)

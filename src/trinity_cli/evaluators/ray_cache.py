@@ -1,0 +1,112 @@
+"""The rollout cache shared across a Ray cluster (evaluators/ray_actors.py): `CacheKeeper`, which
+serves the driver's cache to the actors with single flight across them, and `KeeperCache`,
+an actor's view of it. Plain classes with no `ray` import: evaluators/ray_actors.py makes the keeper
+a Ray actor and hands each view `ray.get` to wait for the keeper's answers.
+
+Protocol: an actor's `get` is the keeper's `lookup` (a hit, or None making this attempt the
+leader of the key; a lookup of a key another attempt leads waits for it to land); `put` is
+`publish` (written into the driver's cache at once, so a driver killed outright loses no
+finished call); `release` gives up the keys an attempt leads but did not publish (its call
+failed). Why a keeper and not cache entries shipped with the specs: evaluators/ray_actors.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from trinity_cli.messages import Completion
+from trinity_cli.pool.rollout_cache import RolloutCache
+
+
+class CacheKeeper:
+    """The driver's rollout cache, served to the actors (an async Ray actor: lookups that wait
+    for a call in flight do not block the others).
+
+    `lookup` answers a hit, or makes the caller the leader of that key (None) until it
+    `publish`es the reply or `release`s what its attempt leads; a lookup of a key someone
+    leads waits for it. `made` remembers which keys each attempt computed."""
+
+    def __init__(self, directory: str) -> None:
+        self.cache = RolloutCache(Path(directory))
+        self.flights: dict[str, tuple[asyncio.Event, str]] = {}  # key -> (set when it lands, leader's attempt)
+        self.made: dict[str, list[str]] = {}  # attempt -> keys it computed
+
+    async def lookup(self, key: str, attempt: str) -> Completion | None:
+        while key in self.flights:
+            await self.flights[key][0].wait()
+        hit = self.cache.get(key)
+        if hit is None:
+            self.flights[key] = (asyncio.Event(), attempt)
+        return hit
+
+    async def publish(self, key: str, completion: Completion, attempt: str) -> None:
+        self.cache.put(key, completion)
+        self.made.setdefault(attempt, []).append(key)
+        self._land(key)
+
+    async def release(self, attempt: str) -> None:
+        for key in [k for k, (_, owner) in self.flights.items() if owner == attempt]:
+            self._land(key)
+
+    async def made_by(self, attempts: list[str]) -> list[str]:
+        return [key for attempt in attempts for key in self.made.get(attempt, [])]
+
+    async def forget(self) -> None:
+        self.made.clear()
+
+    async def reset(self) -> None:
+        """After the actors were killed: nothing is in flight any more."""
+        for key in list(self.flights):
+            self._land(key)
+        self.made.clear()
+
+    def _land(self, key: str) -> None:
+        # A leader given up for dead may still publish later: its key may have landed already.
+        flight = self.flights.pop(key, None)
+        if flight is not None:
+            flight[0].set()
+
+
+class KeeperCache(RolloutCache):
+    """An actor's view of the driver's rollout cache: reads and writes go to the keeper
+    (nothing is stored on the actor's node). One episode at a time: `attempt` names it."""
+
+    def __init__(self, keeper: Any, wait: Callable[[Any], Any]) -> None:  # no super().__init__(): no directory
+        self.keeper = keeper
+        self.wait = wait  # ray.get: the keeper's answer to a remote call
+        self.attempt = ""
+        self.leading: set[str] = set()
+        self.hits = 0
+        self.misses = 0
+        self._lock = threading.Lock()
+
+    def get(self, key: str) -> Completion | None:
+        hit: Completion | None = self.wait(self.keeper.lookup.remote(key, self.attempt))
+        with self._lock:
+            if hit is None:
+                self.misses += 1
+                self.leading.add(key)
+            else:
+                self.hits += 1
+        return hit
+
+    def put(self, key: str, completion: Completion) -> None:
+        self.wait(self.keeper.publish.remote(key, completion, self.attempt))
+        with self._lock:
+            self.leading.discard(key)
+
+    def release(self) -> None:
+        """Give up the keys this attempt leads but did not publish (its call failed)."""
+        if self.leading:
+            self.wait(self.keeper.release.remote(self.attempt))
+            self.leading.clear()
+
+    def __len__(self) -> int:
+        return 0
+
+    def close(self) -> None:
+        return None

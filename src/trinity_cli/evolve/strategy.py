@@ -1,0 +1,104 @@
+"""The search itself, apart from the episodes it scores: the separable CMA-ES strategy and its
+random stream, a fresh run's checkpoint state, candidates' fitness from their episodes, and a
+generation's curve. The only module that imports `cma`.
+
+pycma samples candidates with a generator of its own (`Randn`: a numpy RandomState seeded with
+seed + 1), stored inside the pickled strategy: nothing else in the process (numpy's global RNG
+included) can shift the candidates, and a resumed run draws exactly what an uninterrupted one
+would.
+
+Checkpoint state (a plain dict, pickled by runs/store.py; fields: docs/files.md#evolve-runs):
+{"es", "generation", "spent", "val_spent", "best": {"vector", "val", "generation"}, "curves",
+"input"}.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+# Initial step size of SVF offsets relative to head weights: an offset of 0.1 scales a
+# singular value by exp(0.1), about 10 % (before the sum is restored); a head weight of 1
+# moves a logit by at most 1 (unit-norm features).
+SVF_STD = 0.1
+
+
+class Randn:
+    """pycma's `randn` option: standard normal draws from a generator of our own.
+
+    A picklable callable (it travels inside the checkpointed strategy, state included).
+    RandomState(seed).randn is the stream pycma's `seed` option used to seed numpy's global
+    RNG with, so runs with a population of 6 or more keep their candidates. (Smaller
+    populations mirror candidates, and pycma spends a global draw on each ask to round their
+    number; that draw no longer shares our stream, so their candidates differ from the
+    second generation on. pycma reads no other randomness.)
+    """
+
+    def __init__(self, seed: int) -> None:
+        self.rng = np.random.RandomState(seed)
+
+    def __call__(self, *shape: int) -> np.ndarray:
+        return self.rng.randn(*shape)
+
+
+def default_popsize(n: int) -> int:
+    """pycma's default population for `n` parameters."""
+    return 4 + int(3 * math.log(n))
+
+
+def new_state(start: np.ndarray, sigma0: float, seed: int, popsize: int, n_svf: int,
+              center: dict[str, Any] | None) -> dict[str, Any]:
+    """A fresh run's state: the strategy at `start` (the first `n_svf` parameters, SVF
+    offsets, with step SVF_STD; head weights 1), nothing spent, `start` as the best so far."""
+    import cma
+
+    stds = [SVF_STD] * n_svf + [1.0] * (start.size - n_svf)
+    es = cma.CMAEvolutionStrategy(
+        start,
+        sigma0,
+        # `randn`: pycma's own generator (see Randn); with it pycma leaves numpy's global
+        # RNG alone, and `seed` must be NaN or it warns that the seed goes unused.
+        {"CMA_diagonal": True, "randn": Randn(seed + 1), "seed": float("nan"), "popsize": popsize,
+         "verbose": -9, "verb_disp": 0, "verb_log": 0, "CMA_stds": stds, "maxiter": 10**9, "tolfun": 0,
+         "tolx": 0, "tolfunhist": 0, "tolstagnation": 10**9,
+         # Plain mirrored sampling: the default selective mirroring injects solutions that a
+         # small population cannot absorb when fitness is flat (all-zero rewards are common).
+         "CMA_mirrormethod": 0},
+    )
+    return {"es": es, "generation": 0, "spent": 0, "val_spent": 0,
+            "best": {"vector": start.copy(), "val": None, "generation": -1}, "curves": [], "input": center}
+
+
+def fitness(played: list[dict[str, Any]], n_candidates: int, batch: int,
+            cost_weight: float) -> tuple[list[float], list[dict[str, Any]]]:
+    """Each candidate's fitness, mean reward - cost_weight * mean cost, from its `batch`
+    episodes (`played` holds candidate 0's, then candidate 1's, ...); and the episodes, each
+    marked with its candidate's index."""
+    scores, episodes = [], []
+    for c in range(n_candidates):
+        eps = played[c * batch:(c + 1) * batch]
+        for e in eps:
+            e["candidate"] = c
+        reward = float(np.mean([e["reward"] for e in eps]))
+        cost = float(np.mean([e["cost"] for e in eps]))
+        scores.append(reward - cost_weight * cost)
+        episodes.extend(eps)
+    return scores, episodes
+
+
+def curve(state: dict[str, Any], generation: int, scores: Sequence[float], val: float | None, seconds: float,
+          before: dict[str, int], after: dict[str, int]) -> dict[str, Any]:
+    """A generation's curve (docs/files.md#evolve-runs): its fitness, validation and seconds,
+    and the pool counters during it (`after` - `before`) and summed over the run so far."""
+    previous = state["curves"][-1] if state["curves"] else {}
+    out: dict[str, Any] = {
+        "generation": generation, "spent": state["spent"], "best_fitness": max(scores),
+        "mean_fitness": float(np.mean(scores)), "val": val, "seconds": seconds,
+    }
+    for key in ("pool_calls", "cache_hits", "tokens"):
+        out[f"{key}_gen"] = after[key] - before[key]
+        out[f"{key}_total"] = previous.get(f"{key}_total", 0) + out[f"{key}_gen"]
+    return out

@@ -1,0 +1,287 @@
+"""The pool: member names -> backends, loaded lazily, evicted when memory is bounded, and
+every call routed through the rollout cache.
+
+Members that run the same GGUF file with the same load settings (`load_key`) share one
+backend, so one loaded llama.cpp model serves every style of those weights.
+`max_resident` (pool file) bounds how many in-process backends (loaded files) are loaded
+at once; loading one more closes the least recently used. API and scripted models never
+count. Every load goes through here: `chat` and `fits` make room first, so counting a
+long prompt's tokens cannot load a model behind the pool's back.
+
+Locking: the pool's lock guards only its own tables (backends, LRU, pins, calls in
+flight, stats); a backend call runs outside it, so API members answer concurrently, and an
+in-process model serialises its own calls with its own lock (one llama.cpp context is not
+thread-safe). A backend is pinned while a call (or an exact token count) runs on it, and
+only unpinned backends are evicted: a thread that needs room while every loaded backend is
+busy waits for one to finish, so `max_resident` holds with concurrent episodes too.
+
+Single flight: concurrent calls with the same rollout cache key make one model call; the
+others wait for it and are then answered by the cache, exactly as they would have been
+had they come after it. So N episodes at once make the same model calls, and count the
+same cache hits, as the same episodes one after another.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from trinity_cli.backends import registry
+from trinity_cli.backends.base import Backend
+from trinity_cli.errors import ConfigError, did_you_mean
+from trinity_cli.messages import ChatMessage, Completion, GenParams
+from trinity_cli.pool.rollout_cache import RolloutCache, rollout_key
+from trinity_cli.pool_config import ModelConfig, PoolConfig
+
+
+def attempt_seed(seed: int | None, name: str, attempt: int, salt: str) -> int:
+    """The sampling seed of member `name`'s `attempt`-th fresh attempt at the task `salt`:
+    the first 4 bytes (little-endian, below 2**31) of sha256("<seed>:<name>:<attempt>:<salt>")."""
+    digest = hashlib.sha256(f"{seed}:{name}:{attempt}:{salt}".encode()).digest()
+    return int.from_bytes(digest[:4], "little") & 0x7FFFFFFF
+
+
+def load_key(model: ModelConfig) -> str:
+    """Members with equal keys share one backend: for GGUF members, the weights and every
+    setting llama.cpp is loaded with (`runtime: server` members sharing a file share one
+    server and its slots); any other member is its own backend."""
+    if model.kind != "gguf":
+        return f"{model.kind}:{model.name}"
+    fields = model.model_dump(include={"weights", "n_ctx", "n_threads", "n_batch", "chat_format", "seed",
+                                       "runtime", "slots"})
+    return "gguf:" + json.dumps(fields, sort_keys=True, default=str)
+
+
+@dataclass
+class PoolStats:
+    calls: int = 0
+    cache_hits: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    seconds: float = 0.0
+
+    def count(self, cached: bool, prompt_tokens: int, completion_tokens: int, latency_s: float) -> None:
+        """Count one call (a cache hit costs no model seconds)."""
+        self.calls += 1
+        self.cache_hits += int(cached)
+        self.prompt_tokens += prompt_tokens
+        self.completion_tokens += completion_tokens
+        self.seconds += 0.0 if cached else latency_s
+
+
+class Pool:
+    def __init__(
+        self,
+        config: PoolConfig,
+        cache: RolloutCache | None = None,
+        backends: dict[str, Backend] | None = None,
+        owns_cache: bool = False,
+    ) -> None:
+        """`owns_cache`: `close()` closes `cache` too (open_pool's pools own the cache they open)."""
+        self.config = config
+        self.cache = cache
+        self._owns_cache = owns_cache
+        # Backends by load key; `backends` (tests) gives members' backends by member name.
+        self._keys = {m.name: (m.name if backends and m.name in backends else load_key(m))
+                      for m in config.all_models}
+        self._backends: dict[str, Backend] = dict(backends or {})
+        self._lru: list[str] = []  # load keys of resident backends, least recently used first
+        self._pins: Counter[str] = Counter()  # load key -> calls running on it now
+        self._flights: dict[str, threading.Event] = {}  # cache key -> set when its model call ends
+        self._lock = threading.RLock()
+        self._room = threading.Condition(self._lock)  # notified when a pin is released
+        self.stats = PoolStats()
+
+    @property
+    def names(self) -> list[str]:
+        return self.config.names
+
+    def check_names(self, names: Iterable[str], what: str = "--exclude") -> list[str]:
+        out = []
+        for name in names:
+            if name not in self.names:
+                raise ConfigError(
+                    f"{what}: the pool {self.config.name!r} has no model {name!r}",
+                    did_you_mean(name, self.names),
+                )
+            out.append(name)
+        return out
+
+    def left_after(self, exclude: Iterable[str]) -> list[str]:
+        """The members not in `exclude`, in pool order; refuses unknown names and an
+        exclusion of every member (the one place that says so)."""
+        excluded = set(self.check_names(exclude))
+        left = [m for m in self.names if m not in excluded]
+        if not left:
+            raise ConfigError("every model of the pool is excluded", "exclude fewer models")
+        return left
+
+    def check_assets(self) -> None:
+        """Locate (and assemble or verify) every local model file now, so a missing or
+        broken file is reported before any work starts, not minutes into an episode."""
+        for name in [m.name for m in self.config.all_models]:
+            backend = self.backend(name)
+            path = getattr(backend, "path", None)  # in-process backends expose their file
+            if path is not None:
+                from trinity_cli import assets
+
+                assets.check_gguf(path)
+
+    def style(self, name: str) -> str:
+        """How member `name` is asked to work: "reason", "direct" or "program"."""
+        return self.config.model(name).style
+
+    def params(self, name: str, role: str | None = None, attempt: int = 0, salt: str = "") -> GenParams:
+        """Member `name`'s sampling parameters; `role` ("thinker", "worker", "verifier")
+        applies the member's `role_max_tokens` cap for that role, if it has one.
+
+        `attempt` > 0 (the member was asked before in this episode) gives a fresh attempt:
+        temperature `retry_temperature` (its own `temperature` if that is higher), seed
+        `attempt_seed(seed, name, attempt, salt)`, `salt` being the task and conversation.
+        The seed depends on nothing else, so the same attempt at the same task is the
+        same call whichever procedure or head asks it: one cached reply serves them all,
+        and heads compared during evolution see the same samples."""
+        model = self.config.model(name)
+        caps = {str(r): n for r, n in model.role_max_tokens.items()}
+        max_tokens = caps.get(role, model.max_tokens) if role else model.max_tokens
+        temperature, seed = model.temperature, model.seed
+        if attempt > 0 and max(model.retry_temperature, model.temperature) > 0:
+            temperature = max(model.retry_temperature, model.temperature)
+            seed = attempt_seed(model.seed, name, attempt, salt)
+        return GenParams(max_tokens=max_tokens, temperature=temperature, top_p=model.top_p, seed=seed)
+
+    def backend(self, name: str) -> Backend:
+        """Member `name`'s backend, constructed (not loaded) on first use; shared by every
+        member with the same `load_key`."""
+        with self._lock:
+            if name not in self._keys:
+                self.config.model(name)  # raises with the close matches
+            key = self._keys[name]
+            if key not in self._backends:
+                self._backends[key] = registry.create(self.config.model(name))
+            return self._backends[key]
+
+    @property
+    def resident_count(self) -> int:
+        """In-process backends the pool counts as loaded (at most `max_resident`)."""
+        return len(self._lru)
+
+    def _acquire(self, name: str) -> Backend:
+        """Member `name`'s backend, made room for under `max_resident` and pinned until
+        `_release(name)`: least recently used unpinned backends are closed first; when
+        every loaded backend is pinned, this waits for one to be released."""
+        backend = self.backend(name)
+        key = self._keys[name]
+        with self._room:
+            while backend.resident:
+                if key in self._lru:
+                    self._lru.remove(key)
+                    self._lru.append(key)
+                    break
+                if len(self._lru) < self.config.max_resident:
+                    self._lru.append(key)
+                    break
+                victim = next((k for k in self._lru if not self._pins[k]), None)
+                if victim is None:
+                    self._room.wait()
+                    continue
+                self._lru.remove(victim)
+                self._backends[victim].close()  # unpinned: no call is running on it
+            self._pins[key] += 1
+        return backend
+
+    def _release(self, name: str) -> None:
+        with self._room:
+            self._pins[self._keys[name]] -= 1
+            self._room.notify_all()
+
+    def fits(self, name: str, messages: Sequence[ChatMessage], max_tokens: int) -> bool:
+        """Whether member `name`'s context holds `messages` plus `max_tokens` of reply.
+        A cheap bound answers first; an exact count may load the model, through the LRU."""
+        backend = self.backend(name)
+        if backend.fits_roughly(messages, max_tokens):
+            return True
+        backend = self._acquire(name)
+        try:
+            return backend.fits(messages, max_tokens)
+        finally:
+            self._release(name)
+
+    def cache_key(self, name: str, messages: Sequence[ChatMessage], params: GenParams | None = None) -> str | None:
+        """The rollout cache key of a call to member `name`, or None when the call is not
+        cached (no cache, or a call its backend does not answer deterministically:
+        `Backend.deterministic`)."""
+        params = params or self.params(name)
+        backend = self.backend(name)
+        if self.cache is None or not backend.deterministic(params):
+            return None
+        return rollout_key(backend.fingerprint, list(messages), params)
+
+    def chat(self, name: str, messages: Sequence[ChatMessage], params: GenParams | None = None) -> Completion:
+        """One call to model `name`, served from the cache when it has the reply; a call
+        identical to one in flight waits for it and is then served from the cache."""
+        params = params or self.params(name)
+        key = self.cache_key(name, messages, params)
+        if key is None or self.cache is None:
+            completion = self._call(name, messages, params)
+            self._count(completion)
+            return completion
+        while True:
+            with self._lock:
+                flight = self._flights.get(key)
+                leader = flight is None
+                if flight is None:
+                    flight = self._flights[key] = threading.Event()
+            if not leader:
+                flight.wait()
+                continue  # its reply is in the cache now (or it failed, and this call leads)
+            try:
+                hit = self.cache.get(key)
+                if hit is not None:
+                    self._count(hit)
+                    return hit
+                completion = self._call(name, messages, params)
+                self.cache.put(key, completion)
+            finally:
+                with self._lock:
+                    del self._flights[key]
+                flight.set()
+            self._count(completion)
+            return completion
+
+    def _call(self, name: str, messages: Sequence[ChatMessage], params: GenParams) -> Completion:
+        backend = self._acquire(name)
+        try:
+            return backend.chat(messages, params)
+        finally:
+            self._release(name)
+
+    def _count(self, completion: Completion) -> None:
+        with self._lock:
+            self.stats.count(completion.cached, completion.prompt_tokens, completion.completion_tokens,
+                             completion.latency_s)
+
+    def close(self) -> None:
+        """Free every backend, and the rollout cache when the pool owns it. Idempotent."""
+        with self._lock:
+            for backend in self._backends.values():
+                backend.close()
+            self._lru.clear()
+            if self._owns_cache and self.cache is not None:
+                self.cache.close()
+
+    def __enter__(self) -> Pool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def open_pool(config: PoolConfig, use_cache: bool = True) -> Pool:
+    """The pool of `config` with the shared rollout cache (`cache/rollouts/`; none when
+    `use_cache` is False), which it owns: `close()` (or leaving a `with` block) closes both."""
+    return Pool(config, cache=RolloutCache() if use_cache else None, owns_cache=True)

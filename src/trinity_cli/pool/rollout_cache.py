@@ -1,0 +1,92 @@
+"""The rollout cache: one diskcache entry per pool call, keyed by everything that shapes
+the reply. Used by the pool (pool/pool.py); the run store lives in runs/store.py.
+
+Rollout cache (diskcache under `cache/rollouts/`): one entry per pool call.
+    key   = "r2:" + sha256(canonical JSON of
+              {"v": CACHE_VERSION, "fingerprint": backend fingerprint,
+               "messages": [[role, content], ...],
+               "params": {max_tokens, temperature, top_p, seed, stop}})
+    value = Completion.to_dict() (without `cached`)
+Canonical JSON: sorted keys, no whitespace, UTF-8. Changing anything that shapes a reply
+changes the key; bump CACHE_VERSION when the format itself changes. The prompt version is
+not part of the key: a reply is a function of the messages sent, which the key holds in
+full, so a new prompt version re-computes exactly the calls whose wording changed and keeps
+every other (version 1 keys held it, and a new version invalidated the whole cache). The backend
+fingerprint carries what shapes a reply besides messages and parameters:
+    gguf     weights sha256, chat format, n_ctx, llama-cpp-python version and n_batch
+             (llama.cpp's sums, so its replies, depend on it; not on the threads:
+             backends/gguf_file.py);
+             `runtime: server` members: xllamacpp's version and the slots instead of
+             llama-cpp-python's version, and `|server` (backends/llamaserver.py)
+    openai   base URL and model id (never the key: fingerprints hold no secrets)
+    scripted a hash of the rules
+Which calls are cached (`Backend.deterministic`): only calls whose reply is a function of
+their parameters. Greedy calls (temperature 0) always are. A sampled call (temperature > 0)
+is cached only when its seed is set and the backend honours it: llama.cpp (in process, or
+its server, where a batch's other sequences may still shift a reply: llamaserver.py) and
+scripted models. API models are cached only at temperature 0, since servers treat the
+seed as a hint. diskcache writes each entry in one SQLite transaction, so a crash leaves
+either the whole entry or none; a damaged cache file is set aside and replaced by an empty
+one (keyed_cache.py).
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+from trinity_cli import paths
+from trinity_cli.keyed_cache import KeyedCache, content_key
+from trinity_cli.messages import ChatMessage, Completion, GenParams
+
+CACHE_VERSION = 2
+
+
+def rollout_key(fingerprint: str, messages: list[ChatMessage], params: GenParams) -> str:
+    payload = {
+        "v": CACHE_VERSION,
+        "fingerprint": fingerprint,
+        "messages": [[m.role, m.content] for m in messages],
+        "params": {
+            "max_tokens": params.max_tokens,
+            "temperature": params.temperature,
+            "top_p": params.top_p,
+            "seed": params.seed,
+            "stop": list(params.stop),
+        },
+    }
+    return content_key(f"r{CACHE_VERSION}:", payload)
+
+
+class RolloutCache:
+    """Pool replies on disk (a KeyedCache: damage sets it aside), with hit/miss counters for
+    progress displays."""
+
+    def __init__(self, directory: Path | None = None) -> None:
+        self.directory = directory or paths.cache_dir("rollouts")
+        self._cache = KeyedCache(self.directory, "rollout cache", size_limit=8 << 30)
+        self.hits = 0
+        self.misses = 0
+        self._lock = threading.Lock()  # diskcache is thread-safe; these counters are ours
+
+    def get(self, key: str) -> Completion | None:
+        raw = self._cache.get(key)
+        with self._lock:
+            if raw is None:
+                self.misses += 1
+                return None
+            self.hits += 1
+        completion = Completion.from_dict(raw)
+        completion.cached = True
+        return completion
+
+    def put(self, key: str, completion: Completion) -> None:
+        data = completion.to_dict()
+        data.pop("cached", None)
+        self._cache.set(key, data)
+
+    def __len__(self) -> int:
+        return len(self._cache)
+
+    def close(self) -> None:
+        self._cache.close()

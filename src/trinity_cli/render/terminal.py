@@ -1,0 +1,274 @@
+"""Conversations in the terminal: the live turn view of `ask`, its answer, replays of ask runs
+and transcripts, the run listing, the pools listing and `serve`'s lines. Printing goes
+through render/console.py (literal text, stdout for the answer alone)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from typing import Any
+
+from rich.console import Group
+from rich.markup import escape
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from trinity_cli.messages import ROLES, Decision, Turn
+from trinity_cli.render import console
+from trinity_cli.render.workflow import workflow_tree
+from trinity_cli.turns.prompts import examples_note
+
+
+def _probs(names: Sequence[str], probs: Sequence[float]) -> str:
+    return " ".join(f"{n}={p:.2f}" for n, p in zip(names, probs, strict=False))
+
+
+def turn_line(turn: Turn) -> Text:
+    role = turn.role.value
+    line = Text(f"{turn.index + 1:>2}  ", style="bold")
+    line.append(f"{turn.model:<20}", style="bold")
+    line.append(f"{role:<9}", style=console.ROLE_STYLE[role])
+    tokens = f"{turn.prompt_tokens}→{turn.completion_tokens} tok"
+    line.append(f"{tokens:>16}  {turn.latency_s:6.1f}s")
+    if turn.cached:
+        line.append("  cached", style="green")
+    if turn.cost_usd:
+        line.append(f"  ${turn.cost_usd:.4f}")
+    if turn.verdict:
+        line.append(f"  {turn.verdict}", style="bold green" if turn.verdict == "ACCEPT" else "bold red")
+    if turn.attempt:
+        line.append(f"  attempt {turn.attempt + 1}", style="dim")
+    if turn.examples_passed is not None:
+        passed = turn.examples_passed
+        line.append("  examples passed" if passed else "  examples failed", style="green" if passed else "red")
+    if turn.suggestion:
+        line.append(f"  next: {turn.suggestion.value}", style="magenta")
+    if turn.override:
+        line.append(f"  ({turn.override})", style="dim")
+    if turn.truncated_turns:
+        line.append(f"  [{turn.truncated_turns} old turns left out]", style="dim")
+    return line
+
+
+class LiveTurns:
+    """Callbacks for `run_episode` that show each turn as it happens, on stderr."""
+
+    def __init__(self, models: Sequence[str], quiet: bool = False, show_replies: bool = True) -> None:
+        self.models = list(models)
+        self.quiet = quiet
+        self.show_replies = show_replies
+        self._status: Any = None
+
+    def __enter__(self) -> LiveTurns:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop()
+
+    def _stop(self) -> None:
+        if self._status is not None:
+            self._status.stop()
+            self._status = None
+
+    def on_decision(self, index: int, decision: Decision) -> None:
+        if self.quiet:
+            return
+        self._stop()
+        label = f"turn {index + 1}: {decision.model} as {decision.role.value}…"
+        self._status = console.err.status(Text(label, style="dim"))
+        self._status.start()
+
+    def on_turn(self, turn: Turn) -> None:
+        self._stop()
+        if self.quiet:
+            return
+        console.err.print(turn_line(turn))
+        if self.show_replies:
+            reply = turn.reply if len(turn.reply) < 600 else turn.reply[:600] + " …"
+            console.err.print(Text("    " + reply.replace("\n", "\n    "), style="dim"), soft_wrap=True)
+
+
+def ask_started(pool: Any, coordinator: Any, options: Any) -> None:
+    """`trinity ask` has its pool and coordinator (None in conductor mode): the header line
+    and head (or conductor) notes."""
+    if coordinator is None:
+        console.err.print(Text(f"pool {pool.config.name}: {', '.join(pool.names)}", style="bold"))
+        who = options.conductor or pool.config.conductor_name
+        console.note(f"conductor mode: {who} writes the workflow (recursion depth {options.conductor_depth})")
+        if options.exclude:
+            console.note(f"excluded: {', '.join(options.exclude)}")
+        return
+    head = coordinator.head
+    ask_header(pool.config.name, pool.names, str(head.manifest.get("name")), head.trained, options.exclude)
+
+
+def ask_header(pool: str, models: Sequence[str], head: str, trained: bool, excluded: Sequence[str]) -> None:
+    console.err.print(Text(f"pool {pool}: {', '.join(models)}", style="bold"))
+    if not trained:
+        console.note("coordinator: untrained head (uniform random routing) — evolve one with `trinity evolve`")
+    else:
+        console.note(f"coordinator: head {head}")
+    if excluded:
+        console.note(f"excluded: {', '.join(excluded)}")
+
+STOP_REASONS = {
+    "accepted": "accepted by a verifier",
+    "agreed": "two answers agreed",
+    "max_turns": "turn budget spent",
+    "token_budget": "token budget spent",
+    "cost_budget": "cost budget spent",
+    "workflow": "workflow run",
+    "fallback": "workflow refused: one-step fallback run",
+}
+
+
+def stop_text(stop_reason: str, accepted: bool = False) -> str:
+    """Why an episode ended, in words (Transcript.stop_reason)."""
+    if accepted:
+        return STOP_REASONS["accepted"]
+    return STOP_REASONS.get(stop_reason, stop_reason)
+
+
+def ask_footer(run_id: str, transcript: Any, wall_s: float) -> None:
+    how = stop_text(transcript.stop_reason, transcript.accepted)
+    console.note(
+        f"{run_id}: {len(transcript.turns)} turns, {how}, "
+        f"{transcript.prompt_tokens + transcript.completion_tokens} tokens, {wall_s:.1f}s "
+        f"— replay with `trinity inspect {run_id}`"
+    )
+
+
+def ask_done(result: Any, as_json: bool = False, quiet: bool = False, show_work: bool = False) -> None:
+    """After `ask`: the footer on stderr (unless quiet), then on stdout the answer alone
+    (turns/answer_text.py), the whole answering reply with `show_work`, or the run record as JSON."""
+    import json
+
+    if not quiet:
+        ask_footer(result.run_id, result.transcript, result.wall_s)
+    if as_json:
+        console.out.print_json(json.dumps(result.record))
+    else:
+        text = (result.transcript.answer or "") if show_work else result.answer
+        console.out.print(text, markup=False, highlight=False)
+
+
+def runs_table(runs: Sequence[Any]) -> None:
+    if not runs:
+        console.err.print("no runs yet — try: trinity ask \"What is 12*7?\"")
+        return
+    table = Table(box=None, header_style="bold")
+    for col in ("run", "kind", "when", "status", "title"):
+        table.add_column(col)
+    for run in runs:
+        when = dt.datetime.fromtimestamp(run.created).strftime("%Y-%m-%d %H:%M")
+        table.add_row(run.id, run.kind, when, run.status, escape(run.title))
+    console.out.print(table)
+
+
+def replay_ask(record: dict[str, Any]) -> None:
+    """Turn-by-turn replay of an ask run: probabilities, chosen pair, prompt, reply."""
+    models = record["pool"]["models"]
+    tr = record["transcript"]
+    seed = record["seed"]
+    if record.get("episode_seed") is not None:
+        seed = f"{seed} (episode {record['episode_seed']})"
+    who = (f"conductor {record.get('conductor')}" if record.get("mode") == "conductor"
+           else f"head {(record.get('head') or {}).get('name')}")
+    console.out.print(Text(f"{record['id']}  ·  pool {record['pool']['name']}  ·  {who}  ·  seed {seed}", style="bold"))
+    console.out.print(Text("Task: ", style="bold").append(tr["task"]))
+    if tr.get("workflow"):
+        console.out.print(workflow_tree(tr["workflow"]))
+    for t in tr["turns"]:
+        turn = Turn.from_dict(t)
+        probs = Table.grid(padding=(0, 2))
+        if tr.get("workflow"):  # conductor mode: no coordinator decisions, the workflow chose
+            probs.add_row(Text("ran", style="bold"), f"{turn.model} as {turn.role.value} ({turn.override})")
+        else:
+            probs.add_row(Text("models", style="bold"), _probs(models, turn.model_probs))
+            probs.add_row(Text("roles", style="bold"), _probs([r.value for r in ROLES], turn.role_probs))
+            probs.add_row(
+                Text("chosen", style="bold"),
+                f"{turn.model} as {turn.chosen_role.value}"
+                + (f" → acted as {turn.role.value} ({turn.override})" if turn.override else ""),
+            )
+        stats = (f"{turn.prompt_tokens} prompt + {turn.completion_tokens} completion tokens, "
+                 f"{turn.latency_s:.2f}s"
+                 + ("" if tr.get("workflow") else f", coordinator {turn.coordinator_s * 1000:.0f} ms")
+                 + (", cached" if turn.cached else "")
+                 + (f", ${turn.cost_usd:.5f}" if turn.cost_usd else "")
+                 + (f", attempt {turn.attempt + 1} (temperature {turn.temperature:g}, seed {turn.sample_seed})"
+                    if turn.attempt else "")
+                 + (", asked alone" if turn.alone else "")
+                 + (", a vote" if turn.vote else "")
+                 + (f", agreed with turn {turn.agreed_with + 1}" if turn.agreed_with is not None else ""))
+        if turn.examples is not None:
+            stats += "\n" + examples_note(turn.examples)
+        prompt = "\n\n".join(f"[{m.role}]\n{m.content}" for m in turn.messages)
+        body = Group(
+            probs,
+            Text(stats, style="dim"),
+            Panel(Text(prompt, style="dim"), title="prompt sent", title_align="left", border_style="dim"),
+            Panel(Text(turn.reply), title="reply" + (f" · {turn.verdict} ({turn.verdict_source})"
+                                                     if turn.verdict else ""), title_align="left"),
+        )
+        title = f"turn {turn.index + 1} · {turn.model} · {turn.role.value}"
+        style = console.ROLE_STYLE[turn.role.value]
+        console.out.print(Panel(body, title=title, title_align="left", border_style=style))
+    end = stop_text(tr.get("stop_reason", "max_turns"), bool(tr["accepted"]))
+    console.out.print(Text(f"Answer ({end}):", style="bold"))
+    # An ask run records the answer alone (turns/answer_text.py); other episodes, the answering reply.
+    shown = record.get("answer") if record.get("answer") is not None else tr.get("answer")
+    console.out.print(Text(shown or "(none)"))
+
+
+def replay_transcript(title: str, models: Sequence[str], transcript: dict[str, Any], seed: Any = "") -> None:
+    """Replay a transcript that is not an ask run (an evolve or bench episode)."""
+    replay_ask({"id": title, "pool": {"name": "", "models": list(models)}, "head": {"name": ""}, "seed": seed,
+                "transcript": transcript})
+
+
+def pools_list(pools: Sequence[tuple[str, str, Sequence[tuple[str, str]]]]) -> None:
+    """`trinity pools`: each pool's name and file, then its models as "name (what)"."""
+    for name, path, models in pools:
+        line = Text(name, style="bold")
+        line.append(f"  {path}\n  " + ", ".join(f"{m} ({what})" for m, what in models))
+        console.out.print(line)
+
+SERVE_LOADING = {
+    "pool": "loading pool {what}: checking its model files (assembled once, the first time)…",
+    "backbone": "loading head {what}'s coordinator backbone (converted once, the first time: about a minute)…",
+}
+
+
+def serve_loading(step: str, what: str) -> None:
+    """A step of `trinity serve`'s start-up, one plain line each (a log shows them too)."""
+    console.note("trinity serve: " + SERVE_LOADING.get(step, step + " {what}…").format(what=what))
+
+
+def serve_started(served: Any, url: str, exposed: bool) -> None:
+    """`trinity serve` is listening: one line with its URL, model ids, pool and auth;
+    a warning when it is `exposed` (beyond loopback without a token)."""
+    line = Text("trinity serve ", style="bold")
+    line.append(url, style="bold cyan")
+    line.append(f"  models: {', '.join(served.served_models())}")
+    line.append(f"  pool {served.config.name} ({', '.join(served.config.names)}), head {served.default_head}",
+                style="dim")
+    line.append("  bearer auth" if served.token else "  no auth", style="dim")
+    console.err.print(line, soft_wrap=True)
+    if exposed:
+        console.note(f"warning: listening on {served.options.host} without --api-key-env: "
+                     "anyone who can reach it can use it")
+
+
+def serve_run(result: Any) -> None:
+    """One served episode, in one line."""
+    transcript = result.transcript
+    route = " ".join(f"{t.model}:{t.role.value}" for t in transcript.turns)
+    console.note(f"{result.run_id}: {len(transcript.turns)} turns ({route}), {transcript.stop_reason}, "
+         f"{transcript.prompt_tokens + transcript.completion_tokens} tokens, {result.wall_s:.1f}s")
+
+
+def serve_failure(exc: Any) -> None:
+    """A served request that failed with a TrinityError."""
+    console.error(f"request failed: {exc.message}", exc.hint)

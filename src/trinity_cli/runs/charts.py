@@ -1,0 +1,131 @@
+"""The charts of bench and evolve runs, as PNG files drawn with matplotlib (headless), from
+the same plain summaries runs/reports.py formats as tables. The only module that imports
+matplotlib.
+
+    plot_accuracy(summary)   chart.png: accuracy per system with 95% Wilson error bars
+    plot_selection(summary)  selection.png: per head and task, each member's share of turns
+                             in each role (the selection-distribution figure)
+    plot_curves(curves)      curves.png: fitness and validation per training episode
+
+Each draws into the path given; run files are made atomic by their writer (runs/store.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from trinity_cli.messages import ROLES
+from trinity_cli.runs.reports import selection_heads, short_task
+
+
+def _pyplot() -> Any:
+    """matplotlib.pyplot on the Agg backend (no display needed), imported on first use."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _save(plt: Any, fig: Any, path: Path) -> None:
+    """Lay `fig` out, write it to `path` as PNG, and free it whatever happens."""
+    fig.tight_layout()
+    try:
+        fig.savefig(path, format="png")
+    finally:
+        plt.close(fig)
+
+
+def plot_accuracy(summary: dict[str, Any], path: Path) -> None:
+    """Bar chart of accuracy per system (overall, and per task when there are several)
+    with 95% Wilson error bars, as a PNG (matplotlib, headless)."""
+    plt = _pyplot()
+    names = [s["name"] for s in summary["systems"]]
+    task_names = summary["tasks"]
+    def on_task(task: str) -> Callable[[str], dict[str, Any]]:
+        return lambda s: summary["results"][s]["per_task"][task]
+
+    groups: list[tuple[str, Callable[[str], dict[str, Any]]]] = [
+        ("overall", lambda s: summary["results"][s]["overall"])
+    ]
+    if len(task_names) > 1:
+        groups += [(short_task(t), on_task(t)) for t in task_names]
+    width = 0.8 / len(groups)
+    fig, ax = plt.subplots(figsize=(max(6.0, 0.9 * len(names) * max(1, len(groups) / 2) + 2), 4.5), dpi=100)
+    x = np.arange(len(names))
+    for g, (label, get) in enumerate(groups):
+        acc = np.array([get(n)["accuracy"] or 0.0 for n in names])
+        low = np.array([get(n)["ci_low"] for n in names])
+        high = np.array([get(n)["ci_high"] for n in names])
+        ax.bar(x + (g - (len(groups) - 1) / 2) * width, acc, width, label=label,
+               yerr=[np.clip(acc - low, 0, None), np.clip(high - acc, 0, None)], capsize=3)
+    ax.set_xticks(x)
+    ax.set_xticklabels(names, rotation=30, ha="right")
+    ax.set_ylabel("accuracy (95% Wilson CI)")
+    ax.set_ylim(0, 1.05)
+    ax.set_title(f"trinity bench {summary['run']}: pool {summary['pool']['name']}")
+    ax.grid(axis="y", alpha=0.3)
+    if len(groups) > 1:
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small")
+    _save(plt, fig, path)
+
+
+def plot_selection(summary: dict[str, Any], path: Path) -> None:
+    """selection.png: for each head, a stacked bar over all tasks (and one per task when
+    there are several) of the share of turns each member got in each role (a colour per
+    member, shades per role). Only for a bench with heads (`selection_heads`)."""
+    heads = selection_heads(summary)
+    if not heads:
+        raise ValueError("no head to plot the selection of")
+    plt = _pyplot()
+
+    models, task_names = summary["pool"]["models"], summary["tasks"]
+    role_names = [r.value for r in ROLES]
+    shade = {"thinker": 0.45, "worker": 1.0, "verifier": 0.7}
+    colours = plt.get_cmap("tab10")
+    fig, axes = plt.subplots(len(heads), 1, figsize=(8, 1.2 + 0.5 * (len(task_names) + 1) * len(heads) + 0.4),
+                             dpi=100, squeeze=False)
+    for ax, name in zip(axes[:, 0], heads, strict=True):
+        sel = summary["selection"][name]
+        scopes = [("all", sel["overall"])]
+        if len(task_names) > 1:
+            scopes += [(short_task(t), sel["per_task"][t]) for t in task_names]
+        labels = [label for label, _ in scopes][::-1]
+        left = [0.0] * len(scopes)
+        for i, m in enumerate(models):
+            for r in role_names:
+                widths = [share.get("pairs", {}).get(m, {}).get(r, 0.0) for _, share in scopes][::-1]
+                ax.barh(labels, widths, left=left, color=colours(i % 10), alpha=shade[r], edgecolor="white",
+                        label=f"{m} as {r}" if any(widths) else None)
+                left = [a + b for a, b in zip(left, widths, strict=True)]
+        ax.set_xlim(0, 1)
+        ax.set_title(f"{name}: share of turns by member and role", fontsize="medium")
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small")
+    axes[-1, 0].set_xlabel("share of turns")
+    _save(plt, fig, path)
+
+
+def plot_curves(curves: list[dict[str, Any]], path: Path) -> None:
+    """Fitness and validation curves as a PNG (matplotlib, headless)."""
+    if not curves:
+        return
+    plt = _pyplot()
+
+    spent = [c["spent"] for c in curves]
+    fig, ax = plt.subplots(figsize=(7, 4), dpi=100)
+    ax.plot(spent, [c["best_fitness"] for c in curves], label="best fitness (minibatch)")
+    ax.plot(spent, [c["mean_fitness"] for c in curves], label="mean fitness (minibatch)")
+    vals = [(c["spent"], c["val"]) for c in curves if c["val"] is not None]
+    if vals:
+        ax.plot([v[0] for v in vals], [v[1] for v in vals], "o-", label="validation (mean head)")
+    ax.set_xlabel("training episodes")
+    ax.set_ylabel("reward")
+    ax.set_ylim(-0.05, 1.05)
+    ax.grid(alpha=0.3)
+    ax.legend()
+    _save(plt, fig, path)

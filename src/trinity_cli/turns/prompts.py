@@ -1,0 +1,298 @@
+"""Role prompts for each member style, how a turn's messages are built, and how replies are read.
+
+A pool member is weights plus a style (`style:` in the pool file), and each style has its
+own instructions for every role:
+
+    reason    works step by step, briefly (the Worker ends with the answer line the task
+              asks for).
+    direct    the final answer alone, no working (pair it with a small `max_tokens`).
+    program   writes a Python program whose printed value (or variable `answer`) is the
+              answer; trinity runs it in the code sandbox (turns/program.py) and appends the
+              output and an `Answer:` line to the reply. On code tasks the Worker writes the
+              function and the Verifier writes assert tests that are run against it.
+
+Prompts are written for small models: short, no headings to copy, and on code tasks the
+code comes first. They are versioned: `PROMPT_VERSION` goes into head manifests, so
+changing any wording below must bump it.
+
+Message layout (p4), every style and role: one system message, the same for every member
+and role (`SYSTEM`), and one user message holding, in order, earlier conversation (if any),
+the task, the turns so far (oldest dropped first when the context is short: `keep_last`;
+a code answer's example run is shown under it), the proposed code to check (code
+Verifiers), and last the style's instructions for the role and the request. What
+consecutive calls share (system, conversation, task, turns) thus comes first, where
+llama.cpp reuses the previous prompt's evaluated prefix; p3 put the role's instructions in
+the system message, so two calls shared almost nothing.
+
+Asked alone (`alone=True`: the fixed `sc` and `agree` procedures, and every Verifier outside
+code tasks), a member sees only the conversation and the task, with the Worker's
+instructions: its answer is then independent of the episode's others and counts as a vote
+(turns/settle.py). A Verifier outside code tasks is exactly such a call, compared with every
+earlier answer: a small model shown the proposed answer copies it (p2's direct Verifier
+accepted 94% of right answers and 96% of wrong ones; docs/pools.md). On code tasks a
+Verifier is shown the latest code and its example run: a reason or direct Verifier reads it
+and states `Verdict: ACCEPT|REVISE`, a program Verifier writes asserts that are run
+(program.run_tests).
+
+Aggregation (`aggregate_task`, bench's `moa` row): the strongest member is shown the task and
+every member's answer and asked, as a Worker in its own style, for one best answer. The
+request is the task text itself, so the aggregator's call is an ordinary Worker call
+(`build_messages`), played by `episode.run_episode` like any other. Rewording `AGGREGATE`
+changes the aggregator's messages and so its rollout cache keys by itself.
+
+Verdicts of code Verifiers that read (`verdict`): the stated `Verdict: ACCEPT|REVISE` (a
+reply that opens with the bare word counts); anything unparseable is REVISE.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from trinity_cli.messages import ChatMessage, Role, Turn
+
+PROMPT_VERSION = "p4"
+
+# Past replies are clipped to this many characters when shown to later turns: small
+# models have small contexts, and the head of a long reply carries its substance.
+HISTORY_CHARS = 1500
+
+SYSTEM = (
+    "You are one member of a team of assistants that solve tasks together. Follow the "
+    "instructions at the end of each message exactly."
+)
+
+_NEXT_LINE = (
+    "End with one last line that is exactly 'Next: worker' (to have the task solved) or "
+    "'Next: verifier' (to have the latest answer checked)."
+)
+
+INSTRUCTIONS: dict[str, dict[Role, str]] = {
+    "reason": {
+        Role.THINKER: (
+            "You help the team, but you do not solve the task yourself and you do not give a "
+            "final answer. In at most five short lines, say how to solve it; if an answer was "
+            "already proposed, say exactly what is wrong or missing in it. " + _NEXT_LINE
+        ),
+        Role.WORKER: (
+            "You solve the task. Think step by step and keep it brief; use the advice and fix the "
+            "mistakes pointed out in earlier turns, if any. If the task asks for code, write the "
+            "complete code first in one ```python block, then at most two sentences. Finish with "
+            "the answer in the form the task asks for."
+        ),
+        Role.VERIFIER: (
+            "You check the proposed code, and you do not trust it. Read it against the task and "
+            "its examples, and the result of running the examples if shown. End with a last line "
+            "that is exactly 'Verdict: ACCEPT' if it is right, or 'Verdict: REVISE' if it is not."
+        ),
+    },
+    "direct": {
+        Role.THINKER: (
+            "You help the team, but you do not solve the task. In one or two short sentences, "
+            "give the key fact or idea needed. Do not give the final answer. " + _NEXT_LINE
+        ),
+        Role.WORKER: (
+            "Reply with the final answer only, in the form the task asks for, for example "
+            "'Answer: 42' or 'Answer: B'. Do not explain and do not show any working. If the task "
+            "asks for code, reply with the code alone in one ```python block."
+        ),
+        Role.VERIFIER: (
+            "Read the proposed code against the task and its examples, and the result of running "
+            "the examples if shown. Reply with one line: 'Verdict: ACCEPT' if it is right, "
+            "'Verdict: REVISE' if not."
+        ),
+    },
+    "program": {
+        Role.THINKER: (
+            "You help the team solve the task with a Python program, but you do not solve it and "
+            "do not give a final answer. In at most five short lines, say what the program must "
+            "compute and how. " + _NEXT_LINE
+        ),
+        Role.WORKER: (
+            "Solve the task by writing a short Python program that computes the answer and ends "
+            "with print(answer). Reply with one ```python block and nothing else; use only the "
+            "standard library. For a multiple-choice question, print the letter of the right "
+            "choice. If the task asks for a function, write just that function instead."
+        ),
+        Role.VERIFIER: (
+            "Check the proposed function by writing assert statements that test it on the task's "
+            "examples and on one more case you work out. Reply with one ```python block of asserts "
+            "and nothing else."
+        ),
+    },
+}
+
+REQUEST: dict[str, dict[Role, str]] = {
+    "reason": {
+        Role.THINKER: "Write the plan or critique now (no final answer).",
+        Role.WORKER: "Solve the task now.",
+        Role.VERIFIER: "Give your verdict now.",
+    },
+    "direct": {
+        Role.THINKER: "Give your hint now (no final answer).",
+        Role.WORKER: "Give the final answer now.",
+        Role.VERIFIER: "Give your verdict now.",
+    },
+    "program": {
+        Role.THINKER: "Give your advice now (no final answer).",
+        Role.WORKER: "Write the program now.",
+        Role.VERIFIER: "Write your asserts now.",
+    },
+}
+
+# The aggregator's task (bench's `moa`): the task, the members' answers, the request. Its last
+# sentence is there because, asked only to "give your own answer", the 1.5B aggregator replied
+# "the provided code is correct" with no code on 35 of 50 MBPP items (bench run of 2026-11-22).
+AGGREGATE = (
+    "{task}\n\n"
+    "Answers to this task from {count} follow. Any of them may be wrong, and they may disagree.\n\n"
+    "{answers}\n\n"
+    "Synthesize them into a single best answer to the task: check each one critically instead of "
+    "copying the most common one, then give your own complete answer, ending with the answer in the "
+    "form the task asks for. Write that answer out even when it is the same as one above (for code, "
+    "the whole code again): saying that an answer is right is not an answer."
+)
+# Each member answer shown to the aggregator keeps at most this many characters, its start
+# and its end (where the answer line is).
+AGGREGATE_ANSWER_CHARS = 1500
+
+LABEL = {Role.THINKER: "Thinker", Role.WORKER: "Worker", Role.VERIFIER: "Verifier"}
+
+
+def clip(text: str, limit: int = HISTORY_CHARS) -> str:
+    """`text` as later prompts show it: its first `limit` characters, then " […]"."""
+    return text if len(text) <= limit else text[:limit] + " […]"
+
+
+def opening(task: str, context: Sequence[ChatMessage] = ()) -> list[str]:
+    """The first parts of every request's user message: the earlier conversation (if any),
+    then the task (conductor/run.py opens its prompts the same way)."""
+    parts = []
+    if context:
+        lines = "\n".join(f"{m.role}: {clip(m.content)}" for m in context)
+        parts.append(f"Earlier conversation:\n{lines}")
+    parts.append(f"Task:\n{task}")
+    return parts
+
+
+def _clip_ends(text: str, limit: int) -> str:
+    """`text`, or its start and end with " […] " between when longer than `limit`."""
+    if len(text) <= limit:
+        return text
+    tail = limit // 3
+    return text[: limit - tail].rstrip() + "\n[…]\n" + text[-tail:].lstrip()
+
+
+def aggregate_task(task: str, answers: Sequence[str], limit: int = AGGREGATE_ANSWER_CHARS) -> str:
+    """The aggregator's task text (`AGGREGATE`): `task`, then `answers` numbered in the
+    order given (no model names), each clipped to `limit` characters (start and end)."""
+    shown = "\n\n".join(f"[Answer {i}]\n{_clip_ends(a.strip(), limit)}" for i, a in enumerate(answers, 1))
+    count = "one assistant" if len(answers) == 1 else f"{len(answers)} assistants"
+    return AGGREGATE.format(task=task, count=count, answers=shown)
+
+
+def latest_answering(turns: Sequence[Turn]) -> Turn | None:
+    """The latest turn that proposed an answer (a Worker, or a Verifier asked alone): what a
+    code Verifier checks; None before any."""
+    return next((turn for turn in reversed(turns) if answers(turn)), None)
+
+
+def answers(turn: Turn) -> bool:
+    """Whether `turn` proposed an answer (`answering`)."""
+    return answering(turn.role, turn.alone)
+
+
+def answering(role: Role, alone: bool) -> bool:
+    """Whether a call in `role`, asked alone or not, proposes an answer: every Worker call,
+    and a Verifier asked alone (which answers as a Worker would)."""
+    return role is Role.WORKER or (role is Role.VERIFIER and alone)
+
+
+def asked_alone(role: Role, kind: str | None, alone: bool = False) -> bool:
+    """Whether a call in `role` sees the task alone (module docstring): when the decision
+    says so, and a Verifier on every task but code, which it must read or test."""
+    return alone or (role is Role.VERIFIER and kind != "code")
+
+
+def _shown_turn(turn: Turn) -> str:
+    """A turn as later prompts show it: label, reply (clipped), and its example run."""
+    text = f"[{LABEL[turn.role]}]\n{clip(turn.reply)}"
+    if turn.examples is not None:
+        text += "\n" + examples_note(turn.examples)
+    return text
+
+
+def examples_note(result: dict[str, object]) -> str:
+    """One line on a code answer's example run (settle.ExampleRun as a dict)."""
+    if result.get("passed"):
+        return "(trinity ran the task's examples on this code: all passed)"
+    failing = str(result.get("failing") or "").strip()
+    error = str(result.get("error") or "").strip()
+    what = f" `{failing}`" if failing else ""
+    return f"(trinity ran the task's examples on this code: failed{what}: {error or 'no result'})"
+
+
+def build_messages(
+    role: Role,
+    task: str,
+    turns: Sequence[Turn],
+    context: Sequence[ChatMessage] = (),
+    keep_last: int | None = None,
+    style: str = "reason",
+    kind: str | None = None,
+    alone: bool = False,
+) -> list[ChatMessage]:
+    """The messages sent to a `style` member acting as `role` (see module docstring);
+    `kind` is the task's scorer kind (None: unknown); `alone`: asked from the task alone,
+    with the Worker's instructions, whatever `role` is recorded."""
+    if style not in INSTRUCTIONS:
+        raise ValueError(f"unknown style {style!r}")
+    if asked_alone(role, kind, alone):
+        shown: list[Turn] = []
+        asked = Role.WORKER
+    else:
+        shown = list(turns) if keep_last is None else list(turns)[len(turns) - keep_last :] if keep_last else []
+        asked = role
+    parts = opening(task, context)
+    if shown:
+        dropped = len(turns) - len(shown)
+        header = f"Turns so far ({dropped} earlier turns omitted):" if dropped else "Turns so far:"
+        parts.append(header + "\n" + "\n\n".join(_shown_turn(t) for t in shown))
+    if asked is Role.VERIFIER:
+        proposed = latest_answering(turns)
+        if proposed is not None:
+            note = f"\n{examples_note(proposed.examples)}" if proposed.examples is not None else ""
+            parts.append(f"Proposed code to check:\n{clip(proposed.reply)}{note}")
+    parts.append(f"{INSTRUCTIONS[style][asked]}\n{REQUEST[style][asked]}")
+    return [ChatMessage("system", SYSTEM), ChatMessage("user", "\n\n".join(parts))]
+
+
+_VERDICT = re.compile(r"\bverdict\s*[:\-]?\s*\**\s*(ACCEPT|REVISE)\b", re.I)
+_LEADING = re.compile(r"^\W*(ACCEPT|REVISE)\b", re.I)
+# A Thinker's suggestion is its own last line naming exactly one role: "Next: worker".
+_NEXT = re.compile(r"[\s*>_-]*next\s*(?:role)?\s*[:\-]\s*\**\s*(thinker|worker|verifier)\W*", re.I)
+
+
+def stated_verdict(reply: str) -> str | None:
+    """'ACCEPT' or 'REVISE' as the reply states it (last verdict line, or a leading word)."""
+    found = _VERDICT.findall(reply)
+    if found:
+        return found[-1].upper()
+    lead = _LEADING.match(reply)
+    return lead.group(1).upper() if lead else None
+
+
+def verdict(reply: str) -> str:
+    """'ACCEPT' or 'REVISE' of a code Verifier that reads (module docstring): as stated,
+    REVISE when no verdict can be read."""
+    return stated_verdict(reply) or "REVISE"
+
+
+def suggestion(reply: str) -> Role | None:
+    """The role a Thinker asks to act next: its last non-empty line, when that line is a
+    `Next: <role>` naming one role (an echo of the instructions names several: ignored)."""
+    lines = [line for line in reply.strip().splitlines() if line.strip()]
+    if not lines:
+        return None
+    match = _NEXT.fullmatch(lines[-1].strip())
+    return Role(match.group(1).lower()) if match else None
