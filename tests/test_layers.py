@@ -90,7 +90,7 @@ OWNERS = {
     "torch": ("coordinator/",),
     "transformers": ("coordinator/",),
     "cma": ("evolve/strategy.py",),
-    "ray": ("evaluators/ray_actors.py",),
+    "ray": ("evaluators/ray_actors.py", "evaluators/ray_cluster.py"),
     "matplotlib": ("runs/charts.py",),
     "fastapi": ("serve",),
     "starlette": ("serve",),

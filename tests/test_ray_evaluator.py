@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from trinity_cli.evaluators.ray_actors import RayOptions
+from trinity_cli.evaluators.ray_cluster import RayOptions
 from trinity_cli.evolve.evolution import Evolution, evolve
 from trinity_cli.evolve.options import EvolveOptions
 
@@ -361,7 +361,7 @@ def test_ray_flags_that_do_not_go_together(tmp_path: Path, monkeypatch, capsys, 
 def test_an_actor_computes_with_the_cpus_ray_gave_it(tmp_path) -> None:
     """Actors sharing a machine must not each take all its cores: llama.cpp members without
     n_threads get the actor's CPUs; members that set n_threads keep them."""
-    from trinity_cli.evaluators.ray_actors import actor_cpus
+    from trinity_cli.evaluators.ray_cluster import actor_cpus
     from trinity_cli.pool_config import load_pool
 
     assert actor_cpus({"CPU": 1.0}) == 1 and actor_cpus({"CPU": 4.0}) == 4 and actor_cpus({}) == 1

@@ -43,7 +43,8 @@ from trinity_cli import tasks  # noqa: E402
 from trinity_cli.coordinator import head as head_mod  # noqa: E402
 from trinity_cli.coordinator.backbone import describe  # noqa: E402
 from trinity_cli.evaluators.local import EpisodeOutcome, EpisodeSpec, Runtime, SerialEvaluator  # noqa: E402
-from trinity_cli.evaluators.ray_actors import RayEvaluator, RayOptions, import_ray  # noqa: E402
+from trinity_cli.evaluators.ray_actors import RayEvaluator  # noqa: E402
+from trinity_cli.evaluators.ray_cluster import RayOptions, import_ray  # noqa: E402
 from trinity_cli.pool.pool import Pool  # noqa: E402
 from trinity_cli.pool.rollout_cache import RolloutCache  # noqa: E402
 from trinity_cli.pool_config import load_pool  # noqa: E402

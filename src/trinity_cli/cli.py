@@ -181,7 +181,7 @@ def evolve(
     quiet: QuietOpt = False,
 ) -> None:
     """Evolve a coordinator head with sep-CMA-ES; killed runs resume where they stopped."""
-    from trinity_cli.evaluators.ray_actors import RayOptions
+    from trinity_cli.evaluators.ray_cluster import RayOptions
     from trinity_cli.evolve.evolution import evolve as run_evolve
     from trinity_cli.evolve.options import EvolveOptions
     from trinity_cli.render import console, results
@@ -248,7 +248,7 @@ def bench(
     mixture-of-agents, vote, best-per-task and the oracle."""
     from trinity_cli.bench.options import BenchOptions
     from trinity_cli.bench.runner import bench as run_bench
-    from trinity_cli.evaluators.ray_actors import RayOptions
+    from trinity_cli.evaluators.ray_cluster import RayOptions
     from trinity_cli.render import progress as render_progress
     from trinity_cli.render import results
 

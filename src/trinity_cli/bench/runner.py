@@ -19,11 +19,12 @@ from trinity_cli.conductor.run import ConductorSpec
 from trinity_cli.coordinator.policy import Coordinator
 from trinity_cli.episode.schedules import FixedSchedule
 from trinity_cli.errors import ConfigError
-from trinity_cli.evaluators.local import EpisodeOutcome, EpisodeSpec, Evaluator, Runtime, make_evaluator
-from trinity_cli.evaluators.ray_actors import RayEvaluator, RayOptions, check_ray
-from trinity_cli.messages import ProgressFn, Role, Transcript
-from trinity_cli.pool.pool import Pool, open_pool
-from trinity_cli.pool_config import load_pool
+from trinity_cli.evaluators.local import EpisodeOutcome, EpisodeSpec, Evaluator, Runtime
+from trinity_cli.evaluators.ray_actors import open_evaluator
+from trinity_cli.evaluators.ray_cluster import RayOptions, check_ray
+from trinity_cli.messages import ProgressFn, Role, Transcript, quiet
+from trinity_cli.pool.pool import Pool, PoolStats, open_pool
+from trinity_cli.pool_config import PoolConfig, load_pool
 from trinity_cli.runs.charts import plot_accuracy, plot_selection
 from trinity_cli.runs.reports import bench_document, report_markdown, selection_heads
 from trinity_cli.runs.store import BenchRun, RunStore
@@ -201,7 +202,7 @@ def bench(
     running the same command again resumes where it stopped."""
     check_ray(ray, parallel)
     entries = options.validate()
-    emit = progress or (lambda kind, data: None)
+    emit = progress or quiet
     config = load_pool(options.pool)
     items = tasks.sample_items(entries, seed=options.seed)
     if not items:
@@ -218,22 +219,11 @@ def bench(
     started = time.perf_counter()
     try:
         pool.check_assets()
-        if ray is None:
-            evaluator = make_evaluator(runtime, parallel)
-        else:
-            evaluator = RayEvaluator(runtime, ray)
-            parallel = evaluator.workers
-        systems, notes = plan_systems(options, config.name, config.names)
-        for system in systems:
-            if isinstance(system.source, ConductorSpec):
-                system.model = system.source.name(pool)
-        if any(e.split == "val" for e in entries):
-            notes.append("val items were used to pick the best head during `trinity evolve`: "
-                         "test items are the held-out ones")
+        evaluator, parallel = open_evaluator(runtime, parallel, ray)
+        systems, notes = _plan(options, pool, entries)
         runnable = [s for s in systems if s.source is not None or s.kind == "sc"]
         moa_items = len(items) if any(s.kind == "moa" for s in systems) else 0
-        kinds = options.kinds()
-        reported = [s for s in systems if s.kind in kinds]
+        reported = [s for s in systems if s.kind in options.kinds()]
         with store.new_run() as run_dir, store.lock(run_dir):
             emit("start", {"run": run_dir.name, "items": len(items), "systems": [s.name for s in systems],
                            "episodes": sum(s.seeds for s in runnable) * len(items) + moa_items,
@@ -243,38 +233,63 @@ def bench(
             if errors:
                 notes.append(f"{errors} episodes could not run (the item, or moa's request, does not fit the "
                              "model's context; or no member answered for moa to aggregate) and count as wrong")
-            summary = {
-                "format": BENCH_FORMAT,
-                "run": run_dir.name,
-                "options": {**asdict(options), "heads": list(options.heads or [])},
-                "pool": {"name": config.name, "models": config.names, "source": config.source},
-                "prompt_version": prompts.PROMPT_VERSION,
-                "items": [{"task": i.task, "id": i.id} for i in items],
-                "systems": [s.describe() for s in reported],
-                **summarize(reported, episodes, items, config.names, [e.task for e in entries]),
-                "stats": {
-                    "pool_calls": pool.stats.calls,
-                    "cache_hits": pool.stats.cache_hits,
-                    "backend_calls": pool.stats.calls - pool.stats.cache_hits,
-                    "backend_s": pool.stats.seconds,
-                    "wall_s": time.perf_counter() - started,
-                    "parallel": parallel,
-                },
-                "notes": notes,
-            }
+            summary = _summary(options, config, run_dir.name, items, reported, episodes, entries, notes, pool.stats,
+                               time.perf_counter() - started, parallel)
             files = write_outputs(run_dir, summary, episodes)
             title = f"bench {config.name} on {options.tasks} ({len(items)} items)"
             store.save(run_dir, {"kind": "bench", "title": title, "summary": summary, "files": files})
-            data = {**summary, "episodes": [e.to_dict() for e in episodes]}
-            return BenchResult(run_dir.name, run_dir, data)
+            return BenchResult(run_dir.name, run_dir, {**summary, "episodes": [e.to_dict() for e in episodes]})
     finally:
-        if evaluator is not None:
-            evaluator.close()
-        runtime.close()
-        for system in systems:
-            if system.source is not None:
-                system.source.close()
-        pool.close()
+        _close(evaluator, runtime, systems, pool)
+
+
+def _plan(options: BenchOptions, pool: Pool, entries: Sequence[tasks.MixEntry]) -> tuple[list[System], list[str]]:
+    """The systems of the run (a conductor row named after the model that conducts) and the
+    report's notes so far."""
+    systems, notes = plan_systems(options, pool.config.name, pool.names)
+    for system in systems:
+        if isinstance(system.source, ConductorSpec):
+            system.model = system.source.name(pool)
+    if any(e.split == "val" for e in entries):
+        notes.append("val items were used to pick the best head during `trinity evolve`: "
+                     "test items are the held-out ones")
+    return systems, notes
+
+
+def _summary(options: BenchOptions, config: PoolConfig, run: str, items: Sequence[tasks.TaskItem],
+             reported: Sequence[System], episodes: Sequence[EpisodeResult], entries: Sequence[tasks.MixEntry],
+             notes: list[str], stats: PoolStats, wall_s: float, parallel: int) -> dict[str, Any]:
+    """bench.json's summary (docs/files.md#bench-runs), without its episodes."""
+    return {
+        "format": BENCH_FORMAT,
+        "run": run,
+        "options": {**asdict(options), "heads": list(options.heads or [])},
+        "pool": {"name": config.name, "models": config.names, "source": config.source},
+        "prompt_version": prompts.PROMPT_VERSION,
+        "items": [{"task": i.task, "id": i.id} for i in items],
+        "systems": [s.describe() for s in reported],
+        **summarize(reported, episodes, items, config.names, [e.task for e in entries]),
+        "stats": {
+            "pool_calls": stats.calls,
+            "cache_hits": stats.cache_hits,
+            "backend_calls": stats.calls - stats.cache_hits,
+            "backend_s": stats.seconds,
+            "wall_s": wall_s,
+            "parallel": parallel,
+        },
+        "notes": notes,
+    }
+
+
+def _close(evaluator: Evaluator | None, runtime: Runtime, systems: Sequence[System], pool: Pool) -> None:
+    """Whatever happened: a cluster's actors, the coordinators, the systems' sources, the models."""
+    if evaluator is not None:
+        evaluator.close()
+    runtime.close()
+    for system in systems:
+        if system.source is not None:
+            system.source.close()
+    pool.close()
 
 
 def write_outputs(run_dir: Path, summary: dict[str, Any], episodes: Sequence[EpisodeResult]) -> list[str]:

@@ -64,117 +64,39 @@ import os
 import re
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, fields
-from types import ModuleType
+from dataclasses import asdict, fields
 from typing import Any
 
 from trinity_cli.errors import BackendError, ConfigError, TrinityError
 from trinity_cli.evaluators.local import (
     EpisodeOutcome,
     EpisodeSpec,
+    Evaluator,
     Runtime,
-    WorkerSetup,
+    make_evaluator,
     settle_cache_flags,
 )
-from trinity_cli.evaluators.ray_cache import CacheKeeper, KeeperCache
+from trinity_cli.evaluators.ray_cache import CacheKeeper
+from trinity_cli.evaluators.ray_cluster import RayOptions, _EpisodeWorker, import_ray
 from trinity_cli.messages import ProgressFn, quiet
-from trinity_cli.pool.pool import PoolStats, open_pool
+from trinity_cli.pool.pool import PoolStats
 
-INSTALL_HINT = "install it with: pip install 'trinity-cli[ray]' (from a checkout: pipx install '.[ray]')"
 # An episode whose actor died this many times is not tried again.
 MAX_ATTEMPTS = 3
 # Seconds to wait for a replacement actor when none is left.
 STALL_S = 300.0
 
 
-def import_ray() -> ModuleType:
-    """The `ray` module, or a ConfigError saying how to install it."""
-    try:
-        import ray
-    except ImportError as exc:
-        raise ConfigError("--ray needs Ray, which is not installed", INSTALL_HINT) from exc
-    return ray
-
-
-@dataclass(frozen=True)
-class RayOptions:
-    """Where to play: `address` is what `ray.init` takes ("local", the default: a Ray
-    instance started on this machine for the run; "auto": the cluster this machine joined
-    with `ray start`; "HOST:PORT": that head node); `workers` is the number of actors
-    (None: one per node with a CPU)."""
-
-    address: str = "local"
-    workers: int | None = None
-
-    @classmethod
-    def from_cli(cls, address: str | None, workers: int | None) -> RayOptions | None:
-        """The options of `--ray [ADDRESS]` and `--ray-workers N`; None without `--ray`."""
-        if address is None:
-            if workers is not None:
-                raise ConfigError("--ray-workers needs --ray", "add --ray (a local Ray instance) or --ray ADDRESS")
-            return None
-        if workers is not None and workers < 1:
-            raise ConfigError(f"--ray-workers must be at least 1, got {workers}")
-        return cls(address=address or "local", workers=workers)
-
-
-def check_ray(ray: RayOptions | None, parallel: int | None) -> None:
-    """Before any work: with `ray`, Ray must be installed, and `--parallel` (threads of this
-    process) is refused."""
+def open_evaluator(runtime: Runtime, parallel: int, ray: RayOptions | None) -> tuple[Evaluator, int]:
+    """(the evaluator, the episodes it plays at once): `parallel` at once locally
+    (evaluators/local.py), or one per Ray actor with `ray`."""
     if ray is None:
-        return
-    if parallel is not None and parallel > 1:
-        raise ConfigError("--parallel runs episodes on threads of this machine, --ray on Ray actors: choose one",
-                          "with --ray, --ray-workers sets how many episodes run at once")
-    import_ray()
+        return make_evaluator(runtime, parallel), parallel
+    evaluator = RayEvaluator(runtime, ray)
+    return evaluator, evaluator.workers
 
 
 # -- on each actor ----------------------------------------------------------------------------
-def actor_cpus(assigned: dict[str, float]) -> int:
-    """The CPUs an actor computes with: those Ray assigned it (at least one). Its llama.cpp
-    members (those whose pool file sets no `n_threads`) and OpenMP use that many threads
-    (torch: the driver's, see coordinator/backbone.py's limit_threads), so actors that share
-    a machine do not each take all of its cores (two actors of 2 threads on 2 cores spin
-    against each other: 5x slower than one serial run)."""
-    return max(1, int(assigned.get("CPU", 1)))
-
-
-class _EpisodeWorker:
-    """One actor: `start` builds its runtime from the driver's setup, `play` plays one episode."""
-
-    def __init__(self) -> None:
-        self.runtime: Runtime | None = None
-        self.cache: KeeperCache | None = None
-
-    def start(self, setup: WorkerSetup, keeper: Any) -> str:
-        """Size this actor to the CPUs Ray gave it (`actor_cpus`), open the pool (models are
-        checked on this node, loaded on first use); the node's id."""
-        cpus = actor_cpus(import_ray().get_runtime_context().get_assigned_resources())
-        from trinity_cli.coordinator.backbone import limit_threads
-
-        limit_threads(cpus, setup.torch_threads)
-        pool = open_pool(setup.pool.sized_to(cpus), use_cache=False)
-        if setup.use_cache and keeper is not None:
-            self.cache = KeeperCache(keeper, import_ray().get)
-            pool.cache = self.cache
-        pool.check_assets()
-        self.runtime = Runtime(pool, device=setup.device)
-        node: str = import_ray().get_runtime_context().get_node_id()
-        return node
-
-    def play(self, spec: EpisodeSpec, attempt: str) -> tuple[EpisodeOutcome, dict[str, Any]]:
-        """The episode's outcome and what it added to this actor's pool counters."""
-        assert self.runtime is not None, "start() first"
-        stats = self.runtime.pool.stats
-        before = asdict(stats)
-        if self.cache is not None:
-            self.cache.attempt = attempt
-        try:
-            outcome = self.runtime.play(spec)
-        finally:
-            if self.cache is not None:
-                self.cache.release()
-        return outcome, {k: v - before[k] for k, v in asdict(stats).items()}
 
 
 # -- the driver's evaluator -------------------------------------------------------------------
@@ -316,88 +238,120 @@ class RayEvaluator:
 
     # -- a batch ----------------------------------------------------------------------------
     def evaluate(self, specs: Sequence[EpisodeSpec], progress: ProgressFn | None = None) -> list[EpisodeOutcome]:
+        self._batches += 1
+        batch = _Batch(self._batches, specs, progress or quiet)
+        before = PoolStats(**asdict(self.runtime.pool.stats))
+        self._fill()
+        try:
+            while batch.todo or batch.running:
+                self._dispatch(batch)
+                ref = self._next_ready(batch)
+                if ref in self._starting:
+                    self._joined(ref, busy=len(batch.running))
+                else:
+                    self._collect(batch, ref)
+        except BaseException:
+            self._abort(batch)
+            raise
+        return self._settle(batch, before)
+
+    def _dispatch(self, batch: _Batch) -> None:
+        """Give idle actors the batch's next episodes."""
+        while batch.todo and self._idle:
+            i = batch.todo.popleft()
+            actor = self._idle.pop(0)
+            attempt = f"{batch.number}:{i}:{batch.attempts[i]}"
+            batch.attempts[i] += 1
+            batch.running[actor.play.remote(batch.specs[i], attempt)] = (actor, i, attempt)
+            batch.emit("started", {"index": i, "in_flight": len(batch.running), "done": batch.done,
+                                   "total": batch.total})
+
+    def _next_ready(self, batch: _Batch) -> Any:
+        """The next episode (or starting actor) that is done; an error when none is left to wait for."""
+        ray = import_ray()
+        waiting = [*batch.running, *self._starting]
+        if not waiting:
+            raise TrinityError("no Ray actor is left to play episodes",
+                               "check the cluster with `ray status`, then run the command again to resume")
+        ready, _ = ray.wait(waiting, num_returns=1, timeout=None if batch.running else STALL_S)
+        if not ready:
+            raise TrinityError(f"no Ray actor is left to play episodes and none started in {STALL_S:.0f} s",
+                               "add nodes to the cluster (ray start --address=...), then run the command "
+                               "again to resume")
+        return ready[0]
+
+    def _collect(self, batch: _Batch, ref: Any) -> None:
+        """Read a finished episode; one whose actor died goes back to the front of the queue."""
         ray = import_ray()
         from ray.exceptions import NodeDiedError, RayActorError, RayTaskError, WorkerCrashedError
 
-        lost_actor = (RayActorError, WorkerCrashedError, NodeDiedError)
-        emit = progress or quiet
-        total = len(specs)
-        self._batches += 1
-        pool = self.runtime.pool
-        before = PoolStats(**asdict(pool.stats))
-        outcomes: list[EpisodeOutcome | None] = [None] * total
-        deltas: list[dict[str, Any]] = [{} for _ in range(total)]
-        attempts = [0] * total
-        lost: list[str] = []  # attempts whose actor died
-        todo = deque(range(total))
-        running: dict[Any, tuple[Any, int, str]] = {}  # play() ref -> (actor, spec index, attempt)
-        done = 0
-        self._fill()
+        actor, i, attempt = batch.running.pop(ref)
         try:
-            while todo or running:
-                while todo and self._idle:
-                    i = todo.popleft()
-                    actor = self._idle.pop(0)
-                    attempt = f"{self._batches}:{i}:{attempts[i]}"
-                    attempts[i] += 1
-                    running[actor.play.remote(specs[i], attempt)] = (actor, i, attempt)
-                    emit("started", {"index": i, "in_flight": len(running), "done": done, "total": total})
-                waiting = [*running, *self._starting]
-                if not waiting:
-                    raise TrinityError("no Ray actor is left to play episodes",
-                                       "check the cluster with `ray status`, then run the command again to resume")
-                ready, _ = ray.wait(waiting, num_returns=1, timeout=None if running else STALL_S)
-                if not ready:
-                    raise TrinityError(f"no Ray actor is left to play episodes and none started in {STALL_S:.0f} s",
-                                       "add nodes to the cluster (ray start --address=...), then run the command "
-                                       "again to resume")
-                ref = ready[0]
-                if ref in self._starting:
-                    self._joined(ref, busy=len(running))
-                    continue
-                actor, i, attempt = running.pop(ref)
-                try:
-                    outcome, delta = ray.get(ref)
-                except RayTaskError as exc:  # first: a task failure is not its actor's death
-                    raise _cause(exc) from None
-                except lost_actor:
-                    # The actor (or its node) died mid-episode: play the episode again elsewhere.
-                    lost.append(attempt)
-                    self.lost_attempts += 1
-                    self._drop(actor)
-                    if self._keeper is not None:
-                        self._keeper.release.remote(attempt)
-                    if attempts[i] >= MAX_ATTEMPTS:
-                        raise BackendError(f"episode {i} of the batch lost its Ray actor {attempts[i]} times",
-                                           "check the nodes' logs (ray status; /tmp/ray/session_latest/logs)"
-                                           ) from None
-                    todo.appendleft(i)
-                    self._fill(busy=len(running))
-                    continue
-                self._idle.append(actor)
-                outcomes[i], deltas[i] = outcome, delta
-                _add(pool.stats, delta)
-                done += 1
-                emit("finished", {"index": i, "in_flight": len(running), "done": done, "total": total,
-                                  "outcome": outcome})
-        except BaseException:
-            # Stop everything now: running episodes end with their actors; the next batch starts fresh ones.
-            self._kill_all([a for a, _, _ in running.values()])
+            outcome, delta = ray.get(ref)
+        except RayTaskError as exc:  # first: a task failure is not its actor's death
+            raise _cause(exc) from None
+        except (RayActorError, WorkerCrashedError, NodeDiedError):
+            # The actor (or its node) died mid-episode: play the episode again elsewhere.
+            batch.lost.append(attempt)
+            self.lost_attempts += 1
+            self._drop(actor)
             if self._keeper is not None:
-                try:
-                    ray.get(self._keeper.reset.remote())
-                except RayActorError:  # the keeper is gone too: nothing is left in flight
-                    pass
-            raise
-        finished = [o for o in outcomes if o is not None]
-        assert len(finished) == total
+                self._keeper.release.remote(attempt)
+            if batch.attempts[i] >= MAX_ATTEMPTS:
+                raise BackendError(f"episode {i} of the batch lost its Ray actor {batch.attempts[i]} times",
+                                   "check the nodes' logs (ray status; /tmp/ray/session_latest/logs)") from None
+            batch.todo.appendleft(i)
+            self._fill(busy=len(batch.running))
+            return
+        self._idle.append(actor)
+        batch.outcomes[i], batch.deltas[i] = outcome, delta
+        _add(self.runtime.pool.stats, delta)
+        batch.done += 1
+        batch.emit("finished", {"index": i, "in_flight": len(batch.running), "done": batch.done,
+                                "total": batch.total, "outcome": outcome})
+
+    def _abort(self, batch: _Batch) -> None:
+        """Stop everything now: running episodes end with their actors; the next batch starts fresh ones."""
+        ray = import_ray()
+        from ray.exceptions import RayActorError
+
+        self._kill_all([a for a, _, _ in batch.running.values()])
+        if self._keeper is not None:
+            try:
+                ray.get(self._keeper.reset.remote())
+            except RayActorError:  # the keeper is gone too: nothing is left in flight
+                pass
+
+    def _settle(self, batch: _Batch, before: PoolStats) -> list[EpisodeOutcome]:
+        """The batch's outcomes in spec order, their cache flags and the pool counters settled
+        as a serial run would have them."""
+        ray = import_ray()
+        pool = self.runtime.pool
+        finished = [o for o in batch.outcomes if o is not None]
+        assert len(finished) == batch.total
         computed: list[str] = []
         if self._keeper is not None:
-            computed = ray.get(self._keeper.made_by.remote(lost)) if lost else []
+            computed = ray.get(self._keeper.made_by.remote(batch.lost)) if batch.lost else []
             self._keeper.forget.remote()
         settle_cache_flags(pool, finished, computed)
-        pool.stats = _settled_stats(before, finished, deltas)
+        pool.stats = _settled_stats(before, finished, batch.deltas)
         return finished
+
+
+class _Batch:
+    """One `evaluate` call's state: what is queued, running, done, and how often each episode
+    was tried (an attempt is named "<batch>:<index>:<try>" for the cache keeper)."""
+
+    def __init__(self, number: int, specs: Sequence[EpisodeSpec], emit: ProgressFn) -> None:
+        self.number, self.specs, self.emit = number, specs, emit
+        self.total = len(specs)
+        self.outcomes: list[EpisodeOutcome | None] = [None] * self.total
+        self.deltas: list[dict[str, Any]] = [{} for _ in range(self.total)]
+        self.attempts = [0] * self.total
+        self.lost: list[str] = []  # attempts whose actor died
+        self.todo = deque(range(self.total))
+        self.running: dict[Any, tuple[Any, int, str]] = {}  # play() ref -> (actor, spec index, attempt)
+        self.done = 0
 
 
 def _add(stats: PoolStats, delta: dict[str, Any]) -> None:

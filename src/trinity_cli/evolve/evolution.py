@@ -62,8 +62,9 @@ from trinity_cli.coordinator.input_fit import center_tasks, fit_input
 from trinity_cli.coordinator.label_fit import fit_start, read_labels
 from trinity_cli.coordinator.policy import COORDINATOR_VERSION, Coordinator
 from trinity_cli.errors import ConfigError
-from trinity_cli.evaluators.local import EpisodeOutcome, EpisodeSpec, Evaluator, Runtime, make_evaluator
-from trinity_cli.evaluators.ray_actors import RayEvaluator, RayOptions, check_ray
+from trinity_cli.evaluators.local import EpisodeOutcome, EpisodeSpec, Runtime
+from trinity_cli.evaluators.ray_actors import open_evaluator
+from trinity_cli.evaluators.ray_cluster import RayOptions, check_ray
 from trinity_cli.evolve import strategy
 from trinity_cli.evolve.options import (
     EvolveOptions,
@@ -190,12 +191,7 @@ class Evolution:
         runtime = Runtime(self.pool, device=self.options.device)
         runtime.adopt(self.coordinator)
         self.ray = ray
-        self.evaluator: Evaluator
-        if ray is None:
-            self.evaluator = make_evaluator(runtime, self.parallel)
-        else:
-            self.evaluator = RayEvaluator(runtime, ray)
-            self.parallel = self.evaluator.workers
+        self.evaluator, self.parallel = open_evaluator(runtime, self.parallel, ray)
 
     @property
     def popsize(self) -> int:

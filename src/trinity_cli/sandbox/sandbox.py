@@ -44,6 +44,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -121,55 +122,13 @@ def run_python(
     try:
         main = workdir / "main.py"
         main.write_text(source, encoding="utf-8", errors="replace")
-        is_root = os.geteuid() == 0
-        limits = {
-            resource.RLIMIT_AS: memory_mb * 1024 * 1024,
-            resource.RLIMIT_CPU: math.ceil(timeout_s) + 1,
-            resource.RLIMIT_FSIZE: file_mb * 1024 * 1024,
-            resource.RLIMIT_NOFILE: max_open_files,
-            resource.RLIMIT_CORE: 0,
-        }
-        user_tasks = None if is_root else _user_tasks(os.getuid())
-        if is_root or user_tasks is not None:
-            # bwrap itself takes two processes (the outer one and the namespace's init).
-            limits[resource.RLIMIT_NPROC] = max_procs + (user_tasks or 0) + (2 if iso.bwrap else 0)
-        if iso.bwrap is not None:
-            inner = f"/tmp/trinity-run-{marker[:16]}"
-            env = _child_env(inner, marker, path=f"{os.path.dirname(sys.executable)}:/usr/local/bin:/usr/bin:/bin",
-                             marker_env=MARKER_ENV)
-            argv = [*_bwrap_argv(iso, main, inner, env, disk_mb), *_INIT, sys.executable]
-            cwd, popen_env = workdir, env
-            preexec = _limiter(_clamped(limits), cut_network=False)
-        else:
-            env = _child_env(str(workdir), marker, path=os.environ.get("PATH", os.defpath), marker_env=MARKER_ENV)
-            argv = [sys.executable, "-I", "-B", "main.py"]
-            cwd, popen_env = workdir, env
-            preexec = _limiter(_clamped(limits), cut_network=is_root)
+        limits = _rlimits(iso, timeout_s, memory_mb, max_procs, file_mb, max_open_files)
+        argv, env, preexec, inner = _command(iso, main, marker, limits, disk_mb)
         with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
             start = time.monotonic()
-            proc = subprocess.Popen(
-                argv,
-                cwd=cwd,
-                env=popen_env,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=err,
-                start_new_session=True,
-                close_fds=True,
-                preexec_fn=preexec,
-            )
-            try:
-                if iso.bwrap is not None:
-                    watch = _DiskWatch(proc.pid, f"{inner}/main.py", disk_mb, polled_bytes=not iso.tmpfs_size)
-                    killed_for = _supervise(proc, timeout_s, max_procs, lambda: _sandbox_size(proc.pid), watch)
-                else:
-                    killed_for = _supervise(proc, timeout_s, max_procs, lambda: _group_size(proc.pid), None)
-            finally:
-                if iso.bwrap is not None:
-                    _kill_sandbox(proc)
-                else:
-                    _kill_group(proc)
-                    _kill_marked(marker)
+            proc = subprocess.Popen(argv, cwd=workdir, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                                    start_new_session=True, close_fds=True, preexec_fn=preexec)
+            killed_for = _watch(proc, iso, inner, marker, timeout_s, max_procs, disk_mb)
             duration = time.monotonic() - start
             stdout, stderr = _read_capped(out), _read_capped(err)
     finally:
@@ -177,22 +136,73 @@ def run_python(
     returncode = proc.returncode
     if iso.bwrap is not None and returncode is not None and 128 < returncode < 128 + 65:
         returncode = 128 - returncode  # bwrap reports a child killed by signal N as 128 + N
+    stderr += _killed_note(killed_for, timeout_s, max_procs, disk_mb)
+    return SandboxResult(passed=killed_for is None and returncode == 0, returncode=returncode, stdout=stdout,
+                         stderr=stderr, timed_out=killed_for == "timeout", killed_for=killed_for,
+                         duration_s=duration, isolated=iso.bwrap is not None)
+
+
+def _rlimits(iso: Isolation, timeout_s: float, memory_mb: int, max_procs: int, file_mb: int,
+             max_open_files: int) -> dict[int, int]:
+    """The resource limits of one run (the process count only where it can be counted: as
+    root, or with this user's tasks known)."""
+    is_root = os.geteuid() == 0
+    limits = {
+        resource.RLIMIT_AS: memory_mb * 1024 * 1024,
+        resource.RLIMIT_CPU: math.ceil(timeout_s) + 1,
+        resource.RLIMIT_FSIZE: file_mb * 1024 * 1024,
+        resource.RLIMIT_NOFILE: max_open_files,
+        resource.RLIMIT_CORE: 0,
+    }
+    user_tasks = None if is_root else _user_tasks(os.getuid())
+    if is_root or user_tasks is not None:
+        # bwrap itself takes two processes (the outer one and the namespace's init).
+        limits[resource.RLIMIT_NPROC] = max_procs + (user_tasks or 0) + (2 if iso.bwrap else 0)
+    return limits
+
+
+def _command(iso: Isolation, main: Path, marker: str, limits: dict[int, int],
+             disk_mb: int) -> tuple[list[str], dict[str, str], Callable[[], None], str]:
+    """(argv, environment, pre-exec function, the run's directory inside the jail) of a run of
+    `main`: under bubblewrap when `iso` has it, else Python isolated in its work directory
+    (the network cut there too when root can)."""
+    workdir = main.parent
+    if iso.bwrap is not None:
+        inner = f"/tmp/trinity-run-{marker[:16]}"
+        env = _child_env(inner, marker, path=f"{os.path.dirname(sys.executable)}:/usr/local/bin:/usr/bin:/bin",
+                         marker_env=MARKER_ENV)
+        argv = [*_bwrap_argv(iso, main, inner, env, disk_mb), *_INIT, sys.executable]
+        return argv, env, _limiter(_clamped(limits), cut_network=False), inner
+    env = _child_env(str(workdir), marker, path=os.environ.get("PATH", os.defpath), marker_env=MARKER_ENV)
+    argv = [sys.executable, "-I", "-B", "main.py"]
+    return argv, env, _limiter(_clamped(limits), cut_network=os.geteuid() == 0), str(workdir)
+
+
+def _watch(proc: subprocess.Popen, iso: Isolation, inner: str, marker: str, timeout_s: float, max_procs: int,
+           disk_mb: int) -> str | None:
+    """Police a started run to its end (what killed it, or None), then kill whatever of it is left."""
+    try:
+        if iso.bwrap is not None:
+            watch = _DiskWatch(proc.pid, f"{inner}/main.py", disk_mb, polled_bytes=not iso.tmpfs_size)
+            return _supervise(proc, timeout_s, max_procs, lambda: _sandbox_size(proc.pid), watch)
+        return _supervise(proc, timeout_s, max_procs, lambda: _group_size(proc.pid), None)
+    finally:
+        if iso.bwrap is not None:
+            _kill_sandbox(proc)
+        else:
+            _kill_group(proc)
+            _kill_marked(marker)
+
+
+def _killed_note(killed_for: str | None, timeout_s: float, max_procs: int, disk_mb: int) -> str:
+    """The line added to stderr when the sandbox killed the run."""
     if killed_for == "processes":
-        stderr += f"\n[sandbox] killed: more than {max_procs} processes\n"
-    elif killed_for == "timeout":
-        stderr += f"\n[sandbox] killed: still running after {timeout_s:g} s\n"
-    elif killed_for == "disk":
-        stderr += f"\n[sandbox] killed: wrote more than {disk_mb} MiB or {disk_mb * FILES_PER_MB} files\n"
-    return SandboxResult(
-        passed=killed_for is None and returncode == 0,
-        returncode=returncode,
-        stdout=stdout,
-        stderr=stderr,
-        timed_out=killed_for == "timeout",
-        killed_for=killed_for,
-        duration_s=duration,
-        isolated=iso.bwrap is not None,
-    )
+        return f"\n[sandbox] killed: more than {max_procs} processes\n"
+    if killed_for == "timeout":
+        return f"\n[sandbox] killed: still running after {timeout_s:g} s\n"
+    if killed_for == "disk":
+        return f"\n[sandbox] killed: wrote more than {disk_mb} MiB or {disk_mb * FILES_PER_MB} files\n"
+    return ""
 
 
 _noted: set[str] = set()
