@@ -98,13 +98,13 @@ def run_main(
 ) -> tuple[int, str, str]:
     """Run `trinity ARGS` through the real entry point (error handling included): exit code,
     stdout, stderr."""
-    from trinity_cli import cli
+    from trinity_cli import entry
 
     monkeypatch.setattr(sys, "argv", ["trinity", *args])
     if stdin is not None:
         monkeypatch.setattr(sys, "stdin", io.StringIO(stdin))
     with pytest.raises(SystemExit) as info:
-        cli.main()
+        entry.main()
         raise SystemExit(0)
     captured = capsys.readouterr()
     return info.value.code or 0, captured.out, captured.err

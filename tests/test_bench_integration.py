@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from trinity_cli import cli
+from trinity_cli import entry
 
 from .conftest import smollm2_path
 
@@ -28,7 +28,7 @@ ARGS = ["bench", "--pool", "smollm2", "--tasks", "gsm8k:test:2", "--max-turns", 
 def run_bench(monkeypatch: pytest.MonkeyPatch, capsys) -> dict:
     monkeypatch.setattr(sys, "argv", ["trinity", *ARGS])
     with pytest.raises(SystemExit) as info:
-        cli.main()
+        entry.main()
         raise SystemExit(0)
     captured = capsys.readouterr()
     assert (info.value.code or 0) == 0, captured.err

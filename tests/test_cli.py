@@ -8,7 +8,7 @@ import sys
 import pytest
 from typer.testing import CliRunner
 
-from trinity_cli import cli
+from trinity_cli import cli, entry
 from trinity_cli.runs.store import RunStore
 
 from .conftest import run_main, scripted_pool
@@ -119,11 +119,11 @@ def test_debug_env_shows_traceback(tmp_path, monkeypatch, capsys) -> None:
     from trinity_cli.errors import NotFound
 
     with pytest.raises(NotFound):
-        cli.main()
+        entry.main()
 
 
 def test_help_is_fast_and_imports_nothing_heavy() -> None:
-    code = ("import sys, trinity_cli.cli as c; "
+    code = ("import sys, trinity_cli.entry as c; "
             "sys.argv=['trinity','--help']\n"
             "try:\n    c.main()\nexcept SystemExit:\n    pass\n"
             "heavy=[m for m in ('torch','transformers','llama_cpp','cma','numpy','diskcache') if m in sys.modules]\n"

@@ -154,7 +154,7 @@ def test_bad_options(tmp_path: Path) -> None:
 def test_inspect_shows_evolve_run_and_episode(tmp_path: Path, monkeypatch, capsys) -> None:
     import sys
 
-    from trinity_cli import cli
+    from trinity_cli import entry
 
     pool, tasks = setup_files(tmp_path)
     result = evolve(options(pool, tasks, budget=32))
@@ -162,7 +162,7 @@ def test_inspect_shows_evolve_run_and_episode(tmp_path: Path, monkeypatch, capsy
     def run(args):
         monkeypatch.setattr(sys, "argv", ["trinity", *args])
         with pytest.raises(SystemExit) as info:
-            cli.main()
+            entry.main()
             raise SystemExit(0)
         return info.value.code or 0, capsys.readouterr()
 
@@ -202,11 +202,11 @@ def kill_at(n: int):
 def run_cli(monkeypatch, capsys, args: list[str]) -> tuple[int, str, str]:
     import sys
 
-    from trinity_cli import cli
+    from trinity_cli import entry
 
     monkeypatch.setattr(sys, "argv", ["trinity", *args])
     with pytest.raises(SystemExit) as info:
-        cli.main()
+        entry.main()
         raise SystemExit(0)
     out = capsys.readouterr()
     return int(info.value.code or 0), out.out, out.err

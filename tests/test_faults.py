@@ -20,7 +20,8 @@ from pathlib import Path
 from trinity_cli import assets, paths
 from trinity_cli.keyed_cache import DB_FILE, KeyedCache, db_damage
 from trinity_cli.pool_config import PackageFile, SplitFile
-from trinity_cli.runs.store import EvolveRun, RunStore
+from trinity_cli.runs.run_files import EvolveRun
+from trinity_cli.runs.store import RunStore
 
 from .conftest import run_main, scripted_pool, write_pool
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from trinity_cli import cli
+from trinity_cli import entry
 from trinity_cli.backends.llamacpp import LlamaCppBackend
 from trinity_cli.errors import ContextOverflow
 from trinity_cli.messages import ChatMessage, GenParams
@@ -111,7 +111,7 @@ def test_ask_end_to_end_then_inspect(tmp_path, monkeypatch, capsys) -> None:
     def run(args):
         monkeypatch.setattr(sys, "argv", ["trinity", *args])
         with pytest.raises(SystemExit) as info:
-            cli.main()
+            entry.main()
             raise SystemExit(0)
         out = capsys.readouterr()
         return info.value.code or 0, out.out, out.err
@@ -141,7 +141,7 @@ def test_truncated_file_is_a_clear_error(tmp_path, monkeypatch, capsys) -> None:
     pool.write_text(f"name: cut\nmodels:\n  - {{name: a, kind: gguf, weights: {{path: {cut}}}}}\n")
     monkeypatch.setattr(sys, "argv", ["trinity", "ask", "Hi", "--pool", str(pool), "--head", "untrained"])
     with pytest.raises(SystemExit) as info:
-        cli.main()
+        entry.main()
     err = capsys.readouterr().err
     assert info.value.code == 2 and "truncated" in err and "Traceback" not in err
     assert not list(RunStore().root.glob("run-*"))

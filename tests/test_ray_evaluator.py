@@ -323,7 +323,7 @@ def test_more_workers_than_cpus_is_refused(cluster, tmp_path: Path) -> None:
 
 # -- without a cluster ------------------------------------------------------------------------
 def test_ray_takes_an_optional_address() -> None:
-    from trinity_cli.cli import fill_optional_values
+    from trinity_cli.entry import fill_optional_values
 
     assert fill_optional_values(["evolve", "--ray"]) == ["evolve", "--ray", "local"]
     assert fill_optional_values(["bench", "--ray", "-q"]) == ["bench", "--ray", "local", "-q"]

@@ -526,14 +526,14 @@ def test_fallback_says_so_once_in_one_line(
 def test_the_cli_prints_the_notice_as_one_warning_line(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from trinity_cli import cli
+    from trinity_cli import entry
 
     hide_bwrap(monkeypatch, tmp_path)
     logger = logging.getLogger("trinity_cli")
     handlers = list(logger.handlers)
     try:
-        cli.show_library_warnings()
-        cli.show_library_warnings()  # idempotent: still one line per warning
+        entry.show_library_warnings()
+        entry.show_library_warnings()  # idempotent: still one line per warning
         run_python("pass")
         run_python("pass")
     finally:

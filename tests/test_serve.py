@@ -20,7 +20,7 @@ import pytest
 from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
-from trinity_cli import cli, paths
+from trinity_cli import cli, entry, paths
 from trinity_cli.coordinator import head as head_mod
 from trinity_cli.errors import ConfigError
 from trinity_cli.runs.store import RunStore
@@ -377,7 +377,7 @@ def test_cli_refuses_a_port_in_use(pool_file: Path, monkeypatch: pytest.MonkeyPa
         port = taken.getsockname()[1]
         monkeypatch.setattr(sys, "argv", ["trinity", "serve", "--pool", str(pool_file), "--port", str(port)])
         with pytest.raises(SystemExit) as info:
-            cli.main()
+            entry.main()
     assert info.value.code == 2
     assert f"cannot listen on 127.0.0.1:{port}" in capsys.readouterr().err
 

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from trinity_cli.errors import NotFound
-from trinity_cli.runs.store import BenchRun, EvolveRun, RunStore
+from trinity_cli.runs.run_files import BenchRun, EvolveRun
+from trinity_cli.runs.store import RunStore
 
 
 def test_evolve_run_files_round_trip(tmp_path: Path) -> None:

@@ -35,7 +35,8 @@ from trinity_cli.coordinator.input_fit import center_tasks, fit_input  # noqa: E
 from trinity_cli.coordinator.policy import Coordinator, resolve_head  # noqa: E402
 from trinity_cli.evolve.options import EvolveOptions  # noqa: E402
 from trinity_cli.messages import Transcript  # noqa: E402
-from trinity_cli.runs.store import BenchRun, EvolveRun, RunStore  # noqa: E402
+from trinity_cli.runs.run_files import BenchRun, EvolveRun  # noqa: E402
+from trinity_cli.runs.store import RunStore  # noqa: E402
 
 
 def run_dir(ref: str) -> Path:

@@ -11,7 +11,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from trinity_cli.runs.store import BenchRun, RunStore
+from trinity_cli.runs.run_files import BenchRun
+from trinity_cli.runs.store import RunStore
 
 
 def main() -> None:

@@ -31,7 +31,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[2]  # the repository
 
 from trinity_cli.coordinator.policy import Coordinator, resolve_head  # noqa: E402
-from trinity_cli.runs.store import BenchRun, RunStore  # noqa: E402
+from trinity_cli.runs.run_files import BenchRun  # noqa: E402
+from trinity_cli.runs.store import RunStore  # noqa: E402
 
 
 def routed_accuracy(x: np.ndarray, right: np.ndarray, dims: int, ridge: float) -> float:

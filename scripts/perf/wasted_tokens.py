@@ -25,7 +25,8 @@ from collections import defaultdict
 from pathlib import Path
 
 from trinity_cli.pool_config import load_pool
-from trinity_cli.runs.store import BenchRun, RunStore
+from trinity_cli.runs.run_files import BenchRun
+from trinity_cli.runs.store import RunStore
 from trinity_cli.turns.program import split_reply
 
 _MARK = re.compile(r"\banswer\b\s*(?:is\b\s*:?|[:=])|\\boxed\{|\bverdict\b\s*:", re.IGNORECASE)

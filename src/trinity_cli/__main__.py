@@ -1,5 +1,5 @@
-"""`python -m trinity_cli`: run the CLI (cli.py)."""
+"""`python -m trinity_cli`: run the CLI (entry.py)."""
 
-from trinity_cli.cli import main
+from trinity_cli.entry import main
 
 main()

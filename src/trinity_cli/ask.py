@@ -178,6 +178,30 @@ def _answer(
                         "backbone": coordinator.backbone_ref, "greedy": greedy, "max_turns": max_turns}
 
 
+def _record(question: str, pool: Pool, how: dict[str, Any], options: AskOptions, episode_seed: int, kind: str | None,
+            examples: Examples | None, transcript: Transcript, answer: str, wall: float) -> dict[str, Any]:
+    """The ask run's record (run.json): the question, the pool, who answered (`how`: head or
+    conductor), seeds, the transcript and the answer alone."""
+    return {
+        "kind": "ask",
+        "title": question.splitlines()[0][:100],
+        "question": question,
+        "pool": {"name": pool.config.name, "models": pool.names, "source": pool.config.source},
+        **how,
+        "prompt_version": prompts.PROMPT_VERSION,
+        "seed": options.seed,
+        "episode_seed": episode_seed,
+        "answer_kind": kind,
+        "examples": examples.source if examples else None,
+        "exclude": list(options.exclude),
+        "transcript": transcript.to_dict(),
+        "answer": answer,
+        "wall_s": wall,
+        "pool_calls": len(transcript.turns),
+        "cache_hits": sum(t.cached for t in transcript.turns),
+    }
+
+
 def ask(
     question: str | None,
     options: AskOptions,
@@ -212,25 +236,8 @@ def ask(
                                       on_decision, on_turn)
             wall = time.perf_counter() - start
             answer = answer_text(transcript.answer, kind)
-            record = {
-                "kind": "ask",
-                "title": question.splitlines()[0][:100],
-                "question": question,
-                "pool": {"name": pool.config.name, "models": pool.names, "source": pool.config.source},
-                **how,
-                "prompt_version": prompts.PROMPT_VERSION,
-                "seed": options.seed,
-                "episode_seed": episode_seed,
-                "answer_kind": kind,
-                "examples": examples.source if examples else None,
-                "exclude": list(options.exclude),
-                "transcript": transcript.to_dict(),
-                "answer": answer,
-                "wall_s": wall,
-                "pool_calls": len(transcript.turns),
-                "cache_hits": sum(t.cached for t in transcript.turns),
-                **(extra or {}),
-            }
+            record = {**_record(question, pool, how, options, episode_seed, kind, examples, transcript, answer,
+                                wall), **(extra or {})}
             store.save(run_dir, record)
     finally:
         if built is None:

@@ -1,16 +1,12 @@
 """Typer commands: parse options, call one library function, render the result.
 
-Nothing heavy is imported at module level, so `trinity --help` answers at once. Errors
-become one line on stderr and a non-zero exit; `TRINITY_DEBUG=1` re-raises them.
+Nothing heavy is imported at module level, so `trinity --help` answers at once. The console
+entry point that runs `app` (errors as one line and an exit code) is entry.py.
 """
 
 from __future__ import annotations
 
 import json
-import logging
-import os
-import signal
-import sys
 from typing import Annotated
 
 import typer
@@ -40,7 +36,7 @@ RayOpt = Annotated[str | None, typer.Option(
     help="Play episodes on Ray actors: alone (or 'local'), a Ray instance started for this run; 'auto', the "
          "cluster this machine joined; HOST:PORT, that head node. Needs the ray extra.")]
 # Options whose value may be left out, and the value they then take: Typer has no optional
-# option values, so `main` fills them in before parsing.
+# option values, so entry.main fills them in before parsing.
 OPTIONAL_VALUES = {"--ray": "local"}
 RayWorkersOpt = Annotated[int | None, typer.Option(
     min=1, help="With --ray: actors to start, one CPU each (default: one per node).")]
@@ -138,6 +134,8 @@ def inspect(
         console.out.print_json(json.dumps(record))
 
 
+# Long on purpose: two thirds of it are the command's option declarations (Typer reads them
+# from the signature); the body is parse -> one call -> render.
 @app.command()
 def evolve(
     ctx: typer.Context,
@@ -305,137 +303,3 @@ def serve(
                             conductor=conductor, conductor_depth=conductor_depth),
                on_start=terminal.serve_started, on_run=terminal.serve_run, on_failure=terminal.serve_failure,
                on_loading=terminal.serve_loading)
-
-
-def fill_optional_values(args: list[str]) -> list[str]:
-    """`args` with the default value after each `OPTIONAL_VALUES` option given without one
-    (last, or followed by another option): `--ray --budget 8` -> `--ray local --budget 8`."""
-    out: list[str] = []
-    for i, arg in enumerate(args):
-        out.append(arg)
-        if arg == "--":
-            return out + args[i + 1:]
-        if arg in OPTIONAL_VALUES and (i + 1 == len(args) or args[i + 1].startswith("-")):
-            out.append(OPTIONAL_VALUES[arg])
-    return out
-
-
-def _raise_interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt
-
-
-class _LibraryWarnings(logging.Handler):
-    """The library's warnings (e.g. the code sandbox running without isolation), one line each."""
-
-    def emit(self, record: logging.LogRecord) -> None:
-        from trinity_cli.render import console
-
-        console.warning(record.getMessage())
-
-
-def show_library_warnings() -> None:
-    """Route WARNING records of `trinity_cli.*` loggers to `console.warning` (once per process)."""
-    logger = logging.getLogger("trinity_cli")
-    if not any(isinstance(h, _LibraryWarnings) for h in logger.handlers):
-        logger.addHandler(_LibraryWarnings(logging.WARNING))
-
-
-def _click_types(name: str) -> tuple[type[BaseException], ...]:
-    """The exception class `name` as click defines it and as Typer does: Typer >= 0.2x
-    vendors click (`typer._click`) and raises its own copies, which are not click's."""
-    import importlib
-
-    found: list[type[BaseException]] = []
-    for module in ("click.exceptions", "typer._click.exceptions", "typer.exceptions"):
-        try:
-            cls = getattr(importlib.import_module(module), name, None)
-        except ImportError:
-            continue
-        if isinstance(cls, type) and issubclass(cls, BaseException) and cls not in found:
-            found.append(cls)
-    return tuple(found)
-
-
-def _usage_error(exc: BaseException) -> tuple[str, str | None, int] | None:
-    """(message, hint, exit code) of a click/Typer error (a bad option value, an unknown
-    option or command...), or None for anything else. The message names the option."""
-    if not isinstance(exc, _click_types("ClickException")):
-        return None
-    message = exc.format_message()  # type: ignore[attr-defined]
-    hint = None
-    ctx = getattr(exc, "ctx", None)
-    if isinstance(exc, _click_types("UsageError")):
-        command = ctx.command_path if ctx is not None else "trinity"
-        hint = f"see: {command} --help"
-        if isinstance(exc, _click_types("NoArgsIsHelpError")):  # bare `trinity`: Typer showed the help
-            return "", None, int(exc.exit_code)  # type: ignore[attr-defined]
-    return message, hint, int(exc.exit_code)  # type: ignore[attr-defined]
-
-
-def main() -> None:
-    """Console entry point: run the app, turning errors into one line and an exit code."""
-    debug = os.environ.get("TRINITY_DEBUG") == "1"
-    from trinity_cli.errors import Interrupted, TrinityError
-
-    # `kill` (SIGTERM) takes the same path as Ctrl-C: half-made runs are removed on the way out.
-    signal.signal(signal.SIGTERM, _raise_interrupt)
-    show_library_warnings()
-
-    try:
-        # Typer turns Ctrl-C into a return value of 130 when not in standalone mode.
-        code = app(args=fill_optional_values(sys.argv[1:]), prog_name="trinity", standalone_mode=False)
-        if code == Interrupted.exit_code:
-            raise KeyboardInterrupt
-        if isinstance(code, int) and code:
-            sys.exit(code)
-    except TrinityError as exc:
-        if debug:
-            raise
-        from trinity_cli.render import console
-
-        console.error(exc.message, exc.hint)
-        sys.exit(exc.exit_code)
-    except KeyboardInterrupt:
-        if debug:
-            raise
-        from trinity_cli.render import console
-
-        console.error("interrupted", _interrupted_hint(sys.argv[1:]))
-        sys.exit(Interrupted.exit_code)
-    except Exception as exc:  # click usage errors and the like
-        if isinstance(exc, _click_types("Exit")):
-            sys.exit(exc.exit_code)  # type: ignore[attr-defined]
-        from trinity_cli.render import console
-
-        if isinstance(exc, _click_types("Abort")):  # Ctrl-C at a prompt
-            console.error("interrupted", _interrupted_hint(sys.argv[1:]))
-            sys.exit(Interrupted.exit_code)
-
-        usage = _usage_error(exc)
-        if usage is not None:
-            if debug:
-                raise
-            message, hint, exit_code = usage
-            if message:
-                console.error(message, hint)
-            sys.exit(exit_code)
-        if debug:
-            raise
-        console.error(f"unexpected {type(exc).__name__}: {exc}", "run again with TRINITY_DEBUG=1 for the traceback")
-        sys.exit(1)
-
-
-# Commands that keep what they finished when interrupted, so running them again resumes.
-RESUMABLE = {"evolve", "bench"}
-
-
-def _interrupted_hint(args: list[str]) -> str:
-    """What Ctrl-C left behind: only evolve and bench have anything to resume."""
-    command = next((a for a in args if not a.startswith("-")), "")
-    if command in RESUMABLE:
-        return "nothing half-written was kept; run the command again to resume"
-    return "nothing half-written was kept"
-
-
-if __name__ == "__main__":
-    main()

@@ -1,5 +1,5 @@
 """The bench runner: plan the systems, play every episode through the evaluator, write
-the run directory through store.BenchRun."""
+the run directory through runs/run_files.BenchRun."""
 
 from __future__ import annotations
 
@@ -27,7 +27,8 @@ from trinity_cli.pool.pool import Pool, PoolStats, open_pool
 from trinity_cli.pool_config import PoolConfig, load_pool
 from trinity_cli.runs.charts import plot_accuracy, plot_selection
 from trinity_cli.runs.reports import bench_document, report_markdown, selection_heads
-from trinity_cli.runs.store import BenchRun, RunStore
+from trinity_cli.runs.run_files import BenchRun
+from trinity_cli.runs.store import RunStore
 from trinity_cli.turns import prompts
 
 FILES = BenchRun.FILES

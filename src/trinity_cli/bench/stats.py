@@ -283,30 +283,14 @@ def summarize(
     by_system: dict[str, list[EpisodeResult]] = {}
     for ep in episodes:
         by_system.setdefault(ep.system, []).append(ep)
+    single_eps = [e for m in models for e in by_system.get(f"single:{m}", [])]
+    picks = best_per_task(single_eps, task_names, models)
     results: dict[str, Any] = {}
     per_item: dict[str, dict[str, float]] = {}
-    singles = [f"single:{m}" for m in models]
-    single_eps = [e for s in singles for e in by_system.get(s, [])]
-    picks = best_per_task(single_eps, task_names, models)
     for system in systems:
-        if system.kind in ("oracle", "vote"):
-            derived = (_oracle_rows if system.kind == "oracle" else
-                       lambda eps, its: _vote_rows(eps, its, models))(single_eps, items)
-            rows = [(item.task, row) for item, row in derived]
-            per_item[system.name] = {item.key: row.reward for item, row in derived}
-        elif system.kind == "best-per-task":
-            picked = [e for e in single_eps if picks.get(e.task) and e.system == f"single:{picks[e.task]}"]
-            rows = [(e.task, _row(e)) for e in picked]
-            per_item[system.name] = {e.key: e.reward for e in picked}
-        else:
-            by_item: dict[str, list[EpisodeResult]] = {}
-            for ep in by_system.get(system.name, []):
-                by_item.setdefault(ep.key, []).append(ep)
-            item_rows = {key: _item_mean([_row(e) for e in eps]) for key, eps in by_item.items()}
-            rows = [(eps[0].task, item_rows[key]) for key, eps in by_item.items()]
-            per_item[system.name] = {key: row.reward for key, row in item_rows.items()}
+        rows, per_item[system.name] = _system_rows(system, by_system, single_eps, items, models, picks)
         results[system.name] = _by_task(rows, task_names)
-    singles = [s for s in singles if s in results]  # reported singles only
+    singles = [f"single:{m}" for m in models if f"single:{m}" in results]  # reported singles only
     routed = [s.name for s in systems if s.kind in ("random", "head", "conductor")]
     gaps = {
         name: {"overall": _gap(results, name, singles, None),
@@ -314,6 +298,39 @@ def summarize(
         for name in routed
     }
     chosen = {name: selection(by_system.get(name, []), models, task_names) for name in routed}
+    conducted = {s.name: {"overall": workflows(by_system.get(s.name, [])),
+                          "per_task": {t: workflows([e for e in by_system.get(s.name, []) if e.task == t])
+                                       for t in task_names}}
+                 for s in systems if s.kind == "conductor"}
+    return {"tasks": task_names, "results": results, "gaps": gaps,
+            "paired": _paired(systems, results, per_item, models, singles), "selection": chosen,
+            "per_item": per_item, "best_per_task": picks, **({"workflows": conducted} if conducted else {})}
+
+
+def _system_rows(system: System, by_system: dict[str, list[EpisodeResult]], single_eps: list[EpisodeResult],
+                 items: Sequence[tasks.TaskItem], models: Sequence[str],
+                 picks: dict[str, str]) -> tuple[list[tuple[str, Any]], dict[str, float]]:
+    """A system's (task, row) per item and its reward per item key: derived from the single
+    runs (oracle, vote, best-per-task), else the mean over its own episodes of each item."""
+    if system.kind in ("oracle", "vote"):
+        derived = (_oracle_rows(single_eps, items) if system.kind == "oracle"
+                   else _vote_rows(single_eps, items, models))
+        return [(item.task, row) for item, row in derived], {item.key: row.reward for item, row in derived}
+    if system.kind == "best-per-task":
+        picked = [e for e in single_eps if picks.get(e.task) and e.system == f"single:{picks[e.task]}"]
+        return [(e.task, _row(e)) for e in picked], {e.key: e.reward for e in picked}
+    by_item: dict[str, list[EpisodeResult]] = {}
+    for ep in by_system.get(system.name, []):
+        by_item.setdefault(ep.key, []).append(ep)
+    item_rows = {key: _item_mean([_row(e) for e in eps]) for key, eps in by_item.items()}
+    return ([(eps[0].task, item_rows[key]) for key, eps in by_item.items()],
+            {key: row.reward for key, row in item_rows.items()})
+
+
+def _paired(systems: Sequence[System], results: dict[str, Any], per_item: dict[str, dict[str, float]],
+            models: Sequence[str], singles: list[str]) -> dict[str, dict[str, Any]]:
+    """bench.json's "paired": each head and conductor row against the best single, self-loop
+    and sc rows and `agree` (and a head's other decision mode against its default one)."""
     selfloops = [f"selfloop:{m}" for m in models if f"selfloop:{m}" in results]
     scs = [s.name for s in systems if s.kind == "sc"]
     against = {"vs_best_single": _best(results, singles), "vs_best_selfloop": _best(results, selfloops),
@@ -329,12 +346,7 @@ def summarize(
         base = name.rsplit("/", 1)[0]
         if "/" in name and base in per_item:
             paired[name]["vs_default_mode"] = paired_test(per_item[name], per_item[base], base)
-    conducted = {s.name: {"overall": workflows(by_system.get(s.name, [])),
-                          "per_task": {t: workflows([e for e in by_system.get(s.name, []) if e.task == t])
-                                       for t in task_names}}
-                 for s in systems if s.kind == "conductor"}
-    return {"tasks": task_names, "results": results, "gaps": gaps, "paired": paired, "selection": chosen,
-            "per_item": per_item, "best_per_task": picks, **({"workflows": conducted} if conducted else {})}
+    return paired
 
 
 def _best(results: dict[str, Any], names: Sequence[str]) -> str | None:

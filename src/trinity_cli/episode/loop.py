@@ -117,6 +117,8 @@ def usable_models(pool: Pool, task: str, exclude: Collection[str], context: Sequ
     return set(fitting)
 
 
+# Long on purpose: 14 parameters and their contract; the loop itself (decide, act, judge,
+# stop) is about 35 lines, each step a helper below.
 def run_episode(
     task: str,
     pool: Pool,

@@ -78,7 +78,8 @@ from trinity_cli.messages import ProgressFn
 from trinity_cli.pool.pool import open_pool
 from trinity_cli.pool_config import load_pool
 from trinity_cli.runs import charts
-from trinity_cli.runs.store import EvolveRun, RunStore
+from trinity_cli.runs.run_files import EvolveRun
+from trinity_cli.runs.store import RunStore
 from trinity_cli.turns import prompts
 
 # Seed stream of validation episodes (training generations use their own index).

@@ -25,7 +25,8 @@ from trinity_cli.coordinator.backbone import DEFAULT_BACKBONE
 from trinity_cli.coordinator.policy import COORDINATOR_VERSION
 from trinity_cli.errors import ConfigError
 from trinity_cli.keyed_cache import content_key
-from trinity_cli.runs.store import EvolveRun, RunStore
+from trinity_cli.runs.run_files import EvolveRun
+from trinity_cli.runs.store import RunStore
 from trinity_cli.turns import prompts
 
 # Layout of a run directory (evolve.json, checkpoint.pkl: evolve/evolution.py); runs of another format

@@ -1,2 +1,3 @@
-"""The run store and what it holds: store.py (run directories, checkpoints, locks), reports.py
-(Markdown and JSON renderings of bench and evolve results), charts.py (their PNG charts)."""
+"""The run store and what it holds: store.py (run directories: listed, allocated, loaded, locked),
+run_files.py (the files of one run, checkpoints included), reports.py (Markdown and JSON renderings
+of bench and evolve results), charts.py (their PNG charts)."""

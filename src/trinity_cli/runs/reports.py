@@ -91,56 +91,8 @@ class BenchView:
 
 def bench_view(summary: dict[str, Any]) -> BenchView:
     """Format a bench summary (bench.json without "episodes") once, for every rendering."""
-    o, pool, results, task_names = summary["options"], summary["pool"], summary["results"], summary["tasks"]
+    o, pool, task_names = summary["options"], summary["pool"], summary["tasks"]
     several = len(task_names) > 1
-    per_task_cols = task_names if several else []
-    accuracy = TableView("Accuracy and cost per question",
-                         ["system", "accuracy", "95% CI", *[short_task(t) for t in per_task_cols],
-                          "turns", "pool calls", "tokens", "wall s", "cost $"])
-    for system in summary["systems"]:
-        block = results[system["name"]]
-        m = block["overall"]
-        accuracy.rows.append([system["name"], pct(m["accuracy"]), interval(m),
-                              *[pct(block["per_task"][t]["accuracy"]) for t in per_task_cols],
-                              num(m["mean_turns"]), num(m["mean_pool_calls"]), num(m["mean_tokens"], "{:.0f}"),
-                              num(m["mean_wall_s"]), num(m["mean_cost_usd"], "{:.5f}")])
-        accuracy.kinds.append(system["kind"])
-    per_task = None
-    if several:
-        per_task = TableView("Per task (accuracy, 95% CI, n)", ["system", *[short_task(t) for t in task_names]])
-        for system in summary["systems"]:
-            cells = []
-            for t in task_names:
-                m = results[system["name"]]["per_task"][t]
-                cells.append(f"{pct(m['accuracy'])} ({interval(m)}, n={m['n']})")
-            per_task.rows.append([system["name"], *cells])
-            per_task.kinds.append(system["kind"])
-    gaps = None
-    if summary["gaps"]:
-        gaps = TableView("Gaps (accuracy difference, percentage points)",
-                         ["system", "tasks", "best single model", "vs best single", "vs oracle"], numeric_from=3)
-        for name, gap in summary["gaps"].items():
-            if gap["overall"] is None:
-                continue
-            scopes = [("all", gap["overall"])]
-            if several:
-                scopes += [(short_task(t), gap["per_task"][t]) for t in task_names]
-            for label, g in scopes:
-                if g is not None:
-                    gaps.rows.append([name, label, g["best_single"], signed(g["vs_best_single"]),
-                                      signed(g["vs_oracle"])])
-                    gaps.kinds.append("")
-    paired = None
-    if summary.get("paired"):  # bench runs made before the paired test have none
-        paired = TableView("Paired test of each head and conductor (exact McNemar, two-sided, same items)",
-                           ["system", "against", "items", "only it right", "only other right", "p-value"],
-                           numeric_from=2)
-        for name, tests in summary["paired"].items():
-            for test in tests.values():
-                if test is not None:
-                    paired.rows.append([name, test["other"], str(test["n"]), str(test["b"]), str(test["c"]),
-                                        p_value(test["p_value"])])
-                    paired.kinds.append("")
     selection = []
     for name, sel in summary["selection"].items():
         scopes = [("all", sel["overall"])]
@@ -155,13 +107,78 @@ def bench_view(summary: dict[str, Any]) -> BenchView:
                  + (f" · random routing over {o['random_seeds']} seeds"
                     if any(s["kind"] == "random" for s in summary["systems"]) else "")
                  + f" · seed {o['seed']}" + _decisions_caption(o)),
-        accuracy=accuracy, per_task=per_task, gaps=gaps, paired=paired, selection=selection,
+        accuracy=_accuracy_table(summary, task_names if several else []),
+        per_task=_per_task_table(summary) if several else None,
+        gaps=_gaps_table(summary, task_names if several else []),
+        paired=_paired_table(summary), selection=selection,
         ends=ends_table(summary, task_names if several else []),
         workflows=workflows_table(summary, task_names if several else []),
         stats=(f"{st['pool_calls']} pool calls, {st['cache_hits']} from the rollout cache, "
                f"{st['backend_calls']} to a model ({st['backend_s']:.1f} s), {st['wall_s']:.1f} s in all"),
         notes=list(summary["notes"]),
     )
+
+
+def _accuracy_table(summary: dict[str, Any], per_task_cols: list[str]) -> TableView:
+    """Accuracy (overall, its interval, per task in `per_task_cols`) and costs per system."""
+    accuracy = TableView("Accuracy and cost per question",
+                         ["system", "accuracy", "95% CI", *[short_task(t) for t in per_task_cols],
+                          "turns", "pool calls", "tokens", "wall s", "cost $"])
+    for system in summary["systems"]:
+        block = summary["results"][system["name"]]
+        m = block["overall"]
+        accuracy.rows.append([system["name"], pct(m["accuracy"]), interval(m),
+                              *[pct(block["per_task"][t]["accuracy"]) for t in per_task_cols],
+                              num(m["mean_turns"]), num(m["mean_pool_calls"]), num(m["mean_tokens"], "{:.0f}"),
+                              num(m["mean_wall_s"]), num(m["mean_cost_usd"], "{:.5f}")])
+        accuracy.kinds.append(system["kind"])
+    return accuracy
+
+
+def _per_task_table(summary: dict[str, Any]) -> TableView:
+    task_names = summary["tasks"]
+    per_task = TableView("Per task (accuracy, 95% CI, n)", ["system", *[short_task(t) for t in task_names]])
+    for system in summary["systems"]:
+        cells = []
+        for t in task_names:
+            m = summary["results"][system["name"]]["per_task"][t]
+            cells.append(f"{pct(m['accuracy'])} ({interval(m)}, n={m['n']})")
+        per_task.rows.append([system["name"], *cells])
+        per_task.kinds.append(system["kind"])
+    return per_task
+
+
+def _gaps_table(summary: dict[str, Any], task_names: list[str]) -> TableView | None:
+    """Each routed system against the best single and the oracle, overall and per task in `task_names`."""
+    if not summary["gaps"]:
+        return None
+    gaps = TableView("Gaps (accuracy difference, percentage points)",
+                     ["system", "tasks", "best single model", "vs best single", "vs oracle"], numeric_from=3)
+    for name, gap in summary["gaps"].items():
+        if gap["overall"] is None:
+            continue
+        scopes = [("all", gap["overall"])] + [(short_task(t), gap["per_task"][t]) for t in task_names]
+        for label, g in scopes:
+            if g is not None:
+                gaps.rows.append([name, label, g["best_single"], signed(g["vs_best_single"]),
+                                  signed(g["vs_oracle"])])
+                gaps.kinds.append("")
+    return gaps
+
+
+def _paired_table(summary: dict[str, Any]) -> TableView | None:
+    if not summary.get("paired"):  # bench runs made before the paired test have none
+        return None
+    paired = TableView("Paired test of each head and conductor (exact McNemar, two-sided, same items)",
+                       ["system", "against", "items", "only it right", "only other right", "p-value"],
+                       numeric_from=2)
+    for name, tests in summary["paired"].items():
+        for test in tests.values():
+            if test is not None:
+                paired.rows.append([name, test["other"], str(test["n"]), str(test["b"]), str(test["c"]),
+                                    p_value(test["p_value"])])
+                paired.kinds.append("")
+    return paired
 
 
 def _decisions_caption(options: dict[str, Any]) -> str:

@@ -87,6 +87,8 @@ async def stream_episode(served: ServedPool, request: ChatRequest) -> Response:
     return StreamingResponse(chunks((kind, payload)), media_type="text/event-stream", headers=headers)
 
 
+# Long on purpose: the routes are closures over the served pool and its lock; each route is a
+# few lines and splitting them out would pass that state around instead.
 def create_app(options: ServeOptions, on_run: Callable[[AskResult], None] | None = None,
                on_failure: Callable[[TrinityError], None] | None = None,
                on_loading: Callable[[str, str], None] | None = None) -> FastAPI:

@@ -168,34 +168,79 @@ def parse_request(
         raise _bad("the request body is not valid JSON", code="invalid_json") from None
     if not isinstance(data, dict):
         raise _bad("the request body must be a JSON object", code="invalid_json")
+    model = _model(data, served)
+    conductor = model == CONDUCTOR_MODEL
+    task, context = parse_messages(data.get("messages"))
+    _refuse_unsupported(data)
+    stream_options = _stream_options(data)
+    max_turns = _max_turns(data, default_max_turns)
+    exclude = _exclude(data, pool_models)
+    budgets = _budgets(data)
+    seed = _seed(data)
+    _refuse_non_boolean_flags(data)
+    return ChatRequest(
+        model=model,
+        head=None if conductor else model.partition("/")[2] or None,
+        task=task,
+        context=context,
+        stream=data.get("stream") or False,
+        include_usage=bool(stream_options.get("include_usage")),
+        max_turns=max_turns,
+        exclude=exclude,
+        token_budget=budgets[0],
+        cost_budget=budgets[1],
+        seed=seed,
+        show_work=bool(data.get("show_work")),
+        greedy=data.get("greedy"),
+        conductor=conductor,
+    )
+
+
+def _model(data: dict[str, Any], served: list[str]) -> str:
     model = data.get("model")
     if not isinstance(model, str) or not model:
         raise _bad(f"'model' is required: use {MODEL!r} or one of GET /v1/models", "model")
     if model not in served:
-        raise ApiError(
-            404,
-            f"model {model!r} is not served here ({did_you_mean(model, served)})",
-            "not_found_error",
-            "model",
-            "model_not_found",
-        )
-    conductor = model == CONDUCTOR_MODEL
-    head = None if conductor else model.partition("/")[2] or None
-    task, context = parse_messages(data.get("messages"))
+        raise ApiError(404, f"model {model!r} is not served here ({did_you_mean(model, served)})",
+                       "not_found_error", "model", "model_not_found")
+    return model
+
+
+def _refuse_unsupported(data: dict[str, Any]) -> None:
+    """n > 1, tools, functions."""
     if data.get("n") not in (None, 1):
         raise _bad("only n=1 is supported: the episode gives one answer", "n")
     for name in ("tools", "functions"):
         if data.get(name):
             raise _bad(f"'{name}' is not supported by trinity serve", name)
+
+
+def _refuse_non_boolean_flags(data: dict[str, Any]) -> None:
+    for flag in ("show_work", "greedy"):
+        if data.get(flag) is not None and not isinstance(data.get(flag), bool):
+            raise _bad(f"'{flag}' must be true or false", flag)
+
+
+def _stream_options(data: dict[str, Any]) -> dict[str, Any]:
+    """`stream_options`, once `stream` is checked."""
     stream = data.get("stream") or False
     if not isinstance(stream, bool):
         raise _bad("'stream' must be true or false", "stream")
     stream_options = data.get("stream_options") or {}
     if not isinstance(stream_options, dict):
         raise _bad("'stream_options' must be an object", "stream_options")
-    max_turns = data.get("max_turns", default_max_turns)
+    return stream_options
+
+
+def _max_turns(data: dict[str, Any], default: int | None) -> int | None:
+    max_turns = data.get("max_turns", default)
     if max_turns is not None and (not _is_int(max_turns) or not 1 <= max_turns <= MAX_TURNS_LIMIT):
         raise _bad(f"'max_turns' must be an integer from 1 to {MAX_TURNS_LIMIT}", "max_turns")
+    return max_turns
+
+
+def _exclude(data: dict[str, Any], pool_models: list[str]) -> list[str]:
+    """The excluded members, each named once; never all of them."""
     exclude = data.get("exclude") or []
     if not isinstance(exclude, list) or not all(isinstance(x, str) for x in exclude):
         raise _bad("'exclude' must be a list of model names", "exclude")
@@ -204,6 +249,11 @@ def parse_request(
             raise _bad(f"exclude: the pool has no model {name!r} ({did_you_mean(name, pool_models)})", "exclude")
     if set(exclude) >= set(pool_models):
         raise _bad("every model of the pool is excluded: exclude fewer models", "exclude")
+    return list(dict.fromkeys(exclude))
+
+
+def _budgets(data: dict[str, Any]) -> tuple[int | None, float | None]:
+    """(`max_tokens_total`, `max_cost_usd`), each None when not given."""
     token_budget = data.get("max_tokens_total")
     if token_budget is not None and (not _is_int(token_budget) or token_budget < 1):
         raise _bad("'max_tokens_total' must be a positive integer", "max_tokens_total")
@@ -215,28 +265,14 @@ def parse_request(
         or cost_budget <= 0
     ):
         raise _bad("'max_cost_usd' must be a positive number", "max_cost_usd")
+    return token_budget, float(cost_budget) if cost_budget is not None else None
+
+
+def _seed(data: dict[str, Any]) -> int:
     seed = data.get("seed")
     if seed is not None and (not _is_int(seed) or seed < 0):
         raise _bad("'seed' must be a non-negative integer", "seed")
-    for flag in ("show_work", "greedy"):
-        if data.get(flag) is not None and not isinstance(data.get(flag), bool):
-            raise _bad(f"'{flag}' must be true or false", flag)
-    return ChatRequest(
-        model=model,
-        head=head,
-        task=task,
-        context=context,
-        stream=stream,
-        include_usage=bool(stream_options.get("include_usage")),
-        max_turns=max_turns,
-        exclude=list(dict.fromkeys(exclude)),
-        token_budget=token_budget,
-        cost_budget=float(cost_budget) if cost_budget is not None else None,
-        seed=seed or 0,
-        show_work=bool(data.get("show_work")),
-        greedy=data.get("greedy"),
-        conductor=conductor,
-    )
+    return seed or 0
 
 
 # -- responses --------------------------------------------------------------------------
