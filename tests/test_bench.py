@@ -26,6 +26,7 @@ from trinity_cli.coordinator.backbone import describe
 from trinity_cli.coordinator.policy import versions
 from trinity_cli.episode.schedules import FixedSchedule
 from trinity_cli.errors import ConfigError, ContextOverflow, NotFound
+from trinity_cli.events import BenchEpisodeFinished
 from trinity_cli.messages import Role
 from trinity_cli.render import results
 from trinity_cli.runs.store import RunStore
@@ -223,8 +224,8 @@ def test_interrupt_keeps_no_run_and_rerun_resumes_through_cache(tmp_path: Path, 
     calls.clear()
     seen = {"episodes": 0}
 
-    def ctrl_c(kind: str, data: dict) -> None:
-        if kind == "episode":
+    def ctrl_c(event) -> None:
+        if isinstance(event, BenchEpisodeFinished):
             seen["episodes"] += 1
             if seen["episodes"] == 30:
                 raise KeyboardInterrupt

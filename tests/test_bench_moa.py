@@ -21,6 +21,7 @@ from trinity_cli.bench.options import BenchOptions
 from trinity_cli.bench.runner import bench
 from trinity_cli.bench.stats import mcnemar_exact, paired_test
 from trinity_cli.bench.systems import EpisodeResult
+from trinity_cli.events import BenchEpisodeFinished, BenchStarted
 from trinity_cli.messages import Role, Transcript
 from trinity_cli.render import console, results, terminal
 from trinity_cli.runs.store import RunStore
@@ -149,13 +150,13 @@ def test_moa_leaves_out_members_that_could_not_answer(tmp_path: Path) -> None:
 
     # No member fits: nothing to aggregate, scored wrong, and every announced episode is reported.
     only = write_pool(tmp_path, {"name": "small", "models": [tiny]}, name="small.yaml")
-    events: list[tuple[str, dict]] = []
+    events: list = []
     data = bench(BenchOptions(pool=str(only), tasks=f"file:{tasks}:all", systems=["moa"]),
-                 progress=lambda kind, d: events.append((kind, d))).data
+                 progress=events.append).data
     episode = next(e for e in data["episodes"] if e["system"] == "moa")
     assert episode["error"] == "no member answered" and episode["reward"] == 0.0 and episode["turns"] == []
-    start = next(d for kind, d in events if kind == "start")
-    assert start["episodes"] == sum(kind == "episode" for kind, _ in events) == 2
+    start = next(e for e in events if isinstance(e, BenchStarted))
+    assert start.episodes == sum(isinstance(e, BenchEpisodeFinished) for e in events) == 2
 
 
 def test_pick_aggregator_and_aggregate_task() -> None:

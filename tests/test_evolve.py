@@ -11,6 +11,7 @@ import pytest
 
 from trinity_cli.coordinator.head import Head
 from trinity_cli.errors import ConfigError, NotFound
+from trinity_cli.events import EvolveEpisodeFinished, EvolveStarted, GenerationFinished, RunResumed
 from trinity_cli.evolve.evolution import evolve
 from trinity_cli.evolve.options import EvolveOptions
 from trinity_cli.runs.store import RunStore
@@ -40,8 +41,12 @@ def options(pool: Path, task_file: Path, **kw) -> EvolveOptions:
     return EvolveOptions(**base)
 
 
-def test_evolve_learns_to_route_and_writes_a_head(tmp_path: Path) -> None:
-    pool, tasks = setup_files(tmp_path)
+def test_evolve_learns_to_route_and_writes_a_head(tmp_path: Path, monkeypatch) -> None:
+    setup_files(tmp_path)
+    # Relative paths: items are drawn by a hash of their task's name, which for a file task
+    # holds its path, and pytest's temporary directory changes from run to run.
+    monkeypatch.chdir(tmp_path)
+    pool, tasks = Path("pool.yaml"), Path("tasks.jsonl")
     result = evolve(options(pool, tasks, budget=160, out=str(tmp_path / "head")))
     assert result.spent == 160 and result.generations == 10
     head = Head.load(tmp_path / "head")
@@ -73,8 +78,8 @@ def test_kill_and_resume_redoes_no_rollout_and_ends_identical(tmp_path: Path, mo
     monkeypatch.setenv("TRINITY_HOME", str(tmp_path / "home-b"))
     seen = {"n": 0}
 
-    def killer(kind, data):
-        if kind == "episode" and data.get("kind") == "train":
+    def killer(event):
+        if isinstance(event, EvolveEpisodeFinished) and event.kind == "train":
             seen["n"] += 1
             if seen["n"] == 37:
                 raise Kill()
@@ -96,9 +101,8 @@ def test_kill_and_resume_redoes_no_rollout_and_ends_identical(tmp_path: Path, mo
 
     monkeypatch.setattr(pool_mod.Pool, "chat", counting)
     events = []
-    resumed = evolve(options(pool, tasks, input_dims=dims, out=str(tmp_path / "b")),
-                     progress=lambda k, d: events.append((k, d)))
-    assert ("resume", {"run": run_dir.name}) in events
+    resumed = evolve(options(pool, tasks, input_dims=dims, out=str(tmp_path / "b")), progress=events.append)
+    assert RunResumed(run=run_dir.name) in events
     # The 5 episodes of generation 2 that had finished are served from the cache.
     n_cached = sum(calls)
     assert n_cached >= 5
@@ -190,8 +194,8 @@ def kill_at(n: int):
     """A progress callback that raises Kill at the n-th training episode."""
     seen = {"n": 0}
 
-    def killer(kind, data):
-        if kind == "episode" and data.get("kind") == "train":
+    def killer(event):
+        if isinstance(event, EvolveEpisodeFinished) and event.kind == "train":
             seen["n"] += 1
             if seen["n"] == n:
                 raise Kill()
@@ -314,9 +318,9 @@ def test_curves_count_per_generation_and_in_total(tmp_path: Path, monkeypatch) -
         calls.append((generation["g"], c.cached, c.prompt_tokens + c.completion_tokens))
         return c
 
-    def progress(kind, data):
-        if kind == "generation":
-            generation["g"] = data["generation"] + 1
+    def progress(event):
+        if isinstance(event, GenerationFinished):
+            generation["g"] = event.curve["generation"] + 1
 
     monkeypatch.setattr(pool_mod.Pool, "chat", counting)
     result = evolve(options(pool, tasks, budget=48), progress=progress)
@@ -344,8 +348,8 @@ def test_resume_finds_runs_in_numeric_order(tmp_path: Path) -> None:
     shutil.copytree(runs / "run-1", runs / "run-2")
     (runs / "run-1").rename(runs / "run-10")
     events = []
-    evolve(options(pool, tasks), progress=lambda k, d: events.append((k, d)))
-    assert ("resume", {"run": "run-2"}) in events
+    evolve(options(pool, tasks), progress=events.append)
+    assert RunResumed(run="run-2") in events
     assert [p.name for p in RunStore().run_dirs()] == ["run-2", "run-10"]
     assert (runs / "run-2" / "run.json").exists() and not (runs / "run-10" / "run.json").exists()
 
@@ -370,8 +374,8 @@ def test_candidates_do_not_depend_on_numpys_global_rng(tmp_path: Path, monkeypat
     monkeypatch.setenv("TRINITY_HOME", str(tmp_path / "home-a"))
     evolve(options(pool, tasks, out=str(tmp_path / "a")))
 
-    def noisy(kind, data):
-        if kind == "episode":
+    def noisy(event):
+        if isinstance(event, EvolveEpisodeFinished):
             np.random.rand(3)  # someone else in the process using numpy's global RNG
 
     monkeypatch.setenv("TRINITY_HOME", str(tmp_path / "home-b"))
@@ -465,9 +469,9 @@ def test_a_run_checkpointed_by_the_flat_layout_resumes_after_the_package_moves(t
     monkeypatch.setenv("TRINITY_HOME", str(work / "home"))
     events: list = []
     resumed = evolve(options(Path("pool.yaml"), Path("tasks.jsonl"), input_dims=4, out=str(tmp_path / "b")),
-                     resume="run-1", progress=lambda k, d: events.append((k, d)))
-    start = next(d for k, d in events if k == "start")
-    assert start["run"] == "run-1" and start["spent"] == 32  # two generations from the old checkpoint
+                     resume="run-1", progress=events.append)
+    start = next(e for e in events if isinstance(e, EvolveStarted))
+    assert start.run == "run-1" and start.spent == 32  # two generations from the old checkpoint
     monkeypatch.setenv("TRINITY_HOME", str(tmp_path / "home-a"))
     reference = evolve(options(Path("pool.yaml"), Path("tasks.jsonl"), input_dims=4, out=str(tmp_path / "a")))
     a, b = Head.load(tmp_path / "a"), Head.load(tmp_path / "b")

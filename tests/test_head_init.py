@@ -11,6 +11,7 @@ import pytest
 from trinity_cli.coordinator.head import Head, untrained
 from trinity_cli.coordinator.label_fit import fit_start, read_labels
 from trinity_cli.errors import ConfigError
+from trinity_cli.events import EvolveStarted, GenerationFinished, StartFitted, StartValidated
 from trinity_cli.evolve.evolution import evolve
 from trinity_cli.evolve.options import EvolveOptions
 from trinity_cli.messages import ROLES, Role
@@ -85,10 +86,11 @@ def test_evolve_starts_from_the_fitted_head_and_keeps_it_when_it_validates_best(
                                   budget=16, minibatch=4, popsize=4, seed=3, max_turns=2, val_every=1,
                                   backbone="hash:16", sigma0=1.0, init_labels=str(tmp_path / "matrix.json"),
                                   out=str(tmp_path / "head")),
-                    progress=lambda kind, data: events.append((kind, data)))
-    kinds = [k for k, _ in events]
-    assert kinds.index("init") < kinds.index("start") < kinds.index("init_val") < kinds.index("generation")
-    start_val = dict(events)["init_val"]["val"]
+                    progress=events.append)
+    kinds = [type(e) for e in events]
+    assert (kinds.index(StartFitted) < kinds.index(EvolveStarted) < kinds.index(StartValidated)
+            < kinds.index(GenerationFinished))
+    start_val = next(e.val for e in events if isinstance(e, StartValidated))
     assert start_val >= 0.75  # a fixed member scores about 0.5; decisions are sampled in training
     head = Head.load(tmp_path / "head")
     record = RunStore().load(result.run_id)

@@ -28,6 +28,7 @@ import pytest
 from trinity_cli.backends.scripted import ScriptedBackend
 from trinity_cli.bench.runner import bench
 from trinity_cli.coordinator.head import Head
+from trinity_cli.events import EpisodeFinished, EvolveEpisodeFinished, EvolveEpisodeStarted, EvolveStarted
 from trinity_cli.evolve.evolution import evolve
 
 from . import test_bench, test_evolve
@@ -103,9 +104,9 @@ def test_evolve_gives_the_same_head_at_any_parallelism(tmp_path: Path, monkeypat
     for n in (1, 4, 16):
         monkeypatch.setenv("TRINITY_HOME", str(tmp_path / f"home-{n}"))
         calls0, slow_scripted.most = slow_scripted.calls, 0
-        events: list[tuple[str, dict]] = []
+        events: list = []
         result = evolve(test_evolve.options(pool, tasks, out=str(tmp_path / f"head-{n}")), parallel=n,
-                        progress=lambda k, d, events=events: events.append((k, d)))
+                        progress=events.append)
         run_dir = tmp_path / f"home-{n}" / "runs" / result.run_id
         record = json.loads((run_dir / "run.json").read_text())
         seen[n] = {
@@ -116,13 +117,14 @@ def test_evolve_gives_the_same_head_at_any_parallelism(tmp_path: Path, monkeypat
             "best_val": result.best_val,
             "model_calls": slow_scripted.calls - calls0,
         }
-        in_flight = max(d.get("in_flight", 0) for k, d in events if k in ("episode", "episode_start"))
+        in_flight = max(e.in_flight for e in events if isinstance(e, (EvolveEpisodeFinished, EvolveEpisodeStarted)))
         if n == 1:
             assert slow_scripted.most == 1 and in_flight == 1
         else:
             # Episodes really overlapped (the candidates of a generation run together).
             assert 1 < slow_scripted.most <= n and 1 < in_flight <= n
-        assert ("start" in [k for k, _ in events]) and sum(k == "episode" for k, _ in events) == 48 + 3 * 6
+        assert any(isinstance(e, EvolveStarted) for e in events)
+        assert sum(isinstance(e, EvolveEpisodeFinished) for e in events) == 48 + 3 * 6
     assert seen[4] == seen[1] and seen[16] == seen[1]
     # Candidates share first turns: a serial run answers those from the cache, and so
     # does a parallel one (single flight), so hits are counted alike.
@@ -166,8 +168,8 @@ def test_parallel_run_killed_mid_generation_redoes_no_call(tmp_path: Path, monke
     monkeypatch.setenv("TRINITY_HOME", str(tmp_path / "home-b"))
     seen = {"n": 0}
 
-    def killer(kind: str, data: dict) -> None:
-        if kind == "episode" and data.get("kind") == "train":
+    def killer(event) -> None:
+        if isinstance(event, EvolveEpisodeFinished) and event.kind == "train":
             seen["n"] += 1
             # In the middle generation (episodes 17-32) of three, with episodes in flight: the
             # resume restores generation 0's checkpoint (pycma's own RNG inside it) and must ask
@@ -402,7 +404,7 @@ def test_thread_evaluator_returns_spec_order_and_raises_the_failure(tmp_path: Pa
     specs = [EpisodeSpec(item=item, seed=i, router=schedule, max_turns=1) for i, item in enumerate(items)]
     order: list[int] = []
     outcomes = ThreadEvaluator(runtime, 12).evaluate(
-        specs, lambda kind, data: order.append(data["index"]) if kind == "finished" else None)
+        specs, lambda event: order.append(event.index) if isinstance(event, EpisodeFinished) else None)
     assert [o.transcript.task for o in outcomes] == [item.prompt for item in items]
     assert order != sorted(order) and sorted(order) == list(range(12))
     fail["on"] = True

@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 
 from trinity_cli.evaluators.ray_cluster import RayOptions
+from trinity_cli.events import EvolveEpisodeStarted, EvolveStarted
 from trinity_cli.evolve.evolution import Evolution, evolve
 from trinity_cli.evolve.options import EvolveOptions
 
@@ -99,17 +100,17 @@ def test_evolve_on_three_nodes_gives_the_serial_head(cluster, serial_reference, 
                                                      monkeypatch) -> None:
     pool, tasks, reference = serial_reference
     monkeypatch.setenv("TRINITY_HOME", str(tmp_path / "home-ray"))
-    events: list[tuple[str, dict]] = []
+    events: list = []
     evolution = Evolution(test_evolve.options(pool, tasks, out=str(tmp_path / "head-ray")),
-                          ray=RayOptions(address=cluster.address), progress=lambda k, d: events.append((k, d)))
+                          ray=RayOptions(address=cluster.address), progress=events.append)
     result = evolution.run()
     assert run_record(tmp_path, "ray", result) == reference
     evaluator: Any = evolution.evaluator
     # One actor per node (the head has no CPU), every one of them used.
     assert evaluator.workers == 3 and len(set(evaluator.started_on)) == 3 and evaluator.lost_attempts == 0
-    start = next(d for k, d in events if k == "start")
-    assert start["parallel"] == 3 and start["ray"] is True
-    assert max(d["in_flight"] for k, d in events if k == "episode_start") == 3
+    start = next(e for e in events if isinstance(e, EvolveStarted))
+    assert start.parallel == 3 and start.ray is True
+    assert max(e.in_flight for e in events if isinstance(e, EvolveEpisodeStarted)) == 3
     assert sum(c["cache_hits_gen"] for c in result.curves) > 0  # candidates share first turns
 
 
@@ -122,8 +123,8 @@ def test_a_node_removed_mid_generation_changes_nothing(cluster, serial_reference
     cluster.wait_for_nodes()
     seen = {"train": 0}
 
-    def remove_extra_node(kind: str, data: dict) -> None:
-        if kind == "episode_start" and data.get("kind") == "train":
+    def remove_extra_node(event) -> None:
+        if isinstance(event, EvolveEpisodeStarted) and event.kind == "train":
             seen["train"] += 1
             # Generation 1 (of 3) starts by handing its first four episodes to the four idle
             # actors in a row: after the fourth, every actor is running one, `extra`'s too.

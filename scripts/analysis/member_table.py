@@ -31,6 +31,7 @@ ROOT = Path(__file__).resolve().parents[2]  # the repository
 
 from trinity_cli.bench.options import BenchOptions  # noqa: E402
 from trinity_cli.bench.runner import bench  # noqa: E402
+from trinity_cli.events import Event, SystemStarted  # noqa: E402
 
 
 def subset_pool(members: list[str] | None, folder: Path) -> Path:
@@ -64,9 +65,9 @@ def main() -> None:
         options = BenchOptions(pool=str(pool), tasks=mix, max_turns=1, random_seeds=0, seed=args.seed,
                                systems=["single", "vote", "best-per-task", "oracle"])
 
-        def progress(kind: str, data: dict) -> None:
-            if kind == "system":
-                print(f"  {data['name']}: {data['episodes']} episodes", file=sys.stderr, flush=True)
+        def progress(event: Event) -> None:
+            if isinstance(event, SystemStarted):
+                print(f"  {event.name}: {event.episodes} episodes", file=sys.stderr, flush=True)
 
         result = bench(options, progress=progress)
     summary = result.data

@@ -8,17 +8,8 @@ Everything here is a dataclass with `to_dict` / `from_dict` so it can be written
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
-
-# How library code reports progress: progress(kind, data). Each emitter documents its kinds
-# and their data (evaluators/local.py, evolve/evolution.py, bench/runner.py); `quiet` drops them all.
-ProgressFn = Callable[[str, dict[str, Any]], None]
-
-
-def quiet(kind: str, data: dict[str, Any]) -> None:
-    """A `ProgressFn` that reports nothing."""
 
 
 class Role(str, enum.Enum):

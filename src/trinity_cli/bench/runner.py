@@ -22,7 +22,16 @@ from trinity_cli.errors import ConfigError
 from trinity_cli.evaluators.local import EpisodeOutcome, EpisodeSpec, Evaluator, Runtime
 from trinity_cli.evaluators.ray_actors import open_evaluator
 from trinity_cli.evaluators.ray_cluster import RayOptions, check_ray
-from trinity_cli.messages import ProgressFn, Role, Transcript, quiet
+from trinity_cli.events import (
+    BenchEpisodeFinished,
+    BenchStarted,
+    EpisodeEvent,
+    EpisodeStarted,
+    ProgressFn,
+    SystemStarted,
+    quiet,
+)
+from trinity_cli.messages import Role, Transcript
 from trinity_cli.pool.pool import Pool, PoolStats, open_pool
 from trinity_cli.pool_config import PoolConfig, load_pool
 from trinity_cli.runs.charts import plot_accuracy, plot_selection
@@ -93,19 +102,20 @@ def _play(
     bench's progress events."""
     announced: list[str] = []
 
-    def progress(kind: str, data: dict[str, Any]) -> None:
-        system, item, _ = plan[data["index"]]
-        if kind == "started" and system.name not in announced:
-            announced.append(system.name)
-            emit("system", {"name": system.name, "episodes": sum(p[0] is system for p in plan),
-                            "in_flight": data["in_flight"]})
-        elif kind == "finished":
-            out = data["outcome"]
-            turns = out.transcript.turns if out.transcript is not None else []
-            emit("episode", {"system": system.name, "task": item.task, "item": item.id, "reward": out.reward,
-                             "cached": bool(turns) and all(t.cached for t in turns),
-                             "cache_hits": pool.stats.cache_hits, "pool_calls": pool.stats.calls,
-                             "in_flight": data["in_flight"]})
+    def progress(event: EpisodeEvent) -> None:
+        system, item, _ = plan[event.index]
+        if isinstance(event, EpisodeStarted):
+            if system.name not in announced:
+                announced.append(system.name)
+                emit(SystemStarted(name=system.name, episodes=sum(p[0] is system for p in plan),
+                                   in_flight=event.in_flight))
+            return
+        out = event.outcome
+        turns = out.transcript.turns if out.transcript is not None else []
+        emit(BenchEpisodeFinished(system=system.name, task=item.task, item=item.id, reward=out.reward,
+                                  cached=bool(turns) and all(t.cached for t in turns),
+                                  cache_hits=pool.stats.cache_hits, pool_calls=pool.stats.calls,
+                                  in_flight=event.in_flight))
 
     return evaluator.evaluate(specs, progress)
 
@@ -139,9 +149,8 @@ def _play_moa(
     for item in items:
         outcome = played.get(item.key)
         if outcome is None:  # nothing to aggregate: scored wrong, as an episode that could not run
-            emit("episode", {"system": system.name, "task": item.task, "item": item.id, "reward": 0.0,
-                             "cached": False, "cache_hits": pool.stats.cache_hits, "pool_calls": pool.stats.calls,
-                             "in_flight": 0})
+            emit(BenchEpisodeFinished(system=system.name, task=item.task, item=item.id, reward=0.0, cached=False,
+                                      cache_hits=pool.stats.cache_hits, pool_calls=pool.stats.calls, in_flight=0))
             outcome = EpisodeOutcome(None, 0.0, "no member answered")
         elif outcome.error is not None:
             outcome = EpisodeOutcome(None, 0.0, f"aggregator: {outcome.error}")
@@ -226,9 +235,9 @@ def bench(
         moa_items = len(items) if any(s.kind == "moa" for s in systems) else 0
         reported = [s for s in systems if s.kind in options.kinds()]
         with store.new_run() as run_dir, store.lock(run_dir):
-            emit("start", {"run": run_dir.name, "items": len(items), "systems": [s.name for s in systems],
-                           "episodes": sum(s.seeds for s in runnable) * len(items) + moa_items,
-                           "parallel": parallel, "ray": ray is not None})
+            emit(BenchStarted(run=run_dir.name, items=len(items), systems=tuple(s.name for s in systems),
+                              episodes=sum(s.seeds for s in runnable) * len(items) + moa_items, parallel=parallel,
+                              ray=ray is not None))
             episodes = _run_systems(pool, systems, items, options, run_dir, emit, evaluator)
             errors = sum(e.error is not None for e in episodes)
             if errors:

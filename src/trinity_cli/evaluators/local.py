@@ -22,10 +22,9 @@ specs give the same transcripts, rewards, cache flags and pool call counts for a
 (timings aside). One caveat: sandboxed code runs against a wall-clock timeout, so a
 program that barely finishes in time alone may time out on a loaded machine.
 
-Progress: `evaluate` calls `progress(kind, data)` on the calling thread only, with kind
-"started" or "finished" and data {"index": spec index, "in_flight": episodes running now,
-"done": episodes finished, "total": len(specs)}, plus "outcome" for "finished". Finished
-events come in completion order (spec order when serial). An exception raised by
+Progress: `evaluate` calls `progress(event)` on the calling thread only, with
+`events.EpisodeStarted` and `events.EpisodeFinished` (index: the spec's; in_flight: episodes
+running now; done, total). Finished events come in completion order (spec order when serial). An exception raised by
 `progress` (or Ctrl-C) stops the batch: episodes not started are dropped, running ones
 stop before their next turn, and the exception propagates once they have.
 
@@ -49,7 +48,8 @@ from trinity_cli.coordinator.head import Head
 from trinity_cli.coordinator.policy import Coordinator
 from trinity_cli.episode.loop import DecisionSource, run_episode, turn_params
 from trinity_cli.errors import ContextOverflow
-from trinity_cli.messages import Decision, ProgressFn, Transcript, quiet
+from trinity_cli.events import EpisodeFinished, EpisodeProgressFn, EpisodeStarted, quiet
+from trinity_cli.messages import Decision, Transcript
 from trinity_cli.pool.pool import Pool, open_pool
 from trinity_cli.pool_config import PoolConfig
 from trinity_cli.turns.settle import Examples
@@ -210,7 +210,8 @@ def settle_cache_flags(pool: Pool, outcomes: Sequence[EpisodeOutcome], also_comp
 class Evaluator(Protocol):
     """Plays a batch of episodes; see the module docstring for the contract."""
 
-    def evaluate(self, specs: Sequence[EpisodeSpec], progress: ProgressFn | None = None) -> list[EpisodeOutcome]: ...
+    def evaluate(self, specs: Sequence[EpisodeSpec],
+                 progress: EpisodeProgressFn | None = None) -> list[EpisodeOutcome]: ...
 
     def close(self) -> None:
         """Release what the evaluator holds (a cluster's actors); not the runtime's pool."""
@@ -222,14 +223,14 @@ class SerialEvaluator:
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
 
-    def evaluate(self, specs: Sequence[EpisodeSpec], progress: ProgressFn | None = None) -> list[EpisodeOutcome]:
+    def evaluate(self, specs: Sequence[EpisodeSpec], progress: EpisodeProgressFn | None = None) -> list[EpisodeOutcome]:
         emit = progress or quiet
         outcomes: list[EpisodeOutcome] = []
         for i, spec in enumerate(specs):
-            emit("started", {"index": i, "in_flight": 1, "done": i, "total": len(specs)})
+            emit(EpisodeStarted(index=i, in_flight=1, done=i, total=len(specs)))
             outcome = self.runtime.play(spec)
             outcomes.append(outcome)
-            emit("finished", {"index": i, "in_flight": 0, "done": i + 1, "total": len(specs), "outcome": outcome})
+            emit(EpisodeFinished(index=i, in_flight=0, done=i + 1, total=len(specs), outcome=outcome))
         settle_cache_flags(self.runtime.pool, outcomes)
         return outcomes
 
@@ -246,7 +247,7 @@ class ThreadEvaluator:
         self.runtime = runtime
         self.workers = workers
 
-    def evaluate(self, specs: Sequence[EpisodeSpec], progress: ProgressFn | None = None) -> list[EpisodeOutcome]:
+    def evaluate(self, specs: Sequence[EpisodeSpec], progress: EpisodeProgressFn | None = None) -> list[EpisodeOutcome]:
         emit = progress or quiet
         total = len(specs)
         outcomes: list[EpisodeOutcome | None] = [None] * total
@@ -278,7 +279,7 @@ class ThreadEvaluator:
                 if kind == "started":
                     in_flight += 1
                     if not stop.is_set():
-                        emit("started", {"index": i, "in_flight": in_flight, "done": done, "total": total})
+                        emit(EpisodeStarted(index=i, in_flight=in_flight, done=done, total=total))
                     continue
                 left -= 1
                 if kind == "skipped":
@@ -293,8 +294,7 @@ class ThreadEvaluator:
                 outcomes[i] = payload
                 done += 1
                 if not stop.is_set():
-                    emit("finished", {"index": i, "in_flight": in_flight, "done": done, "total": total,
-                                      "outcome": payload})
+                    emit(EpisodeFinished(index=i, in_flight=in_flight, done=done, total=total, outcome=payload))
         except BaseException:
             stop.set()
             raise

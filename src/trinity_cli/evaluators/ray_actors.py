@@ -78,7 +78,7 @@ from trinity_cli.evaluators.local import (
 )
 from trinity_cli.evaluators.ray_cache import CacheKeeper
 from trinity_cli.evaluators.ray_cluster import RayOptions, _EpisodeWorker, import_ray
-from trinity_cli.messages import ProgressFn, quiet
+from trinity_cli.events import EpisodeFinished, EpisodeProgressFn, EpisodeStarted, quiet
 from trinity_cli.pool.pool import PoolStats
 
 # An episode whose actor died this many times is not tried again.
@@ -237,7 +237,7 @@ class RayEvaluator:
             self._own_ray = False
 
     # -- a batch ----------------------------------------------------------------------------
-    def evaluate(self, specs: Sequence[EpisodeSpec], progress: ProgressFn | None = None) -> list[EpisodeOutcome]:
+    def evaluate(self, specs: Sequence[EpisodeSpec], progress: EpisodeProgressFn | None = None) -> list[EpisodeOutcome]:
         self._batches += 1
         batch = _Batch(self._batches, specs, progress or quiet)
         before = PoolStats(**asdict(self.runtime.pool.stats))
@@ -263,8 +263,7 @@ class RayEvaluator:
             attempt = f"{batch.number}:{i}:{batch.attempts[i]}"
             batch.attempts[i] += 1
             batch.running[actor.play.remote(batch.specs[i], attempt)] = (actor, i, attempt)
-            batch.emit("started", {"index": i, "in_flight": len(batch.running), "done": batch.done,
-                                   "total": batch.total})
+            batch.emit(EpisodeStarted(index=i, in_flight=len(batch.running), done=batch.done, total=batch.total))
 
     def _next_ready(self, batch: _Batch) -> Any:
         """The next episode (or starting actor) that is done; an error when none is left to wait for."""
@@ -307,8 +306,8 @@ class RayEvaluator:
         batch.outcomes[i], batch.deltas[i] = outcome, delta
         _add(self.runtime.pool.stats, delta)
         batch.done += 1
-        batch.emit("finished", {"index": i, "in_flight": len(batch.running), "done": batch.done,
-                                "total": batch.total, "outcome": outcome})
+        batch.emit(EpisodeFinished(index=i, in_flight=len(batch.running), done=batch.done, total=batch.total,
+                                   outcome=outcome))
 
     def _abort(self, batch: _Batch) -> None:
         """Stop everything now: running episodes end with their actors; the next batch starts fresh ones."""
@@ -342,7 +341,7 @@ class _Batch:
     """One `evaluate` call's state: what is queued, running, done, and how often each episode
     was tried (an attempt is named "<batch>:<index>:<try>" for the cache keeper)."""
 
-    def __init__(self, number: int, specs: Sequence[EpisodeSpec], emit: ProgressFn) -> None:
+    def __init__(self, number: int, specs: Sequence[EpisodeSpec], emit: EpisodeProgressFn) -> None:
         self.number, self.specs, self.emit = number, specs, emit
         self.total = len(specs)
         self.outcomes: list[EpisodeOutcome | None] = [None] * self.total

@@ -65,6 +65,19 @@ from trinity_cli.errors import ConfigError
 from trinity_cli.evaluators.local import EpisodeOutcome, EpisodeSpec, Runtime
 from trinity_cli.evaluators.ray_actors import open_evaluator
 from trinity_cli.evaluators.ray_cluster import RayOptions, check_ray
+from trinity_cli.events import (
+    CentreFitting,
+    EpisodeEvent,
+    EpisodeFinished,
+    EvolveEpisodeFinished,
+    EvolveEpisodeStarted,
+    EvolveStarted,
+    GenerationFinished,
+    ProgressFn,
+    StartFitted,
+    StartValidated,
+    quiet,
+)
 from trinity_cli.evolve import strategy
 from trinity_cli.evolve.options import (
     EvolveOptions,
@@ -74,7 +87,6 @@ from trinity_cli.evolve.options import (
     refuse_mismatch,
     resume_options,
 )
-from trinity_cli.messages import ProgressFn
 from trinity_cli.pool.pool import open_pool
 from trinity_cli.pool_config import load_pool
 from trinity_cli.runs import charts
@@ -112,7 +124,7 @@ class Evolution:
         on Ray actors instead (evaluators/ray_actors.py). Neither is an option of the run, so a resume
         may change them."""
         check_ray(ray, parallel)
-        self.progress = progress or (lambda kind, data: None)
+        self.progress = progress or quiet
         self.store = RunStore()
         resumed: tuple[Path, dict[str, Any]] | None = None
         if resume:
@@ -239,7 +251,8 @@ class Evolution:
         picked = [item for item in self.train_items if item.key in labels]
         inputs = {item.key: base.inputs(self.coordinator.state_feature(item.prompt)) for item in picked}
         fit = fit_start(base, inputs, labels)
-        self.progress("init", fit.summary())
+        self.progress(StartFitted(items=fit.items, ridge=fit.ridge, picked_label_loo=fit.picked_label_loo,
+                                  best_fixed_label=fit.best_fixed_label, oracle_label=fit.oracle_label))
         return fit.vector
 
     def _center(self) -> dict[str, Any] | None:
@@ -247,7 +260,7 @@ class Evolution:
         picked = center_tasks(self.train_items, self.options.seed, self.options.center_items)
         if not picked:
             return None
-        self.progress("center", {"items": len(picked)})
+        self.progress(CentreFitting(items=len(picked)))
         return fit_input(self.coordinator, picked, self.options.input_dims)
 
     # -- episodes ---------------------------------------------------------------------
@@ -266,11 +279,11 @@ class Evolution:
 
     def _play(self, specs: list[EpisodeSpec], kind: str) -> list[dict[str, Any]]:
         """Play `specs` through the evaluator; their episode records, in spec order."""
-        def progress(event: str, data: dict[str, Any]) -> None:
-            if event == "finished":
-                self.progress("episode", {"kind": kind, "in_flight": data["in_flight"], **self._counters()})
+        def progress(event: EpisodeEvent) -> None:
+            if isinstance(event, EpisodeFinished):
+                self.progress(EvolveEpisodeFinished(kind=kind, in_flight=event.in_flight, **self._counters()))
             else:
-                self.progress("episode_start", {"kind": kind, "in_flight": data["in_flight"]})
+                self.progress(EvolveEpisodeStarted(kind=kind, in_flight=event.in_flight))
 
         outcomes = self.evaluator.evaluate(specs, progress)
         return [self._episode(spec, out) for spec, out in zip(specs, outcomes, strict=True)]
@@ -305,15 +318,14 @@ class Evolution:
         if state is None:
             state = self._new_state()
         self.base = self._with_input(state["input"])
-        self.progress("start", {"run": self.run_dir.name, "budget": o.budget, "spent": state["spent"],
-                                "popsize": state["es"].popsize, "n_params": self.n_params,
-                                "per_gen": self.per_generation, "parallel": self.parallel,
-                                "ray": self.ray is not None})
+        self.progress(EvolveStarted(run=self.run_dir.name, budget=o.budget, spent=state["spent"],
+                                    popsize=state["es"].popsize, n_params=self.n_params, per_gen=self.per_generation,
+                                    parallel=self.parallel, ray=self.ray is not None))
         if o.init_labels and state["generation"] == 0 and state["best"]["val"] is None:
             self._validate_start(state)
         while state["spent"] + self.per_generation <= o.budget:
             curve = self._generation(state)
-            self.progress("generation", {**curve, "best_val": state["best"]["val"], "budget": o.budget})
+            self.progress(GenerationFinished(curve=curve, best_val=state["best"]["val"], budget=o.budget))
         return self._finish(state)
 
     def _validate_start(self, state: dict[str, Any]) -> None:
@@ -322,7 +334,7 @@ class Evolution:
         state["val_spent"] += len(start_eps)
         state["best"]["val"] = start_val
         self.files.save_checkpoint(state)
-        self.progress("init_val", {"val": start_val})
+        self.progress(StartValidated(val=start_val))
 
     def _generation(self, state: dict[str, Any]) -> dict[str, Any]:
         """Play generation state["generation"] (module docstring, steps 1-4), write its

@@ -15,7 +15,7 @@ and coordinator versions: re-running the same command finds the run by it (evolv
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Collection
+from collections.abc import Collection
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -24,6 +24,7 @@ from trinity_cli import tasks
 from trinity_cli.coordinator.backbone import DEFAULT_BACKBONE
 from trinity_cli.coordinator.policy import COORDINATOR_VERSION
 from trinity_cli.errors import ConfigError
+from trinity_cli.events import ProgressFn, RunResumed
 from trinity_cli.keyed_cache import content_key
 from trinity_cli.runs.run_files import EvolveRun
 from trinity_cli.runs.store import RunStore
@@ -157,15 +158,15 @@ def find_run(store: RunStore, ref: str) -> tuple[Path, dict[str, Any]]:
 
 
 def open_run(store: RunStore, options: EvolveOptions, manifest: dict[str, Any], config_hash: str,
-             progress: Callable[[str, dict[str, Any]], None]) -> Path:
+             progress: ProgressFn) -> Path:
     """The oldest unfinished run with this config hash (run-2 before run-10; reported as a
-    "resume" progress event), else a new run whose evolve.json records these options."""
+    `RunResumed` progress event), else a new run whose evolve.json records these options."""
     for run in store.evolve_runs():
         if run.finished:
             continue
         meta = run.meta() or {}
         if meta.get("config_hash") == config_hash and meta.get("format") == RUN_FORMAT:
-            progress("resume", {"run": run.name})
+            progress(RunResumed(run=run.name))
             return run.path
     run = EvolveRun(store.allocate())
     run.write_meta({"format": RUN_FORMAT, "options": asdict(options), "manifest": manifest,

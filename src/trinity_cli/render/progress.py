@@ -14,19 +14,32 @@ from typing import Any
 from rich.markup import escape
 from rich.text import Text
 
+from trinity_cli.events import (
+    BenchEpisodeFinished,
+    BenchStarted,
+    CentreFitting,
+    Event,
+    EvolveEpisodeFinished,
+    EvolveEpisodeStarted,
+    EvolveStarted,
+    GenerationFinished,
+    RunResumed,
+    StartFitted,
+    StartValidated,
+    SystemStarted,
+)
 from trinity_cli.render import console
 
 
-def _in_flight(data: dict[str, Any]) -> str:
-    n = data.get("in_flight", 0)
+def _in_flight(n: int) -> str:
     return f"{n} in flight" if n else ""
 
 
-def _at_once(data: dict[str, Any]) -> str:
+def _at_once(parallel: int, ray: bool) -> str:
     """", N at once" when episodes run together; on Ray, how many actors play them."""
-    if data.get("ray"):
-        return f", {data['parallel']} at once on Ray actors"
-    return f", {data['parallel']} at once" if data.get("parallel", 1) > 1 else ""
+    if ray:
+        return f", {parallel} at once on Ray actors"
+    return f", {parallel} at once" if parallel > 1 else ""
 
 
 def _duration(seconds: float) -> str:
@@ -81,9 +94,8 @@ def _bar(description: str, quiet: bool) -> Any:
                     disable=quiet or not console.err.is_terminal)
 
 
-def _calls(data: dict[str, Any]) -> str:
-    calls = data.get("pool_calls", 0)
-    return f"{calls} calls, {data.get('cache_hits', 0)} from the cache" if calls else ""
+def _calls(calls: int, cache_hits: int) -> str:
+    return f"{calls} calls, {cache_hits} from the cache" if calls else ""
 
 
 class EvolveProgress:
@@ -99,8 +111,8 @@ class EvolveProgress:
         self.plain: PlainProgress | None = None  # set at "start" when stderr is not a terminal
         self.spent = self.budget = 0
 
-    def _info(self, data: dict[str, Any]) -> str:
-        return " · ".join(x for x in (self.gen, _in_flight(data)) if x)
+    def _info(self, in_flight: int) -> str:
+        return " · ".join(x for x in (self.gen, _in_flight(in_flight)) if x)
 
     def __enter__(self) -> EvolveProgress:
         self.progress.start()
@@ -109,52 +121,62 @@ class EvolveProgress:
     def __exit__(self, *exc: object) -> None:
         self.progress.stop()
 
-    def __call__(self, kind: str, data: dict[str, Any]) -> None:
+    def __call__(self, event: Event) -> None:
         if self.quiet:
             return
         err = console.err
-        if kind == "resume":
-            err.print(Text(f"resuming unfinished {data['run']} (same configuration)", style="yellow"))
-        elif kind == "center":
-            err.print(Text(f"centring the head's input on the features of {data['items']} training tasks", style="dim"))
-        elif kind == "init":
-            err.print(Text(f"starting from a head fitted to the sample matrix on {data['items']} training tasks: "
-                           f"its picks score {data['picked_label_loo']:.3f} held out (best member "
-                           f"{data['best_fixed_label']:.3f}, best pick {data['oracle_label']:.3f})", style="dim"))
-        elif kind == "init_val":
-            self.progress.console.print(Text(f"start  val {data['val']:.3f}"))
-        elif kind == "start":
-            at_once = _at_once(data)
-            err.print(Text(f"{data['run']}: {data['n_params']} parameters, population {data['popsize']}, "
-                           f"{data['per_gen']} episodes per generation{at_once}", style="dim"))
-            self.task = self.progress.add_task("episodes", total=data["budget"], completed=data["spent"], info="")
-            self.spent, self.budget = data["spent"], data["budget"]
-            if not err.is_terminal:
-                self.plain = PlainProgress(f"{data['run']} evolve", data["spent"])
-        elif kind == "episode_start" and self.task is not None:
-            self.progress.update(self.task, info=self._info(data))
-        elif kind == "episode" and self.task is not None:
-            if data.get("kind") == "train":
-                self.progress.advance(self.task)
-                self.spent += 1
-            self.progress.update(self.task, info=self._info(data))
-            if self.plain is not None:
-                where = " · ".join(x for x in (self.gen, _calls(data)) if x)
-                self.plain.update(self.spent, self.budget, where + (" · validating" if data.get("kind") == "val"
-                                                                    else ""))
-        elif kind == "generation":
-            calls = data["pool_calls_gen"]
-            hit = data["cache_hits_gen"] / calls if calls else 0.0
-            val = "" if data["val"] is None else f"  val {data['val']:.3f}"
-            best = "" if data.get("best_val") is None else f" (best {data['best_val']:.3f})"
-            line = (f"gen {data['generation']:>3}  {data['spent']}/{data['budget']} episodes  "
-                    f"fitness best {data['best_fitness']:.3f} mean {data['mean_fitness']:.3f}{val}{best}  "
-                    f"this generation: {calls} calls, cache {hit:.0%}, {data['tokens_gen']} tokens")
-            self.progress.console.print(Text(line))
-            if self.task is not None:
-                self.gen = f"gen {data['generation']}"
-                self.spent = data["spent"]
-                self.progress.update(self.task, completed=data["spent"], info=self.gen)
+        match event:
+            case RunResumed(run=run):
+                err.print(Text(f"resuming unfinished {run} (same configuration)", style="yellow"))
+            case CentreFitting(items=items):
+                err.print(Text(f"centring the head's input on the features of {items} training tasks", style="dim"))
+            case StartFitted():
+                err.print(Text(f"starting from a head fitted to the sample matrix on {event.items} training tasks: "
+                               f"its picks score {event.picked_label_loo:.3f} held out (best member "
+                               f"{event.best_fixed_label:.3f}, best pick {event.oracle_label:.3f})", style="dim"))
+            case StartValidated(val=val):
+                self.progress.console.print(Text(f"start  val {val:.3f}"))
+            case EvolveStarted():
+                self._start(event)
+            case EvolveEpisodeStarted() if self.task is not None:
+                self.progress.update(self.task, info=self._info(event.in_flight))
+            case EvolveEpisodeFinished() if self.task is not None:
+                self._episode(event)
+            case GenerationFinished():
+                self._generation(event)
+
+    def _start(self, event: EvolveStarted) -> None:
+        err = console.err
+        err.print(Text(f"{event.run}: {event.n_params} parameters, population {event.popsize}, "
+                       f"{event.per_gen} episodes per generation{_at_once(event.parallel, event.ray)}", style="dim"))
+        self.task = self.progress.add_task("episodes", total=event.budget, completed=event.spent, info="")
+        self.spent, self.budget = event.spent, event.budget
+        if not err.is_terminal:
+            self.plain = PlainProgress(f"{event.run} evolve", event.spent)
+
+    def _episode(self, event: EvolveEpisodeFinished) -> None:
+        if event.kind == "train":
+            self.progress.advance(self.task)
+            self.spent += 1
+        self.progress.update(self.task, info=self._info(event.in_flight))
+        if self.plain is not None:
+            where = " · ".join(x for x in (self.gen, _calls(event.pool_calls, event.cache_hits)) if x)
+            self.plain.update(self.spent, self.budget, where + (" · validating" if event.kind == "val" else ""))
+
+    def _generation(self, event: GenerationFinished) -> None:
+        c = event.curve
+        calls = c["pool_calls_gen"]
+        hit = c["cache_hits_gen"] / calls if calls else 0.0
+        val = "" if c["val"] is None else f"  val {c['val']:.3f}"
+        best = "" if event.best_val is None else f" (best {event.best_val:.3f})"
+        line = (f"gen {c['generation']:>3}  {c['spent']}/{event.budget} episodes  "
+                f"fitness best {c['best_fitness']:.3f} mean {c['mean_fitness']:.3f}{val}{best}  "
+                f"this generation: {calls} calls, cache {hit:.0%}, {c['tokens_gen']} tokens")
+        self.progress.console.print(Text(line))
+        if self.task is not None:
+            self.gen = f"gen {c['generation']}"
+            self.spent = c["spent"]
+            self.progress.update(self.task, completed=c["spent"], info=self.gen)
 
 
 class BenchProgress:
@@ -176,25 +198,27 @@ class BenchProgress:
     def __exit__(self, *exc: object) -> None:
         self.progress.stop()
 
-    def __call__(self, kind: str, data: dict[str, Any]) -> None:
-        if kind == "start":
-            if not self.quiet:
-                at_once = _at_once(data)
-                console.err.print(Text(f"{data['run']}: {data['items']} items × {len(data['systems'])} systems "
-                               f"({data['episodes']} episodes{at_once})", style="dim"))
-            self.task = self.progress.add_task("bench", total=data["episodes"], info="")
-            self.total = data["episodes"]
-            if not self.quiet and not console.err.is_terminal:
-                self.plain = PlainProgress(f"{data['run']} bench")
-        elif kind == "system" and self.task is not None:
-            self.system = data["name"]
-            self.progress.update(self.task, description=escape(data["name"]))
-        elif kind == "episode" and self.task is not None:
-            calls = data["pool_calls"]
-            info = f"cache {data['cache_hits'] / calls:.0%} of {calls} calls" if calls else ""
-            flying = _in_flight(data)
-            info = f"{info} · {flying}" if info and flying else info or flying
-            self.progress.update(self.task, advance=1, info=info)
-            self.done += 1
-            if self.plain is not None:
-                self.plain.update(self.done, self.total, " · ".join(x for x in (_calls(data), self.system) if x))
+    def __call__(self, event: Event) -> None:
+        match event:
+            case BenchStarted():
+                if not self.quiet:
+                    console.err.print(Text(f"{event.run}: {event.items} items × {len(event.systems)} systems "
+                                           f"({event.episodes} episodes{_at_once(event.parallel, event.ray)})",
+                                           style="dim"))
+                self.task = self.progress.add_task("bench", total=event.episodes, info="")
+                self.total = event.episodes
+                if not self.quiet and not console.err.is_terminal:
+                    self.plain = PlainProgress(f"{event.run} bench")
+            case SystemStarted(name=name) if self.task is not None:
+                self.system = name
+                self.progress.update(self.task, description=escape(name))
+            case BenchEpisodeFinished() if self.task is not None:
+                calls = event.pool_calls
+                info = f"cache {event.cache_hits / calls:.0%} of {calls} calls" if calls else ""
+                flying = _in_flight(event.in_flight)
+                info = f"{info} · {flying}" if info and flying else info or flying
+                self.progress.update(self.task, advance=1, info=info)
+                self.done += 1
+                if self.plain is not None:
+                    where = (_calls(event.pool_calls, event.cache_hits), self.system)
+                    self.plain.update(self.done, self.total, " · ".join(x for x in where if x))

@@ -1,0 +1,149 @@
+"""Progress events: what library code reports while it works, as frozen dataclasses that
+render/progress.py matches on. A `ProgressFn` receives each event as it happens; `quiet`
+drops them all. Events are plain data: an emitter never waits on what a callback does with
+them, but a callback that raises stops the work (that is how a test stops a run).
+
+Who emits what:
+    evaluators (local.py, ray_actors.py)  EpisodeStarted, EpisodeFinished   (index: the spec's)
+    evolve/evolution.py                   RunResumed, CentreFitting, StartFitted, EvolveStarted,
+                                          StartValidated, EvolveEpisodeStarted,
+                                          EvolveEpisodeFinished, GenerationFinished
+    bench/runner.py                       BenchStarted, SystemStarted, BenchEpisodeFinished
+With several episodes at once (threads or Ray) episodes finish out of order; `in_flight` is
+how many were running when the event was sent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+
+# -- any batch of episodes ------------------------------------------------------------------
+@dataclass(frozen=True)
+class EpisodeStarted:
+    index: int
+    in_flight: int
+    done: int
+    total: int
+
+
+@dataclass(frozen=True)
+class EpisodeFinished:
+    index: int
+    in_flight: int
+    done: int
+    total: int
+    outcome: Any  # evaluators/local.py's EpisodeOutcome
+
+
+# -- trinity evolve ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class RunResumed:
+    """The same command found an unfinished run with the same configuration and goes on with it."""
+
+    run: str
+
+
+@dataclass(frozen=True)
+class CentreFitting:
+    """A fresh run reads the turn-0 features of `items` training tasks to fix the head's input."""
+
+    items: int
+
+
+@dataclass(frozen=True)
+class StartFitted:
+    """The starting head fitted to a sample matrix (`--init-labels`): its held-out scores."""
+
+    items: int
+    ridge: float
+    picked_label_loo: float
+    best_fixed_label: float
+    oracle_label: float
+
+
+@dataclass(frozen=True)
+class EvolveStarted:
+    run: str
+    budget: int
+    spent: int  # training episodes already spent (a resumed run)
+    popsize: int
+    n_params: int
+    per_gen: int
+    parallel: int
+    ray: bool
+
+
+@dataclass(frozen=True)
+class StartValidated:
+    """The fitted start's validation score, before generation 0."""
+
+    val: float
+
+
+@dataclass(frozen=True)
+class EvolveEpisodeStarted:
+    kind: str  # "train" or "val"
+    in_flight: int
+
+
+@dataclass(frozen=True)
+class EvolveEpisodeFinished:
+    kind: str  # "train" or "val"
+    in_flight: int
+    pool_calls: int  # the run's pool counters so far
+    cache_hits: int
+    tokens: int
+
+
+@dataclass(frozen=True)
+class GenerationFinished:
+    curve: Mapping[str, Any]  # the generation's curve (docs/files.md#evolve-runs)
+    best_val: float | None
+    budget: int
+
+
+# -- trinity bench ----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class BenchStarted:
+    run: str
+    items: int
+    systems: tuple[str, ...]
+    episodes: int
+    parallel: int
+    ray: bool
+
+
+@dataclass(frozen=True)
+class SystemStarted:
+    """A system's first episode started."""
+
+    name: str
+    episodes: int
+    in_flight: int
+
+
+@dataclass(frozen=True)
+class BenchEpisodeFinished:
+    system: str
+    task: str
+    item: str
+    reward: float
+    cached: bool  # every turn came from the rollout cache
+    cache_hits: int  # the pool's counters so far
+    pool_calls: int
+    in_flight: int
+
+
+Event = (EpisodeStarted | EpisodeFinished | RunResumed | CentreFitting | StartFitted | EvolveStarted
+         | StartValidated | EvolveEpisodeStarted | EvolveEpisodeFinished | GenerationFinished | BenchStarted
+         | SystemStarted | BenchEpisodeFinished)
+ProgressFn = Callable[[Event], None]
+EpisodeEvent = EpisodeStarted | EpisodeFinished
+EpisodeProgressFn = Callable[[EpisodeEvent], None]  # what an evaluator reports
+
+
+def quiet(event: Event) -> None:
+    """A `ProgressFn` that reports nothing."""
