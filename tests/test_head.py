@@ -183,3 +183,30 @@ def test_svf_head_of_the_old_scaling_is_refused(tmp_path: Path) -> None:
     head.manifest["svf"]["scale"] = "exp"
     head.save(tmp_path / "h")
     assert head_mod.Head.load(tmp_path / "h").svf_sizes == [3]
+
+
+def test_a_head_that_cannot_read_the_backbone_is_refused_before_anything_runs(tmp_path: Path, monkeypatch,
+                                                                                 caplog) -> None:
+    """resolve_head compares the head's backbone fingerprint with the backbone it would read
+    (the --backbone given, else its own), so ask, bench and serve refuse it before a run
+    directory exists or a model loads; the shipped default, picked implicitly, falls back to
+    the untrained head with a warning instead."""
+    from trinity_cli.coordinator.policy import DEFAULT_HEAD, versions
+
+    head = head_mod.untrained("p", ["a", "b"], {"ref": "hash:16", "fingerprint": "hash:16:v1", "hidden_size": 16},
+                              16).with_flat(np.ones(5 * 16 + 5))
+    head.manifest = {**head.manifest, "name": "h", "trained": True, **versions()}
+    head.save(tmp_path / "h")
+    from trinity_cli.coordinator.policy import resolve_head
+
+    assert resolve_head(str(tmp_path / "h"), "p", ["a", "b"]).trained  # its own backbone
+    assert resolve_head(str(tmp_path / "h"), "p", ["a", "b"], "hash:16").trained
+    with pytest.raises(HeadMismatch, match="backbone 'hash:16'"):
+        resolve_head(str(tmp_path / "h"), "p", ["a", "b"], "hash:32")
+    # The same head shipped as the default: a --backbone it cannot read leaves it out, saying why.
+    monkeypatch.setenv("TRINITY_HOME", str(tmp_path / "home"))
+    head.save(tmp_path / "home" / "heads" / DEFAULT_HEAD)
+    with caplog.at_level("WARNING"):
+        fallback = resolve_head(None, "p", ["a", "b"], "hash:32")
+    assert not fallback.trained and "not using head 'default'" in caplog.text and "backbone" in caplog.text
+    assert resolve_head(None, "p", ["a", "b"]).trained

@@ -1,7 +1,7 @@
 """Errors a user can act on.
 
 Every error the library raises for a user-facing reason is a `TrinityError`: a one-line
-message saying what is wrong plus a hint saying what to do. Only `cli.py` turns them into
+message saying what is wrong plus a hint saying what to do. Only `entry.py` turns them into
 exit codes; `TRINITY_DEBUG=1` makes it re-raise them with the traceback.
 """
 

@@ -47,7 +47,7 @@ import numpy as np
 from trinity_cli import paths
 from trinity_cli.coordinator import head as head_mod
 from trinity_cli.coordinator.head import Head
-from trinity_cli.errors import ConfigError
+from trinity_cli.errors import ConfigError, HeadMismatch
 from trinity_cli.keyed_cache import KeyedCache, content_key
 from trinity_cli.messages import ROLES, ChatMessage, Decision, Turn
 from trinity_cli.turns import prompts
@@ -342,8 +342,15 @@ class Coordinator:
         )
 
     def close(self) -> None:
+        """Close the hidden-state cache (a view leaves it to the coordinator it came from)."""
         if self._owner and self._shared.cache is not None:
             self._shared.cache.close()
+
+    def __enter__(self) -> Coordinator:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 DEFAULT_HEAD = "default"
@@ -351,8 +358,10 @@ DEFAULT_HEAD = "default"
 
 def resolve_head(ref: str | None, pool_name: str, models: list[str], backbone_ref: str | None = None) -> Head:
     """The head to use: `ref` (a name, a directory or 'untrained'); None means the shipped
-    default head when it was made for this pool, else the untrained one."""
-    from trinity_cli.coordinator.backbone import DEFAULT_BACKBONE, hidden_size_of
+    default head when it was made for this pool, else the untrained one. A trained head is
+    checked here, before anything runs, against the pool, the versions and the backbone it
+    will read (`backbone_ref`, else its own: the file's fingerprint, not the model)."""
+    from trinity_cli.coordinator.backbone import DEFAULT_BACKBONE, describe, hidden_size_of
 
     if ref is None:
         heads = head_mod.available_heads()
@@ -361,7 +370,12 @@ def resolve_head(ref: str | None, pool_name: str, models: list[str], backbone_re
             if candidate.models == models and candidate.manifest["pool"].get("name") == pool_name:
                 stale = candidate.stale_versions(versions())
                 if not stale:
-                    return candidate
+                    reads = describe(backbone_ref or candidate.manifest["backbone"]["ref"])[0]
+                    try:
+                        candidate.check(pool_name, models, reads)
+                        return candidate
+                    except HeadMismatch as exc:
+                        stale = exc.message
                 # Picked implicitly: fall back rather than refuse, but say why.
                 log.warning("not using head %r: %s; using the untrained head (evolve a new one with "
                             "trinity evolve)", DEFAULT_HEAD, stale)
@@ -373,5 +387,5 @@ def resolve_head(ref: str | None, pool_name: str, models: list[str], backbone_re
         info = {"ref": bref, "fingerprint": None, "hidden_size": hidden}
         return head_mod.untrained(pool_name, models, info, hidden)
     head = Head.load(head_mod.find_head(ref))
-    head.check(pool_name, models, versions=versions())
+    head.check(pool_name, models, describe(backbone_ref or head.manifest["backbone"]["ref"])[0], versions=versions())
     return head

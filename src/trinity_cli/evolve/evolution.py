@@ -28,12 +28,10 @@ Loop, per generation g:
 minibatch episodes) is refused before anything runs, and the run stops cleanly before a
 generation that would exceed it. Validation episodes are counted apart.
 
-Episodes are played by an evaluator (evaluators/local.py): this module only lists them — every
-candidate on every minibatch item, or the mean on the validation slice — and reads the
-outcomes back in that order. `parallel` (`--parallel`, default the pool file's
-`parallel:`) plays that many at once, and `ray` (`--ray`) plays them on Ray actors
-(evaluators/ray_actors.py); neither is part of the configuration hash, and the seeds, candidates,
-cache keys, fitness and final head are the same for any of them.
+Episodes are played by an evaluator (evaluators/): this module only lists them (every candidate
+on every minibatch item, or the mean on the validation slice) and reads the outcomes back in
+that order. `parallel` plays that many at once, `ray` plays them on Ray actors; neither is part
+of the configuration hash, and seeds, candidates, cache keys, fitness and head are the same.
 
 Its run directory and the curves it records: docs/files.md#evolve-runs. Resume: `--resume
 RUN` takes every option from the run (evolve/options.py: which may change, the refusals).
@@ -55,7 +53,7 @@ from typing import Any
 
 import numpy as np
 
-from trinity_cli import paths, tasks
+from trinity_cli import events, paths, tasks
 from trinity_cli.coordinator import head as head_mod
 from trinity_cli.coordinator.backbone import describe, hidden_size_of
 from trinity_cli.coordinator.input_fit import center_tasks, fit_input
@@ -65,19 +63,7 @@ from trinity_cli.errors import ConfigError
 from trinity_cli.evaluators.local import EpisodeOutcome, EpisodeSpec, Runtime
 from trinity_cli.evaluators.ray_actors import open_evaluator
 from trinity_cli.evaluators.ray_cluster import RayOptions, check_ray
-from trinity_cli.events import (
-    CentreFitting,
-    EpisodeEvent,
-    EpisodeFinished,
-    EvolveEpisodeFinished,
-    EvolveEpisodeStarted,
-    EvolveStarted,
-    GenerationFinished,
-    ProgressFn,
-    StartFitted,
-    StartValidated,
-    quiet,
-)
+from trinity_cli.events import EpisodeEvent, ProgressFn
 from trinity_cli.evolve import strategy
 from trinity_cli.evolve.options import (
     EvolveOptions,
@@ -124,7 +110,7 @@ class Evolution:
         on Ray actors instead (evaluators/ray_actors.py). Neither is an option of the run, so a resume
         may change them."""
         check_ray(ray, parallel)
-        self.progress = progress or quiet
+        self.progress = progress or events.quiet
         self.store = RunStore()
         resumed: tuple[Path, dict[str, Any]] | None = None
         if resume:
@@ -151,8 +137,12 @@ class Evolution:
         if resumed is not None:
             refuse_mismatch(resumed[1], self.manifest)
         self._open_runtime(ray)
-        self.run_dir = (resumed[0] if resumed is not None
-                        else open_run(self.store, self.options, self.manifest, self.config_hash, self.progress))
+        try:
+            self.run_dir = (resumed[0] if resumed is not None
+                            else open_run(self.store, self.options, self.manifest, self.config_hash, self.progress))
+        except BaseException:
+            self.close()
+            raise
         self.files = EvolveRun(self.run_dir)
 
     def _plan(self) -> None:
@@ -251,8 +241,8 @@ class Evolution:
         picked = [item for item in self.train_items if item.key in labels]
         inputs = {item.key: base.inputs(self.coordinator.state_feature(item.prompt)) for item in picked}
         fit = fit_start(base, inputs, labels)
-        self.progress(StartFitted(items=fit.items, ridge=fit.ridge, picked_label_loo=fit.picked_label_loo,
-                                  best_fixed_label=fit.best_fixed_label, oracle_label=fit.oracle_label))
+        self.progress(events.StartFitted(items=fit.items, ridge=fit.ridge, picked_label_loo=fit.picked_label_loo,
+                                         best_fixed_label=fit.best_fixed_label, oracle_label=fit.oracle_label))
         return fit.vector
 
     def _center(self) -> dict[str, Any] | None:
@@ -260,7 +250,7 @@ class Evolution:
         picked = center_tasks(self.train_items, self.options.seed, self.options.center_items)
         if not picked:
             return None
-        self.progress(CentreFitting(items=len(picked)))
+        self.progress(events.CentreFitting(items=len(picked)))
         return fit_input(self.coordinator, picked, self.options.input_dims)
 
     # -- episodes ---------------------------------------------------------------------
@@ -280,10 +270,10 @@ class Evolution:
     def _play(self, specs: list[EpisodeSpec], kind: str) -> list[dict[str, Any]]:
         """Play `specs` through the evaluator; their episode records, in spec order."""
         def progress(event: EpisodeEvent) -> None:
-            if isinstance(event, EpisodeFinished):
-                self.progress(EvolveEpisodeFinished(kind=kind, in_flight=event.in_flight, **self._counters()))
+            if isinstance(event, events.EpisodeFinished):
+                self.progress(events.EvolveEpisodeFinished(kind=kind, in_flight=event.in_flight, **self._counters()))
             else:
-                self.progress(EvolveEpisodeStarted(kind=kind, in_flight=event.in_flight))
+                self.progress(events.EvolveEpisodeStarted(kind=kind, in_flight=event.in_flight))
 
         outcomes = self.evaluator.evaluate(specs, progress)
         return [self._episode(spec, out) for spec, out in zip(specs, outcomes, strict=True)]
@@ -307,10 +297,13 @@ class Evolution:
             with self.store.lock(self.run_dir):
                 return self._run()
         finally:
-            # Whatever happened: a cluster's actors, then the models and the caches.
-            self.evaluator.close()
-            self.pool.close()
-            self.coordinator.close()
+            self.close()
+
+    def close(self) -> None:
+        """Whatever happened: a cluster's actors, then the models and the caches."""
+        self.evaluator.close()
+        self.pool.close()
+        self.coordinator.close()
 
     def _run(self) -> EvolveResult:
         o = self.options
@@ -318,14 +311,14 @@ class Evolution:
         if state is None:
             state = self._new_state()
         self.base = self._with_input(state["input"])
-        self.progress(EvolveStarted(run=self.run_dir.name, budget=o.budget, spent=state["spent"],
+        self.progress(events.EvolveStarted(run=self.run_dir.name, budget=o.budget, spent=state["spent"],
                                     popsize=state["es"].popsize, n_params=self.n_params, per_gen=self.per_generation,
                                     parallel=self.parallel, ray=self.ray is not None))
         if o.init_labels and state["generation"] == 0 and state["best"]["val"] is None:
             self._validate_start(state)
         while state["spent"] + self.per_generation <= o.budget:
             curve = self._generation(state)
-            self.progress(GenerationFinished(curve=curve, best_val=state["best"]["val"], budget=o.budget))
+            self.progress(events.GenerationFinished(curve=curve, best_val=state["best"]["val"], budget=o.budget))
         return self._finish(state)
 
     def _validate_start(self, state: dict[str, Any]) -> None:
@@ -334,7 +327,7 @@ class Evolution:
         state["val_spent"] += len(start_eps)
         state["best"]["val"] = start_val
         self.files.save_checkpoint(state)
-        self.progress(StartValidated(val=start_val))
+        self.progress(events.StartValidated(val=start_val))
 
     def _generation(self, state: dict[str, Any]) -> dict[str, Any]:
         """Play generation state["generation"] (module docstring, steps 1-4), write its
