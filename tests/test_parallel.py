@@ -28,6 +28,7 @@ import pytest
 from trinity_cli.backends.scripted import ScriptedBackend
 from trinity_cli.bench.runner import bench
 from trinity_cli.coordinator.head import Head
+from trinity_cli.evaluators.ray_cluster import RayOptions
 from trinity_cli.events import EpisodeFinished, EvolveEpisodeFinished, EvolveEpisodeStarted, EvolveStarted
 from trinity_cli.evolve.evolution import evolve
 
@@ -437,3 +438,35 @@ def test_cli_parallel_option_and_pool_default(tmp_path: Path, monkeypatch, capsy
          "--backbone", "hash:16", "--parallel", "4"], monkeypatch, capsys)
     assert code == 0, err
     assert "4 at once" in err
+
+
+def test_a_local_ray_instance_gives_gguf_actors_two_cores_or_plays_here(tmp_path: Path, monkeypatch,
+                                                                         caplog) -> None:
+    """On one machine, GGUF members decode at the memory's pace: two one-core actors were
+    slower than one process (0.67x on 2 cores), so a local Ray instance gives each actor at
+    least two cores, and when that leaves one actor, this process plays (same results)."""
+    from trinity_cli.evaluators import choose
+    from trinity_cli.evaluators.local import Runtime, SerialEvaluator
+    from trinity_cli.pool.pool import open_pool
+    from trinity_cli.pool_config import load_pool
+
+    gguf = tmp_path / "m.gguf"
+    gguf.write_bytes(b"GGUF")
+    local = tmp_path / "local.yaml"
+    local.write_text(f"name: p\nmodels:\n  - {{name: a, kind: gguf, weights: {{path: {gguf}}}}}\n"
+                     "  - {name: c, kind: scripted, default: x}\n")
+    api = tmp_path / "api.yaml"
+    api.write_text("name: q\nmodels:\n  - {name: c, kind: scripted, default: x}\n")
+    gguf_pool, plain_pool = load_pool(str(local)), load_pool(str(api))
+    assert [choose.local_workers(gguf_pool, n, 2) for n in (None, 1, 2, 8)] == [1, 1, 1, 1]
+    assert [choose.local_workers(gguf_pool, n, 16) for n in (None, 2, 8, 16)] == [1, 2, 8, 8]
+    assert [choose.local_workers(plain_pool, n, 2) for n in (None, 2, 8)] == [1, 2, 8]
+    monkeypatch.setenv("TRINITY_RAY_MIN_CORES", "1")
+    assert choose.local_workers(gguf_pool, 2, 2) == 2
+    monkeypatch.delenv("TRINITY_RAY_MIN_CORES")
+
+    monkeypatch.setattr(choose.os, "cpu_count", lambda: 2)
+    with open_pool(gguf_pool, use_cache=False) as pool, caplog.at_level("WARNING"):
+        evaluator, at_once = choose.open_evaluator(Runtime(pool, device="cpu"), 1, RayOptions(workers=2))
+    assert isinstance(evaluator, SerialEvaluator) and at_once == 1  # no Ray started
+    assert "playing here instead, with the same results" in caplog.text

@@ -27,7 +27,10 @@ if smollm2_path() is None:  # pragma: no cover
 
 
 def _env(home: Path) -> dict[str, str]:
-    return {**os.environ, "TRINITY_HOME": str(home), "PYTHONUNBUFFERED": "1", "RAY_USAGE_STATS_ENABLED": "0"}
+    # Two one-core actors, even on a 2-core machine where trinity would play here instead
+    # (evaluators/choose.py): this test is about what the actors compute, not their speed.
+    return {**os.environ, "TRINITY_HOME": str(home), "PYTHONUNBUFFERED": "1", "RAY_USAGE_STATS_ENABLED": "0",
+            "TRINITY_RAY_MIN_CORES": "1"}
 
 
 def test_evolve_on_two_ray_actors_gives_the_serial_head(tmp_path: Path) -> None:

@@ -6,9 +6,9 @@ Runs the same `trinity bench --systems single,selfloop,random` twice from an emp
 each (cold rollout cache, every call made by a model): in this process's order (serial),
 then on N Ray actors of a local Ray instance. Prints the wall seconds of each command, the
 model calls it made, its accuracy per row, and how many episodes got the same reward.
-Actors compute with the CPUs Ray gave them (ray_evaluator.actor_cpus), so their GGUF
-members' replies are keyed by that thread count: a serial run on a machine with more
-cores keys its replies by more threads, and the two runs share no cache entry.
+Actors compute with the CPUs Ray gave them (evaluators/ray_cluster.actor_cpus); on one machine
+a pool with GGUF members gets actors of at least two cores, and none when that leaves one
+(evaluators/choose.py: the command then plays in its own process, with the same results).
 """
 
 from __future__ import annotations

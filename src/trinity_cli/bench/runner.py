@@ -19,8 +19,9 @@ from trinity_cli.conductor.run import ConductorSpec
 from trinity_cli.coordinator.policy import Coordinator
 from trinity_cli.episode.schedules import FixedSchedule
 from trinity_cli.errors import ConfigError
+from trinity_cli.evaluators.choose import open_evaluator
 from trinity_cli.evaluators.local import EpisodeOutcome, EpisodeSpec, Evaluator, Runtime
-from trinity_cli.evaluators.ray_actors import open_evaluator
+from trinity_cli.evaluators.ray_actors import RayEvaluator
 from trinity_cli.evaluators.ray_cluster import RayOptions, check_ray
 from trinity_cli.events import (
     BenchEpisodeFinished,
@@ -230,6 +231,7 @@ def bench(
     try:
         pool.check_assets()
         evaluator, parallel = open_evaluator(runtime, parallel, ray)
+        on_ray = isinstance(evaluator, RayEvaluator)  # a local Ray instance may play here instead
         systems, notes = _plan(options, pool, entries)
         runnable = [s for s in systems if s.source is not None or s.kind == "sc"]
         moa_items = len(items) if any(s.kind == "moa" for s in systems) else 0
@@ -237,7 +239,7 @@ def bench(
         with store.new_run() as run_dir, store.lock(run_dir):
             emit(BenchStarted(run=run_dir.name, items=len(items), systems=tuple(s.name for s in systems),
                               episodes=sum(s.seeds for s in runnable) * len(items) + moa_items, parallel=parallel,
-                              ray=ray is not None))
+                              ray=on_ray))
             episodes = _run_systems(pool, systems, items, options, run_dir, emit, evaluator)
             errors = sum(e.error is not None for e in episodes)
             if errors:

@@ -60,6 +60,7 @@ resume is evolve's, from its checkpoint and the cache.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 import re
 from collections import deque
@@ -71,9 +72,7 @@ from trinity_cli.errors import BackendError, ConfigError, TrinityError
 from trinity_cli.evaluators.local import (
     EpisodeOutcome,
     EpisodeSpec,
-    Evaluator,
     Runtime,
-    make_evaluator,
     settle_cache_flags,
 )
 from trinity_cli.evaluators.ray_cache import CacheKeeper
@@ -81,19 +80,12 @@ from trinity_cli.evaluators.ray_cluster import RayOptions, _EpisodeWorker, impor
 from trinity_cli.events import EpisodeFinished, EpisodeProgressFn, EpisodeStarted, quiet
 from trinity_cli.pool.pool import PoolStats
 
+log = logging.getLogger(__name__)
+
 # An episode whose actor died this many times is not tried again.
 MAX_ATTEMPTS = 3
 # Seconds to wait for a replacement actor when none is left.
 STALL_S = 300.0
-
-
-def open_evaluator(runtime: Runtime, parallel: int, ray: RayOptions | None) -> tuple[Evaluator, int]:
-    """(the evaluator, the episodes it plays at once): `parallel` at once locally
-    (evaluators/local.py), or one per Ray actor with `ray`."""
-    if ray is None:
-        return make_evaluator(runtime, parallel), parallel
-    evaluator = RayEvaluator(runtime, ray)
-    return evaluator, evaluator.workers
 
 
 # -- on each actor ----------------------------------------------------------------------------
@@ -171,7 +163,10 @@ class RayEvaluator:
 
         # Actors compute features with the driver's torch threads (backbone.limit_threads).
         self._setup = dataclasses.replace(runtime.setup, torch_threads=coordinator_threads())
-        self._worker_cls = ray.remote(num_cpus=1, max_restarts=0, max_task_retries=0)(_EpisodeWorker)
+        # On a local instance the actors share this machine's cores (open_evaluator sized
+        # their number); on a cluster each takes one CPU of a node.
+        each = max(1, (os.cpu_count() or 1) // self.workers) if options.address == "local" else 1
+        self._worker_cls = ray.remote(num_cpus=each, max_restarts=0, max_task_retries=0)(_EpisodeWorker)
         self._fill()
         if self._keeper is not None:
             from ray.exceptions import RayActorError

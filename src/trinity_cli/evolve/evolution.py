@@ -60,8 +60,9 @@ from trinity_cli.coordinator.input_fit import center_tasks, fit_input
 from trinity_cli.coordinator.label_fit import fit_start, read_labels
 from trinity_cli.coordinator.policy import COORDINATOR_VERSION, Coordinator
 from trinity_cli.errors import ConfigError
+from trinity_cli.evaluators.choose import open_evaluator
 from trinity_cli.evaluators.local import EpisodeOutcome, EpisodeSpec, Runtime
-from trinity_cli.evaluators.ray_actors import open_evaluator
+from trinity_cli.evaluators.ray_actors import RayEvaluator
 from trinity_cli.evaluators.ray_cluster import RayOptions, check_ray
 from trinity_cli.events import EpisodeEvent, ProgressFn
 from trinity_cli.evolve import strategy
@@ -193,8 +194,8 @@ class Evolution:
         self.pool.check_assets()
         runtime = Runtime(self.pool, device=self.options.device)
         runtime.adopt(self.coordinator)
-        self.ray = ray
         self.evaluator, self.parallel = open_evaluator(runtime, self.parallel, ray)
+        self.ray = ray if isinstance(self.evaluator, RayEvaluator) else None  # local Ray may play here
 
     @property
     def popsize(self) -> int:

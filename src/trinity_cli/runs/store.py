@@ -35,7 +35,7 @@ import os
 import re
 import shutil
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -64,9 +64,12 @@ class RunStore:
     "title": one line, "status": "done"|"failed", ...kind-specific fields}.
     """
 
-    def __init__(self, root: Path | None = None) -> None:
+    def __init__(self, root: Path | None = None, on_allocate: Callable[[str], None] | None = None) -> None:
+        """`on_allocate(run_id)` is called as soon as a run directory is allocated (serve
+        reports the run id before the episode ends)."""
         self.root = root or paths.runs_dir()
         self.root.mkdir(parents=True, exist_ok=True)
+        self.on_allocate = on_allocate
 
     def _numbers(self) -> list[int]:
         return sorted(int(m.group(1)) for p in self.root.iterdir() if (m := _RUN_ID.match(p.name)))
@@ -83,9 +86,12 @@ class RunStore:
             path = self.root / f"run-{n}"
             try:
                 path.mkdir()
-                return path
             except FileExistsError:
                 n += 1
+                continue
+            if self.on_allocate is not None:
+                self.on_allocate(path.name)
+            return path
 
     @contextmanager
     def new_run(self) -> Iterator[Path]:

@@ -9,7 +9,6 @@ import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from trinity_cli import ask as ask_mod
@@ -46,19 +45,6 @@ class ServeOptions:
     max_queue: int = 64
     conductor: str | None = None  # who conducts for "trinity/conductor" (None: the pool's)
     conductor_depth: int = DEFAULT_DEPTH
-
-
-class _AnnouncingStore(RunStore):
-    """A run store that reports each run id as soon as it is allocated."""
-
-    def __init__(self, on_allocate: Callable[[str], None]) -> None:
-        super().__init__()
-        self._on_allocate = on_allocate
-
-    def allocate(self) -> Path:
-        path = super().allocate()
-        self._on_allocate(path.name)
-        return path
 
 
 class ServedPool:
@@ -169,7 +155,7 @@ class ServedPool:
                     on_decision=lambda index, decision: notify("decision", (index, decision)),
                     on_turn=lambda turn: notify("turn", turn),
                     context=request.context,
-                    store=_AnnouncingStore(lambda run_id: notify("started", run_id)),
+                    store=RunStore(on_allocate=lambda run_id: notify("started", run_id)),
                     built=(self.pool, coordinator),
                     extra={"via": "serve", "served_model": request.model},
                 )
