@@ -196,7 +196,7 @@ def test_vote_and_best_per_task(tmp_path: Path) -> None:
     assert data["best_per_task"][f"file:{second}"] == "m2"
     assert "random routing" not in (result.run_dir / "report.md").read_text()  # none was run
     assert data["results"]["best-per-task"]["per_task"][f"file:{second}"]["accuracy"] == 1.0
-    with pytest.raises(ConfigError, match="--systems: unknown kind 'votes'"):
+    with pytest.raises(ConfigError, match="`systems`: unknown kind 'votes'"):
         bench(BenchOptions(pool=str(pool), tasks=f"file:{first}:test", systems=["votes"]))
 
 
@@ -386,7 +386,7 @@ def test_refuses_splits_that_are_not_held_out(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="'all' includes the train split"):
         held_out_mix("gsm8k:all:5")
     assert [str(e) for e in held_out_mix(f"file:{tasks}:all")] == [f"file:{tasks}:all"]
-    with pytest.raises(ConfigError, match="random-seeds"):
+    with pytest.raises(ConfigError, match="random_seeds"):
         bench(options(pool, tasks, random_seeds=-1))
     with pytest.raises(NotFound, match="unknown head"):
         bench(options(pool, tasks, heads=["nosuchhead"]))

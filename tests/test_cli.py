@@ -84,7 +84,8 @@ def test_inspect_lists_and_replays(tmp_path, monkeypatch, capsys) -> None:
 @pytest.mark.parametrize(
     "args,needle",
     [
-        (["ask", "Q", "--exclude", "m9"], "did you mean"),
+        (["ask", "Q", "--exclude", "m9"], "--exclude: the pool"),
+        (["ask", "Q", "--mode", "chorus"], "--mode: unknown mode 'chorus'"),
         (["ask", "Q", "--exclude", "m0", "--exclude", "m1", "--exclude", "m2"], "every model"),
         (["inspect", "run-99"], "no run 'run-99'"),
         (["ask", "Q", "--head", "nosuchhead"], "unknown head"),
@@ -354,3 +355,36 @@ def test_bad_sc_rows_are_one_clear_line(tmp_path, monkeypatch, capsys, spec: str
     code, out, err = run_main(["bench", "--pool", str(pool), "--tasks", "gsm8k:test:2", "--systems", "sc",
                                "--sc", spec], monkeypatch, capsys)
     assert code != 0 and message in err and "Traceback" not in err
+
+
+def test_library_errors_name_parameters_and_the_command_line_names_flags(tmp_path, monkeypatch, capsys) -> None:
+    from trinity_cli.errors import ConfigError, option
+
+    exc = ConfigError(f"{option('input_dims')} 3 needs more", f"lower {option('input_dims')}")
+    assert str(exc) == "`input_dims` 3 needs more (lower `input_dims`)"
+    assert exc.worded(cli.option_flags()) == ("--input-dims 3 needs more", "lower --input-dims")
+    # The same library error through the entry point: the flags a user typed.
+    code, _, err = run_main(["evolve", "--pool", str(scripted_pool(tmp_path)), "--input-dims", "300",
+                             "--center-items", "10"], monkeypatch, capsys)
+    assert code == 2 and "--input-dims 300 needs at least as many --center-items" in err
+    assert "`" not in err and "\x1e" not in err
+
+
+def test_every_option_library_text_names_is_a_flag() -> None:
+    """Each `option("name")` in the library, and each evolve option a resume conflict can
+    name, is a flag of some command, so no message names an option that does not exist."""
+    import dataclasses
+    import re
+    from pathlib import Path
+
+    import trinity_cli
+    from trinity_cli.evolve.options import EvolveOptions
+
+    src = Path(trinity_cli.__file__).parent
+    marked = {name for path in src.rglob("*.py")
+              for name in re.findall(r"""\boption\(\s*["']([a-z_0-9]+)["']\s*\)""", path.read_text())}
+    assert {"input_dims", "exclude", "ray_workers", "svf_targets"} <= marked
+    names = marked | {f.name for f in dataclasses.fields(EvolveOptions)}
+    flags = cli.option_flags()
+    assert sorted(names - set(flags)) == []
+    assert flags["svf_targets"] == "--svf-target" and flags["exclude"] == "--exclude"

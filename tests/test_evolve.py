@@ -138,7 +138,7 @@ def test_resume_refuses_other_pool(tmp_path: Path) -> None:
     first = evolve(options(pool, tasks, budget=16))
     other = write_pool(tmp_path, {"name": "trio", "models": [
         {"name": n, "kind": "scripted", "default": "x"} for n in ("a", "b", "c")]}, name="trio.yaml")
-    with pytest.raises(ConfigError, match="cannot resume run-1 with other options: --pool"):
+    with pytest.raises(ConfigError, match="cannot resume run-1 with other options: `pool`"):
         evolve(options(other, tasks, budget=16), resume=first.run_id)
     # The same pool file, since changed to hold other models.
     write_pool(tmp_path, {"name": "trio", "models": [
@@ -295,7 +295,7 @@ def test_inspect_shows_an_unfinished_run_and_how_to_finish_it(tmp_path: Path, mo
 def test_budget_below_one_generation_is_refused_up_front(tmp_path: Path, monkeypatch, capsys) -> None:
     """Issue 14.2: no run, no head: popsize 4 x minibatch 4 needs a budget of 16."""
     pool, tasks = setup_files(tmp_path)
-    with pytest.raises(ConfigError, match=r"--budget 15 is smaller than one generation.* = 16"):
+    with pytest.raises(ConfigError, match=r"`budget` 15 is smaller than one generation.* = 16"):
         evolve(options(pool, tasks, budget=15, out=str(tmp_path / "h")))
     assert not (tmp_path / "h").exists() and not list((tmp_path / "home" / "runs").glob("run-*"))
     code, _, err = run_cli(monkeypatch, capsys, [
@@ -423,7 +423,7 @@ def test_projected_head_input_keeps_the_principal_directions_and_still_learns(tm
 
 def test_input_dims_refused_before_anything_runs(tmp_path: Path) -> None:
     pool, task_file = setup_files(tmp_path)
-    with pytest.raises(ConfigError, match="--input-dims 300 needs at least as many --center-items"):
+    with pytest.raises(ConfigError, match="`input_dims` 300 needs at least as many `center_items`"):
         evolve(options(pool, task_file, input_dims=300))
     with pytest.raises(ConfigError, match="needs as many training tasks"):
         evolve(options(pool, task_file, input_dims=200))

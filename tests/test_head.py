@@ -84,7 +84,7 @@ def test_projected_input_logits_round_trip_and_refusals(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="do not match"):
         head_mod.Head.load(tmp_path / "h")
     # More directions than the features span: one clear line.
-    with pytest.raises(ConfigError, match="span 2 directions, fewer than --input-dims 3"):
+    with pytest.raises(ConfigError, match="span 2 directions, fewer than `input_dims` 3"):
         head_mod.fit_basis(feats[:3], *head_mod.fit_center(feats[:3]), 3)
 
 

@@ -317,9 +317,9 @@ def test_more_workers_than_cpus_is_refused(cluster, tmp_path: Path) -> None:
     from trinity_cli.pool_config import load_pool
 
     pool_file = write_pool(tmp_path, {"name": "p", "models": [{"name": "a", "kind": "scripted"}]})
-    with pytest.raises(ConfigError, match="--ray-workers 9: the Ray cluster has 3 CPUs") as info:
+    with pytest.raises(ConfigError, match="`ray_workers` 9: the Ray cluster has 3 CPUs") as info:
         RayEvaluator(Runtime(Pool(load_pool(str(pool_file)))), RayOptions(address=cluster.address, workers=9))
-    assert "--ray-workers 3 or fewer" in (info.value.hint or "")
+    assert "`ray_workers` 3 or fewer" in (info.value.hint or "")
 
 
 # -- without a cluster ------------------------------------------------------------------------

@@ -39,7 +39,7 @@ from trinity_cli.conductor.run import DEFAULT_DEPTH, ConductorSpec, run_conducto
 from trinity_cli.coordinator.head import default_greedy, turn_budget
 from trinity_cli.coordinator.policy import Coordinator, resolve_head
 from trinity_cli.episode.loop import DecisionCallback, TurnCallback, run_episode
-from trinity_cli.errors import ConfigError
+from trinity_cli.errors import ConfigError, option
 from trinity_cli.messages import ChatMessage, Transcript
 from trinity_cli.pool.pool import Pool, open_pool
 from trinity_cli.pool_config import load_pool
@@ -132,7 +132,7 @@ def build(options: AskOptions) -> tuple[Pool, Coordinator | None]:
     """Pool and coordinator for `options` (no coordinator in conductor mode); the head, or
     the conductor, is checked against the pool here, before anything runs."""
     if options.mode not in MODES:
-        raise ConfigError(f"--mode: unknown mode {options.mode!r}", "use coordinator or conductor")
+        raise ConfigError(f"{option('mode')}: unknown mode {options.mode!r}", "use coordinator or conductor")
     config = load_pool(options.pool)
     pool = open_pool(config, options.use_cache)
     try:

@@ -196,7 +196,8 @@ def evolve(
     # On resume, only flags typed on the command line are compared with the run's options.
     # (By name: Typer may bring its own copy of click's ParameterSource.)
     sources = {p: ctx.get_parameter_source(p) for p in ctx.params}
-    given = [("svf_targets" if p == "svf_target" else p) for p, source in sources.items()
+    library_name = {parameter: library for library, parameter in PARAMETER_ALIASES.items()}
+    given = [library_name.get(p, p) for p, source in sources.items()
              if source is not None and source.name != "DEFAULT" and p not in ("as_json", "quiet")]
     with render_progress.EvolveProgress(quiet=quiet) as progress:
         result = run_evolve(options, resume=resume, progress=progress, given=given, parallel=parallel, ray=cluster)
@@ -303,3 +304,24 @@ def serve(
                             conductor=conductor, conductor_depth=conductor_depth),
                on_start=terminal.serve_started, on_run=terminal.serve_run, on_failure=terminal.serve_failure,
                on_loading=terminal.serve_loading)
+
+
+# Library parameters whose command-line parameter has another name.
+PARAMETER_ALIASES = {"svf_targets": "svf_target"}
+
+
+def option_flags() -> dict[str, str]:
+    """Parameter name -> the flag that sets it, over every command (`--input-dims` for
+    "input_dims"): how entry.py words the `errors.option` marks of library messages."""
+    flags: dict[str, str] = {}
+    group = typer.main.get_command(app)
+    commands = getattr(group, "commands", {}).values()
+    for command in commands:
+        for param in command.params:
+            longs = [o for o in param.opts if o.startswith("--")]
+            # By type name: Typer may bring its own copy of click.
+            if getattr(param, "param_type_name", "") == "option" and longs and param.name:
+                flags.setdefault(param.name, longs[0])
+    for library, parameter in PARAMETER_ALIASES.items():
+        flags[library] = flags[parameter]
+    return flags

@@ -2,7 +2,8 @@
 whatever it raises into one line on stderr and an exit code (TrinityError: its message and hint;
 Ctrl-C and SIGTERM: "interrupted", 130; a bad option: click's message naming it; anything else:
 "unexpected ...", 1); `TRINITY_DEBUG=1` re-raises instead. The library's warnings are routed to
-the same one-line form.
+the same one-line form. Options that library text names by parameter (`errors.option`) are
+shown as the flags that set them (`cli.option_flags`).
 """
 
 from __future__ import annotations
@@ -38,7 +39,20 @@ class _LibraryWarnings(logging.Handler):
     def emit(self, record: logging.LogRecord) -> None:
         from trinity_cli.render import console
 
-        console.warning(record.getMessage())
+        console.warning(_worded(record.getMessage()))
+
+
+def _flags() -> dict[str, str]:
+    from trinity_cli.cli import option_flags
+
+    return option_flags()
+
+
+def _worded(text: str) -> str:
+    """Library text with its option marks as this command line's flags."""
+    from trinity_cli.errors import name_options, option_names
+
+    return name_options(text, _flags()) if option_names(text) else text
 
 
 def show_library_warnings() -> None:
@@ -101,7 +115,7 @@ def main() -> None:
             raise
         from trinity_cli.render import console
 
-        console.error(exc.message, exc.hint)
+        console.error(*exc.worded(_flags()))
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
         if debug:

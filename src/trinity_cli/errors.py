@@ -3,23 +3,62 @@
 Every error the library raises for a user-facing reason is a `TrinityError`: a one-line
 message saying what is wrong plus a hint saying what to do. Only `entry.py` turns them into
 exit codes; `TRINITY_DEBUG=1` makes it re-raise them with the traceback.
+
+Library text names an option by its parameter name, marked with `option("input_dims")`; read
+as a library error the mark shows as `input_dims` (backticks), and the command line's entry point
+shows the flag that sets it (`--input-dims`) through `name_options(text, flags)`.
 """
 
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable
+import re
+from collections.abc import Iterable, Mapping
+
+# Control characters a message never holds otherwise, so a mark cannot be mistaken for text.
+_MARK = re.compile("\x1e([a-z][a-z0-9_]*)\x1f")
+
+
+def option(name: str) -> str:
+    """The mark of the option whose parameter is `name` (e.g. "input_dims"), for error and
+    warning text; `name_options` turns it into words."""
+    return f"\x1e{name}\x1f"
+
+
+def option_names(text: str) -> list[str]:
+    """The parameter names marked in `text`, in order."""
+    return _MARK.findall(text)
+
+
+def name_options(text: str, flags: Mapping[str, str] | None = None) -> str:
+    """`text` with each `option(name)` mark replaced by `flags[name]` (the command line passes
+    its flags), or by the name in backticks when `flags` does not have it."""
+    return _MARK.sub(lambda m: (flags or {}).get(m.group(1), f"`{m.group(1)}`"), text)
 
 
 class TrinityError(Exception):
-    """Base class: `message` says what is wrong, `hint` what to do about it."""
+    """Base class: `message` says what is wrong, `hint` what to do about it; both may hold
+    `option()` marks, shown as parameter names here and as flags by `worded(flags)`."""
 
     exit_code = 2
 
     def __init__(self, message: str, hint: str | None = None) -> None:
         super().__init__(message)
-        self.message = message
-        self.hint = hint
+        self.raw_message = message
+        self.raw_hint = hint
+
+    @property
+    def message(self) -> str:
+        return name_options(self.raw_message)
+
+    @property
+    def hint(self) -> str | None:
+        return None if self.raw_hint is None else name_options(self.raw_hint)
+
+    def worded(self, flags: Mapping[str, str]) -> tuple[str, str | None]:
+        """(message, hint) with options named by `flags` (parameter name -> flag)."""
+        hint = None if self.raw_hint is None else name_options(self.raw_hint, flags)
+        return name_options(self.raw_message, flags), hint
 
     def __str__(self) -> str:
         return f"{self.message} ({self.hint})" if self.hint else self.message

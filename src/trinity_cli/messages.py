@@ -74,7 +74,7 @@ class Decision:
 
     `model_probs[i]` is the probability of the pool's i-th model (0 for excluded ones),
     `role_probs` follows `ROLES` order. `alone`: the member is asked from the task alone,
-    shown no turns (the fixed `sc` and `agree` procedures; roles.build_messages).
+    shown no turns (the fixed `sc` and `agree` procedures; turns/prompts.py: build_messages).
     """
 
     model: str

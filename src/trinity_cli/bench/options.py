@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from trinity_cli import tasks
 from trinity_cli.conductor.run import DEFAULT_DEPTH, ConductorSpec
 from trinity_cli.coordinator.head import DECISIONS, DEFAULT_DECISIONS
-from trinity_cli.errors import ConfigError, did_you_mean
+from trinity_cli.errors import ConfigError, did_you_mean, option
 from trinity_cli.tasks.mix import MixEntry
 
 BENCH_FORMAT = "trinity-bench/1"
@@ -58,8 +58,9 @@ class BenchOptions:
         for spec in self.sc or DEFAULT_SC:
             who, _, k = spec.partition("@")
             if not who or (k and (not k.isdigit() or int(k) < 1)):
-                raise ConfigError(f"--sc {spec!r}: expected MEMBER@K, all@K or best@K (K a number, 1 or more)",
-                                  "e.g. --sc best@5 or --sc qwen1.5b-reason@4")
+                raise ConfigError(f"{option('sc')} {spec!r}: expected MEMBER@K, all@K or best@K "
+                                  "(K a number, 1 or more)",
+                                  f"e.g. {option('sc')} best@5 or {option('sc')} qwen1.5b-reason@4")
             specs.append((who, int(k) if k else None))
         return specs
 
@@ -78,15 +79,15 @@ class BenchOptions:
         """Check the options; return the parsed mix, refusing splits that are not held out."""
         for kind in self.systems or ():
             if kind not in SYSTEM_KINDS:
-                raise ConfigError(f"--systems: unknown kind {kind!r}", did_you_mean(kind, SYSTEM_KINDS))
+                raise ConfigError(f"{option('systems')}: unknown kind {kind!r}", did_you_mean(kind, SYSTEM_KINDS))
         self.sc_specs()
         if self.decisions not in (None, *DECISIONS, "both"):
-            raise ConfigError(f"--decisions: unknown mode {self.decisions!r}", "use sampled, greedy or both")
+            raise ConfigError(f"{option('decisions')}: unknown mode {self.decisions!r}", "use sampled, greedy or both")
         if self.max_turns is not None and self.max_turns < 1:
-            raise ConfigError(f"--max-turns must be at least 1, got {self.max_turns}")
+            raise ConfigError(f"{option('max_turns')} must be at least 1, got {self.max_turns}")
         ConductorSpec(self.conductor, self.conductor_depth).check()
         if self.random_seeds < 0:
-            raise ConfigError(f"--random-seeds must be 0 or more, got {self.random_seeds}")
+            raise ConfigError(f"{option('random_seeds')} must be 0 or more, got {self.random_seeds}")
         return held_out_mix(self.tasks)
 
 
@@ -98,12 +99,12 @@ def held_out_mix(text: str) -> list[MixEntry]:
         count = f":{entry.n}" if entry.n is not None else ""
         if entry.split == "train":
             raise ConfigError(
-                f"--tasks {entry}: bench measures held-out accuracy, and heads are evolved on train items",
+                f"{option('tasks')} {entry}: bench measures held-out accuracy, and heads are evolved on train items",
                 f"use {entry.task}:test{count}",
             )
         if entry.split == "all" and not entry.task.startswith("file:"):
             raise ConfigError(
-                f"--tasks {entry}: 'all' includes the train split that heads are evolved on",
+                f"{option('tasks')} {entry}: 'all' includes the train split that heads are evolved on",
                 f"use {entry.task}:test{count}",
             )
     return entries

@@ -18,7 +18,7 @@ from trinity_cli.bench.systems import EpisodeResult, System, episode_seed, plan_
 from trinity_cli.conductor.run import ConductorSpec
 from trinity_cli.coordinator.policy import Coordinator
 from trinity_cli.episode.schedules import FixedSchedule
-from trinity_cli.errors import ConfigError
+from trinity_cli.errors import ConfigError, option
 from trinity_cli.evaluators.choose import open_evaluator
 from trinity_cli.evaluators.local import EpisodeOutcome, EpisodeSpec, Evaluator, Runtime
 from trinity_cli.evaluators.ray_actors import RayEvaluator
@@ -217,12 +217,12 @@ def bench(
     config = load_pool(options.pool)
     items = tasks.sample_items(entries, seed=options.seed)
     if not items:
-        raise ConfigError(f"--tasks {options.tasks!r} selects no items")
+        raise ConfigError(f"{option('tasks')} {options.tasks!r} selects no items")
     tasks.check_code_sandbox(items, strict_sandbox=config.sandbox == "strict")
     store = store or RunStore()
     parallel = parallel or (1 if ray else config.parallel)
     if parallel < 1:
-        raise ConfigError(f"--parallel must be at least 1, got {parallel}")
+        raise ConfigError(f"{option('parallel')} must be at least 1, got {parallel}")
     pool = open_pool(config)
     runtime = Runtime(pool, device=options.device)
     systems: list[System] = []

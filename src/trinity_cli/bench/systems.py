@@ -12,7 +12,7 @@ from trinity_cli.conductor.run import ConductorSpec
 from trinity_cli.coordinator.head import DEFAULT_DECISIONS, Head, turn_budget
 from trinity_cli.coordinator.policy import Coordinator, resolve_head
 from trinity_cli.episode.schedules import FixedSchedule, agree
-from trinity_cli.errors import ConfigError, did_you_mean
+from trinity_cli.errors import ConfigError, did_you_mean, option
 from trinity_cli.messages import Role
 
 DecisionSource = Coordinator | FixedSchedule | ConductorSpec
@@ -132,7 +132,7 @@ def _sc_systems(options: BenchOptions, models: list[str], budget: int) -> list[S
     for who, k in options.sc_specs():
         turns = k or budget
         if who not in ("all", "best") and who not in models:
-            raise ConfigError(f"--sc: the pool has no model {who!r}", did_you_mean(who, models))
+            raise ConfigError(f"{option('sc')}: the pool has no model {who!r}", did_you_mean(who, models))
         for model in models if who == "all" else [who]:
             name = f"sc:{model}@{turns}"
             if all(s.name != name for s in systems):

@@ -47,7 +47,7 @@ from typing import Any
 
 from trinity_cli.conductor.workflow import MAX_STEPS, SELF, Reading, Workflow, levels, read_workflow, topology
 from trinity_cli.episode.loop import attempt_salt, reply_room, usable_models
-from trinity_cli.errors import ConfigError, ContextOverflow, did_you_mean
+from trinity_cli.errors import ConfigError, ContextOverflow, did_you_mean, option
 from trinity_cli.messages import ROLES, ChatMessage, Completion, GenParams, Role, Transcript, Turn
 from trinity_cli.pool.pool import Pool
 from trinity_cli.turns import program, prompts, settle
@@ -103,7 +103,7 @@ class ConductorSpec:
     def check(self) -> None:
         """Refuse a negative depth or fewer than one step."""
         if self.depth < 0:
-            raise ConfigError(f"--conductor-depth must be 0 or more, got {self.depth}")
+            raise ConfigError(f"{option('conductor_depth')} must be 0 or more, got {self.depth}")
         if self.max_steps < 1:
             raise ConfigError(f"the conductor's max_steps must be at least 1, got {self.max_steps}")
 
@@ -116,7 +116,7 @@ class ConductorSpec:
             return pool.config.conductor_name
         known = [m.name for m in pool.config.all_models]
         if self.conductor not in known:
-            raise ConfigError(f"--conductor: the pool {pool.config.name!r} has no model {self.conductor!r}",
+            raise ConfigError(f"{option('conductor')}: the pool {pool.config.name!r} has no model {self.conductor!r}",
                               did_you_mean(self.conductor, known))
         return self.conductor
 
@@ -245,7 +245,7 @@ class _Conducting:
         if not self.pool.fits(self.conductor, messages, reply_room(self.pool, self.conductor, Role.WORKER)):
             raise ContextOverflow(f"the conductor {self.conductor!r} cannot hold the task in its context of "
                                   f"{self.pool.backend(self.conductor).n_ctx} tokens",
-                                  "shorten the question, or choose another --conductor")
+                                  f"shorten the question, or choose another {option('conductor')}")
         completion = self.pool.chat(self.conductor, messages, params)
         reading = read_workflow(completion.text, self.members, self.spec.max_steps, allow_self=True)
         turn = self._turn(self.conductor, Role.THINKER, messages, completion, params, 0,

@@ -53,7 +53,7 @@ from typing import Any
 import numpy as np
 
 from trinity_cli import assets, paths
-from trinity_cli.errors import AssetError, ConfigError
+from trinity_cli.errors import AssetError, ConfigError, option
 from trinity_cli.pool_config import PackageFile, Weights
 
 log = logging.getLogger(__name__)
@@ -352,7 +352,7 @@ class Backbone:
                 module = module[int(part)] if part.isdigit() else getattr(module, part)
         except (AttributeError, IndexError):
             raise ConfigError(
-                f"backbone {self.ref!r} has no matrix {name!r}", "check the --svf-target names"
+                f"backbone {self.ref!r} has no matrix {name!r}", f"check the {option('svf_targets')} names"
             ) from None
         if not hasattr(module, "weight") or module.weight.dim() != 2:
             raise ConfigError(f"{name!r} in backbone {self.ref!r} is not a matrix")

@@ -56,7 +56,7 @@ from typing import Any
 import numpy as np
 
 from trinity_cli import paths
-from trinity_cli.errors import ConfigError, HeadMismatch, NotFound, did_you_mean
+from trinity_cli.errors import ConfigError, HeadMismatch, NotFound, did_you_mean, option
 from trinity_cli.messages import ROLES
 
 HEAD_FORMAT = "trinity-head/3"
@@ -199,7 +199,7 @@ class Head:
             raise HeadMismatch(
                 f"head {name!r} was made for models {self.models} (pool "
                 f"{self.manifest['pool'].get('name')!r}), this pool {pool_name!r} has {pool_models}",
-                "use a head evolved on this pool (trinity evolve --pool ...), or --head untrained",
+                f"use a head evolved on this pool (trinity evolve), or {option('head')} untrained",
             )
         want = self.manifest["backbone"].get("fingerprint")
         if backbone_fingerprint and want and want != backbone_fingerprint:
@@ -210,7 +210,8 @@ class Head:
             )
         stale = self.stale_versions(versions or {})
         if stale:
-            raise HeadMismatch(stale, "evolve the head again under this version (trinity evolve), or --head untrained")
+            raise HeadMismatch(stale, "evolve the head again under this version (trinity evolve), "
+                                      f"or {option('head')} untrained")
 
     # -- files ------------------------------------------------------------------------
     def save(self, directory: Path) -> None:
@@ -245,7 +246,7 @@ class Head:
         if manifest.get("svf") and manifest["svf"].get("scale") != SVF_SCALE:
             raise ConfigError(
                 f"head {directory}: its SVF offsets scale singular values by 1 + o, this trinity by exp(o)",
-                "evolve it again (trinity evolve --svf)",
+                f"evolve it again (trinity evolve {option('svf')})",
             )
         try:  # bias, centre, scale and projection against the weights: Head's own checks
             return cls(weights=weights, manifest=manifest, svf_offsets=svf, bias=bias, center=center,
@@ -276,7 +277,8 @@ def fit_basis(features: np.ndarray, center: np.ndarray, scale: float, dims: int)
     if dims > len(spread) or spread[-1] < 1e-6:
         found = int(np.sum(spread > 1e-6))
         raise ConfigError(f"the {len(x)} centring tasks' features span {found} directions, fewer than "
-                          f"--input-dims {dims}", "lower --input-dims, or raise --center-items")
+                          f"{option('input_dims')} {dims}",
+                          f"lower {option('input_dims')}, or raise {option('center_items')}")
     vectors = vt[:dims]
     signs = np.sign(vectors[np.arange(dims), np.abs(vectors).argmax(axis=1)])
     # One common scale, not one per direction: whitening would blow up the weak directions,

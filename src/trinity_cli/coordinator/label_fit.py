@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from trinity_cli.coordinator.head import Head
-from trinity_cli.errors import ConfigError
+from trinity_cli.errors import ConfigError, option
 from trinity_cli.messages import ROLES, Role
 
 # Ridge strengths tried, relative to the number of fitted items.
@@ -85,7 +85,7 @@ def fit_start(base: Head, inputs: Mapping[str, np.ndarray], labels: Mapping[str,
     if len(keys) < 4:
         raise ConfigError(f"the sample matrix labels {len(keys)} of the run's training items; the fit needs 4 or more",
                           "make the matrix on the run's training items (scripts/analysis/procedures.py --split train "
-                          "with the run's --tasks and --seed)")
+                          f"with the run's {option('tasks')} and {option('seed')})")
     x = np.array([inputs[k] for k in keys], dtype=np.float64)
     y = np.array([labels[k] for k in keys], dtype=np.float64)
     x_mean, y_mean = x.mean(axis=0), y.mean(axis=0)

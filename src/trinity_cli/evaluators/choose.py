@@ -9,6 +9,7 @@ import dataclasses
 import logging
 import os
 
+from trinity_cli.errors import option
 from trinity_cli.evaluators.local import Evaluator, Runtime, make_evaluator
 from trinity_cli.evaluators.ray_actors import RayEvaluator
 from trinity_cli.evaluators.ray_cluster import RayOptions
@@ -27,12 +28,12 @@ def open_evaluator(runtime: Runtime, parallel: int, ray: RayOptions | None) -> t
         cores = os.cpu_count() or 1
         workers = local_workers(runtime.pool.config, ray.workers, cores)
         if workers == 1:
-            log.warning("--ray on this machine (%d cores) gives one actor for GGUF models, which would play "
+            log.warning(option("ray") + " on this machine (%d cores) gives one actor for GGUF models, which would play "
                         "as this process does: playing here instead, with the same results", cores)
             return make_evaluator(runtime, 1), 1
         if ray.workers is not None and workers < ray.workers:
-            log.warning("--ray-workers %d on %d cores: %d actors of %d cores each for GGUF models", ray.workers,
-                        cores, workers, cores // workers)
+            log.warning(option("ray_workers") + " %d on %d cores: %d actors of %d cores each for GGUF models",
+                        ray.workers, cores, workers, cores // workers)
         ray = dataclasses.replace(ray, workers=workers)
     if ray is None:
         return make_evaluator(runtime, parallel), parallel

@@ -68,7 +68,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, fields
 from typing import Any
 
-from trinity_cli.errors import BackendError, ConfigError, TrinityError
+from trinity_cli.errors import BackendError, ConfigError, TrinityError, option
 from trinity_cli.evaluators.local import (
     EpisodeOutcome,
     EpisodeSpec,
@@ -141,18 +141,19 @@ class RayEvaluator:
                          logging_level="ERROR", configure_logging=True,
                          num_cpus=max(os.cpu_count() or 1, options.workers or 1) if local else None)
             except (ConnectionError, RuntimeError, ValueError) as exc:
-                raise ConfigError(f"--ray {options.address}: could not connect to a Ray cluster ({exc})",
+                raise ConfigError(f"{option('ray')} {options.address}: could not connect to a Ray cluster ({exc})",
                                   "start one with `ray start --head` and give the address it prints (a cluster "
                                   "with token authentication also needs RAY_AUTH_MODE=token and its token here), "
-                                  "or use --ray alone for a local instance") from exc
+                                  f"or use {option('ray')} alone for a local instance") from exc
             self._own_ray = True
         nodes = [n for n in ray.nodes() if n.get("Alive") and n.get("Resources", {}).get("CPU", 0) >= 1]
         cpus = sum(int(n["Resources"]["CPU"]) for n in nodes)
         self.workers = options.workers or len(nodes)
         if not nodes or self.workers > cpus:
             self.close()
-            raise ConfigError(f"--ray-workers {self.workers}: the Ray cluster has {cpus} CPUs and each actor takes one",
-                              f"use --ray-workers {cpus} or fewer, or add nodes (ray start --address=...)")
+            raise ConfigError(f"{option('ray_workers')} {self.workers}: the Ray cluster has {cpus} CPUs and each "
+                              "actor takes one",
+                              f"use {option('ray_workers')} {cpus} or fewer, or add nodes (ray start --address=...)")
         if runtime.pool.cache is not None:
             from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 

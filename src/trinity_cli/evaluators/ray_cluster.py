@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass
 from types import ModuleType
 from typing import Any
 
-from trinity_cli.errors import ConfigError
+from trinity_cli.errors import ConfigError, option
 from trinity_cli.evaluators.local import EpisodeOutcome, EpisodeSpec, Runtime, WorkerSetup
 from trinity_cli.evaluators.ray_cache import KeeperCache
 from trinity_cli.pool.pool import open_pool
@@ -25,7 +25,7 @@ def import_ray() -> ModuleType:
     try:
         import ray
     except ImportError as exc:
-        raise ConfigError("--ray needs Ray, which is not installed", INSTALL_HINT) from exc
+        raise ConfigError(f"{option('ray')} needs Ray, which is not installed", INSTALL_HINT) from exc
     return ray
 
 
@@ -44,10 +44,11 @@ class RayOptions:
         """The options of `--ray [ADDRESS]` and `--ray-workers N`; None without `--ray`."""
         if address is None:
             if workers is not None:
-                raise ConfigError("--ray-workers needs --ray", "add --ray (a local Ray instance) or --ray ADDRESS")
+                raise ConfigError(f"{option('ray_workers')} needs {option('ray')}",
+                                  f"add {option('ray')} (a local Ray instance) or {option('ray')} ADDRESS")
             return None
         if workers is not None and workers < 1:
-            raise ConfigError(f"--ray-workers must be at least 1, got {workers}")
+            raise ConfigError(f"{option('ray_workers')} must be at least 1, got {workers}")
         return cls(address=address or "local", workers=workers)
 
 
@@ -57,8 +58,9 @@ def check_ray(ray: RayOptions | None, parallel: int | None) -> None:
     if ray is None:
         return
     if parallel is not None and parallel > 1:
-        raise ConfigError("--parallel runs episodes on threads of this machine, --ray on Ray actors: choose one",
-                          "with --ray, --ray-workers sets how many episodes run at once")
+        raise ConfigError(f"{option('parallel')} runs episodes on threads of this machine, {option('ray')} on Ray "
+                          "actors: choose one",
+                          f"with {option('ray')}, {option('ray_workers')} sets how many episodes run at once")
     import_ray()
 
 

@@ -59,7 +59,7 @@ from trinity_cli.coordinator.backbone import describe, hidden_size_of
 from trinity_cli.coordinator.input_fit import center_tasks, fit_input
 from trinity_cli.coordinator.label_fit import fit_start, read_labels
 from trinity_cli.coordinator.policy import COORDINATOR_VERSION, Coordinator
-from trinity_cli.errors import ConfigError
+from trinity_cli.errors import ConfigError, option
 from trinity_cli.evaluators.choose import open_evaluator
 from trinity_cli.evaluators.local import EpisodeOutcome, EpisodeSpec, Runtime
 from trinity_cli.evaluators.ray_actors import RayEvaluator
@@ -124,7 +124,7 @@ class Evolution:
         self._refuse_small_budget()
         self.parallel = parallel or (1 if ray else self.config.parallel)
         if self.parallel < 1:
-            raise ConfigError(f"--parallel must be at least 1, got {self.parallel}")
+            raise ConfigError(f"{option('parallel')} must be at least 1, got {self.parallel}")
         self.manifest = {
             "pool": self.config.name,
             "models": self.config.names,
@@ -153,16 +153,16 @@ class Evolution:
         self.train_mix = tasks.parse_mix(options.tasks)
         for task, split, _ in self.train_mix:
             if split != "train":
-                raise ConfigError(f"--tasks {task}:{split}: evolve trains on train splits only",
+                raise ConfigError(f"{option('tasks')} {task}:{split}: evolve trains on train splits only",
                                   f"use {task}:train (validation uses the val split automatically)")
         self.val_items = tasks.sample_items(tasks.parse_mix(options.val_mix()), seed=0)
         self.train_items = tasks.sample_items(self.train_mix, seed=options.seed)
         if not self.train_items:
-            raise ConfigError(f"--tasks {options.tasks!r} selects no items")
+            raise ConfigError(f"{option('tasks')} {options.tasks!r} selects no items")
         if options.input_dims > len(self.train_items):
-            raise ConfigError(f"--input-dims {options.input_dims} needs as many training tasks to fit the projection "
-                              f"on; --tasks {options.tasks!r} has {len(self.train_items)}",
-                              "use a smaller --input-dims, or more training tasks")
+            raise ConfigError(f"{option('input_dims')} {options.input_dims} needs as many training tasks to fit "
+                              f"the projection on; {option('tasks')} {options.tasks!r} has {len(self.train_items)}",
+                              f"use a smaller {option('input_dims')}, or more training tasks")
         tasks.check_code_sandbox([*self.train_items, *self.val_items], strict_sandbox=self.config.sandbox == "strict")
 
     def _make_head(self) -> None:
@@ -213,9 +213,9 @@ class Evolution:
         if o.budget < per_gen:
             batch = min(o.minibatch, len(self.train_items))
             raise ConfigError(
-                f"--budget {o.budget} is smaller than one generation: population {self.popsize} x "
+                f"{option('budget')} {o.budget} is smaller than one generation: population {self.popsize} x "
                 f"minibatch {batch} = {per_gen} training episodes",
-                f"use --budget {per_gen} or more, or a smaller --popsize / --minibatch",
+                f"use {option('budget')} {per_gen} or more, or a smaller {option('popsize')} / {option('minibatch')}",
             )
 
     # -- run directory ----------------------------------------------------------------

@@ -23,7 +23,7 @@ from typing import Any
 from trinity_cli import tasks
 from trinity_cli.coordinator.backbone import DEFAULT_BACKBONE
 from trinity_cli.coordinator.policy import COORDINATOR_VERSION
-from trinity_cli.errors import ConfigError
+from trinity_cli.errors import ConfigError, option
 from trinity_cli.events import ProgressFn, RunResumed
 from trinity_cli.keyed_cache import content_key
 from trinity_cli.runs.run_files import EvolveRun
@@ -64,23 +64,27 @@ class EvolveOptions:
 
     def validate(self) -> None:
         if self.budget < 1 or self.minibatch < 1 or self.max_turns < 1 or self.val_every < 1:
-            raise ConfigError("--budget, --minibatch, --max-turns and --val-every must be at least 1")
+            raise ConfigError(f"{option('budget')}, {option('minibatch')}, {option('max_turns')} and "
+                              f"{option('val_every')} must be at least 1")
         if self.cost_unit not in ("tokens", "usd"):
             raise ConfigError(f"unknown cost unit {self.cost_unit!r}", "use tokens or usd")
         if self.svf and self.backbone.startswith("hash:"):
-            raise ConfigError("--svf needs a neural backbone", "drop --svf, or use --backbone smollm2-135m")
+            raise ConfigError(f"{option('svf')} needs a neural backbone",
+                              f"drop {option('svf')}, or use {option('backbone')} smollm2-135m")
         if self.sigma0 <= 0:
-            raise ConfigError("--sigma0 must be positive")
+            raise ConfigError(f"{option('sigma0')} must be positive")
         if self.center_items < 0:
-            raise ConfigError(f"--center-items must be 0 or more, got {self.center_items}",
+            raise ConfigError(f"{option('center_items')} must be 0 or more, got {self.center_items}",
                               "use 0 to read the backbone's features uncentred")
         if self.input_dims < 0:
-            raise ConfigError(f"--input-dims must be 0 or more, got {self.input_dims}",
+            raise ConfigError(f"{option('input_dims')} must be 0 or more, got {self.input_dims}",
                               "use 0 for a head over every hidden dimension")
         if self.input_dims > self.center_items:
-            raise ConfigError(f"--input-dims {self.input_dims} needs at least as many --center-items "
-                              f"(got {self.center_items}): the projection is fitted on their features",
-                              f"use --center-items {max(256, self.input_dims)}, or a smaller --input-dims")
+            raise ConfigError(f"{option('input_dims')} {self.input_dims} needs at least as many "
+                              f"{option('center_items')} (got {self.center_items}): the projection is fitted "
+                              "on their features",
+                              f"use {option('center_items')} {max(256, self.input_dims)}, "
+                              f"or a smaller {option('input_dims')}")
 
     def val_mix(self) -> str:
         if self.val_tasks:
@@ -89,10 +93,6 @@ class EvolveOptions:
         per = max(1, self.val_size // max(1, len(names)))
         # Small tasks (a short user file) may hold fewer validation items than `per`.
         return ",".join(f"{n}:val:{min(per, len(tasks.load_split(n, 'val')))}" for n in names)
-
-
-def _flag(key: str) -> str:
-    return "--svf-target" if key == "svf_targets" else "--" + key.replace("_", "-")
 
 
 def resume_options(run: str, saved: dict[str, Any], options: EvolveOptions,
@@ -114,12 +114,12 @@ def resume_options(run: str, saved: dict[str, Any], options: EvolveOptions,
             if value is not None:
                 setattr(merged, key, value)
         elif value != getattr(merged, key):
-            conflicts.append(f"{_flag(key)} {value!r} (the run has {getattr(merged, key)!r})")
+            conflicts.append(f"{option(key)} {value!r} (the run has {getattr(merged, key)!r})")
     if conflicts:
         raise ConfigError(
             f"cannot resume {run} with other options: " + "; ".join(conflicts),
-            "drop these flags: a resume takes every option from its run (only --budget, --device, --name "
-            "and --out may change)",
+            "drop these options: a resume takes every option from its run (only "
+            + ", ".join(option(k) for k in RESUME_FREE) + " may change)",
         )
     return merged
 
@@ -152,7 +152,7 @@ def find_run(store: RunStore, ref: str) -> tuple[Path, dict[str, Any]]:
         raise ConfigError(
             f"cannot resume {run.path.name}: it was written by an older trinity (run format "
             f"{meta.get('format', 'trinity-evolve/1')!r}, this one reads {RUN_FORMAT!r})",
-            "start a new run (the same command without --resume)",
+            f"start a new run (the same command without {option('resume')})",
         )
     return run.path, meta
 
@@ -184,5 +184,5 @@ def refuse_mismatch(meta: dict[str, Any], manifest: dict[str, Any]) -> None:
         if old.get(key) != manifest.get(key):
             raise ConfigError(
                 f"cannot resume: the run was made with {what} {old.get(key)!r}, now {manifest.get(key)!r}",
-                "resume with the same --pool/--backbone/--svf, or start a new run",
+                f"resume with the same {option('pool')}/{option('backbone')}/{option('svf')}, or start a new run",
             )

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 from trinity_cli.backends import registry
 from trinity_cli.backends.base import Backend
-from trinity_cli.errors import ConfigError, did_you_mean
+from trinity_cli.errors import ConfigError, did_you_mean, option
 from trinity_cli.messages import ChatMessage, Completion, GenParams
 from trinity_cli.pool.rollout_cache import RolloutCache, rollout_key
 from trinity_cli.pool_config import ModelConfig, PoolConfig
@@ -100,7 +100,7 @@ class Pool:
     def names(self) -> list[str]:
         return self.config.names
 
-    def check_names(self, names: Iterable[str], what: str = "--exclude") -> list[str]:
+    def check_names(self, names: Iterable[str], what: str = option("exclude")) -> list[str]:
         out = []
         for name in names:
             if name not in self.names:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from trinity_cli import paths
-from trinity_cli.errors import DamagedState, NotFound
+from trinity_cli.errors import DamagedState, NotFound, option
 from trinity_cli.runs import reports
 
 log = logging.getLogger("trinity_cli.runs.store")
@@ -84,7 +84,7 @@ class EvolveRun:
             return older
         raise DamagedState(f"{self.name} has no readable checkpoint: {latest.name} ({why}), "
                            f"{previous.name} ({why_older})",
-                           f"start the run again without --resume, or move {self.path} aside")
+                           f"start the run again without {option('resume')}, or move {self.path} aside")
 
     def save_checkpoint(self, state: dict[str, Any]) -> None:
         """Write the checkpoint; the one it replaces becomes checkpoint.prev.pkl (a hard link

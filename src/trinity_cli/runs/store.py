@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from trinity_cli import paths
-from trinity_cli.errors import DamagedState, NotFound, RunBusy
+from trinity_cli.errors import DamagedState, NotFound, RunBusy, option
 from trinity_cli.runs.run_files import EvolveRun, RunSummary
 
 log = logging.getLogger("trinity_cli.runs.store")
@@ -159,7 +159,7 @@ class RunStore:
         try:
             gen, k = (int(x) for x in ref.split("/"))
         except ValueError:
-            raise NotFound(f"bad episode reference {ref!r}", "write GEN/K, e.g. --episode 3/0") from None
+            raise NotFound(f"bad episode reference {ref!r}", f"write GEN/K, e.g. {option('episode')} 3/0") from None
         record = run.generation(gen)
         if record is None:
             raise NotFound(f"{run.name} has no generation {gen}", "see the generations with: trinity inspect RUN")

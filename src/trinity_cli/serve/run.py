@@ -9,7 +9,7 @@ import socket
 from collections.abc import Callable
 
 from trinity_cli.ask import AskResult
-from trinity_cli.errors import ConfigError, TrinityError
+from trinity_cli.errors import ConfigError, TrinityError, option
 from trinity_cli.serve.app import create_app
 from trinity_cli.serve.protocol import MAX_TURNS_LIMIT
 from trinity_cli.serve.service import ServedPool, ServeOptions
@@ -20,7 +20,8 @@ def _bind(host: str, port: int) -> socket.socket:
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     except socket.gaierror as exc:
-        raise ConfigError(f"--host {host}: cannot resolve it ({exc.strerror})", "use an IP such as 127.0.0.1") from None
+        raise ConfigError(f"{option('host')} {host}: cannot resolve it ({exc.strerror})",
+                          "use an IP such as 127.0.0.1") from None
     family, kind, proto, _, address = infos[0]
     sock = socket.socket(family, kind, proto)
     try:
@@ -29,7 +30,7 @@ def _bind(host: str, port: int) -> socket.socket:
         sock.listen(128)
     except OSError as exc:
         sock.close()
-        hint = ("another server is using it: pick another --port" if exc.errno == errno.EADDRINUSE
+        hint = (f"another server is using it: pick another {option('port')}" if exc.errno == errno.EADDRINUSE
                 else "use an address of this machine, such as 127.0.0.1")
         raise ConfigError(f"cannot listen on {host}:{port} ({exc.strerror})", hint) from None
     sock.set_inheritable(True)
@@ -59,9 +60,9 @@ def run(options: ServeOptions, on_start: Callable[[ServedPool, str, bool], None]
     import uvicorn
 
     if options.max_turns is not None and not 1 <= options.max_turns <= MAX_TURNS_LIMIT:
-        raise ConfigError(f"--max-turns must be from 1 to {MAX_TURNS_LIMIT}, got {options.max_turns}")
+        raise ConfigError(f"{option('max_turns')} must be from 1 to {MAX_TURNS_LIMIT}, got {options.max_turns}")
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", options.api_key_env or "X"):
-        raise ConfigError(f"--api-key-env {options.api_key_env!r} is not an environment variable name")
+        raise ConfigError(f"{option('api_key_env')} {options.api_key_env!r} is not an environment variable name")
     sock = _bind(options.host, options.port)
     try:
         app = create_app(options, on_run=on_run, on_failure=on_failure, on_loading=on_loading)

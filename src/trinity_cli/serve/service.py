@@ -16,7 +16,7 @@ from trinity_cli.conductor.run import DEFAULT_DEPTH, ConductorSpec
 from trinity_cli.coordinator.head import available_heads
 from trinity_cli.coordinator.policy import Coordinator, resolve_head
 from trinity_cli.episode.loop import usable_models
-from trinity_cli.errors import ConfigError, TrinityError
+from trinity_cli.errors import ConfigError, TrinityError, option
 from trinity_cli.pool.pool import open_pool
 from trinity_cli.pool_config import load_pool
 from trinity_cli.runs.store import RunStore
@@ -191,7 +191,7 @@ def _read_token(var: str | None) -> str | None:
     token = os.environ.get(var)
     if not token:
         raise ConfigError(
-            f"--api-key-env {var}: the environment variable is not set",
-            f"export {var}=<a secret token> before starting, or leave out --api-key-env",
+            f"{option('api_key_env')} {var}: the environment variable is not set",
+            f"export {var}=<a secret token> before starting, or leave out {option('api_key_env')}",
         )
     return token

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NamedTuple
 
-from trinity_cli.errors import ConfigError, did_you_mean
+from trinity_cli.errors import ConfigError, did_you_mean, option
 from trinity_cli.tasks.items import TaskItem
 from trinity_cli.tasks.registry import FILE_PREFIX, SPLIT_ALIASES, SPLITS, TASKS, load_split, normalize_split
 
@@ -135,7 +135,7 @@ def _rank(*parts: object) -> bytes:
 def sample_items(mix: str | Sequence[MixEntry], seed: int) -> list[TaskItem]:
     """The items of `mix` drawn with `seed` (see the module docstring); same inputs, same list."""
     if isinstance(seed, bool) or not isinstance(seed, int):
-        raise ConfigError(f"seed must be an integer, got {seed!r}", hint="e.g. --seed 0")
+        raise ConfigError(f"seed must be an integer, got {seed!r}", hint=f"e.g. {option('seed')} 0")
     entries = parse_mix(mix) if isinstance(mix, str) else [MixEntry(*entry) for entry in mix]
     if not isinstance(mix, str):
         entries = [MixEntry(e.task, normalize_split(e.split), e.n) for e in entries]
