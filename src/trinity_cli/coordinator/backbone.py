@@ -43,6 +43,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import hashlib
+import inspect
 import io
 import json
 import logging
@@ -288,6 +289,10 @@ class Backbone:
         self.tokenizer = tokenizer
         self.model = model
         self.decoder: Any = model.base_model
+        # transformers 5 renamed the decoder's `past_key_values` argument to `cache` (the old name
+        # still works there, with a deprecation warning on every call); 4.x knows only the old one.
+        forward = inspect.signature(self.decoder.forward).parameters
+        self._cache_arg = "cache" if "cache" in forward else "past_key_values"
         self.hidden_size = int(model.config.hidden_size)
         self._torch = torch
         self._new_cache = DynamicCache
@@ -389,7 +394,7 @@ class Backbone:
                 if end <= done:
                     continue
                 chunk = torch.tensor([ids[begin:end]], device=self.device)
-                out = self.decoder(input_ids=chunk, past_key_values=cache, use_cache=True)
+                out = self.decoder(input_ids=chunk, use_cache=True, **{self._cache_arg: cache})
         assert out is not None
         self.reused_tokens += done
         self.encoded_tokens += len(ids) - done
