@@ -304,3 +304,20 @@ def test_a_prefix_is_reused_only_under_the_same_weights(tiny_lm_dir: Path) -> No
     assert np.array_equal(moved, bb.encode(texts[2]))
     svf.apply(np.zeros(svf.n_params, dtype=np.float32))
     assert bb.weights_state == ""
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("name", ["smollm2-135m", "qwen2.5-coder-0.5b"])
+def test_embedded_backbones_resolve_to_files_of_the_hidden_size_they_declare(name: str) -> None:
+    # An untrained head is built from EMBEDDED_HIDDEN without loading anything; it must be
+    # what the shipped file's own metadata says, or a head would not fit the model it reads.
+    from gguf import GGUFReader
+
+    from trinity_cli.coordinator import backbone
+
+    fingerprint, path = backbone.describe(name)
+    assert path is not None and fingerprint.startswith("gguf:")
+    reader = GGUFReader(str(path))
+    sizes = [int(f.parts[f.data[0]][0]) for key, f in reader.fields.items() if key.endswith(".embedding_length")]
+    assert sizes == [backbone.EMBEDDED_HIDDEN[name]]
+    assert set(backbone.EMBEDDED) == set(backbone.EMBEDDED_HIDDEN)

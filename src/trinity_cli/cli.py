@@ -26,7 +26,8 @@ HeadOpt = Annotated[
 ]
 BackboneOpt = Annotated[
     str | None,
-    typer.Option(help="Coordinator backbone: smollm2-135m, gguf:PATH, or a HF id in your cache (default: the head's)."),
+    typer.Option(help="Coordinator backbone: smollm2-135m, qwen2.5-coder-0.5b, gguf:PATH, "
+                 "or a HF id in your cache (default: the head's)."),
 ]
 DeviceOpt = Annotated[str, typer.Option(help="Coordinator device: auto, cpu, cuda or mps.")]
 ParallelOpt = Annotated[int | None, typer.Option(

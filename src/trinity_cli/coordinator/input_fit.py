@@ -36,7 +36,11 @@ def fit_input(coordinator: Coordinator, picked: list[tasks.TaskItem], dims: int)
     """{"center": float32 (H,), "scale", "items": len(picked), "basis": float32 (dims, H) |
     None (dims 0)} from the turn-0 features of `picked` (`center_tasks`, not empty): the
     checkpoint's "input" (evolve/evolution.py) and `Head.with_input`'s arguments."""
-    features = np.array([coordinator.state_feature(item.prompt) for item in picked])
+    return fit_input_features(np.array([coordinator.state_feature(item.prompt) for item in picked]), dims)
+
+
+def fit_input_features(features: np.ndarray, dims: int) -> dict[str, Any]:
+    """`fit_input`'s result from the turn-0 features themselves (rows: items, unit norm)."""
     center, scale = head_mod.fit_center(features)
     basis = head_mod.fit_basis(features, center, scale, dims) if dims else None
-    return {"center": center, "scale": scale, "items": len(picked), "basis": basis}
+    return {"center": center, "scale": scale, "items": len(features), "basis": basis}
