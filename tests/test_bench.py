@@ -22,7 +22,7 @@ from trinity_cli.bench.options import BenchOptions, held_out_mix
 from trinity_cli.bench.runner import bench
 from trinity_cli.bench.stats import wilson_interval
 from trinity_cli.coordinator import head as head_mod
-from trinity_cli.coordinator.backbone import describe
+from trinity_cli.coordinator.backbone_refs import describe
 from trinity_cli.coordinator.policy import versions
 from trinity_cli.episode.schedules import FixedSchedule
 from trinity_cli.errors import ConfigError, ContextOverflow, NotFound

@@ -133,7 +133,7 @@ def test_svf_head_evolves_and_records_its_scaling(tmp_path: Path, tiny_lm_dir: P
 def test_directory_backbone_is_fingerprinted_by_its_files(tmp_path: Path, tiny_lm_dir: Path) -> None:
     import shutil
 
-    from trinity_cli.coordinator.backbone import describe
+    from trinity_cli.coordinator.backbone_refs import describe
 
     copy = tmp_path / "model"
     shutil.copytree(tiny_lm_dir, copy)
@@ -148,7 +148,7 @@ def test_directory_backbone_is_fingerprinted_by_its_files(tmp_path: Path, tiny_l
 def test_hf_backbone_is_fingerprinted_by_its_snapshot_revision(tmp_path: Path, monkeypatch) -> None:
     from huggingface_hub import constants
 
-    from trinity_cli.coordinator.backbone import describe
+    from trinity_cli.coordinator.backbone_refs import describe
 
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
     repo = tmp_path / "hub" / "models--org--tiny"
@@ -313,11 +313,11 @@ def test_embedded_backbones_resolve_to_files_of_the_hidden_size_they_declare(nam
     # what the shipped file's own metadata says, or a head would not fit the model it reads.
     from gguf import GGUFReader
 
-    from trinity_cli.coordinator import backbone
+    from trinity_cli.coordinator import backbone_refs
 
-    fingerprint, path = backbone.describe(name)
+    fingerprint, path = backbone_refs.describe(name)
     assert path is not None and fingerprint.startswith("gguf:")
     reader = GGUFReader(str(path))
     sizes = [int(f.parts[f.data[0]][0]) for key, f in reader.fields.items() if key.endswith(".embedding_length")]
-    assert sizes == [backbone.EMBEDDED_HIDDEN[name]]
-    assert set(backbone.EMBEDDED) == set(backbone.EMBEDDED_HIDDEN)
+    assert sizes == [backbone_refs.EMBEDDED_HIDDEN[name]]
+    assert set(backbone_refs.EMBEDDED) == set(backbone_refs.EMBEDDED_HIDDEN)

@@ -19,7 +19,7 @@ from trinity_cli.ask import AskOptions, ask
 from trinity_cli.bench.options import BenchOptions
 from trinity_cli.bench.runner import bench
 from trinity_cli.coordinator import head as head_mod
-from trinity_cli.coordinator.backbone import describe
+from trinity_cli.coordinator.backbone_refs import describe
 from trinity_cli.coordinator.head import DEFAULT_MAX_TURNS, turn_budget
 from trinity_cli.coordinator.policy import versions
 from trinity_cli.runs.reports import bench_view

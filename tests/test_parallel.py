@@ -328,7 +328,7 @@ def test_heads_keep_their_own_svf_offsets_when_features_run_at_once(monkeypatch)
 
 def test_views_share_the_backbone_and_hidden_cache(tmp_path: Path) -> None:
     from trinity_cli.coordinator import head as head_mod
-    from trinity_cli.coordinator.backbone import describe
+    from trinity_cli.coordinator.backbone_refs import describe
     from trinity_cli.coordinator.policy import Coordinator
 
     info = {"ref": "hash:16", "fingerprint": describe("hash:16")[0], "hidden_size": 16}

@@ -33,7 +33,7 @@ import numpy as np
 
 from trinity_cli import tasks
 from trinity_cli.coordinator import head as head_mod
-from trinity_cli.coordinator.backbone import describe, hidden_size_of
+from trinity_cli.coordinator.backbone_refs import describe, hidden_size_of
 from trinity_cli.coordinator.input_fit import center_tasks, fit_input_features
 from trinity_cli.coordinator.label_fit import fit_start, read_labels
 from trinity_cli.coordinator.policy import Coordinator

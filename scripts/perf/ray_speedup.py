@@ -41,7 +41,7 @@ from helpers import SlowServer  # a sibling module
 
 from trinity_cli import tasks  # noqa: E402
 from trinity_cli.coordinator import head as head_mod  # noqa: E402
-from trinity_cli.coordinator.backbone import describe  # noqa: E402
+from trinity_cli.coordinator.backbone_refs import describe  # noqa: E402
 from trinity_cli.evaluators.local import EpisodeOutcome, EpisodeSpec, Runtime, SerialEvaluator  # noqa: E402
 from trinity_cli.evaluators.ray_actors import RayEvaluator  # noqa: E402
 from trinity_cli.evaluators.ray_cluster import RayOptions, import_ray  # noqa: E402

@@ -361,7 +361,7 @@ def resolve_head(ref: str | None, pool_name: str, models: list[str], backbone_re
     default head when it was made for this pool, else the untrained one. A trained head is
     checked here, before anything runs, against the pool, the versions and the backbone it
     will read (`backbone_ref`, else its own: the file's fingerprint, not the model)."""
-    from trinity_cli.coordinator.backbone import DEFAULT_BACKBONE, describe, hidden_size_of
+    from trinity_cli.coordinator.backbone_refs import DEFAULT_BACKBONE, describe, hidden_size_of
 
     if ref is None:
         heads = head_mod.available_heads()

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from trinity_cli import tasks
-from trinity_cli.coordinator.backbone import DEFAULT_BACKBONE
+from trinity_cli.coordinator.backbone_refs import DEFAULT_BACKBONE
 from trinity_cli.coordinator.policy import COORDINATOR_VERSION
 from trinity_cli.errors import ConfigError, option
 from trinity_cli.events import ProgressFn, RunResumed
