@@ -413,6 +413,46 @@ def test_thread_evaluator_returns_spec_order_and_raises_the_failure(tmp_path: Pa
         ThreadEvaluator(runtime, 4).evaluate(specs)
 
 
+def test_serial_evaluator_plays_an_items_episodes_together_and_records_spec_order(tmp_path: Path,
+                                                                                    monkeypatch) -> None:
+    from trinity_cli.episode.schedules import FixedSchedule
+    from trinity_cli.evaluators.local import EpisodeSpec, Runtime, SerialEvaluator, play_order
+    from trinity_cli.messages import Role
+    from trinity_cli.pool.pool import open_pool
+    from trinity_cli.pool_config import load_pool
+    from trinity_cli.tasks.items import TaskItem
+
+    pool_file = write_pool(tmp_path, {"name": "p", "models": [
+        {"name": "a", "kind": "scripted", "default": "Answer: 1"}]})
+    items = [TaskItem("t", f"q{i}", f"question {i}?", "1", "numeric") for i in range(3)]
+    # Two systems (as evolve's candidates or bench's systems) over the same three items,
+    # listed system by system as evolve and bench list them.
+    schedule = FixedSchedule(["a"], "a", (Role.WORKER,))
+    specs = [EpisodeSpec(item=item, seed=i, router=schedule, max_turns=turns)
+             for turns in (1, 2) for i, item in enumerate(items)]
+    assert play_order(specs) == [0, 3, 1, 4, 2, 5]
+
+    asked: list[str] = []
+    original = ScriptedBackend.chat
+
+    def chat(self, messages, params):  # noqa: ANN001, ANN202
+        asked.append(messages[-1].content.split("question ")[1][0])
+        return original(self, messages, params)
+
+    monkeypatch.setattr(ScriptedBackend, "chat", chat)
+    monkeypatch.setenv("TRINITY_HOME", str(tmp_path / "home"))
+    started: list[int] = []
+    with open_pool(load_pool(str(pool_file))) as pool:
+        outcomes = SerialEvaluator(Runtime(pool)).evaluate(
+            specs, lambda event: started.append(event.index) if not isinstance(event, EpisodeFinished) else None)
+    assert started == [0, 3, 1, 4, 2, 5]
+    assert asked == sorted(asked)  # the model answered each item's calls one after another
+    assert [o.transcript.task for o in outcomes] == [item.prompt for item in items] * 2
+    # Cache flags are a spec-order run's: the first system's turn computed each item, the
+    # second's first turn was served it (its second turn, a fresh attempt, was computed).
+    assert [[t.cached for t in o.transcript.turns] for o in outcomes] == [[False]] * 3 + [[True, False]] * 3
+
+
 def test_cli_parallel_option_and_pool_default(tmp_path: Path, monkeypatch, capsys) -> None:
     import yaml
 

@@ -22,9 +22,17 @@ specs give the same transcripts, rewards, cache flags and pool call counts for a
 (timings aside). One caveat: sandboxed code runs against a wall-clock timeout, so a
 program that barely finishes in time alone may time out on a loaded machine.
 
+Play order: the local evaluators play (start) episodes in `play_order`: the episodes of
+one item one after another, items in the order they first appear. That changes no outcome
+(above) and saves model time: in-process llama.cpp reuses the KV cache of the longest
+prefix the next prompt shares with the previous call, and calls about the same item share
+the item's text (on an evolve run of the default pool, 55% of prompt tokens instead of 38%:
+docs/measurements.md). A cluster evaluator dispatches in spec order (its actors each hold
+their own KV cache).
+
 Progress: `evaluate` calls `progress(event)` on the calling thread only, with
 `events.EpisodeStarted` and `events.EpisodeFinished` (index: the spec's; in_flight: episodes
-running now; done, total). Finished events come in completion order (spec order when serial). An exception raised by
+running now; done, total). Finished events come in completion order (play order when serial). An exception raised by
 `progress` (or Ctrl-C) stops the batch: episodes not started are dropped, running ones
 stop before their next turn, and the exception propagates once they have.
 
@@ -217,20 +225,29 @@ class Evaluator(Protocol):
         """Release what the evaluator holds (a cluster's actors); not the runtime's pool."""
 
 
+def play_order(specs: Sequence[EpisodeSpec]) -> list[int]:
+    """Spec indices with each item's episodes together: items in the order they first
+    appear, an item's episodes in spec order (module docstring, "Play order")."""
+    first: dict[str, int] = {}
+    for i, spec in enumerate(specs):
+        first.setdefault(spec.item.key, i)
+    return sorted(range(len(specs)), key=lambda i: (first[specs[i].item.key], i))
+
+
 class SerialEvaluator:
-    """Every episode in this thread, in spec order."""
+    """Every episode in this thread, one after another in `play_order`."""
 
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
 
     def evaluate(self, specs: Sequence[EpisodeSpec], progress: EpisodeProgressFn | None = None) -> list[EpisodeOutcome]:
         emit = progress or quiet
-        outcomes: list[EpisodeOutcome] = []
-        for i, spec in enumerate(specs):
-            emit(EpisodeStarted(index=i, in_flight=1, done=i, total=len(specs)))
-            outcome = self.runtime.play(spec)
-            outcomes.append(outcome)
-            emit(EpisodeFinished(index=i, in_flight=0, done=i + 1, total=len(specs), outcome=outcome))
+        played: dict[int, EpisodeOutcome] = {}
+        for done, i in enumerate(play_order(specs)):
+            emit(EpisodeStarted(index=i, in_flight=1, done=done, total=len(specs)))
+            played[i] = self.runtime.play(specs[i])
+            emit(EpisodeFinished(index=i, in_flight=0, done=done + 1, total=len(specs), outcome=played[i]))
+        outcomes = [played[i] for i in range(len(specs))]
         settle_cache_flags(self.runtime.pool, outcomes)
         return outcomes
 
@@ -239,7 +256,7 @@ class SerialEvaluator:
 
 
 class ThreadEvaluator:
-    """Up to `workers` episodes at once on threads of this process, started in spec order."""
+    """Up to `workers` episodes at once on threads of this process, started in `play_order`."""
 
     def __init__(self, runtime: Runtime, workers: int) -> None:
         if workers < 1:
@@ -271,7 +288,7 @@ class ThreadEvaluator:
         executor = ThreadPoolExecutor(max_workers=max(1, min(self.workers, total)),
                                       thread_name_prefix="trinity-episode")
         try:
-            for i in range(total):
+            for i in play_order(specs):
                 executor.submit(work, i)
             left = total
             while left:
