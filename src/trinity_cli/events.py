@@ -118,7 +118,8 @@ class BenchStarted:
 
 @dataclass(frozen=True)
 class SystemStarted:
-    """A system's first episode started."""
+    """A system's first episode started (its episodes may be played among other systems'
+    episodes: an item's episodes are played together)."""
 
     name: str
     episodes: int

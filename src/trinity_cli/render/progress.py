@@ -217,7 +217,10 @@ class BenchProgress:
                 info = f"cache {event.cache_hits / calls:.0%} of {calls} calls" if calls else ""
                 flying = _in_flight(event.in_flight)
                 info = f"{info} · {flying}" if info and flying else info or flying
-                self.progress.update(self.task, advance=1, info=info)
+                # An item's episodes of every system are played together (evaluators/local.py,
+                # play_order), so the bar names the system of the episode that just finished.
+                self.system = event.system
+                self.progress.update(self.task, advance=1, info=info, description=escape(event.system))
                 self.done += 1
                 if self.plain is not None:
                     where = (_calls(event.pool_calls, event.cache_hits), self.system)
