@@ -47,6 +47,37 @@ def test_seeded_sampling_is_reproducible(backend) -> None:
     assert a == b
 
 
+def _prompts_sharing_prefixes() -> list[list[ChatMessage]]:
+    """Prompts that share long prefixes, as an episode's turns about one task do, and short
+    questions (asked twice in a row, all of a prompt but its last token is the previous
+    call's: with llama-cpp-python's own prefix reuse, 4 of these 4 SmolLM2 replies changed)."""
+    task = ("Task:\nA farmer has 3 fields. The first gives 120 kg of wheat, the second twice as much, "
+            "and the third 35 kg less than the first two together. How much wheat in all?\n\n")
+    turns = ["", "Turns so far:\n[Worker]\nThe second field gives 240 kg. Answer: 685\n\n"]
+    asks = ["Solve it step by step and end with 'Answer: <number>'.",
+            "Give one hint in one sentence. Do not answer.",
+            "Check the latest answer; end with 'Verdict: ACCEPT' or 'Verdict: REVISE'."]
+    team = ChatMessage("system", "You are one member of a team that solves tasks together.")
+    helper = ChatMessage("system", "You are a helpful assistant.")
+    questions = ["Why is the sky blue?", "Write a haiku about rain.", "Explain recursion briefly.", "What is 2+2*3?"]
+    return ([[team, ChatMessage("user", task + t + a)] for t in turns for a in asks]
+            + [[helper, ChatMessage("user", q)] for q in questions])
+
+
+def test_a_reply_does_not_depend_on_the_call_before(backend) -> None:
+    # Prompts are evaluated in fixed chunks and only whole chunks of the previous prompt are
+    # kept (backends/llamacpp.py), so each reply equals the one from an empty KV cache,
+    # whatever was asked before it.
+    prompts, params = _prompts_sharing_prefixes(), GenParams(max_tokens=96, temperature=0.0, seed=0)
+    alone = []
+    for messages in prompts:
+        backend.close()
+        alone.append(backend.chat(messages, params).text)
+    twice = [[backend.chat(m, params).text for _ in range(2)] for m in prompts]
+    backward = [backend.chat(m, params).text for m in reversed(prompts)][::-1]
+    assert twice == [[a, a] for a in alone] and backward == alone
+
+
 def test_prompt_longer_than_context_is_a_clear_error(backend) -> None:
     long = [ChatMessage("user", "number " * 3000)]
     with pytest.raises(ContextOverflow, match="context"):

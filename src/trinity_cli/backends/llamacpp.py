@@ -3,6 +3,18 @@
 The model loads on first use and stays loaded until `close()`; the pool decides when to
 evict it (`max_resident`). One llama.cpp context is not thread-safe, so calls are
 serialised with a lock. llama.cpp's own logging is silenced (`verbose=False`).
+
+Prefix reuse in whole chunks. llama-cpp-python keeps the KV cache of the previous call and
+evaluates only what follows the longest prefix the next prompt shares with it; but the
+logits of a token depend on the batch it was evaluated in, so a reply depended on the call
+before it (2 of 12 greedy replies of the default pool's model changed with the order of the
+calls: docs/measurements.md). Here a prompt is always evaluated in chunks of `n_batch`
+tokens at fixed positions (0, n_batch, 2 n_batch...), and a call keeps from the previous
+one only whole chunks of the previous *prompt* (never generated tokens, which were
+evaluated one at a time). Every token is then computed in the same batch as in a call
+from an empty cache, so a reply is a function of its prompt and parameters alone: the same
+in any call order, at any `--parallel`, in any play order (12 of 12 replies identical to
+an empty-cache call in both orders, and as fast as unaligned reuse at n_batch 32).
 """
 
 from __future__ import annotations
@@ -18,6 +30,41 @@ from trinity_cli.backends.gguf_file import MIN_REPLY_TOKENS, GGUFFile, package_v
 from trinity_cli.errors import AssetError, BackendError, ContextOverflow
 from trinity_cli.messages import ChatMessage, Completion, GenParams
 from trinity_cli.pool_config import GGUFModel
+
+
+def _chunked_llama() -> type:
+    """llama_cpp.Llama whose `generate` keeps only whole `n_batch` chunks of the previous
+    prompt (module docstring); imported lazily, like llama_cpp itself."""
+    from llama_cpp import Llama
+
+    class ChunkedLlama(Llama):  # type: ignore[misc]
+        _reusable = 0  # tokens of the previous prompt in whole chunks: what a call may keep
+
+        def generate(self, tokens: Sequence[int], **kwargs: Any) -> Any:  # type: ignore[override]  # called with keywords
+            tokens = list(tokens)
+            if kwargs.get("reset", True) and self.n_tokens > 0:
+                shared = _common_prefix(self._input_ids.tolist(), tokens)
+                # At least the prompt's last token is evaluated anew: its logits pick the first reply token.
+                keep = min(shared, len(tokens) - 1, self._reusable) // self.n_batch * self.n_batch
+                if keep == 0:
+                    self.reset()
+                    self._ctx.kv_cache_clear()
+                else:  # llama-cpp-python's own prefix match then reuses exactly `keep` tokens
+                    self.n_tokens = keep
+                    self._ctx.kv_cache_seq_rm(-1, keep, -1)
+            self._reusable = len(tokens) // self.n_batch * self.n_batch
+            return super().generate(tokens, **kwargs)
+
+    return ChunkedLlama
+
+
+def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
 
 
 def llama_cpp_version() -> str:
@@ -38,15 +85,17 @@ class LlamaCppBackend(GGUFFile, Backend):
 
     @property
     def fingerprint(self) -> str:
-        """`gguf:<sha256>|<chat format>|ctx<n_ctx>|llama-cpp-python <version>|batch<n_batch>`.
+        """`gguf:<sha256>|<chat format>|ctx<n_ctx>|llama-cpp-python <version>|batch<n_batch>|chunked`.
 
         Besides the weights and the chat template, the reply depends on the llama.cpp build
-        (kernels and sampling change between releases) and, through the order of
-        floating-point sums, on the batch size (not on the threads: gguf_file.py); so a
-        cache filled by another llama-cpp-python, or with another n_batch, is not reused.
-        Computed without loading the model, so a cached reply needs no load."""
+        (kernels and sampling change between releases) and, through the batches its tokens
+        are evaluated in, on n_batch (not on the threads: gguf_file.py; not on the call
+        before it: `chunked`, the module docstring); so a cache filled by another
+        llama-cpp-python, with another n_batch, or before prompts were evaluated in fixed
+        chunks (replies that depended on the call before) is not reused. Computed without
+        loading the model, so a cached reply needs no load."""
         if self._fingerprint is None:
-            self._fingerprint = self.file_fingerprint(f"llama-cpp-python {llama_cpp_version()}")
+            self._fingerprint = self.file_fingerprint(f"llama-cpp-python {llama_cpp_version()}") + "|chunked"
         return self._fingerprint
 
     @property
@@ -57,7 +106,7 @@ class LlamaCppBackend(GGUFFile, Backend):
         with self._lock:
             if self._llm is None:
                 try:
-                    from llama_cpp import Llama
+                    llama_class = _chunked_llama()
                 except ImportError:
                     raise BackendError(
                         "llama-cpp-python is not installed, so GGUF models cannot run",
@@ -65,7 +114,7 @@ class LlamaCppBackend(GGUFFile, Backend):
                     ) from None
 
                 try:
-                    self._llm = Llama(
+                    self._llm = llama_class(
                         model_path=str(self.path),
                         n_ctx=self.config.n_ctx,
                         n_threads=self.threads,
