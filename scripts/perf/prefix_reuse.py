@@ -1,6 +1,7 @@
 """How much prompt work KV-cache prefix reuse could save on the default pool's episodes.
 
 Usage: python scripts/perf/prefix_reuse.py RUN_DIR [--pool local] [--prompt-tok-s 50] [--gen-tok-s 20]
+                                          [--chunks 32,64,128]
 
 llama-cpp-python keeps the KV cache of the last sequence it evaluated and re-evaluates only
 what follows the longest common prefix of the next prompt. The default pool's members share
@@ -16,6 +17,12 @@ Qwen2.5 template) and counts the prompt tokens evaluated after reuse, for:
              prompts `p4` do, so on a run made under `p4` both rows are the recorded prompts.
 Seconds are estimated from the prompt and generation rates given (measure them on your
 machine: llama.cpp prints both; the defaults are this project's 2-core machine).
+
+Then, over the run's model calls in sequence (turns the rollout cache did not answer, one
+episode after another as a serial run makes them), the prompt tokens evaluated when the
+episodes run in listed order or item by item (evaluators/local.py, `play_order`), with
+llama-cpp-python's own reuse (any prefix shared with the previous call) and with reuse in
+whole chunks of C tokens of the previous prompt (backends/llamacpp.py).
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ import argparse
 import glob
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]  # the repository
@@ -62,6 +70,7 @@ def main() -> None:
     ap.add_argument("--pool", default="local")
     ap.add_argument("--prompt-tok-s", type=float, default=50.0)
     ap.add_argument("--gen-tok-s", type=float, default=20.0)
+    ap.add_argument("--chunks", default="32,64,128", help="chunk sizes to count whole-chunk reuse at")
     args = ap.parse_args()
 
     import llama_cpp
@@ -95,6 +104,7 @@ def main() -> None:
     gen_s = generated / episodes / args.gen_tok_s
     print(f"{episodes} episodes of {args.run_dir}; {generated / episodes:.0f} generated tokens per episode "
           f"(~{gen_s:.1f} s at {args.gen_tok_s:g} tok/s)")
+    across_calls(args.run_dir, tokens, [int(c) for c in args.chunks.split(",")])
     base = None
     for layout, (prompt, evaluated) in totals.items():
         seconds = evaluated / episodes / args.prompt_tok_s + gen_s
@@ -102,6 +112,33 @@ def main() -> None:
         print(f"{layout:10s} {prompt / episodes:6.0f} prompt tokens per episode, {evaluated / episodes:6.0f} evaluated "
               f"after prefix reuse ({100 * (1 - evaluated / prompt):.0f}% reused); ~{seconds:.1f} s per episode "
               f"({100 * (1 - seconds / base):.0f}% less than now)")
+
+
+def across_calls(run_dir: str, tokens: Callable[[str], list[int]], chunks: list[int]) -> None:
+    """Print the prompt tokens evaluated over the run's model calls in sequence (module docstring)."""
+    episodes = [e for file in sorted(glob.glob(str(Path(run_dir) / "episodes" / "*.json")))
+                for e in json.loads(Path(file).read_text())["episodes"]]
+    first: dict[str, int] = {}
+    for i, episode in enumerate(episodes):
+        first.setdefault(episode["transcript"]["task"], i)
+    orders = {"listed order": list(range(len(episodes))),
+              "item order": sorted(range(len(episodes)), key=lambda i: (first[episodes[i]["transcript"]["task"]], i))}
+    for name, order in orders.items():
+        calls = [(prompt, prompt + tokens(turn["reply"]))
+                 for i in order for turn in episodes[i]["transcript"]["turns"] if not turn["cached"]
+                 for prompt in [tokens(chatml(turn["messages"]))]]
+        total = sum(len(p) for p, _ in calls)
+        counts = {"any shared prefix": 0, **{f"whole {c}-token chunks": 0 for c in chunks}}
+        before: list[int] = []  # the previous call's prompt and reply
+        reusable = 0  # the previous call's prompt length: generated tokens are never kept in chunks
+        for prompt, full in calls:
+            shared = min(common_prefix(before, prompt), len(prompt) - 1)
+            counts["any shared prefix"] += len(prompt) - shared
+            for c in chunks:
+                counts[f"whole {c}-token chunks"] += len(prompt) - min(shared, reusable) // c * c
+            before, reusable = full, len(prompt)
+        print(f"{name}: {len(calls)} model calls, {total} prompt tokens; evaluated with reuse of "
+              + ", ".join(f"{k}: {v}" for k, v in counts.items()))
 
 
 if __name__ == "__main__":
