@@ -19,6 +19,7 @@ an empty-cache call in both orders, and as fast as unaligned reuse at n_batch 32
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Sequence
@@ -43,7 +44,7 @@ def _chunked_llama() -> type:
         def generate(self, tokens: Sequence[int], **kwargs: Any) -> Any:  # type: ignore[override]  # called with keywords
             tokens = list(tokens)
             if kwargs.get("reset", True) and self.n_tokens > 0:
-                shared = _common_prefix(self._input_ids.tolist(), tokens)
+                shared = len(os.path.commonprefix([self._input_ids.tolist(), tokens]))  # any sequences
                 # At least the prompt's last token is evaluated anew: its logits pick the first reply token.
                 keep = min(shared, len(tokens) - 1, self._reusable) // self.n_batch * self.n_batch
                 if keep == 0:
@@ -56,15 +57,6 @@ def _chunked_llama() -> type:
             return super().generate(tokens, **kwargs)
 
     return ChunkedLlama
-
-
-def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
-    n = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        n += 1
-    return n
 
 
 def llama_cpp_version() -> str:
