@@ -328,3 +328,13 @@ def test_set_aside_never_overwrites(tmp_path) -> None:
     first.write_text("2")
     b = paths.set_aside(first)
     assert a != b and a.read_text() == "1" and b.read_text() == "2" and not first.exists()
+
+
+def test_a_cache_folder_that_is_a_broken_link_is_one_clear_line(tmp_path, trinity_home, monkeypatch, capsys) -> None:
+    pool = scripted_pool(tmp_path)
+    (trinity_home / "cache").mkdir(parents=True, exist_ok=True)
+    (trinity_home / "cache" / "rollouts").symlink_to(tmp_path / "gone")  # a link to nothing
+    code, out, err = ask(pool, monkeypatch, capsys)
+    assert code != 0 and out == ""
+    assert "cache/rollouts cannot be a directory" in err and "remove it" in err
+    assert "Traceback" not in err and "unexpected" not in err

@@ -27,7 +27,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from trinity_cli.errors import DiskFull
+from trinity_cli.errors import DamagedState, DiskFull
 
 # Write failures that mean "no room": a full disk or quota, or the file-size limit (ulimit -f).
 _NO_SPACE = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
@@ -42,22 +42,29 @@ def home() -> Path:
     return Path(user_data_dir("trinity-cli", appauthor=False))
 
 
-def cache_dir(name: str) -> Path:
-    path = home() / "cache" / name
-    path.mkdir(parents=True, exist_ok=True)
+def _directory(path: Path) -> Path:
+    """`path`, created with its parents; DamagedState when it, or a parent, is a file or a
+    link to nothing (mkdir would raise FileExistsError on a broken link)."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        raise DamagedState(
+            f"{path} cannot be a directory: it or a folder above it is a file or a broken link",
+            "remove it (trinity recreates it), or set TRINITY_HOME to another folder",
+        ) from None
     return path
+
+
+def cache_dir(name: str) -> Path:
+    return _directory(home() / "cache" / name)
 
 
 def runs_dir() -> Path:
-    path = home() / "runs"
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+    return _directory(home() / "runs")
 
 
 def user_heads_dir() -> Path:
-    path = home() / "heads"
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+    return _directory(home() / "heads")
 
 
 def _bundled(name: str) -> Path:
