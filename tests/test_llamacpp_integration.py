@@ -50,7 +50,7 @@ def test_seeded_sampling_is_reproducible(backend) -> None:
 def _prompts_sharing_prefixes() -> list[list[ChatMessage]]:
     """Prompts that share long prefixes, as an episode's turns about one task do, and short
     questions (asked twice in a row, all of a prompt but its last token is the previous
-    call's: with llama-cpp-python's own prefix reuse, 4 of these 4 SmolLM2 replies changed)."""
+    call's: with llama-cpp-python's own prefix reuse, the second reply differed for these)."""
     task = ("Task:\nA farmer has 3 fields. The first gives 120 kg of wheat, the second twice as much, "
             "and the third 35 kg less than the first two together. How much wheat in all?\n\n")
     turns = ["", "Turns so far:\n[Worker]\nThe second field gives 240 kg. Answer: 685\n\n"]
