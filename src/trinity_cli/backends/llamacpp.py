@@ -7,8 +7,8 @@ serialised with a lock. llama.cpp's own logging is silenced (`verbose=False`).
 Prefix reuse in whole chunks. llama-cpp-python keeps the KV cache of the previous call and
 evaluates only what follows the longest prefix the next prompt shares with it; but the
 logits of a token depend on the batch it was evaluated in, so a reply depended on the call
-before it (2 of 12 greedy replies of the default pool's model changed with the order of the
-calls: docs/measurements.md). Here a prompt is always evaluated in chunks of `n_batch`
+before it (2 of 12 greedy replies of the default pool's model differed from an empty-cache
+call: docs/measurements.md). Here a prompt is always evaluated in chunks of `n_batch`
 tokens at fixed positions (0, n_batch, 2 n_batch...), and a call keeps from the previous
 one only whole chunks of the previous *prompt* (never generated tokens, which were
 evaluated one at a time). Every token is then computed in the same batch as in a call
