@@ -2,6 +2,7 @@
 attention and the KV cache type, on real Worker prompts of the default pool.
 
     python scripts/perf/llama_settings.py [--pool local] [--model qwen1.5b-reason] [--prompts 6] [--tokens 128]
+    python scripts/perf/llama_settings.py --prompt-batches 32,64,128,512
 
 For each setting the member's GGUF file is loaded with llama-cpp-python in process and
 answers the same Worker prompts (trinity's own messages for test items of gsm8k, arc-challenge
@@ -9,6 +10,11 @@ and mbpp, in the member's style), greedy, one after another. Printed per setting
 seconds, prompt tokens per second, generated tokens per second (median over the prompts),
 wall seconds for all prompts, and how many replies are identical to today's setting
 (a setting that changes replies also changes what turns are read as and their cache keys).
+
+`--prompt-batches`: instead, prompt evaluation alone at each n_batch: the Worker prompts'
+text joined into one prompt of about 700 tokens, evaluated twice from an empty KV cache
+(`Llama.eval`), the faster of the two (n_batch is the chunk in which in-process members
+evaluate and reuse prompts: backends/llamacpp.py).
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ def main() -> None:
     parser.add_argument("--model", default=None, help="pool member (default: the first)")
     parser.add_argument("--prompts", type=int, default=6)
     parser.add_argument("--tokens", type=int, default=128)
+    parser.add_argument("--prompt-batches", default=None, help="e.g. 32,64,128,512: prompt speed per n_batch")
     args = parser.parse_args()
     import os
 
@@ -54,6 +61,10 @@ def main() -> None:
                for item in items]
     base = {"n_ctx": member.n_ctx, "n_threads": os.cpu_count() or 1, "n_batch": 512, "seed": 0,  # type: ignore[union-attr]
             "verbose": False}
+    if args.prompt_batches:
+        prompt_speed(path, base, " ".join(m["content"] for ms in prompts for m in ms),
+                     [int(b) for b in args.prompt_batches.split(",")])
+        return
     reference: list[str] | None = None
     print(f"{member.name} ({path.rsplit('/', 1)[-1]}), {len(prompts)} Worker prompts, greedy, at most "
           f"{args.tokens} tokens, {os.cpu_count()} CPUs")
@@ -90,6 +101,25 @@ def main() -> None:
         print(f"{label:<36} {load_s:>6.1f} {statistics.median(prompt_rates):>12.1f} "
               f"{statistics.median(gen_rates):>9.1f} {wall:>7.1f} {same:>7}/{len(texts)}")
         del llm
+
+
+def prompt_speed(path: str, base: dict[str, Any], text: str, batches: list[int]) -> None:
+    """Print prompt tokens per second at each n_batch (module docstring)."""
+    from llama_cpp import Llama
+
+    for n_batch in batches:
+        llm = Llama(model_path=path, **{**base, "n_batch": n_batch})
+        tokens = llm.tokenize(text.encode())[:700]
+        seconds = []
+        for _ in range(2):
+            llm.reset()
+            llm._ctx.kv_cache_clear()
+            start = time.perf_counter()
+            llm.eval(tokens)
+            seconds.append(time.perf_counter() - start)
+        print(f"n_batch {n_batch:>4}: {len(tokens)} prompt tokens in {min(seconds):.2f} s, "
+              f"{len(tokens) / min(seconds):.1f} tokens/s")
+        llm.close()
 
 
 if __name__ == "__main__":
