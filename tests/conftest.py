@@ -18,6 +18,8 @@ def trinity_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     home = tmp_path / "home"
     monkeypatch.setenv("TRINITY_HOME", str(home))
     monkeypatch.delenv("TRINITY_DEBUG", raising=False)
+    # Unset for every test, so one that sets it (`--replay-only` writes os.environ) has it undone after.
+    monkeypatch.delenv("TRINITY_REPLAY_ONLY", raising=False)
     return home
 
 

@@ -258,8 +258,8 @@ def test_two_processes_write_one_rollout_cache_at_once(tmp_path) -> None:
         cache = RolloutCache(Path({str(directory)!r}))
         me = sys.argv[1]
         for i in range(300):
-            cache.put(f"{{me}}-{{i}}", Completion(f"{{me}} {{i}}", 1, 1, 0.0))
-            cache.put(f"shared-{{i % 50}}", Completion(f"shared {{i % 50}}", 1, 1, 0.0))
+            cache.put(f"{{me}}-{{i}}", Completion(f"{{me}} {{i}}", 1, 1, 0.0), {{}})
+            cache.put(f"shared-{{i % 50}}", Completion(f"shared {{i % 50}}", 1, 1, 0.0), {{}})
             assert cache.get(f"{{me}}-{{i}}").text == f"{{me}} {{i}}"
         cache.close()
     """)

@@ -43,7 +43,8 @@ from trinity_cli.errors import ConfigError, option
 from trinity_cli.messages import ChatMessage, Transcript
 from trinity_cli.pool.pool import Pool, open_pool
 from trinity_cli.pool_config import load_pool
-from trinity_cli.runs.store import RunStore
+from trinity_cli.keyed_cache import journal_to
+from trinity_cli.runs.store import JOURNAL, RunStore
 from trinity_cli.tasks.answers import guess_kind
 from trinity_cli.tasks.doctests import examples_in_text
 from trinity_cli.turns import prompts
@@ -231,7 +232,7 @@ def ask(
         kind = guess_kind(question)
         episode_seed = question_seed(options.seed, question, context)
         examples = question_examples(question, kind)
-        with store.new_run() as run_dir:
+        with store.new_run() as run_dir, journal_to(run_dir / JOURNAL):
             transcript, how = _answer(question, pool, coordinator, options, context, kind, examples, episode_seed,
                                       on_decision, on_turn)
             wall = time.perf_counter() - start

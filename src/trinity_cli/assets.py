@@ -112,6 +112,13 @@ def _assemble(spec: SplitFile) -> Path:
     return target
 
 
+def declared_sha256(weights: Weights) -> str | None:
+    """The sha256 the pool file declares for the weights (a split file's, or `sha256:`), or
+    None. `resolve` refuses a file that does not match it, so it names the file that will
+    run without assembling or hashing it (replaying recorded calls needs no model file)."""
+    return weights.split.sha256 if weights.split else weights.sha256
+
+
 def resolve(weights: Weights) -> Path:
     """The local path of the model file, assembling or verifying it as its source needs."""
     if weights.split:

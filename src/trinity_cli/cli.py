@@ -307,6 +307,97 @@ def serve(
                on_loading=terminal.serve_loading)
 
 
+@app.callback()
+def main(
+    replay_only: Annotated[bool, typer.Option(
+        "--replay-only", help="Answer every model call from the caches (imported recordings): a call they do not "
+                              "hold ends the command, naming it, instead of loading a model. Also "
+                              "TRINITY_REPLAY_ONLY=1.")] = False,
+) -> None:
+    """Options that apply to every command."""
+    if replay_only:
+        import os
+
+        from trinity_cli.paths import REPLAY_ONLY_ENV
+
+        os.environ[REPLAY_ONLY_ENV] = "1"
+
+
+recordings_app = typer.Typer(
+    help="Carry model calls (and runs) from one TRINITY_HOME to another: export, import, show.",
+    no_args_is_help=True,
+)
+app.add_typer(recordings_app, name="recordings")
+RecordingArg = Annotated[str, typer.Argument(
+    help="A recording folder (it holds calls.jsonl.gz and runs/), or a .gz recording file.")]
+
+
+@recordings_app.command("export")
+def recordings_export(
+    runs: Annotated[list[str] | None, typer.Argument(help="Runs whose calls to export (run-N or N).")] = None,
+    to: Annotated[str, typer.Option("--to", help="The recording folder (created if needed) or .gz file.")] = "",
+    all_calls: Annotated[bool, typer.Option("--all", help="Every call in this home's caches.")] = False,
+    calls_only: Annotated[bool, typer.Option(
+        "--calls-only", help="Do not copy the runs' directories (checkpoints, reports) into the folder.")] = False,
+) -> None:
+    """Append the calls of RUNS (or --all) to a recording; the runs travel with it."""
+    from pathlib import Path
+
+    from trinity_cli.errors import ConfigError
+    from trinity_cli.recordings import transfer
+    from trinity_cli.render import recordings as shown
+
+    if not to:
+        raise ConfigError("say where to write the recording", "add --to FOLDER (or --to FILE.gz)")
+    if bool(runs) == all_calls:
+        raise ConfigError("name the runs to export, or give --all (not both)",
+                          "trinity recordings export run-3 --to DIR, or --all --to DIR")
+    result = transfer.export(Path(to), None if all_calls else list(runs or []), carry_runs=not calls_only)
+    shown.exported(result)
+
+
+@recordings_app.command("import")
+def recordings_import(
+    recording: RecordingArg,
+    json_out: Annotated[bool, typer.Option("--json", help="The import's counts as JSON on stdout.")] = False,
+) -> None:
+    """Import a recording's calls into this home's caches (and its runs into runs/)."""
+    from pathlib import Path
+
+    from trinity_cli.recordings import transfer
+    from trinity_cli.render import recordings as shown
+
+    result = transfer.import_recording(Path(recording))
+    shown.imported(result)
+    if json_out:
+        typer.echo(json.dumps(_import_json(result), indent=2))
+
+
+@recordings_app.command("show")
+def recordings_show(
+    recording: RecordingArg,
+    json_out: Annotated[bool, typer.Option("--json", help="The counts as JSON on stdout.")] = False,
+) -> None:
+    """What a recording holds and which installed pool its calls apply to; imports nothing."""
+    from pathlib import Path
+
+    from trinity_cli.recordings import transfer
+    from trinity_cli.render import recordings as shown
+
+    result = transfer.describe_file(Path(recording))
+    shown.imported(result, dry=True)
+    if json_out:
+        typer.echo(json.dumps(_import_json(result), indent=2))
+
+
+def _import_json(result: object) -> dict[str, object]:
+    from dataclasses import asdict
+
+    data = asdict(result)  # type: ignore[call-overload]
+    data["path"] = str(data["path"])
+    return data
+
+
 # Library parameters whose command-line parameter has another name.
 PARAMETER_ALIASES = {"svf_targets": "svf_target"}
 

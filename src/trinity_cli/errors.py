@@ -116,6 +116,14 @@ class DiskFull(TrinityError):
     """A write failed for lack of space (or a file-size limit); nothing half-written remains."""
 
 
+class NotRecorded(TrinityError):
+    """Replay-only mode (TRINITY_REPLAY_ONLY): a call no imported recording holds."""
+
+
+class RecordingError(TrinityError):
+    """A recording file cannot be read or written (not a recording, damaged, wrong version)."""
+
+
 class Interrupted(TrinityError):
     """The user pressed Ctrl-C; nothing half-written was kept."""
 

@@ -96,6 +96,7 @@ class EvolveEpisodeFinished:
     pool_calls: int  # the run's pool counters so far
     cache_hits: int
     tokens: int
+    recorded: int = 0  # of the cache hits, calls imported from a recording
 
 
 @dataclass(frozen=True)
@@ -136,6 +137,7 @@ class BenchEpisodeFinished:
     cache_hits: int  # the pool's counters so far
     pool_calls: int
     in_flight: int
+    recorded: int = 0  # of the cache hits, calls imported from a recording
 
 
 Event = (EpisodeStarted | EpisodeFinished | RunResumed | CentreFitting | StartFitted | EvolveStarted

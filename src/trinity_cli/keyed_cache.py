@@ -13,6 +13,14 @@ happen. A damaged cache directory is moved aside to `<dir>.damaged-<timestamp>` 
 one warning says which file, why, and that the calls it held will be made again, and the
 command goes on with a fresh, empty cache. Losing a cache costs time, never correctness.
 A write that fails for lack of space raises `DiskFull` naming the cache file.
+
+Journal: a command that writes a run (bench, evolve) opens `journal_to(run_dir / "calls.log")`
+for its duration; every key a journaled cache (rollouts, hidden states) answers or stores
+meanwhile is appended to that file, one key per line, each key once. That file is how a
+recording is made from one run (recordings/). It is append-only and flushed per line, so
+a killed run keeps the keys of every call that finished; a torn last line is skipped by
+`read_journal`. One journal per process: calls made by Ray actors in other processes are
+not in it (export the whole cache for those).
 """
 
 from __future__ import annotations
@@ -24,6 +32,8 @@ import logging
 import shutil
 import sqlite3
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -96,14 +106,71 @@ def _full(exc: sqlite3.DatabaseError, directory: Path) -> OSError | None:
     return None
 
 
+class Journal:
+    """The keys a command's journaled caches read or wrote, appended to `path` (module
+    docstring). Thread-safe."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._seen = set(read_journal(path))
+        self._lock = threading.Lock()
+        self._fh = open(path, "a", encoding="utf-8")  # noqa: SIM115: closed by close()
+
+    def add(self, key: str) -> None:
+        with self._lock:
+            if key in self._seen or self._fh.closed:
+                return
+            self._seen.add(key)
+            self._fh.write(key + "\n")
+            self._fh.flush()
+
+    def close(self) -> None:
+        with self._lock:
+            self._fh.close()
+
+
+_journal: Journal | None = None
+
+
+def read_journal(path: Path) -> list[str]:
+    """The keys in a journal file, in the order first written (a torn last line skipped)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return []
+    lines = text.split("\n")
+    return [line for line in lines[:-1] if ":" in line]  # the part after the last newline is torn
+
+
+@contextmanager
+def journal_to(path: Path) -> Iterator[Journal]:
+    """Journal the keys of this process's journaled caches to `path` during the block."""
+    global _journal
+    journal = Journal(path)
+    previous, _journal = _journal, journal
+    try:
+        yield journal
+    finally:
+        _journal = previous
+        journal.close()
+
+
+def _note(key: str) -> None:
+    journal = _journal
+    if journal is not None:
+        journal.add(key)
+
+
 class KeyedCache:
     """A diskcache under `directory`, opened and used so that damage sets it aside (module
-    docstring). Thread-safe as diskcache is; `what` names it in warnings ("rollout cache")."""
+    docstring). Thread-safe as diskcache is; `what` names it in warnings ("rollout cache");
+    `journaled`: its hits and writes go to the command's journal."""
 
-    def __init__(self, directory: Path, what: str, size_limit: int) -> None:
+    def __init__(self, directory: Path, what: str, size_limit: int, journaled: bool = False) -> None:
         self.directory = directory
         self.what = what
         self.size_limit = size_limit
+        self.journaled = journaled
         self._lock = threading.Lock()
         self._cache: Any = None
         self._open()
@@ -153,7 +220,10 @@ class KeyedCache:
     def get(self, key: str) -> Any:
         """The value stored under `key`, or None (also when the cache turned out damaged)."""
         try:
-            return self._cache.get(key)
+            value = self._cache.get(key)
+            if value is not None and self.journaled:
+                _note(key)
+            return value
         except sqlite3.DatabaseError as exc:
             if not _damage_error(exc):
                 raise
@@ -164,6 +234,8 @@ class KeyedCache:
         """Store `value` under `key` (diskcache: one SQLite transaction, whole or not at all)."""
         try:
             self._cache.set(key, value)
+            if self.journaled:
+                _note(key)
         except sqlite3.DatabaseError as exc:
             full = _full(exc, self.directory)
             if full is not None:
@@ -179,6 +251,10 @@ class KeyedCache:
 
     def __len__(self) -> int:
         return len(self._cache)
+
+    def keys(self) -> list[str]:
+        """Every key held, sorted."""
+        return sorted(str(k) for k in self._cache.iterkeys())
 
     def close(self) -> None:
         self._cache.close()

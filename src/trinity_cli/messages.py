@@ -58,6 +58,7 @@ class Completion:
     finish_reason: str = "stop"
     cost_usd: float | None = None
     cached: bool = False
+    recorded: bool = False  # served from an entry imported from a recording (recordings/)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

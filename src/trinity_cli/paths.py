@@ -55,6 +55,16 @@ def _directory(path: Path) -> Path:
     return path
 
 
+REPLAY_ONLY_ENV = "TRINITY_REPLAY_ONLY"
+
+
+def replay_only() -> bool:
+    """Whether model calls must come from the caches (TRINITY_REPLAY_ONLY set to 1, true,
+    yes or on; `trinity --replay-only` sets it): a call they do not hold ends the command
+    (errors.NotRecorded) instead of loading a model."""
+    return os.environ.get(REPLAY_ONLY_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+
+
 def cache_dir(name: str) -> Path:
     return _directory(home() / "cache" / name)
 

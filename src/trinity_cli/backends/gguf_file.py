@@ -47,10 +47,12 @@ class GGUFFile:
     def file_fingerprint(self, runtime: str) -> str:
         """`gguf:<sha256>|<chat format>|ctx<n_ctx>|<runtime>|batch<n_batch>`, where `runtime`
         names the llama.cpp build ("llama-cpp-python 0.3.36"); computed without loading the
-        model. Not the threads: llama.cpp splits its work between threads by output rows, so
+        model (from the sha256 the pool file declares, when it declares one: no file is assembled
+        or hashed for a cached reply). Not the threads: llama.cpp splits its work between threads by output rows, so
         each value is summed by one thread in the same order whatever their number (greedy
         replies of the default pool's model were identical at 1 and 2 threads:
         scripts/perf/llama_settings.py), and Ray actors, which compute with fewer threads than a
         serial run, share its replies."""
         fmt = self.config.chat_format or "template"
-        return f"gguf:{assets.fingerprint(self.path)}|{fmt}|ctx{self.config.n_ctx}|{runtime}|batch{self.config.n_batch}"
+        digest = assets.declared_sha256(self.config.weights) or assets.fingerprint(self.path)
+        return f"gguf:{digest}|{fmt}|ctx{self.config.n_ctx}|{runtime}|batch{self.config.n_batch}"

@@ -38,7 +38,8 @@ from trinity_cli.pool_config import PoolConfig, load_pool
 from trinity_cli.runs.charts import plot_accuracy, plot_selection
 from trinity_cli.runs.reports import bench_document, report_markdown, selection_heads
 from trinity_cli.runs.run_files import BenchRun
-from trinity_cli.runs.store import RunStore
+from trinity_cli.keyed_cache import journal_to
+from trinity_cli.runs.store import JOURNAL, RunStore
 from trinity_cli.turns import prompts
 
 FILES = BenchRun.FILES
@@ -116,7 +117,7 @@ def _play(
         emit(BenchEpisodeFinished(system=system.name, task=item.task, item=item.id, reward=out.reward,
                                   cached=bool(turns) and all(t.cached for t in turns),
                                   cache_hits=pool.stats.cache_hits, pool_calls=pool.stats.calls,
-                                  in_flight=event.in_flight))
+                                  in_flight=event.in_flight, recorded=pool.stats.recorded))
 
     return evaluator.evaluate(specs, progress)
 
@@ -151,7 +152,8 @@ def _play_moa(
         outcome = played.get(item.key)
         if outcome is None:  # nothing to aggregate: scored wrong, as an episode that could not run
             emit(BenchEpisodeFinished(system=system.name, task=item.task, item=item.id, reward=0.0, cached=False,
-                                      cache_hits=pool.stats.cache_hits, pool_calls=pool.stats.calls, in_flight=0))
+                                      cache_hits=pool.stats.cache_hits, pool_calls=pool.stats.calls, in_flight=0,
+                                      recorded=pool.stats.recorded))
             outcome = EpisodeOutcome(None, 0.0, "no member answered")
         elif outcome.error is not None:
             outcome = EpisodeOutcome(None, 0.0, f"aggregator: {outcome.error}")
@@ -236,7 +238,7 @@ def bench(
         runnable = [s for s in systems if s.source is not None or s.kind == "sc"]
         moa_items = len(items) if any(s.kind == "moa" for s in systems) else 0
         reported = [s for s in systems if s.kind in options.kinds()]
-        with store.new_run() as run_dir, store.lock(run_dir):
+        with store.new_run() as run_dir, store.lock(run_dir), journal_to(run_dir / JOURNAL):
             emit(BenchStarted(run=run_dir.name, items=len(items), systems=tuple(s.name for s in systems),
                               episodes=sum(s.seeds for s in runnable) * len(items) + moa_items, parallel=parallel,
                               ray=on_ray))
@@ -284,6 +286,7 @@ def _summary(options: BenchOptions, config: PoolConfig, run: str, items: Sequenc
         "stats": {
             "pool_calls": stats.calls,
             "cache_hits": stats.cache_hits,
+            "recorded": stats.recorded,
             "backend_calls": stats.calls - stats.cache_hits,
             "backend_s": stats.seconds,
             "wall_s": wall_s,

@@ -14,7 +14,10 @@ never the part that goes.
 Hidden states are cached on disk (`cache/hidden/`), keyed by
 "h2:" + sha256(canonical JSON of {backbone fingerprint, dtype, COORDINATOR_VERSION,
 max_tokens, SVF target names, sha256(SVF offsets), text}), so candidates and turns that
-share a transcript never recompute it.
+share a transcript never recompute it. Value: {"request": that payload, "vector": the
+float32 feature's bytes} (the request kept so a recording can carry it: recordings/; older
+entries hold the bytes alone). In replay-only mode (`paths.replay_only()`) a feature the
+cache does not hold raises `NotRecorded` instead of running the backbone.
 
 Heads record the prompt and coordinator versions they were evolved under (`versions()`);
 a trained head of other versions is refused, or, when it is the shipped default picked
@@ -47,7 +50,7 @@ import numpy as np
 from trinity_cli import paths
 from trinity_cli.coordinator import head as head_mod
 from trinity_cli.coordinator.head import Head
-from trinity_cli.errors import ConfigError, HeadMismatch
+from trinity_cli.errors import ConfigError, HeadMismatch, NotRecorded
 from trinity_cli.keyed_cache import KeyedCache, content_key
 from trinity_cli.messages import ROLES, ChatMessage, Decision, Turn
 from trinity_cli.turns import prompts
@@ -55,6 +58,7 @@ from trinity_cli.turns import prompts
 log = logging.getLogger(__name__)
 
 COORDINATOR_VERSION = "c2"
+HIDDEN_TAG = "h2:"  # the hidden-state cache's key tag
 INSTRUCTION = (
     "You coordinate a team of language models. Read the task and the conversation so far, "
     "then decide which model acts next and in which role: thinker (plans or critiques), "
@@ -247,10 +251,10 @@ class Coordinator:
         episodes each use a `view`)."""
         self.head = head
 
-    def _cache_key(self, text: str) -> str:
-        """The hidden-state cache key of `text` (see module docstring)."""
+    def _cache_request(self, text: str) -> dict[str, Any]:
+        """The payload the hidden-state cache key of `text` hashes (see module docstring)."""
         backbone = self.backbone
-        payload = {
+        return {
             "backbone": backbone.fingerprint,
             "dtype": backbone.dtype,
             "coordinator": COORDINATOR_VERSION,
@@ -259,14 +263,14 @@ class Coordinator:
             "svf": hashlib.sha256(self.head.svf_offsets.astype(np.float32).tobytes()).hexdigest(),
             "text": text,
         }
-        return content_key("h2:", payload)
 
     def _hidden_cache(self) -> Any:
         shared = self._shared
         if shared.cache is None:
             with shared.lock:
                 if shared.cache is None:
-                    shared.cache = KeyedCache(paths.cache_dir("hidden"), "hidden-state cache", size_limit=2 << 30)
+                    shared.cache = KeyedCache(paths.cache_dir("hidden"), "hidden-state cache", size_limit=2 << 30,
+                                              journaled=True)
         return shared.cache
 
     def _cached(self, cache: Any, key: str) -> np.ndarray | None:
@@ -275,16 +279,19 @@ class Coordinator:
             return None
         with self._shared.lock:
             self._shared.cache_hits += 1
-        return np.frombuffer(hit, dtype=np.float32).copy()
+        vector = hit["vector"] if isinstance(hit, dict) else hit
+        return np.frombuffer(vector, dtype=np.float32).copy()
 
     def features(self, text: str) -> np.ndarray:
         backbone = self.backbone
         shared = self._shared
         cache: Any = None
         key: str | None = None
+        request: dict[str, Any] = {}
         if self.use_cache:
             cache = self._hidden_cache()
-            key = self._cache_key(text)
+            request = self._cache_request(text)
+            key = content_key(HIDDEN_TAG, request)
             found = self._cached(cache, key)
             if found is not None:
                 return found
@@ -293,13 +300,20 @@ class Coordinator:
                 found = self._cached(cache, key)
                 if found is not None:
                     return found
+            if paths.replay_only():
+                raise NotRecorded(
+                    f"replay-only: the coordinator's hidden state for this decision is not recorded "
+                    f"({len(text):,} characters of transcript, ending {' '.join(text[-60:].split())!r})",
+                    "import a recording that holds it (trinity recordings import PATH), or run without "
+                    "--replay-only to run the backbone",
+                )
             # The backbone's weights depend on the head's SVF offsets: set and encode together.
             if self.svf is not None:
                 self.svf.apply(self.head.svf_offsets)
             vector = backbone.encode(text)
             shared.encode_calls += 1
             if key is not None:
-                cache.set(key, vector.astype(np.float32).tobytes())
+                cache.set(key, {"request": request, "vector": vector.astype(np.float32).tobytes()})
         return vector
 
     def state_feature(self, task: str, turns: Sequence[Turn] = (), context: Sequence[ChatMessage] = ()) -> np.ndarray:

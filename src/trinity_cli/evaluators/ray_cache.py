@@ -43,8 +43,8 @@ class CacheKeeper:
             self.flights[key] = (asyncio.Event(), attempt)
         return hit
 
-    async def publish(self, key: str, completion: Completion, attempt: str) -> None:
-        self.cache.put(key, completion)
+    async def publish(self, key: str, completion: Completion, attempt: str, request: dict[str, Any]) -> None:
+        self.cache.put(key, completion, request)
         self.made.setdefault(attempt, []).append(key)
         self._land(key)
 
@@ -80,22 +80,17 @@ class KeeperCache(RolloutCache):
         self.wait = wait  # ray.get: the keeper's answer to a remote call
         self.attempt = ""
         self.leading: set[str] = set()
-        self.hits = 0
-        self.misses = 0
         self._lock = threading.Lock()
 
     def get(self, key: str) -> Completion | None:
         hit: Completion | None = self.wait(self.keeper.lookup.remote(key, self.attempt))
-        with self._lock:
-            if hit is None:
-                self.misses += 1
+        if hit is None:
+            with self._lock:
                 self.leading.add(key)
-            else:
-                self.hits += 1
         return hit
 
-    def put(self, key: str, completion: Completion) -> None:
-        self.wait(self.keeper.publish.remote(key, completion, self.attempt))
+    def put(self, key: str, completion: Completion, request: dict[str, Any]) -> None:
+        self.wait(self.keeper.publish.remote(key, completion, self.attempt, request))
         with self._lock:
             self.leading.discard(key)
 

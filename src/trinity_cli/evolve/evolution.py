@@ -78,7 +78,8 @@ from trinity_cli.pool.pool import open_pool
 from trinity_cli.pool_config import load_pool
 from trinity_cli.runs import charts
 from trinity_cli.runs.run_files import EvolveRun
-from trinity_cli.runs.store import RunStore
+from trinity_cli.keyed_cache import journal_to
+from trinity_cli.runs.store import JOURNAL, RunStore
 from trinity_cli.turns import prompts
 
 # Seed stream of validation episodes (training generations use their own index).
@@ -289,13 +290,14 @@ class Evolution:
 
     def _counters(self) -> dict[str, int]:
         st = self.pool.stats
-        return {"pool_calls": st.calls, "cache_hits": st.cache_hits, "tokens": st.prompt_tokens + st.completion_tokens}
+        return {"pool_calls": st.calls, "cache_hits": st.cache_hits, "tokens": st.prompt_tokens + st.completion_tokens,
+                "recorded": st.recorded}
 
     def run(self) -> EvolveResult:
         """Evolve to the budget, holding the run's lock (store.RunStore.lock): a second
         process on the same run is refused before it reads or writes anything of it."""
         try:
-            with self.store.lock(self.run_dir):
+            with self.store.lock(self.run_dir), journal_to(self.run_dir / JOURNAL):
                 return self._run()
         finally:
             self.close()

@@ -15,6 +15,9 @@ thread-safe). A backend is pinned while a call (or an exact token count) runs on
 only unpinned backends are evicted: a thread that needs room while every loaded backend is
 busy waits for one to finish, so `max_resident` holds with concurrent episodes too.
 
+Replay-only (`paths.replay_only()`, or `replay_only=True`): a call the rollout cache does
+not hold raises `NotRecorded` naming the member and the call, and no model is loaded.
+
 Single flight: concurrent calls with the same rollout cache key make one model call; the
 others wait for it and are then answered by the cache, exactly as they would have been
 had they come after it. So N episodes at once make the same model calls, and count the
@@ -32,9 +35,11 @@ from dataclasses import dataclass
 
 from trinity_cli.backends import registry
 from trinity_cli.backends.base import Backend
-from trinity_cli.errors import ConfigError, did_you_mean, option
+from trinity_cli.keyed_cache import content_key
+from trinity_cli import paths
+from trinity_cli.errors import ConfigError, NotRecorded, did_you_mean, option
 from trinity_cli.messages import ChatMessage, Completion, GenParams
-from trinity_cli.pool.rollout_cache import RolloutCache, rollout_key
+from trinity_cli.pool.rollout_cache import KEY_TAG, RolloutCache, rollout_request
 from trinity_cli.pool_config import ModelConfig, PoolConfig
 
 
@@ -60,14 +65,17 @@ def load_key(model: ModelConfig) -> str:
 class PoolStats:
     calls: int = 0
     cache_hits: int = 0
+    recorded: int = 0  # of the cache hits, replies imported from a recording
     prompt_tokens: int = 0
     completion_tokens: int = 0
     seconds: float = 0.0
 
-    def count(self, cached: bool, prompt_tokens: int, completion_tokens: int, latency_s: float) -> None:
+    def count(self, cached: bool, prompt_tokens: int, completion_tokens: int, latency_s: float,
+              recorded: bool = False) -> None:
         """Count one call (a cache hit costs no model seconds)."""
         self.calls += 1
         self.cache_hits += int(cached)
+        self.recorded += int(cached and recorded)
         self.prompt_tokens += prompt_tokens
         self.completion_tokens += completion_tokens
         self.seconds += 0.0 if cached else latency_s
@@ -80,9 +88,12 @@ class Pool:
         cache: RolloutCache | None = None,
         backends: dict[str, Backend] | None = None,
         owns_cache: bool = False,
+        replay_only: bool | None = None,
     ) -> None:
-        """`owns_cache`: `close()` closes `cache` too (open_pool's pools own the cache they open)."""
+        """`owns_cache`: `close()` closes `cache` too (open_pool's pools own the cache they open);
+        `replay_only`: None reads TRINITY_REPLAY_ONLY (module docstring)."""
         self.config = config
+        self.replay_only = paths.replay_only() if replay_only is None else replay_only
         self.cache = cache
         self._owns_cache = owns_cache
         # Backends by load key; `backends` (tests) gives members' backends by member name.
@@ -122,7 +133,10 @@ class Pool:
 
     def check_assets(self) -> None:
         """Locate (and assemble or verify) every local model file now, so a missing or
-        broken file is reported before any work starts, not minutes into an episode."""
+        broken file is reported before any work starts, not minutes into an episode. In
+        replay-only mode no model runs, so nothing is located."""
+        if self.replay_only:
+            return
         for name in [m.name for m in self.config.all_models]:
             backend = self.backend(name)
             path = getattr(backend, "path", None)  # in-process backends expose their file
@@ -215,21 +229,28 @@ class Pool:
         """The rollout cache key of a call to member `name`, or None when the call is not
         cached (no cache, or a call its backend does not answer deterministically:
         `Backend.deterministic`)."""
+        request = self._request(name, messages, params)
+        return None if request is None else content_key(KEY_TAG, request)
+
+    def _request(self, name: str, messages: Sequence[ChatMessage], params: GenParams | None) -> dict | None:
+        """The rollout request (rollout_cache.rollout_request) of a cached call, else None."""
         params = params or self.params(name)
         backend = self.backend(name)
         if self.cache is None or not backend.deterministic(params):
             return None
-        return rollout_key(backend.fingerprint, list(messages), params)
+        return rollout_request(backend.fingerprint, list(messages), params)
 
     def chat(self, name: str, messages: Sequence[ChatMessage], params: GenParams | None = None) -> Completion:
         """One call to model `name`, served from the cache when it has the reply; a call
         identical to one in flight waits for it and is then served from the cache."""
         params = params or self.params(name)
-        key = self.cache_key(name, messages, params)
-        if key is None or self.cache is None:
+        request = self._request(name, messages, params)
+        if request is None or self.cache is None:
+            self._refuse_unrecorded(name, messages, "it is not a cached call")
             completion = self._call(name, messages, params)
             self._count(completion)
             return completion
+        key = content_key(KEY_TAG, request)
         while True:
             with self._lock:
                 flight = self._flights.get(key)
@@ -244,14 +265,28 @@ class Pool:
                 if hit is not None:
                     self._count(hit)
                     return hit
+                self._refuse_unrecorded(name, messages, f"no recording holds {key[:19]}")
                 completion = self._call(name, messages, params)
-                self.cache.put(key, completion)
+                self.cache.put(key, completion, request)
             finally:
                 with self._lock:
                     del self._flights[key]
                 flight.set()
             self._count(completion)
             return completion
+
+    def _refuse_unrecorded(self, name: str, messages: Sequence[ChatMessage], why: str) -> None:
+        """In replay-only mode, end the command before a model is called: NotRecorded."""
+        if not self.replay_only:
+            return
+        last = messages[-1].content if messages else ""
+        snippet = " ".join(last.split())[:70]
+        raise NotRecorded(
+            f"replay-only: {name}'s call is not recorded ({why}; {len(messages)} messages, the last "
+            f"{snippet!r}{'...' if len(last) > 70 else ''})",
+            "import a recording that holds it (trinity recordings import PATH), or run without "
+            "--replay-only to call the model",
+        )
 
     def _call(self, name: str, messages: Sequence[ChatMessage], params: GenParams) -> Completion:
         backend = self._acquire(name)
@@ -263,7 +298,7 @@ class Pool:
     def _count(self, completion: Completion) -> None:
         with self._lock:
             self.stats.count(completion.cached, completion.prompt_tokens, completion.completion_tokens,
-                             completion.latency_s)
+                             completion.latency_s, completion.recorded)
 
     def close(self) -> None:
         """Free every backend, and the rollout cache when the pool owns it. Idempotent."""

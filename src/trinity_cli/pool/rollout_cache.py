@@ -6,7 +6,11 @@ Rollout cache (diskcache under `cache/rollouts/`): one entry per pool call.
               {"v": CACHE_VERSION, "fingerprint": backend fingerprint,
                "messages": [[role, content], ...],
                "params": {max_tokens, temperature, top_p, seed, stop}})
-    value = Completion.to_dict() (without `cached`)
+    value = {"request": the payload above, "reply": Completion.to_dict() without `cached`
+             and `recorded`, "source": "recording" for an entry imported from a recording
+             (recordings/), else absent}
+             (entries written before the request was kept hold the reply dict alone: they
+             are read, but a recording cannot carry them)
 Canonical JSON: sorted keys, no whitespace, UTF-8. Changing anything that shapes a reply
 changes the key; bump CACHE_VERSION when the format itself changes. The prompt version is
 not part of the key: a reply is a function of the messages sent, which the key holds in
@@ -32,8 +36,8 @@ one (keyed_cache.py).
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
+from typing import Any
 
 from trinity_cli import paths
 from trinity_cli.keyed_cache import KeyedCache, content_key
@@ -42,8 +46,10 @@ from trinity_cli.messages import ChatMessage, Completion, GenParams
 CACHE_VERSION = 2
 
 
-def rollout_key(fingerprint: str, messages: list[ChatMessage], params: GenParams) -> str:
-    payload = {
+def rollout_request(fingerprint: str, messages: list[ChatMessage], params: GenParams) -> dict[str, Any]:
+    """The payload a rollout key hashes: the request itself, kept beside the reply so that a
+    recording can carry the call and its importer recompute the key."""
+    return {
         "v": CACHE_VERSION,
         "fingerprint": fingerprint,
         "messages": [[m.role, m.content] for m in messages],
@@ -55,35 +61,47 @@ def rollout_key(fingerprint: str, messages: list[ChatMessage], params: GenParams
             "stop": list(params.stop),
         },
     }
-    return content_key(f"r{CACHE_VERSION}:", payload)
+
+
+KEY_TAG = f"r{CACHE_VERSION}:"
+
+
+def rollout_key(fingerprint: str, messages: list[ChatMessage], params: GenParams) -> str:
+    return content_key(KEY_TAG, rollout_request(fingerprint, messages, params))
+
+
+def stored_reply(value: dict[str, Any]) -> dict[str, Any]:
+    """The reply dict of a stored value (either layout of the module docstring)."""
+    return value["reply"] if "reply" in value else value
 
 
 class RolloutCache:
-    """Pool replies on disk (a KeyedCache: damage sets it aside), with hit/miss counters for
-    progress displays."""
+    """Pool replies on disk (a KeyedCache: damage sets it aside; its reads and writes go to
+    the command's journal: keyed_cache.journal_to)."""
 
     def __init__(self, directory: Path | None = None) -> None:
         self.directory = directory or paths.cache_dir("rollouts")
-        self._cache = KeyedCache(self.directory, "rollout cache", size_limit=8 << 30)
-        self.hits = 0
-        self.misses = 0
-        self._lock = threading.Lock()  # diskcache is thread-safe; these counters are ours
+        self._cache = KeyedCache(self.directory, "rollout cache", size_limit=8 << 30, journaled=True)
 
     def get(self, key: str) -> Completion | None:
         raw = self._cache.get(key)
-        with self._lock:
-            if raw is None:
-                self.misses += 1
-                return None
-            self.hits += 1
-        completion = Completion.from_dict(raw)
+        if raw is None:
+            return None
+        completion = Completion.from_dict(stored_reply(raw))
         completion.cached = True
+        completion.recorded = raw.get("source") == "recording"
         return completion
 
-    def put(self, key: str, completion: Completion) -> None:
+    def put(self, key: str, completion: Completion, request: dict[str, Any]) -> None:
         data = completion.to_dict()
         data.pop("cached", None)
-        self._cache.set(key, data)
+        data.pop("recorded", None)
+        self._cache.set(key, {"request": request, "reply": data})
+
+    @property
+    def store(self) -> KeyedCache:
+        """The KeyedCache underneath (recordings/ reads and fills it entry by entry)."""
+        return self._cache
 
     def __len__(self) -> int:
         return len(self._cache)

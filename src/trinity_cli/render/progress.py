@@ -94,8 +94,10 @@ def _bar(description: str, quiet: bool) -> Any:
                     disable=quiet or not console.err.is_terminal)
 
 
-def _calls(calls: int, cache_hits: int) -> str:
-    return f"{calls} calls, {cache_hits} from the cache" if calls else ""
+def _calls(calls: int, cache_hits: int, recorded: int = 0) -> str:
+    if not calls:
+        return ""
+    return f"{calls} calls, {cache_hits} from the cache" + (f" ({recorded} recorded)" if recorded else "")
 
 
 class EvolveProgress:
@@ -160,7 +162,7 @@ class EvolveProgress:
             self.spent += 1
         self.progress.update(self.task, info=self._info(event.in_flight))
         if self.plain is not None:
-            where = " · ".join(x for x in (self.gen, _calls(event.pool_calls, event.cache_hits)) if x)
+            where = " · ".join(x for x in (self.gen, _calls(event.pool_calls, event.cache_hits, event.recorded)) if x)
             self.plain.update(self.spent, self.budget, where + (" · validating" if event.kind == "val" else ""))
 
     def _generation(self, event: GenerationFinished) -> None:
@@ -215,6 +217,8 @@ class BenchProgress:
             case BenchEpisodeFinished() if self.task is not None:
                 calls = event.pool_calls
                 info = f"cache {event.cache_hits / calls:.0%} of {calls} calls" if calls else ""
+                if event.recorded:
+                    info += f", {event.recorded} recorded"
                 flying = _in_flight(event.in_flight)
                 info = f"{info} · {flying}" if info and flying else info or flying
                 # An item's episodes of every system are played together (evaluators/local.py,
@@ -223,5 +227,5 @@ class BenchProgress:
                 self.progress.update(self.task, advance=1, info=info, description=escape(event.system))
                 self.done += 1
                 if self.plain is not None:
-                    where = (_calls(event.pool_calls, event.cache_hits), self.system)
+                    where = (_calls(event.pool_calls, event.cache_hits, event.recorded), self.system)
                     self.plain.update(self.done, self.total, " · ".join(x for x in where if x))

@@ -113,7 +113,8 @@ def bench_view(summary: dict[str, Any]) -> BenchView:
         paired=_paired_table(summary), selection=selection,
         ends=ends_table(summary, task_names if several else []),
         workflows=workflows_table(summary, task_names if several else []),
-        stats=(f"{st['pool_calls']} pool calls, {st['cache_hits']} from the rollout cache, "
+        stats=(f"{st['pool_calls']} pool calls, {st['cache_hits']} from the rollout cache"
+               + (f" ({st['recorded']} from recordings)" if st.get("recorded") else "") + ", "
                f"{st['backend_calls']} to a model ({st['backend_s']:.1f} s), {st['wall_s']:.1f} s in all"),
         notes=list(summary["notes"]),
     )

@@ -57,6 +57,8 @@ def _run_hint(run_id: str, known: list[str]) -> str:
     return "list the runs with: trinity inspect" if known else "no runs yet"
 
 
+JOURNAL = "calls.log"  # keys of the cache entries a run used (keyed_cache.journal_to)
+
 class RunStore:
     """Runs under `runs/`: `run-N/run.json`, one JSON document per run.
 

@@ -1,0 +1,234 @@
+"""Recordings (recordings/): the file's checks and bytes, export and import between homes,
+replay-only mode, and runs that move (an evolve run killed in one home, resumed in another)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from trinity_cli.backends.scripted import ScriptedBackend
+from trinity_cli.bench.runner import bench
+from trinity_cli.errors import NotRecorded, RecordingError
+from trinity_cli.evolve.evolution import evolve
+from trinity_cli.evolve.options import EvolveOptions
+from trinity_cli.keyed_cache import content_key
+from trinity_cli.recordings import fileformat, transfer
+from trinity_cli.recordings.fileformat import Entry
+from trinity_cli.runs.store import JOURNAL
+
+from . import test_bench, test_evolve
+from .test_parallel import npz_members
+from .conftest import run_main
+
+
+def _entry(i: int, text: str = "Answer: 42") -> Entry:
+    request = {"v": 2, "fingerprint": "scripted:abc", "messages": [["user", f"question {i}"]],
+               "params": {"max_tokens": 8, "temperature": 0.0, "top_p": 1.0, "seed": 0, "stop": []}}
+    reply = {"text": text, "prompt_tokens": 3, "completion_tokens": 2, "latency_s": 0.5,
+             "finish_reason": "stop", "cost_usd": None}
+    return Entry("rollouts", content_key("r2:", request), request, reply)
+
+
+def _home(monkeypatch: pytest.MonkeyPatch, path: Path) -> Path:
+    monkeypatch.setenv("TRINITY_HOME", str(path))
+    return path
+
+
+def test_the_same_entries_give_the_same_bytes_and_appends_keep_the_old_ones(tmp_path: Path) -> None:
+    a, b = tmp_path / "a.gz", tmp_path / "b.gz"
+    assert fileformat.append(a, [_entry(2), _entry(1)]) == 2
+    assert fileformat.append(b, [_entry(1), _entry(2)]) == 2
+    assert a.read_bytes() == b.read_bytes()  # sorted by key, gzip without a time stamp
+    before = a.read_bytes()
+    assert fileformat.append(a, [_entry(1), _entry(3)]) == 1  # only the new key
+    assert a.read_bytes().startswith(before)  # append-only: earlier bytes never change
+    assert fileformat.append(a, [_entry(3)]) == 0
+    entries, refused = fileformat.read(a)
+    assert [e.key for e in entries] == sorted([_entry(1).key, _entry(2).key]) + [_entry(3).key] and not refused
+
+
+def _write_lines(path: Path, lines: list[str]) -> None:
+    with gzip.open(path, "wt", encoding="utf-8") as fh:
+        fh.write("\n".join(lines) + "\n")
+
+
+def test_an_entry_under_the_wrong_key_or_with_a_bad_sum_is_refused_by_name(tmp_path: Path) -> None:
+    good, moved, edited = _entry(1), _entry(2), _entry(3)
+    wrong_key = json.loads(moved.line())
+    wrong_key["key"] = "r2:" + "0" * 64
+    wrong_key["sum"] = Entry("rollouts", wrong_key["key"], moved.request, moved.value).checksum()
+    tampered = json.loads(edited.line())
+    tampered["value"]["text"] = "Answer: 7"  # the sum was taken over "Answer: 42"
+    path = tmp_path / "calls.jsonl.gz"
+    _write_lines(path, [json.dumps({"format": fileformat.FORMAT, "entries": 3}), good.line(),
+                        json.dumps(wrong_key), json.dumps(tampered)])
+    entries, refused = fileformat.read(path)
+    assert [e.key for e in entries] == [good.key]
+    assert [(r.line, r.key) for r in refused] == [(3, wrong_key["key"]), (4, edited.key)]
+    assert "wrong key" in refused[0].why and "checksum" in refused[1].why
+
+
+def test_a_damaged_file_is_one_error_naming_it(tmp_path: Path) -> None:
+    path = tmp_path / "calls.jsonl.gz"
+    fileformat.append(path, [_entry(i) for i in range(50)])
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])  # truncated
+    with pytest.raises(RecordingError, match="calls.jsonl.gz is not a whole recording"):
+        fileformat.read(path)
+    path.write_bytes(b"not gzip at all")
+    with pytest.raises(RecordingError, match="damaged or truncated"):
+        fileformat.read(path)
+
+
+def _bench_in(home: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, **kw):
+    _home(monkeypatch, home)
+    test_evolve.scripted_default_pool(home)
+    pool, tasks = test_bench.setup_files(tmp_path)
+    return bench(test_bench.options(pool, tasks, systems=["single", "agree", "head"], **kw))
+
+
+def _model_calls(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    calls: list[int] = []
+    original = ScriptedBackend.chat
+    monkeypatch.setattr(ScriptedBackend, "chat", lambda self, m, p: calls.append(1) or original(self, m, p))
+    return calls
+
+
+def test_a_bench_exported_and_imported_replays_with_no_model_call(tmp_path: Path, monkeypatch, capsys) -> None:
+    first = _bench_in(tmp_path / "home-a", monkeypatch, tmp_path)
+    assert (first.run_dir / JOURNAL).is_file()
+    code, _, err = run_main(["recordings", "export", first.run_id, "--to", str(tmp_path / "rec")], monkeypatch, capsys)
+    assert code == 0, err
+    assert "written to" in err and "bytes per entry" in err
+    # A fresh home: import, then the same bench in replay-only mode.
+    _home(monkeypatch, tmp_path / "home-b")
+    code, _, err = run_main(["recordings", "import", str(tmp_path / "rec")], monkeypatch, capsys)
+    assert code == 0, err
+    assert "imported, 0 already here" in err and f"run {first.run_id}: copied" in err
+    code, _, err = run_main(["recordings", "import", str(tmp_path / "rec")], monkeypatch, capsys)
+    assert code == 0 and " 0 imported" in err  # idempotent
+    calls = _model_calls(monkeypatch)
+    monkeypatch.setenv("TRINITY_REPLAY_ONLY", "1")
+    pool, tasks = test_bench.setup_files(tmp_path)
+    second = bench(test_bench.options(pool, tasks, systems=["single", "agree", "head"]))
+    assert calls == []
+    assert second.data["results"] == first.data["results"]
+    stats = second.data["stats"]
+    assert stats["backend_calls"] == 0 and stats["recorded"] == stats["pool_calls"] > 0
+
+
+def test_replay_only_ends_at_the_first_unrecorded_call_naming_it(tmp_path: Path, monkeypatch, capsys) -> None:
+    _home(monkeypatch, tmp_path / "home")
+    test_evolve.scripted_default_pool(tmp_path / "home")
+    pool, tasks = test_bench.setup_files(tmp_path)
+    calls = _model_calls(monkeypatch)
+    code, out, err = run_main(["--replay-only", "bench", "--pool", str(pool), "--tasks", f"file:{tasks}:test",
+                               "--systems", "single"], monkeypatch, capsys)
+    assert code == 2 and calls == []
+    assert "replay-only: m0's call is not recorded" in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) <= 3
+
+
+def test_import_keeps_a_different_reply_it_already_holds_and_says_so(tmp_path: Path, monkeypatch) -> None:
+    _home(monkeypatch, tmp_path / "home")
+    rec = tmp_path / "rec"
+    fileformat.append(rec / fileformat.CALLS_FILE, [_entry(1, "Answer: 42")])
+    other = tmp_path / "other.gz"
+    fileformat.append(other, [_entry(1, "Answer: 7"), _entry(2)])
+    assert sum(transfer.import_recording(rec).added.values()) == 1
+    result = transfer.import_recording(other)
+    assert result.conflicts == [_entry(1).key] and result.added["rollouts"] == 1
+    cache = transfer.open_cache("rollouts")
+    try:
+        assert cache.get(_entry(1).key)["reply"]["text"] == "Answer: 42"  # not overwritten
+    finally:
+        cache.close()
+
+
+def test_calls_under_another_llama_cpp_build_are_counted_with_the_reason(tmp_path: Path, monkeypatch) -> None:
+    """The default pool's fingerprint needs no model file (its sha256 is declared), so the
+    report works on any install."""
+    _home(monkeypatch, tmp_path / "home")
+    members = transfer.installed_members()
+    local = next(fp for fp, owners in members.items() if ("local", "qwen1.5b-reason") in owners)
+    assert local.startswith("gguf:cc324af070c2")
+    older = local.replace("llama-cpp-python ", "llama-cpp-python 0.0.1-was-")
+    entries = []
+    for i, fp in enumerate([local, older, "gguf:" + "f" * 64 + "|template|ctx4096|x|batch32"]):
+        e = _entry(i)
+        request = {**e.request, "fingerprint": fp}
+        entries.append(Entry("rollouts", content_key("r2:", request), request, e.value))
+    path = tmp_path / "r.gz"
+    fileformat.append(path, entries)
+    result = transfer.describe_file(path)
+    assert result.applies["local"] == 1 and "qwen1.5b-reason" in result.members["local"]
+    whys = list(result.other)
+    assert any("same weights, recorded with llama-cpp-python 0.0.1-was-" in w for w in whys)
+    assert any("are in no installed pool" in w for w in whys)
+
+
+def test_an_evolve_run_killed_in_one_home_resumes_in_another_with_the_same_head(tmp_path: Path, monkeypatch) -> None:
+    """Runs that move: a real process killed with SIGKILL mid-run, its run and calls exported,
+    imported into an empty home, resumed there: the head's bytes are an uninterrupted run's,
+    and the resumed run calls the models only for what the recording did not hold."""
+    _, tasks = test_evolve.setup_files(tmp_path)
+    slow = [dict(m, delay_s=0.03) for m in [
+        {"name": "m0", "kind": "scripted", "rules": test_evolve.RIGHT, "default": "Plan: think.\nNext: worker"},
+        {"name": "m1", "kind": "scripted", "rules": test_evolve.WRONG, "default": "Plan: guess.\nNext: worker"}]]
+    from .conftest import write_pool
+
+    pool = write_pool(tmp_path, {"name": "duo", "max_resident": 1, "models": slow}, name="slow.yaml")
+    args = ["--pool", str(pool), "--tasks", f"file:{tasks}:train", "--val-tasks", f"file:{tasks}:val:6",
+            "--budget", "48", "--minibatch", "4", "--popsize", "4", "--seed", "3", "--max-turns", "2",
+            "--val-every", "1", "--backbone", "hash:16", "--sigma0", "1.0"]
+    home_b = tmp_path / "home-b"
+    env = {**os.environ, "TRINITY_HOME": str(home_b), "PYTHONUNBUFFERED": "1"}
+    log = tmp_path / "killed.log"
+    with open(log, "wb") as err:
+        proc = subprocess.Popen([sys.executable, "-m", "trinity_cli", "evolve", *args, "--out", str(tmp_path / "b")],
+                                env=env, stdout=subprocess.DEVNULL, stderr=err)
+    try:
+        deadline = time.monotonic() + 60
+        while not list(home_b.glob("runs/run-*/episodes/gen-0000.json")):
+            assert proc.poll() is None, log.read_text()
+            assert time.monotonic() < deadline, "generation 0 never finished"
+            time.sleep(0.01)
+        time.sleep(0.1)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    run_dir = next(home_b.glob("runs/run-*"))
+    assert not (run_dir / "run.json").exists()
+    # Export in another process, as a user would on the first machine.
+    exported = subprocess.run([sys.executable, "-m", "trinity_cli", "recordings", "export", run_dir.name, "--to",
+                               str(tmp_path / "carried")], env=env, capture_output=True, text=True)
+    assert exported.returncode == 0, exported.stderr
+    recorded = sum(e.cache == "rollouts" for e in fileformat.read(tmp_path / "carried" / fileformat.CALLS_FILE)[0])
+    assert recorded > 0 and (tmp_path / "carried" / "runs" / run_dir.name / "checkpoint.pkl").is_file()
+
+    env_c = {**env, "TRINITY_HOME": str(tmp_path / "home-c")}
+    imported = subprocess.run([sys.executable, "-m", "trinity_cli", "recordings", "import", str(tmp_path / "carried")],
+                              env=env_c, capture_output=True, text=True)
+    assert imported.returncode == 0, imported.stderr
+    assert f"run {run_dir.name}: copied" in imported.stderr
+
+    calls = _model_calls(monkeypatch)
+    opts = dict(pool=str(pool), tasks=f"file:{tasks}:train", val_tasks=f"file:{tasks}:val:6", budget=48,
+                minibatch=4, popsize=4, seed=3, max_turns=2, val_every=1, backbone="hash:16", sigma0=1.0)
+    _home(monkeypatch, tmp_path / "home-c")
+    resumed = evolve(EvolveOptions(**opts, out=str(tmp_path / "b")))  # the same command resumes the run
+    in_c = len(calls)
+    _home(monkeypatch, tmp_path / "home-a")
+    evolve(EvolveOptions(**opts, out=str(tmp_path / "a")))
+    reference = len(calls) - in_c
+    assert resumed.run_id == run_dir.name
+    assert npz_members(tmp_path / "a" / "weights.npz") == npz_members(tmp_path / "b" / "weights.npz")
+    assert in_c + recorded == reference  # every recorded call was replayed, none made twice
