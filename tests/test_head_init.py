@@ -61,10 +61,8 @@ def test_read_labels_refuses_missing_foreign_and_broken_files(tmp_path: Path) ->
     assert read_labels(tmp_path / "ok.json", ["a", "b"])["t/1"].tolist() == [0.5, 0.0]
 
 
-def test_evolve_starts_from_the_fitted_head_and_keeps_it_when_it_validates_best(tmp_path: Path) -> None:
-    """m0 solves the "Question" items, m1 the "Puzzle" items: a fixed member scores half, the
-    fitted start routes each item to its solver; it is validated before generation 0 and,
-    one noisy generation later, kept as the head (generation -1) unless the mean beats it."""
+def _split_pool(tmp_path: Path) -> tuple[Path, Path]:
+    """m0 solves the "Question" items, m1 the "Puzzle" items, and the sample matrix says so."""
     rules = {"m0": [{"match": "Question", "reply": "Answer: 42"}],
              "m1": [{"match": "Puzzle", "reply": "Answer: 42"}]}
     pool = write_pool(tmp_path, {"name": "duo", "max_resident": 1, "models": [
@@ -77,6 +75,15 @@ def test_evolve_starts_from_the_fitted_head_and_keeps_it_when_it_validates_best(
         f"file:{task_file}/q{i}": {"m0": [{"correct": bool(i % 2)}], "m1": [{"correct": not i % 2}]}
         for i in range(60)}}
     (tmp_path / "matrix.json").write_text(json.dumps(matrix))
+    return pool, task_file
+
+
+def test_evolve_starts_from_the_fitted_head_and_keeps_it_when_it_validates_best(tmp_path: Path) -> None:
+    """A fixed member scores half, the fitted start routes each item to its solver; it is
+    validated before generation 0 and, one noisy generation later, kept as the head
+    (generation -1) unless the mean beats it."""
+    pool, task_file = _split_pool(tmp_path)
+    matrix = json.loads((tmp_path / "matrix.json").read_text())
     from trinity_cli import tasks as tasks_mod
 
     train = tasks_mod.sample_items(tasks_mod.parse_mix(f"file:{task_file}:train"), seed=3)
@@ -98,3 +105,19 @@ def test_evolve_starts_from_the_fitted_head_and_keeps_it_when_it_validates_best(
     assert result.best_val >= start_val
     if head.manifest["training"]["best_generation"] == -1:
         assert result.best_val == start_val
+
+
+def test_budget_zero_writes_the_validated_start_as_the_head(tmp_path: Path) -> None:
+    """`--budget 0` with `--init-labels`: the start is fitted and validated, and it is the head
+    (no generation is played); without a start, budget 0 is refused."""
+    pool, task_file = _split_pool(tmp_path)
+    base = dict(pool=str(pool), tasks=f"file:{task_file}:train", val_tasks=f"file:{task_file}:val:12", budget=0,
+                minibatch=4, popsize=4, seed=3, max_turns=2, backbone="hash:16", out=str(tmp_path / "head"))
+    with pytest.raises(ConfigError, match="may be 0 with"):
+        evolve(EvolveOptions(**base))
+    events: list = []
+    result = evolve(EvolveOptions(**base, init_labels=str(tmp_path / "matrix.json")), progress=events.append)
+    assert result.spent == 0 and result.generations == 0 and not any(isinstance(e, GenerationFinished) for e in events)
+    start_val = next(e.val for e in events if isinstance(e, StartValidated))
+    head = Head.load(tmp_path / "head")
+    assert head.manifest["training"]["best_generation"] == -1 and result.best_val == start_val >= 0.75

@@ -26,7 +26,7 @@ from trinity_cli.runs.store import JOURNAL
 
 from . import test_bench, test_evolve
 from .test_parallel import npz_members
-from .conftest import run_main
+from .conftest import run_main, write_pool
 
 
 def _entry(i: int, text: str = "Answer: 42") -> Entry:
@@ -120,7 +120,7 @@ def test_a_bench_exported_and_imported_replays_with_no_model_call(tmp_path: Path
     pool, tasks = test_bench.setup_files(tmp_path)
     second = bench(test_bench.options(pool, tasks, systems=["single", "agree", "head"]))
     assert calls == []
-    assert second.data["results"] == first.data["results"]
+    assert _untimed(second.data["results"]) == _untimed(first.data["results"])
     stats = second.data["stats"]
     assert stats["backend_calls"] == 0 and stats["recorded"] == stats["pool_calls"] > 0
 
@@ -183,8 +183,6 @@ def test_an_evolve_run_killed_in_one_home_resumes_in_another_with_the_same_head(
     slow = [dict(m, delay_s=0.03) for m in [
         {"name": "m0", "kind": "scripted", "rules": test_evolve.RIGHT, "default": "Plan: think.\nNext: worker"},
         {"name": "m1", "kind": "scripted", "rules": test_evolve.WRONG, "default": "Plan: guess.\nNext: worker"}]]
-    from .conftest import write_pool
-
     pool = write_pool(tmp_path, {"name": "duo", "max_resident": 1, "models": slow}, name="slow.yaml")
     args = ["--pool", str(pool), "--tasks", f"file:{tasks}:train", "--val-tasks", f"file:{tasks}:val:6",
             "--budget", "48", "--minibatch", "4", "--popsize", "4", "--seed", "3", "--max-turns", "2",
@@ -232,3 +230,63 @@ def test_an_evolve_run_killed_in_one_home_resumes_in_another_with_the_same_head(
     assert resumed.run_id == run_dir.name
     assert npz_members(tmp_path / "a" / "weights.npz") == npz_members(tmp_path / "b" / "weights.npz")
     assert in_c + recorded == reference  # every recorded call was replayed, none made twice
+
+
+def test_a_bench_killed_in_one_home_finishes_in_another_calling_only_what_was_not_recorded(
+        tmp_path: Path, monkeypatch) -> None:
+    """A bench process killed with SIGKILL leaves its run directory and journal; exported,
+    imported into an empty home and run again there, it makes only the calls the recording
+    lacks, and reports what an uninterrupted bench reports."""
+    pool, tasks = test_bench.setup_files(tmp_path)
+    slow = write_pool(tmp_path, {"name": "trio", "models": [dict(m, delay_s=0.05) for m in test_bench.MODELS]},
+                      name="slow.yaml")
+    args = ["bench", "--pool", str(slow), "--tasks", f"file:{tasks}:test", "--systems", "single,agree",
+            "--max-turns", "5", "--seed", "0"]
+    home_b = tmp_path / "home-b"
+    test_evolve.scripted_default_pool(home_b)
+    env = {**os.environ, "TRINITY_HOME": str(home_b), "PYTHONUNBUFFERED": "1"}
+    with open(tmp_path / "killed.log", "wb") as err:
+        proc = subprocess.Popen([sys.executable, "-m", "trinity_cli", *args], env=env, stdout=subprocess.DEVNULL,
+                                stderr=err)
+    try:
+        deadline = time.monotonic() + 60
+        while sum(1 for _ in _journal_lines(home_b)) < 6:
+            assert proc.poll() is None, (tmp_path / "killed.log").read_text()
+            assert time.monotonic() < deadline, "the bench made no calls"
+            time.sleep(0.01)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    run_dir = next(home_b.glob("runs/run-*"))
+    carried = subprocess.run([sys.executable, "-m", "trinity_cli", "recordings", "export", run_dir.name, "--to",
+                              str(tmp_path / "carried")], env=env, capture_output=True, text=True)
+    assert carried.returncode == 0, carried.stderr
+    recorded = len(fileformat.read(tmp_path / "carried" / fileformat.CALLS_FILE)[0])
+
+    calls = _model_calls(monkeypatch)
+    _home(monkeypatch, tmp_path / "home-c")
+    test_evolve.scripted_default_pool(tmp_path / "home-c")
+    assert sum(transfer.import_recording(tmp_path / "carried").added.values()) == recorded
+    opts = test_bench.options(slow, tasks, systems=["single", "agree"])
+    finished = bench(opts)
+    in_c = len(calls)
+    _home(monkeypatch, tmp_path / "home-a")
+    test_evolve.scripted_default_pool(tmp_path / "home-a")
+    reference = bench(opts)
+    assert recorded > 0 and in_c + recorded == len(calls) - in_c
+    assert _untimed(finished.data["results"]) == _untimed(reference.data["results"])
+    assert finished.data["per_item"] == reference.data["per_item"]
+    assert finished.data["stats"]["recorded"] >= recorded  # a recorded reply may serve several episodes
+
+
+def _journal_lines(home: Path) -> list[str]:
+    from trinity_cli.keyed_cache import read_journal
+
+    return [k for log in home.glob(f"runs/run-*/{JOURNAL}") for k in read_journal(log)]
+
+
+def _untimed(data: object) -> object:
+    """`data` without its wall-clock fields (the only numbers a replay may change)."""
+    if isinstance(data, dict):
+        return {k: _untimed(v) for k, v in data.items() if "wall" not in k}
+    return data

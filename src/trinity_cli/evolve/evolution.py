@@ -211,7 +211,7 @@ class Evolution:
         # A budget below one generation would end before any generation and write an
         # untrained (all-zero) head marked as trained.
         o, per_gen = self.options, self.per_generation
-        if o.budget < per_gen:
+        if o.budget < per_gen and not (o.budget == 0 and o.init_labels):
             batch = min(o.minibatch, len(self.train_items))
             raise ConfigError(
                 f"{option('budget')} {o.budget} is smaller than one generation: population {self.popsize} x "

@@ -63,9 +63,12 @@ class EvolveOptions:
     out: str | None = None
 
     def validate(self) -> None:
-        if self.budget < 1 or self.minibatch < 1 or self.max_turns < 1 or self.val_every < 1:
+        # Budget 0 with a fitted start: the validated start itself is the head (no generation).
+        if (self.budget < (0 if self.init_labels else 1) or self.minibatch < 1 or self.max_turns < 1
+                or self.val_every < 1):
             raise ConfigError(f"{option('budget')}, {option('minibatch')}, {option('max_turns')} and "
-                              f"{option('val_every')} must be at least 1")
+                              f"{option('val_every')} must be at least 1 ({option('budget')} may be 0 with "
+                              f"{option('init_labels')}: the validated start is the head)")
         if self.cost_unit not in ("tokens", "usd"):
             raise ConfigError(f"unknown cost unit {self.cost_unit!r}", "use tokens or usd")
         if self.svf and self.backbone.startswith("hash:"):
