@@ -251,6 +251,10 @@ class Coordinator:
         episodes each use a `view`)."""
         self.head = head
 
+    def _cache_key(self, text: str) -> str:
+        """The hidden-state cache key of `text` (see module docstring)."""
+        return content_key(HIDDEN_TAG, self._cache_request(text))
+
     def _cache_request(self, text: str) -> dict[str, Any]:
         """The payload the hidden-state cache key of `text` hashes (see module docstring)."""
         backbone = self.backbone
