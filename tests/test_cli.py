@@ -304,10 +304,18 @@ def test_ask_library_reads_the_question_and_closes_what_it_built(tmp_path, monke
 
     monkeypatch.setattr(ask_mod, "build", build)
     monkeypatch.setattr(sys, "stdin", io.StringIO("What is 12*7?"))
-    started = []
+    from trinity_cli.events import AskStarted, DecisionMade, RunAllocated, TurnPlayed
+
+    events: list = []
     options = ask_mod.AskOptions(pool=str(scripted_pool(tmp_path)))
-    result = ask_mod.ask(None, options, on_start=lambda p, c, o: started.append(o is options))
-    assert result.transcript.answer and started == [True] and sorted(closed) == ["coordinator", "pool"]
+    result = ask_mod.ask(None, options, events.append)
+    assert result.transcript.answer and sorted(closed) == ["coordinator", "pool"]
+    # Typed progress: who answers, the run, then each decision before its turn.
+    assert isinstance(events[0], AskStarted) and events[0].pool == "scripted"
+    assert events[1] == RunAllocated(result.run_id)
+    kinds = [type(e) for e in events[2:]]
+    assert kinds == [DecisionMade, TurnPlayed] * len(result.transcript.turns)
+    assert [e.turn for e in events if isinstance(e, TurnPlayed)] == result.transcript.turns
     monkeypatch.setattr(ask_mod, "run_episode", broken_episode)
     with pytest.raises(RuntimeError):
         ask_mod.ask("Q", options)

@@ -16,7 +16,7 @@ import pytest
 
 from trinity_cli.backends.scripted import ScriptedBackend
 from trinity_cli.bench.runner import bench
-from trinity_cli.errors import NotRecorded, RecordingError
+from trinity_cli.errors import RecordingError
 from trinity_cli.evolve.evolution import evolve
 from trinity_cli.evolve.options import EvolveOptions
 from trinity_cli.keyed_cache import content_key
@@ -25,8 +25,8 @@ from trinity_cli.recordings.fileformat import Entry
 from trinity_cli.runs.store import JOURNAL
 
 from . import test_bench, test_evolve
-from .test_parallel import npz_members
 from .conftest import run_main, write_pool
+from .test_parallel import npz_members
 
 
 def _entry(i: int, text: str = "Answer: 42") -> Entry:

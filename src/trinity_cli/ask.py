@@ -31,19 +31,20 @@ import hashlib
 import json
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from trinity_cli.conductor.run import DEFAULT_DEPTH, ConductorSpec, run_conductor
 from trinity_cli.coordinator.head import default_greedy, turn_budget
 from trinity_cli.coordinator.policy import Coordinator, resolve_head
-from trinity_cli.episode.loop import DecisionCallback, TurnCallback, run_episode
+from trinity_cli.episode.loop import run_episode
 from trinity_cli.errors import ConfigError, option
+from trinity_cli.events import AskStarted, ProgressFn, RunAllocated, quiet
+from trinity_cli.keyed_cache import journal_to
 from trinity_cli.messages import ChatMessage, Transcript
 from trinity_cli.pool.pool import Pool, open_pool
 from trinity_cli.pool_config import load_pool
-from trinity_cli.keyed_cache import journal_to
 from trinity_cli.runs.store import JOURNAL, RunStore
 from trinity_cli.tasks.answers import guess_kind
 from trinity_cli.tasks.doctests import examples_in_text
@@ -150,20 +151,28 @@ def build(options: AskOptions) -> tuple[Pool, Coordinator | None]:
     return pool, Coordinator(head, backbone_ref=options.backbone, device=options.device)
 
 
-StartCallback = Callable[[Pool, Coordinator | None, AskOptions], None]
+def _started(pool: Pool, coordinator: Coordinator | None, options: AskOptions) -> AskStarted:
+    """Who answers: the pool and head, or in conductor mode the conductor."""
+    if coordinator is None:
+        return AskStarted(pool=pool.config.name, models=tuple(pool.names), head=None, trained=False,
+                          excluded=tuple(options.exclude),
+                          conductor=options.conductor or pool.config.conductor_name,
+                          conductor_depth=options.conductor_depth)
+    head = coordinator.head
+    return AskStarted(pool=pool.config.name, models=tuple(pool.names), head=str(head.manifest.get("name")),
+                      trained=head.trained, excluded=tuple(options.exclude))
 
 
 def _answer(
     question: str, pool: Pool, coordinator: Coordinator | None, options: AskOptions, context: Sequence[ChatMessage],
-    kind: str | None, examples: Examples | None, episode_seed: int, on_decision: DecisionCallback | None,
-    on_turn: TurnCallback | None,
+    kind: str | None, examples: Examples | None, episode_seed: int, progress: ProgressFn,
 ) -> tuple[Transcript, dict[str, Any]]:
     """Play the question: a conductor run without a coordinator, else an episode. Returns the
     transcript and the run record's fields that say how (module docstring)."""
     if coordinator is None:
         spec = options.conductor_spec()
         transcript = run_conductor(question, pool, spec, exclude=options.exclude, context=context, kind=kind,
-                                   examples=examples, on_turn=on_turn)
+                                   examples=examples, progress=progress)
         assert transcript.workflow is not None
         return transcript, {"mode": "conductor", "conductor": transcript.workflow["conductor"],
                             "conductor_depth": spec.depth,
@@ -172,8 +181,8 @@ def _answer(
     max_turns = turn_budget(options.max_turns, head)
     greedy = options.greedy if options.greedy is not None else default_greedy(head)
     transcript = run_episode(question, pool, coordinator, max_turns=max_turns, seed=episode_seed, kind=kind,
-                             exclude=options.exclude, context=context, greedy=greedy, on_decision=on_decision,
-                             on_turn=on_turn, token_budget=options.token_budget, cost_budget=options.cost_budget,
+                             exclude=options.exclude, context=context, greedy=greedy, progress=progress,
+                             token_budget=options.token_budget, cost_budget=options.cost_budget,
                              examples=examples)
     return transcript, {"mode": "coordinator", "head": {"name": head.manifest.get("name"), "trained": head.trained},
                         "backbone": coordinator.backbone_ref, "greedy": greedy, "max_turns": max_turns}
@@ -206,35 +215,34 @@ def _record(question: str, pool: Pool, how: dict[str, Any], options: AskOptions,
 def ask(
     question: str | None,
     options: AskOptions,
-    on_decision: DecisionCallback | None = None,
-    on_turn: TurnCallback | None = None,
+    progress: ProgressFn | None = None,
     context: Sequence[ChatMessage] = (),
     store: RunStore | None = None,
     built: tuple[Pool, Coordinator | None] | None = None,
     extra: dict[str, Any] | None = None,
-    on_start: StartCallback | None = None,
 ) -> AskResult:
     """Answer `question` (None or "-": read it from stdin, see `read_question`) with the
     coordinated pool and save the run.
 
     `built` reuses an already built (pool, coordinator) and leaves it open; otherwise both
-    are built here and closed before returning, whatever happens. `on_start(pool,
-    coordinator, options)` is called once they are ready, before the first turn. `extra` adds
-    fields to the run record (e.g. {"via": "serve"}). Nothing is saved if the episode
-    fails or is interrupted."""
+    are built here and closed before returning, whatever happens. `progress` receives
+    AskStarted once they are ready, RunAllocated when the run directory exists, then the
+    episode's DecisionMade and TurnPlayed (events.py). `extra` adds fields to the run record
+    (e.g. {"via": "serve"}). Nothing is saved if the episode fails or is interrupted."""
     question = read_question(question)
     pool, coordinator = built or build(options)
     store = store or RunStore()
+    emit = progress or quiet
     try:
-        if on_start is not None:
-            on_start(pool, coordinator, options)
+        emit(_started(pool, coordinator, options))
         start = time.perf_counter()
         kind = guess_kind(question)
         episode_seed = question_seed(options.seed, question, context)
         examples = question_examples(question, kind)
         with store.new_run() as run_dir, journal_to(run_dir / JOURNAL):
+            emit(RunAllocated(run_dir.name))
             transcript, how = _answer(question, pool, coordinator, options, context, kind, examples, episode_seed,
-                                      on_decision, on_turn)
+                                      emit)
             wall = time.perf_counter() - start
             answer = answer_text(transcript.answer, kind)
             record = {**_record(question, pool, how, options, episode_seed, kind, examples, transcript, answer,

@@ -89,9 +89,8 @@ def ask(
     options = AskOptions(pool=pool, head=head, backbone=backbone, device=device, max_turns=max_turns,
                          seed=seed, exclude=exclude or [], greedy=greedy, use_cache=not no_cache, mode=mode,
                          conductor=conductor, conductor_depth=conductor_depth)
-    with terminal.LiveTurns([], quiet=quiet) as live:
-        result = run_ask(question, options, live.on_decision, live.on_turn,
-                         on_start=None if quiet else terminal.ask_started)
+    with terminal.LiveTurns(quiet=quiet) as live:
+        result = run_ask(question, options, live)
     terminal.ask_done(result, as_json=as_json, quiet=quiet, show_work=show_work)
 
 
@@ -303,8 +302,7 @@ def serve(
     run_server(ServeOptions(pool=pool, head=head, host=host, port=port, api_key_env=api_key_env,
                             max_turns=max_turns, backbone=backbone, device=device, use_cache=not no_cache,
                             conductor=conductor, conductor_depth=conductor_depth),
-               on_start=terminal.serve_started, on_run=terminal.serve_run, on_failure=terminal.serve_failure,
-               on_loading=terminal.serve_loading)
+               terminal.serve_progress)
 
 
 @app.callback()

@@ -4,6 +4,12 @@ drops them all. Events are plain data: an emitter never waits on what a callback
 them, but a callback that raises stops the work (that is how a test stops a run).
 
 Who emits what:
+    episode/loop.py                       DecisionMade, TurnPlayed           (one episode)
+    conductor/run.py                      TurnPlayed                         (one workflow)
+    ask.py                                AskStarted, RunAllocated, then the episode's
+    serve/service.py                      ServeLoading, RequestAnswered, RequestFailed; per
+                                          request RunAllocated, DecisionMade, TurnPlayed
+    serve/run.py                          ServeStarted
     evaluators (local.py, ray_actors.py)  EpisodeStarted, EpisodeFinished   (index: the spec's)
     evolve/evolution.py                   RunResumed, CentreFitting, StartFitted, EvolveStarted,
                                           StartValidated, EvolveEpisodeStarted,
@@ -18,6 +24,76 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from trinity_cli.messages import Decision, Turn
+
+
+# -- one episode: ask, serve's requests, anything that plays run_episode or run_conductor ----
+@dataclass(frozen=True)
+class DecisionMade:
+    """The coordinator picked turn `index`'s member and role (before the call is made)."""
+
+    index: int
+    decision: Decision
+
+
+@dataclass(frozen=True)
+class TurnPlayed:
+    """A turn is recorded, numbered and settled (a conductor's turns once their level is done)."""
+
+    turn: Turn
+
+
+@dataclass(frozen=True)
+class RunAllocated:
+    """A run directory exists for the question now (serve answers with its id at once)."""
+
+    run: str
+
+
+# -- trinity ask ------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class AskStarted:
+    """The pool and the head (or, in conductor mode, the conductor) are loaded and checked."""
+
+    pool: str
+    models: tuple[str, ...]
+    head: str | None  # None in conductor mode
+    trained: bool
+    excluded: tuple[str, ...]
+    conductor: str | None = None  # conductor mode: who writes the workflow
+    conductor_depth: int = 0
+
+
+# -- trinity serve ----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ServeLoading:
+    """A step of start-up: "pool" (its files checked) or "backbone" (the default head's)."""
+
+    step: str
+    what: str
+
+
+@dataclass(frozen=True)
+class ServeStarted:
+    url: str
+    exposed: bool  # listening beyond loopback without a token
+    models: tuple[str, ...]  # the model ids clients may ask for
+    pool: str
+    members: tuple[str, ...]
+    head: str
+    auth: bool
+    host: str
+
+
+@dataclass(frozen=True)
+class RequestAnswered:
+    result: Any  # ask.AskResult
+
+
+@dataclass(frozen=True)
+class RequestFailed:
+    error: Any  # errors.TrinityError
 
 
 # -- any batch of episodes ------------------------------------------------------------------
@@ -140,7 +216,8 @@ class BenchEpisodeFinished:
     recorded: int = 0  # of the cache hits, calls imported from a recording
 
 
-Event = (EpisodeStarted | EpisodeFinished | RunResumed | CentreFitting | StartFitted | EvolveStarted
+Event = (DecisionMade | TurnPlayed | RunAllocated | AskStarted | ServeLoading | ServeStarted | RequestAnswered
+         | RequestFailed | EpisodeStarted | EpisodeFinished | RunResumed | CentreFitting | StartFitted | EvolveStarted
          | StartValidated | EvolveEpisodeStarted | EvolveEpisodeFinished | GenerationFinished | BenchStarted
          | SystemStarted | BenchEpisodeFinished)
 ProgressFn = Callable[[Event], None]

@@ -114,7 +114,7 @@ class Journal:
         self.path = path
         self._seen = set(read_journal(path))
         self._lock = threading.Lock()
-        self._fh = open(path, "a", encoding="utf-8")  # noqa: SIM115: closed by close()
+        self._fh = open(path, "a", encoding="utf-8")  # noqa: SIM115 (closed by close())
 
     def add(self, key: str) -> None:
         with self._lock:

@@ -32,13 +32,13 @@ from trinity_cli.events import (
     SystemStarted,
     quiet,
 )
+from trinity_cli.keyed_cache import journal_to
 from trinity_cli.messages import Role, Transcript
 from trinity_cli.pool.pool import Pool, PoolStats, open_pool
 from trinity_cli.pool_config import PoolConfig, load_pool
 from trinity_cli.runs.charts import plot_accuracy, plot_selection
 from trinity_cli.runs.reports import bench_document, report_markdown, selection_heads
 from trinity_cli.runs.run_files import BenchRun
-from trinity_cli.keyed_cache import journal_to
 from trinity_cli.runs.store import JOURNAL, RunStore
 from trinity_cli.turns import prompts
 

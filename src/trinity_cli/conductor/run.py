@@ -48,6 +48,7 @@ from typing import Any
 from trinity_cli.conductor.workflow import MAX_STEPS, SELF, Reading, Workflow, levels, read_workflow, topology
 from trinity_cli.episode.loop import attempt_salt, reply_room, usable_models
 from trinity_cli.errors import ConfigError, ContextOverflow, did_you_mean, option
+from trinity_cli.events import ProgressFn, TurnPlayed, quiet
 from trinity_cli.messages import ROLES, ChatMessage, Completion, GenParams, Role, Transcript, Turn
 from trinity_cli.pool.pool import Pool
 from trinity_cli.turns import program, prompts, settle
@@ -321,10 +322,11 @@ def run_conductor(
     context: Sequence[ChatMessage] = (),
     kind: str | None = None,
     examples: Examples | None = None,
-    on_turn: Callable[[Turn], None] | None = None,
+    progress: ProgressFn | None = None,
 ) -> Transcript:
-    """Answer `task` in conductor mode (module docstring); `on_turn` sees each turn once
-    numbered: the conductor's as soon as it is read, a level's steps when the level is done.
+    """Answer `task` in conductor mode (module docstring); `progress` receives TurnPlayed for
+    each turn once numbered: the conductor's as soon as it is read, a level's steps when the
+    level is done.
     `exclude`d members are not offered to the conductor, nor run (the conductor itself may
     still conduct). Raises ContextOverflow when no member, or the conductor, can hold the task."""
     spec = spec or ConductorSpec()
@@ -339,8 +341,7 @@ def run_conductor(
         for turn in batch:
             turn.index = len(numbered)
             numbered.append(turn)
-            if on_turn is not None:
-                on_turn(turn)
+            (progress or quiet)(TurnPlayed(turn))
 
     done = play.workflow(task, 0, emit)
     transcript = Transcript(task=task, context=list(context), turns=numbered, answer=done.answer,

@@ -39,13 +39,14 @@ model's prompt (`Turn.truncated_turns` records how many).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
 
 import numpy as np
 
 from trinity_cli.errors import ConfigError, ContextOverflow
+from trinity_cli.events import DecisionMade, ProgressFn, TurnPlayed, quiet
 from trinity_cli.messages import ChatMessage, Decision, GenParams, Role, Transcript, Turn
 from trinity_cli.pool.pool import Pool
 from trinity_cli.tasks.answers import guess_kind
@@ -71,10 +72,6 @@ class DecisionSource(Protocol):
         context: Sequence[ChatMessage] = (),
         greedy: bool = False,
     ) -> Decision: ...
-
-
-TurnCallback = Callable[[Turn], None]
-DecisionCallback = Callable[[int, Decision], None]
 
 
 def reply_room(pool: Pool, model: str, role: Role) -> int:
@@ -128,15 +125,15 @@ def run_episode(
     exclude: Collection[str] = (),
     context: Sequence[ChatMessage] = (),
     greedy: bool = False,
-    on_decision: DecisionCallback | None = None,
-    on_turn: TurnCallback | None = None,
+    progress: ProgressFn | None = None,
     token_budget: int | None = None,
     cost_budget: float | None = None,
     kind: str | None = None,
     examples: Examples | None = None,
 ) -> Transcript:
     """Run one episode (`kind`: the task's scorer kind, None to guess it from the task;
-    `examples`: a code task's shown tests, run on every code answer: turns/settle.py).
+    `examples`: a code task's shown tests, run on every code answer: turns/settle.py;
+    `progress` receives DecisionMade before each call and TurnPlayed after each turn).
     Decisions are sampled from `np.random.default_rng(seed)`, so the
     same seed, pool replies and head give the same transcript.
 
@@ -157,10 +154,10 @@ def run_episode(
     transcript = Transcript(task=task, context=list(context))
     spent: str | None = None  # which budget was reached: "token_budget" or "cost_budget"
     settled: str | None = None  # the answer agreed on, once there is one
+    emit = progress or quiet
     for index in range(max_turns):
         decision = coordinator.decide(task, transcript.turns, rng, masked, context, greedy)
-        if on_decision:
-            on_decision(index, decision)
+        emit(DecisionMade(index, decision))
         turns = transcript.turns
         proposed = prompts.latest_answering(turns)
         last = index == max_turns - 1 or spent is not None
@@ -168,8 +165,7 @@ def run_episode(
         turn = play.turn(turns, index, decision, role, override, proposed)
         _judge(turn, turns, proposed, kind)
         turns.append(turn)
-        if on_turn:
-            on_turn(turn)
+        emit(TurnPlayed(turn))
         if turn.verdict == "ACCEPT":
             transcript.accepted, transcript.stop_reason = True, "accepted"
             # The answer agreed with (asked alone), or the code the Verifier accepted.

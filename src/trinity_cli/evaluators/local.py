@@ -56,8 +56,8 @@ from trinity_cli.coordinator.head import Head
 from trinity_cli.coordinator.policy import Coordinator
 from trinity_cli.episode.loop import DecisionSource, run_episode, turn_params
 from trinity_cli.errors import ContextOverflow
-from trinity_cli.events import EpisodeFinished, EpisodeProgressFn, EpisodeStarted, quiet
-from trinity_cli.messages import Decision, Transcript
+from trinity_cli.events import EpisodeFinished, EpisodeProgressFn, EpisodeStarted, Event, quiet
+from trinity_cli.messages import Transcript
 from trinity_cli.pool.pool import Pool, open_pool
 from trinity_cli.pool_config import PoolConfig
 from trinity_cli.turns.settle import Examples
@@ -159,20 +159,20 @@ class Runtime:
     def play(self, spec: EpisodeSpec, stop: threading.Event | None = None) -> EpisodeOutcome:
         """Play one episode; `stop`, once set, ends it before its next turn (`_Cancelled`)."""
 
-        def check(index: int, decision: Decision | None) -> None:
+        def check(event: Event | None) -> None:
             if stop is not None and stop.is_set():
                 raise _Cancelled()
 
         examples = Examples.from_reference(spec.item.reference)
         try:
             if isinstance(spec.router, ConductorSpec):
-                check(0, None)
+                check(None)
                 transcript = run_conductor(spec.item.prompt, self.pool, spec.router, kind=spec.item.scorer,
                                            examples=examples)
             else:
                 transcript = run_episode(spec.item.prompt, self.pool, self.router(spec), max_turns=spec.max_turns,
                                          seed=spec.seed, greedy=spec.greedy, kind=spec.item.scorer,
-                                         on_decision=check, examples=examples)
+                                         progress=check, examples=examples)
         except ContextOverflow as exc:
             if not spec.overflow_scores_zero:
                 raise

@@ -74,11 +74,11 @@ from trinity_cli.evolve.options import (
     refuse_mismatch,
     resume_options,
 )
+from trinity_cli.keyed_cache import journal_to
 from trinity_cli.pool.pool import open_pool
 from trinity_cli.pool_config import load_pool
 from trinity_cli.runs import charts
 from trinity_cli.runs.run_files import EvolveRun
-from trinity_cli.keyed_cache import journal_to
 from trinity_cli.runs.store import JOURNAL, RunStore
 from trinity_cli.turns import prompts
 

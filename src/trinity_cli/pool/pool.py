@@ -33,11 +33,11 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from trinity_cli import paths
 from trinity_cli.backends import registry
 from trinity_cli.backends.base import Backend
-from trinity_cli.keyed_cache import content_key
-from trinity_cli import paths
 from trinity_cli.errors import ConfigError, NotRecorded, did_you_mean, option
+from trinity_cli.keyed_cache import content_key
 from trinity_cli.messages import ChatMessage, Completion, GenParams
 from trinity_cli.pool.rollout_cache import KEY_TAG, RolloutCache, rollout_request
 from trinity_cli.pool_config import ModelConfig, PoolConfig

@@ -137,8 +137,7 @@ def read(path: Path) -> tuple[list[Entry], list[Refused]]:
 def _lines(path: Path) -> Iterator[tuple[int, str]]:
     try:
         with gzip.open(path, "rt", encoding="utf-8") as fh:
-            number = 0
-            for number, raw in enumerate(fh, 1):  # noqa: B007: the count is reported if a member breaks
+            for number, raw in enumerate(fh, 1):
                 if raw.strip():
                     yield number, raw
     except FileNotFoundError:

@@ -152,7 +152,7 @@ class ImportResult:
     members: dict[str, list[str]] = field(default_factory=dict)  # pool -> its members those calls belong to
     other: Counter[str] = field(default_factory=Counter)  # why calls match no installed member -> count
     backbones: Counter[str] = field(default_factory=Counter)  # backbone (or why none) -> hidden states
-    runs: list[str] = field(default_factory=list)  # run directories brought (carry.py)
+    runs: list[carry.Carried] = field(default_factory=list)  # run directories brought (carry.py)
 
 
 def _same(cache_name: str, held: Any, entry: Entry) -> bool:

@@ -14,7 +14,17 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from trinity_cli.messages import ROLES, Decision, Turn
+from trinity_cli.events import (
+    AskStarted,
+    DecisionMade,
+    Event,
+    RequestAnswered,
+    RequestFailed,
+    ServeLoading,
+    ServeStarted,
+    TurnPlayed,
+)
+from trinity_cli.messages import ROLES, Turn
 from trinity_cli.render import console
 from trinity_cli.render.workflow import workflow_tree
 from trinity_cli.turns.prompts import examples_note
@@ -52,10 +62,10 @@ def turn_line(turn: Turn) -> Text:
 
 
 class LiveTurns:
-    """Callbacks for `run_episode` that show each turn as it happens, on stderr."""
+    """`trinity ask`'s progress (events.py): the header once the pool is ready, a spinner
+    while a turn runs, each turn as it is recorded; on stderr."""
 
-    def __init__(self, models: Sequence[str], quiet: bool = False, show_replies: bool = True) -> None:
-        self.models = list(models)
+    def __init__(self, quiet: bool = False, show_replies: bool = True) -> None:
         self.quiet = quiet
         self.show_replies = show_replies
         self._status: Any = None
@@ -71,36 +81,35 @@ class LiveTurns:
             self._status.stop()
             self._status = None
 
-    def on_decision(self, index: int, decision: Decision) -> None:
+    def __call__(self, event: Event) -> None:
         if self.quiet:
             return
-        self._stop()
-        label = f"turn {index + 1}: {decision.model} as {decision.role.value}…"
-        self._status = console.err.status(Text(label, style="dim"))
-        self._status.start()
+        match event:
+            case AskStarted():
+                ask_started(event)
+            case DecisionMade(index=index, decision=decision):
+                self._stop()
+                label = f"turn {index + 1}: {decision.model} as {decision.role.value}…"
+                self._status = console.err.status(Text(label, style="dim"))
+                self._status.start()
+            case TurnPlayed(turn=turn):
+                self._stop()
+                console.err.print(turn_line(turn))
+                if self.show_replies:
+                    reply = turn.reply if len(turn.reply) < 600 else turn.reply[:600] + " …"
+                    console.err.print(Text("    " + reply.replace("\n", "\n    "), style="dim"), soft_wrap=True)
 
-    def on_turn(self, turn: Turn) -> None:
-        self._stop()
-        if self.quiet:
-            return
-        console.err.print(turn_line(turn))
-        if self.show_replies:
-            reply = turn.reply if len(turn.reply) < 600 else turn.reply[:600] + " …"
-            console.err.print(Text("    " + reply.replace("\n", "\n    "), style="dim"), soft_wrap=True)
 
-
-def ask_started(pool: Any, coordinator: Any, options: Any) -> None:
-    """`trinity ask` has its pool and coordinator (None in conductor mode): the header line
-    and head (or conductor) notes."""
-    if coordinator is None:
-        console.err.print(Text(f"pool {pool.config.name}: {', '.join(pool.names)}", style="bold"))
-        who = options.conductor or pool.config.conductor_name
-        console.note(f"conductor mode: {who} writes the workflow (recursion depth {options.conductor_depth})")
-        if options.exclude:
-            console.note(f"excluded: {', '.join(options.exclude)}")
+def ask_started(event: AskStarted) -> None:
+    """The header line and head (or conductor) notes of `trinity ask`."""
+    if event.head is None:
+        console.err.print(Text(f"pool {event.pool}: {', '.join(event.models)}", style="bold"))
+        console.note(f"conductor mode: {event.conductor} writes the workflow (recursion depth "
+                     f"{event.conductor_depth})")
+        if event.excluded:
+            console.note(f"excluded: {', '.join(event.excluded)}")
         return
-    head = coordinator.head
-    ask_header(pool.config.name, pool.names, str(head.manifest.get("name")), head.trained, options.exclude)
+    ask_header(event.pool, event.models, event.head, event.trained, event.excluded)
 
 
 def ask_header(pool: str, models: Sequence[str], head: str, trained: bool, excluded: Sequence[str]) -> None:
@@ -241,23 +250,31 @@ SERVE_LOADING = {
 }
 
 
-def serve_loading(step: str, what: str) -> None:
-    """A step of `trinity serve`'s start-up, one plain line each (a log shows them too)."""
-    console.note("trinity serve: " + SERVE_LOADING.get(step, step + " {what}…").format(what=what))
+def serve_progress(event: Event) -> None:
+    """`trinity serve`'s console log (events.py): start-up steps, the listening line, one line
+    per request."""
+    match event:
+        case ServeLoading(step=step, what=what):
+            console.note("trinity serve: " + SERVE_LOADING.get(step, step + " {what}…").format(what=what))
+        case ServeStarted():
+            serve_started(event)
+        case RequestAnswered(result=result):
+            serve_run(result)
+        case RequestFailed(error=error):
+            console.error(f"request failed: {error.message}", error.hint)
 
 
-def serve_started(served: Any, url: str, exposed: bool) -> None:
+def serve_started(event: ServeStarted) -> None:
     """`trinity serve` is listening: one line with its URL, model ids, pool and auth;
     a warning when it is `exposed` (beyond loopback without a token)."""
     line = Text("trinity serve ", style="bold")
-    line.append(url, style="bold cyan")
-    line.append(f"  models: {', '.join(served.served_models())}")
-    line.append(f"  pool {served.config.name} ({', '.join(served.config.names)}), head {served.default_head}",
-                style="dim")
-    line.append("  bearer auth" if served.token else "  no auth", style="dim")
+    line.append(event.url, style="bold cyan")
+    line.append(f"  models: {', '.join(event.models)}")
+    line.append(f"  pool {event.pool} ({', '.join(event.members)}), head {event.head}", style="dim")
+    line.append("  bearer auth" if event.auth else "  no auth", style="dim")
     console.err.print(line, soft_wrap=True)
-    if exposed:
-        console.note(f"warning: listening on {served.options.host} without --api-key-env: "
+    if event.exposed:
+        console.note(f"warning: listening on {event.host} without --api-key-env: "
                      "anyone who can reach it can use it")
 
 
@@ -267,8 +284,3 @@ def serve_run(result: Any) -> None:
     route = " ".join(f"{t.model}:{t.role.value}" for t in transcript.turns)
     console.note(f"{result.run_id}: {len(transcript.turns)} turns ({route}), {transcript.stop_reason}, "
          f"{transcript.prompt_tokens + transcript.completion_tokens} tokens, {result.wall_s:.1f}s")
-
-
-def serve_failure(exc: Any) -> None:
-    """A served request that failed with a TrinityError."""
-    console.error(f"request failed: {exc.message}", exc.hint)

@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import hmac
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio.to_thread
@@ -16,7 +16,15 @@ from starlette.exceptions import HTTPException
 from starlette.responses import Response, StreamingResponse
 
 from trinity_cli.ask import AskResult
-from trinity_cli.errors import TrinityError
+from trinity_cli.events import (
+    DecisionMade,
+    Event,
+    ProgressFn,
+    RequestAnswered,
+    RequestFailed,
+    RunAllocated,
+    TurnPlayed,
+)
 from trinity_cli.serve.protocol import (
     ApiError,
     ChatRequest,
@@ -32,8 +40,6 @@ from trinity_cli.serve.protocol import (
 )
 from trinity_cli.serve.service import ServedPool, ServeOptions
 
-Event = tuple[str, Any]
-
 
 async def stream_episode(served: ServedPool, request: ChatRequest) -> Response:
     """The answer to a `stream: true` request (format: serve/__init__.py).
@@ -48,56 +54,54 @@ async def stream_episode(served: ServedPool, request: ChatRequest) -> Response:
     loop = asyncio.get_running_loop()
     events: asyncio.Queue[Event] = asyncio.Queue()
 
-    def emit(kind: str, payload: Any) -> None:  # called from the worker thread
-        loop.call_soon_threadsafe(events.put_nowait, (kind, payload))
+    def emit(event: Event) -> None:  # called from the worker thread
+        if isinstance(event, RunAllocated | DecisionMade | TurnPlayed):
+            loop.call_soon_threadsafe(events.put_nowait, event)
 
     def finished(future: asyncio.Future[AskResult]) -> None:  # on the event loop
-        served.pending -= 1
+        served.finish()
         exc = None if future.cancelled() else future.exception()
-        events.put_nowait(("error", exc) if exc is not None else ("done", future.result()))
+        events.put_nowait(RequestFailed(exc) if exc is not None else RequestAnswered(future.result()))
 
     # Not awaited, and so not cancelled with the response: the episode always runs to its end.
     loop.run_in_executor(None, served.answer, request, emit).add_done_callback(finished)
-    kind, payload = await events.get()
-    if kind == "error":
-        error = api_error(payload)
+    first = await events.get()
+    if isinstance(first, RequestFailed):
+        error = api_error(first.error)
         return JSONResponse(error.body(), error.status, error.headers)
-    run_id = payload if kind == "started" else payload.run_id
+    run_id = first.run if isinstance(first, RunAllocated) else first.result.run_id  # type: ignore[union-attr]
     chunk_id, created = f"chatcmpl-{run_id}", int(time.time())
 
-    async def chunks(first: Event) -> AsyncIterator[bytes]:
+    async def chunks(event: Event) -> AsyncIterator[bytes]:
         yield first_chunk(chunk_id, created, request.model)
-        kind, payload = first
         while True:
-            if kind == "decision":
-                index, decision = payload
-                text = decision_reasoning(index, decision.model, decision.role.value)
-                yield reasoning_chunk(chunk_id, created, request.model, text)
-            elif kind == "turn":
-                yield reasoning_chunk(chunk_id, created, request.model, turn_reasoning(payload))
-            elif kind == "error":
-                yield sse(api_error(payload).body())  # and no [DONE]
-                return
-            elif kind == "done":
-                yield b"".join(final_chunks(payload, chunk_id, created, request))
-                return
-            kind, payload = await events.get()
+            match event:
+                case DecisionMade(index=index, decision=decision):
+                    text = decision_reasoning(index, decision.model, decision.role.value)
+                    yield reasoning_chunk(chunk_id, created, request.model, text)
+                case TurnPlayed(turn=turn):
+                    yield reasoning_chunk(chunk_id, created, request.model, turn_reasoning(turn))
+                case RequestFailed(error=error):
+                    yield sse(api_error(error).body())  # and no [DONE]
+                    return
+                case RequestAnswered(result=result):
+                    yield b"".join(final_chunks(result, chunk_id, created, request))
+                    return
+            event = await events.get()
 
     headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no", "X-Trinity-Run": run_id}
-    return StreamingResponse(chunks((kind, payload)), media_type="text/event-stream", headers=headers)
+    return StreamingResponse(chunks(first), media_type="text/event-stream", headers=headers)
 
 
 # Long on purpose: the routes are closures over the served pool and its lock; each route is a
 # few lines and splitting them out would pass that state around instead.
-def create_app(options: ServeOptions, on_run: Callable[[AskResult], None] | None = None,
-               on_failure: Callable[[TrinityError], None] | None = None,
-               on_loading: Callable[[str, str], None] | None = None) -> FastAPI:
+def create_app(options: ServeOptions, progress: ProgressFn | None = None) -> FastAPI:
     """The FastAPI app serving `options.pool` (see serve/__init__.py for the contract);
-    `on_run`, `on_failure` and `on_loading` are ServedPool's console callbacks.
+    `progress` is ServedPool's console log (events.py).
 
     The pool and the default head are loaded here, so configuration errors raise
     `TrinityError` now; the pool is closed when the app shuts down (its lifespan)."""
-    served = ServedPool(options, on_run=on_run, on_failure=on_failure, on_loading=on_loading)
+    served = ServedPool(options, progress)
     expected = served.token.encode() if served.token else None
 
     @contextlib.asynccontextmanager
@@ -169,7 +173,7 @@ def create_app(options: ServeOptions, on_run: Callable[[AskResult], None] | None
         except Exception as exc:  # every failure becomes an OpenAI-style error
             raise api_error(exc) from None
         finally:
-            served.pending -= 1
+            served.finish()
         return JSONResponse(completion_body(result, chat.model, chat.show_work),
                             headers={"X-Trinity-Run": result.run_id})
 

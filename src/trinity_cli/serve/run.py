@@ -6,10 +6,9 @@ import errno
 import ipaddress
 import re
 import socket
-from collections.abc import Callable
 
-from trinity_cli.ask import AskResult
-from trinity_cli.errors import ConfigError, TrinityError, option
+from trinity_cli.errors import ConfigError, option
+from trinity_cli.events import ProgressFn, ServeStarted, quiet
 from trinity_cli.serve.app import create_app
 from trinity_cli.serve.protocol import MAX_TURNS_LIMIT
 from trinity_cli.serve.service import ServedPool, ServeOptions
@@ -49,14 +48,11 @@ def _url(host: str, port: int) -> str:
     return f"http://{shown}:{port}/v1"
 
 
-def run(options: ServeOptions, on_start: Callable[[ServedPool, str, bool], None] | None = None,
-        on_run: Callable[[AskResult], None] | None = None,
-        on_failure: Callable[[TrinityError], None] | None = None,
-        on_loading: Callable[[str, str], None] | None = None) -> None:
-    """Serve until Ctrl-C: load the pool, bind, report `on_start(served, url, exposed)`
-    (`exposed`: listening beyond loopback without a token), run uvicorn; `on_run` and
-    `on_failure` report each request, `on_loading` start-up's steps (ServedPool).
-    Configuration and bind errors raise `ConfigError` before it starts."""
+def run(options: ServeOptions, progress: ProgressFn | None = None) -> None:
+    """Serve until Ctrl-C: load the pool, bind, report ServeStarted, run uvicorn; `progress`
+    also receives start-up's ServeLoading steps and each request's RequestAnswered or
+    RequestFailed (ServedPool). Configuration and bind errors raise `ConfigError` before it
+    starts."""
     import uvicorn
 
     if options.max_turns is not None and not 1 <= options.max_turns <= MAX_TURNS_LIMIT:
@@ -65,11 +61,13 @@ def run(options: ServeOptions, on_start: Callable[[ServedPool, str, bool], None]
         raise ConfigError(f"{option('api_key_env')} {options.api_key_env!r} is not an environment variable name")
     sock = _bind(options.host, options.port)
     try:
-        app = create_app(options, on_run=on_run, on_failure=on_failure, on_loading=on_loading)
+        app = create_app(options, progress)
         port = sock.getsockname()[1]
         served: ServedPool = app.state.served
-        if on_start is not None:
-            on_start(served, _url(options.host, port), not served.token and not _is_loopback(options.host))
+        (progress or quiet)(ServeStarted(
+            url=_url(options.host, port), exposed=not served.token and not _is_loopback(options.host),
+            models=tuple(served.served_models()), pool=served.config.name, members=tuple(served.config.names),
+            head=served.default_head, auth=bool(served.token), host=options.host))
         config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on",
                                 timeout_graceful_shutdown=10)
         uvicorn.Server(config).run(sockets=[sock])

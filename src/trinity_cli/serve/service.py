@@ -7,9 +7,7 @@ import json
 import logging
 import os
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from trinity_cli import ask as ask_mod
 from trinity_cli.conductor.run import DEFAULT_DEPTH, ConductorSpec
@@ -17,15 +15,12 @@ from trinity_cli.coordinator.head import available_heads
 from trinity_cli.coordinator.policy import Coordinator, resolve_head
 from trinity_cli.episode.loop import usable_models
 from trinity_cli.errors import ConfigError, TrinityError, option
+from trinity_cli.events import ProgressFn, RequestAnswered, RequestFailed, ServeLoading, quiet
 from trinity_cli.pool.pool import open_pool
 from trinity_cli.pool_config import load_pool
-from trinity_cli.runs.store import RunStore
 from trinity_cli.serve.protocol import CONDUCTOR_MODEL, MODEL, ApiError, ChatRequest
 
 log = logging.getLogger("trinity_cli.serve")
-
-Emit = Callable[[str, Any], None]
-
 
 @dataclass
 class ServeOptions:
@@ -54,33 +49,29 @@ class ServedPool:
     in-process models are not thread-safe; call it from worker threads.
     """
 
-    def __init__(self, options: ServeOptions, on_run: Callable[[ask_mod.AskResult], None] | None = None,
-                 on_failure: Callable[[TrinityError], None] | None = None,
-                 on_loading: Callable[[str, str], None] | None = None) -> None:
-        """`on_run(result)` after each saved episode, `on_failure(error)` after a request
-        failed with a TrinityError (the server's console log; None: quiet);
-        `on_loading(step, what)` as start-up goes: ("pool", pool name) before the pool's
-        model files are checked (and assembled, the first time), ("backbone", head name)
-        before a trained default head's backbone loads (converted once, the first time)."""
+    def __init__(self, options: ServeOptions, progress: ProgressFn | None = None) -> None:
+        """`progress` (the server's console log; None: quiet) receives RequestAnswered after
+        each saved episode, RequestFailed after a request failed with a TrinityError, and
+        ServeLoading as start-up goes: ("pool", pool name) before the pool's model files are
+        checked (and assembled, the first time), ("backbone", head name) before a trained
+        default head's backbone loads (converted once, the first time)."""
         self.options = options
-        self.on_run = on_run
-        self.on_failure = on_failure
+        self.progress = progress or quiet
         self.token = _read_token(options.api_key_env)
         self.config = load_pool(options.pool)
         self.pool = open_pool(self.config, options.use_cache)
         self._coordinators: dict[str | None, Coordinator] = {}
         self._heads_lock = threading.Lock()
         self._episode_lock = threading.Lock()
-        self.pending = 0  # requests admitted and not finished; touched on the event loop only
-        loading = on_loading or (lambda step, what: None)
+        self.pending = 0  # requests admitted and not finished (admit / finish); on the event loop only
         try:
-            loading("pool", self.config.name)
+            self.progress(ServeLoading("pool", self.config.name))
             ConductorSpec(options.conductor, options.conductor_depth).name(self.pool)  # refused now, not per request
             self.pool.check_assets()
             default = self.coordinator(None)
             self.default_head = str(default.head.manifest.get("name"))
             if default.head.trained:  # load it now, not on the first request
-                loading("backbone", self.default_head)
+                self.progress(ServeLoading("backbone", self.default_head))
                 _ = default.backbone
         except BaseException:
             self.close()
@@ -124,10 +115,13 @@ class ServedPool:
             )
         self.pending += 1
 
-    def answer(self, request: ChatRequest, emit: Emit | None = None) -> ask_mod.AskResult:
-        """Run one episode for `request` and save it (blocking). `emit(kind, payload)`
-        receives ("started", run_id), ("decision", (index, Decision)) and ("turn", Turn)."""
-        notify = emit or _ignore
+    def finish(self) -> None:
+        """An admitted request is answered (or failed)."""
+        self.pending -= 1
+
+    def answer(self, request: ChatRequest, progress: ProgressFn | None = None) -> ask_mod.AskResult:
+        """Run one episode for `request` and save it (blocking). `progress` receives the
+        episode's events (ask.ask): RunAllocated, DecisionMade, TurnPlayed."""
         try:
             coordinator = None if request.conductor else self.coordinator(request.head)
             with self._episode_lock:
@@ -152,19 +146,15 @@ class ServedPool:
                 result = ask_mod.ask(
                     request.task,
                     options,
-                    on_decision=lambda index, decision: notify("decision", (index, decision)),
-                    on_turn=lambda turn: notify("turn", turn),
+                    progress,
                     context=request.context,
-                    store=RunStore(on_allocate=lambda run_id: notify("started", run_id)),
                     built=(self.pool, coordinator),
                     extra={"via": "serve", "served_model": request.model},
                 )
         except TrinityError as exc:
-            if self.on_failure is not None:
-                self.on_failure(exc)
+            self.progress(RequestFailed(exc))
             raise
-        if self.on_run is not None:
-            self.on_run(result)
+        self.progress(RequestAnswered(result))
         return result
 
     def close(self, wait_s: float = 30.0) -> None:
@@ -179,10 +169,6 @@ class ServedPool:
                 coordinator.close()
         finally:
             self._episode_lock.release()
-
-
-def _ignore(kind: str, payload: Any) -> None:
-    """An `Emit` that drops every event (non-streaming requests)."""
 
 
 def _read_token(var: str | None) -> str | None:
