@@ -1,4 +1,4 @@
-"""A head's start fitted to a sample matrix (coordinator/label_fit.py), and evolve starting from it."""
+"""A head's start fitted to a sample matrix (evolve/label_fit.py), and evolve starting from it."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 from trinity_cli.coordinator.head import Head, untrained
-from trinity_cli.coordinator.label_fit import fit_start, read_labels
 from trinity_cli.errors import ConfigError
 from trinity_cli.events import EvolveStarted, GenerationFinished, StartFitted, StartValidated
 from trinity_cli.evolve.evolution import evolve
+from trinity_cli.evolve.label_fit import fit_start, read_labels
 from trinity_cli.evolve.options import EvolveOptions
 from trinity_cli.messages import ROLES, Role
 from trinity_cli.runs.store import RunStore

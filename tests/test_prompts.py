@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from trinity_cli.messages import Role, Turn
-from trinity_cli.turns import prompts
+from trinity_cli.turns import prompts, replies
 
 
 def _turn(role: Role, reply: str, i: int = 0) -> Turn:
@@ -12,27 +12,27 @@ def _turn(role: Role, reply: str, i: int = 0) -> Turn:
 
 
 def test_code_verdict_is_the_stated_one() -> None:
-    assert prompts.verdict("ACCEPT. Looks right.") == "ACCEPT"
-    assert prompts.verdict("The loop is off by one.\nVerdict: REVISE") == "REVISE"
-    assert prompts.verdict("**Verdict:** accept") == "ACCEPT"
-    assert prompts.verdict("I am not sure.") == "REVISE"
-    assert prompts.verdict("") == "REVISE"
+    assert replies.verdict("ACCEPT. Looks right.") == "ACCEPT"
+    assert replies.verdict("The loop is off by one.\nVerdict: REVISE") == "REVISE"
+    assert replies.verdict("**Verdict:** accept") == "ACCEPT"
+    assert replies.verdict("I am not sure.") == "REVISE"
+    assert replies.verdict("") == "REVISE"
 
 
 def test_suggestion_parsing() -> None:
-    assert prompts.suggestion("Plan...\nNext: verifier") is Role.VERIFIER
-    assert prompts.suggestion("**Next:** worker") is Role.WORKER
-    assert prompts.suggestion("Plan.\n**Next: worker**.") is Role.WORKER
-    assert prompts.suggestion("no suggestion") is None
+    assert replies.suggestion("Plan...\nNext: verifier") is Role.VERIFIER
+    assert replies.suggestion("**Next:** worker") is Role.WORKER
+    assert replies.suggestion("Plan.\n**Next: worker**.") is Role.WORKER
+    assert replies.suggestion("no suggestion") is None
 
 
 def test_suggestion_ignores_echoed_instructions() -> None:
     # A Thinker that copies the instruction lists every role: no suggestion, not THINKER.
     echo = "1. Add the numbers.\nEnd with 'Next: worker' or 'Next: verifier' or 'Next: thinker'."
-    assert prompts.suggestion(echo) is None
-    assert prompts.suggestion("Next: worker / Next: verifier / Next: thinker") is None
+    assert replies.suggestion(echo) is None
+    assert replies.suggestion("Next: worker / Next: verifier / Next: thinker") is None
     # A Next: line that is not the last line is not the suggestion either.
-    assert prompts.suggestion("Next: verifier\nActually, first compute 3*5.") is None
+    assert replies.suggestion("Next: verifier\nActually, first compute 3*5.") is None
 
 
 def test_p4_layout_one_system_message_and_instructions_last() -> None:

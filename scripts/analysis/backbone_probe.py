@@ -7,7 +7,7 @@
 MATRIX: a sample matrix of training items (`scripts/analysis/procedures.py --split train --json
 FILE`, same `--tasks` and `--seed`); an item's label for a member is the share of its replies
 that were right. For each backbone, with exactly the code `trinity evolve --init-labels` runs
-(coordinator/input_fit.py, coordinator/label_fit.py): the turn-0 features of the training items
+(evolve/input_fit.py, evolve/label_fit.py): the turn-0 features of the training items
 (the task alone), the head input fitted on them (centre, scale, K principal directions), then a
 ridge regression per member, its strength chosen by leave-one-out. Printed per backbone and K:
 
@@ -34,9 +34,9 @@ import numpy as np
 from trinity_cli import tasks
 from trinity_cli.coordinator import head as head_mod
 from trinity_cli.coordinator.backbone_refs import describe, hidden_size_of
-from trinity_cli.coordinator.input_fit import center_tasks, fit_input_features
-from trinity_cli.coordinator.label_fit import fit_start, read_labels
 from trinity_cli.coordinator.policy import Coordinator
+from trinity_cli.evolve.input_fit import center_tasks, fit_input_features
+from trinity_cli.evolve.label_fit import fit_start, read_labels
 from trinity_cli.pool_config import load_pool
 
 DEFAULT_TASKS = "gsm8k:train:32,arc-challenge:train:32,mbpp:train:32"

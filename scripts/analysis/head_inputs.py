@@ -31,8 +31,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[2]  # the repository
 
 from trinity_cli import tasks  # noqa: E402
-from trinity_cli.coordinator.input_fit import center_tasks, fit_input  # noqa: E402
 from trinity_cli.coordinator.policy import Coordinator, resolve_head  # noqa: E402
+from trinity_cli.evolve.input_fit import center_tasks, fit_input  # noqa: E402
 from trinity_cli.evolve.options import EvolveOptions  # noqa: E402
 from trinity_cli.messages import Transcript  # noqa: E402
 from trinity_cli.runs.run_files import BenchRun, EvolveRun  # noqa: E402

@@ -27,7 +27,6 @@ manifest), else 5 (coordinator/head.py's `turn_budget`).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import sys
 import time
@@ -35,6 +34,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
+from trinity_cli import seeds
 from trinity_cli.conductor.run import DEFAULT_DEPTH, ConductorSpec, run_conductor
 from trinity_cli.coordinator.head import default_greedy, turn_budget
 from trinity_cli.coordinator.policy import Coordinator, resolve_head
@@ -100,7 +100,7 @@ def question_seed(seed: int, question: str, context: Sequence[ChatMessage] = ())
     content], ...]]."""
     payload = json.dumps([seed, question, [[m.role, m.content] for m in context]], ensure_ascii=False,
                          separators=(",", ":"))
-    return int.from_bytes(hashlib.sha256(payload.encode()).digest()[:4], "little")
+    return seeds.seed(payload)
 
 
 def question_examples(question: str, kind: str | None) -> Examples | None:

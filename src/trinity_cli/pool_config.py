@@ -192,10 +192,9 @@ class GGUFModel(_ModelBase):
     @classmethod
     def _server_batch(cls, data: Any) -> Any:
         """n_batch defaults to 32 in process (prompts are evaluated in chunks of n_batch at
-        fixed positions and only whole chunks are reused: backends/llamacpp.py; at 32 the
-        least is evaluated in all, although a 32-token batch runs at 70 prompt tokens/s
-        against 76 at 128 and 512 on a 2-core CPU: docs/measurements.md), and to llama.cpp's
-        own 512 for `runtime: server`, which this sets."""
+        fixed positions and only whole chunks are reused: backends/llamacpp.py; why 32:
+        docs/measurements.md), and to llama.cpp's own 512 for `runtime: server`, which this
+        sets."""
         if isinstance(data, dict) and data.get("runtime") == "server" and data.get("n_batch") is None:
             data = {**data, "n_batch": 512}
         return data

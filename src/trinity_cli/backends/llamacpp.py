@@ -6,16 +6,14 @@ serialised with a lock. llama.cpp's own logging is silenced (`verbose=False`).
 
 Prefix reuse in whole chunks. llama-cpp-python keeps the KV cache of the previous call and
 evaluates only what follows the longest prefix the next prompt shares with it; but the
-logits of a token depend on the batch it was evaluated in, so a reply depended on the call
-before it (2 of 12 greedy replies of the default pool's model differed from an empty-cache
-call: docs/measurements.md). Here a prompt is always evaluated in chunks of `n_batch`
-tokens at fixed positions (0, n_batch, 2 n_batch...), and a call keeps from the previous
-one only whole chunks of the previous *prompt* (never generated tokens, which were
-evaluated one at a time). Every token is then computed in the same batch as in a call
-from an empty cache, so a reply is a function of its prompt and parameters alone: the same
-in any call order, at any `--parallel`, in any play order (12 of 12 replies identical to
-an empty-cache call in both orders; 46.4 s for the 12 calls against 44.7 s with unaligned
-reuse and 61.7 s with none: scripts/perf/reply_order.py).
+logits of a token depend on the batch it was evaluated in, so a reply would depend on the
+call before it. Here a prompt is always evaluated in chunks of `n_batch` tokens at fixed
+positions (0, n_batch, 2 n_batch...), and a call keeps from the previous one only whole
+chunks of the previous *prompt* (never generated tokens, which were evaluated one at a
+time). Every token is then computed in the same batch as in a call from an empty cache, so
+a reply is a function of its prompt and parameters alone: the same in any call order, at any
+`--parallel`, in any play order (tests/test_llamacpp_integration.py; what it costs and
+saves: docs/measurements.md#item-order-and-replies-that-do-not-depend-on-the-call-before-2026-11-24).
 """
 
 from __future__ import annotations

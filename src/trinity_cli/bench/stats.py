@@ -12,7 +12,7 @@ from typing import Any
 
 from trinity_cli import tasks
 from trinity_cli.bench.systems import EpisodeResult, System
-from trinity_cli.runs.reports import turn_shares
+from trinity_cli.runs.selection import turn_shares
 from trinity_cli.tasks.answers import final_answer
 from trinity_cli.tasks.code import extract_code
 
@@ -202,7 +202,7 @@ def selection(
     episodes: Sequence[EpisodeResult], models: Sequence[str], task_names: Sequence[str]
 ) -> dict[str, Any]:
     """Share of turns given to each model, each (acting) role and each (model, role) pair,
-    overall and per task: the Share of bench/__init__.py, counted by reports.turn_shares (as
+    overall and per task: the Share of bench/__init__.py, counted by runs/selection.turn_shares (as
     evolve's selection is); and "ends": how the episodes ended (`ends`), overall and per task."""
     return {
         "overall": turn_shares([t for e in episodes for t in e.turns], models),

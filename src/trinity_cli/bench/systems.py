@@ -3,10 +3,10 @@ episode's result reduced to what the report needs."""
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from trinity_cli import seeds
 from trinity_cli.bench.options import ANSWER_CHARS, DERIVED, NEEDS_SINGLES, BenchOptions
 from trinity_cli.conductor.run import ConductorSpec
 from trinity_cli.coordinator.head import DEFAULT_DECISIONS, Head, turn_budget
@@ -84,8 +84,7 @@ def workflow_summary(workflow: dict[str, Any] | None) -> dict[str, Any] | None:
 
 def episode_seed(seed: int, stream: str, item_key: str) -> int:
     """The episode seed of an item in a stream (see the module docstring)."""
-    digest = hashlib.sha256(f"{seed}:{stream}:{item_key}".encode()).digest()
-    return int.from_bytes(digest[:4], "little")
+    return seeds.seed(f"{seed}:{stream}:{item_key}")
 
 
 def _heads(options: BenchOptions, pool_name: str, models: list[str]) -> tuple[list[tuple[str | None, Head]], list[str]]:

@@ -1,4 +1,4 @@
-"""The coordinator: backbone.py (the small causal LM, transformers), hashing.py (hashed word
-features), head.py (the linear head), policy.py (transcript -> text -> feature -> (model, role)),
-svf.py (singular-value fine-tuning), input_fit.py (the head input's centre and projection),
-label_fit.py (a starting head fitted to free labels)."""
+"""The coordinator: backbone_refs.py (what a --backbone names), backbone.py (the small causal
+LM, transformers), hash_backbone.py (hashed word features), head.py (the linear head),
+policy.py (transcript -> text -> feature -> (model, role)), svf.py (singular-value
+fine-tuning)."""

@@ -9,7 +9,7 @@ References (`--backbone`):
 - `gguf:/path/model.gguf`: any GGUF file transformers can read, converted the same way.
 - a Hugging Face id or local directory (e.g. `Qwen/Qwen3-0.6B`, as in the paper), loaded
   from the local cache only: nothing is downloaded.
-- `hash:DIM`: hashed word features without a network (coordinator/hashing.py), for
+- `hash:DIM`: hashed word features without a network (coordinator/hash_backbone.py), for
   quick experiments and tests.
 
 Fingerprints (recorded in head manifests, part of hidden-state cache keys) name the
@@ -98,7 +98,7 @@ def _hf_revision(ref: str) -> str:
 
 def hash_backbone(ref: str):  # noqa: ANN202 - HashBackbone, imported lazily
     """The `hash:DIM` backbone of `ref`; a malformed DIM is a ConfigError."""
-    from trinity_cli.coordinator.hashing import HashBackbone
+    from trinity_cli.coordinator.hash_backbone import HashBackbone
 
     try:
         return HashBackbone(ref)

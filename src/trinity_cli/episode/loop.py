@@ -50,7 +50,7 @@ from trinity_cli.events import DecisionMade, ProgressFn, TurnPlayed, quiet
 from trinity_cli.messages import ChatMessage, Decision, GenParams, Role, Transcript, Turn
 from trinity_cli.pool.pool import Pool
 from trinity_cli.tasks.answers import guess_kind
-from trinity_cli.turns import program, prompts, settle
+from trinity_cli.turns import program, prompts, replies, rules, settle
 from trinity_cli.turns.settle import Examples
 
 # Reply room a prompt must leave; llama.cpp backends clamp max_tokens to what is left.
@@ -159,7 +159,7 @@ def run_episode(
         decision = coordinator.decide(task, transcript.turns, rng, masked, context, greedy)
         emit(DecisionMade(index, decision))
         turns = transcript.turns
-        proposed = prompts.latest_answering(turns)
+        proposed = rules.latest_answering(turns)
         last = index == max_turns - 1 or spent is not None
         role, override = _acting_role(decision, turns[-1].suggestion if turns else None, proposed, last, spent)
         turn = play.turn(turns, index, decision, role, override, proposed)
@@ -176,7 +176,7 @@ def run_episode(
             transcript.stop_reason, settled = "agreed", turns[found].reply
             break
         spent = spent or _budget_reached(transcript, token_budget, cost_budget)
-        if spent is not None and prompts.latest_answering(turns) is not None:
+        if spent is not None and rules.latest_answering(turns) is not None:
             transcript.stop_reason = spent
             break
     transcript.answer = settled if settled is not None else settle.settled_answer(transcript.turns, kind)
@@ -215,13 +215,13 @@ class _Play:
         and record it; verdicts are `_judge`'s."""
         pool, model = self.pool, decision.model
         strict = pool.config.sandbox == "strict"
-        alone = prompts.asked_alone(role, self.kind, decision.alone)
+        alone = rules.asked_alone(role, self.kind, decision.alone)
         messages, dropped = _fit(pool, model, role, self.task, turns, self.context, self.kind, alone)
         attempt = sum(t.model == model for t in turns)
         params = pool.params(model, role.value, attempt=attempt, salt=attempt_salt(self.task, self.context))
         completion = pool.chat(model, messages, params)
         reply, execution, verdict = completion.text, None, None
-        answering = prompts.answering(role, alone)
+        answering = rules.answering(role, alone)
         if pool.style(model) == "program" and role is not Role.THINKER:
             if answering:
                 reply, run = program.run_reply(reply, strict=strict)
@@ -253,11 +253,11 @@ def _judge(turn: Turn, turns: Sequence[Turn], proposed: Turn | None, kind: str |
         turn.verdict, turn.verdict_source = ("ACCEPT", "agreed") if agreed else ("REVISE", "disagreed")
     elif turn.role is Role.VERIFIER:
         if turn.verdict is None:
-            turn.verdict, turn.verdict_source = prompts.verdict(turn.reply), "stated"
+            turn.verdict, turn.verdict_source = replies.verdict(turn.reply), "stated"
         if turn.verdict == "ACCEPT" and proposed is not None and proposed.examples_passed is False:
             turn.verdict, turn.verdict_source = "REVISE", "examples failed"
     elif turn.role is Role.THINKER:
-        turn.suggestion = prompts.suggestion(turn.reply)
+        turn.suggestion = replies.suggestion(turn.reply)
     turn.vote = settle.is_vote(turns, turn, kind)
 
 

@@ -79,6 +79,7 @@ from trinity_cli.evaluators.ray_cache import CacheKeeper
 from trinity_cli.evaluators.ray_cluster import RayOptions, _EpisodeWorker, import_ray
 from trinity_cli.events import EpisodeFinished, EpisodeProgressFn, EpisodeStarted, quiet
 from trinity_cli.pool.pool import PoolStats
+from trinity_cli.pool.rollout_cache import RolloutCache
 
 log = logging.getLogger(__name__)
 
@@ -154,12 +155,14 @@ class RayEvaluator:
             raise ConfigError(f"{option('ray_workers')} {self.workers}: the Ray cluster has {cpus} CPUs and each "
                               "actor takes one",
                               f"use {option('ray_workers')} {cpus} or fewer, or add nodes (ray start --address=...)")
-        if runtime.pool.cache is not None:
+        cache = runtime.pool.cache
+        if cache is not None:
+            assert isinstance(cache, RolloutCache)  # the driver's pool caches on disk
             from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
             here = NodeAffinitySchedulingStrategy(node_id=ray.get_runtime_context().get_node_id(), soft=False)
             keeper_cls = ray.remote(num_cpus=0, max_concurrency=1000)(CacheKeeper)
-            self._keeper = keeper_cls.options(scheduling_strategy=here).remote(str(runtime.pool.cache.directory))
+            self._keeper = keeper_cls.options(scheduling_strategy=here).remote(str(cache.directory))
         from trinity_cli.coordinator.backbone import coordinator_threads
 
         # Actors compute features with the driver's torch threads (backbone.limit_threads).

@@ -71,11 +71,12 @@ class CacheKeeper:
             flight[0].set()
 
 
-class KeeperCache(RolloutCache):
-    """An actor's view of the driver's rollout cache: reads and writes go to the keeper
-    (nothing is stored on the actor's node). One episode at a time: `attempt` names it."""
+class KeeperCache:
+    """An actor's view of the driver's rollout cache (a pool.rollout_cache.ReplyCache): reads
+    and writes go to the keeper (nothing is stored on the actor's node). One episode at a
+    time: `attempt` names it."""
 
-    def __init__(self, keeper: Any, wait: Callable[[Any], Any]) -> None:  # no super().__init__(): no directory
+    def __init__(self, keeper: Any, wait: Callable[[Any], Any]) -> None:
         self.keeper = keeper
         self.wait = wait  # ray.get: the keeper's answer to a remote call
         self.attempt = ""
@@ -100,8 +101,5 @@ class KeeperCache(RolloutCache):
             self.wait(self.keeper.release.remote(self.attempt))
             self.leading.clear()
 
-    def __len__(self) -> int:
-        return 0
-
     def close(self) -> None:
-        return None
+        """Nothing to close: the keeper owns the cache."""

@@ -3,7 +3,7 @@ run directory and checkpoints, and resume. Its options, and finding the run to r
 evolve/options.py; the strategy itself, fitness and curves: evolve/strategy.py.
 
 Before generation 0, a fresh run fixes the head's input centre (coordinator/head.py): the
-mean of the unit-norm turn-0 features of `center_items` training tasks (coordinator/input_fit.py: which
+mean of the unit-norm turn-0 features of `center_items` training tasks (evolve/input_fit.py: which
 ones, drawn by seed; no model is called for them), and their RMS distance from it as the
 scale. With `input_dims` K > 0 the same features also fix the head's projection onto their
 K principal directions (head.fit_basis), and the search has (M + 3) x K head weights instead
@@ -11,7 +11,7 @@ of (M + 3) x H. Both are kept in the checkpoint, so a resumed run reads features
 before, and in the head it writes. `center_items` 0: no centre (and no projection).
 
 The search starts at zero (every decision uniform), or with `init_labels` (a sample matrix
-file, coordinator/label_fit.py) at a head fitted to which members solved which training items; that
+file, evolve/label_fit.py) at a head fitted to which members solved which training items; that
 start is scored on the validation slice before generation 0 and is the head kept unless a
 later mean validates better (its "generation" is -1).
 
@@ -56,8 +56,6 @@ import numpy as np
 from trinity_cli import events, paths, tasks
 from trinity_cli.coordinator import head as head_mod
 from trinity_cli.coordinator.backbone_refs import describe, hidden_size_of
-from trinity_cli.coordinator.input_fit import center_tasks, fit_input
-from trinity_cli.coordinator.label_fit import fit_start, read_labels
 from trinity_cli.coordinator.policy import COORDINATOR_VERSION, Coordinator
 from trinity_cli.errors import ConfigError, option
 from trinity_cli.evaluators.choose import open_evaluator
@@ -66,6 +64,8 @@ from trinity_cli.evaluators.ray_actors import RayEvaluator
 from trinity_cli.evaluators.ray_cluster import RayOptions, check_ray
 from trinity_cli.events import EpisodeEvent, ProgressFn
 from trinity_cli.evolve import strategy
+from trinity_cli.evolve.input_fit import center_tasks, fit_input
+from trinity_cli.evolve.label_fit import fit_start, read_labels
 from trinity_cli.evolve.options import (
     EvolveOptions,
     config_hash,
@@ -237,7 +237,7 @@ class Evolution:
         return self.base.with_input(center["center"], center["scale"], center["items"], center.get("basis"))
 
     def _start(self, base: head_mod.Head) -> np.ndarray:
-        """The start fitted to the sample matrix `init_labels` (coordinator/label_fit.py)."""
+        """The start fitted to the sample matrix `init_labels` (evolve/label_fit.py)."""
         assert self.options.init_labels is not None
         labels = read_labels(self.options.init_labels, self.config.names)
         picked = [item for item in self.train_items if item.key in labels]

@@ -30,11 +30,8 @@ class Randn:
     """pycma's `randn` option: standard normal draws from a generator of our own.
 
     A picklable callable (it travels inside the checkpointed strategy, state included).
-    RandomState(seed).randn is the stream pycma's `seed` option used to seed numpy's global
-    RNG with, so runs with a population of 6 or more keep their candidates. (Smaller
-    populations mirror candidates, and pycma spends a global draw on each ask to round their
-    number; that draw no longer shares our stream, so their candidates differ from the
-    second generation on. pycma reads no other randomness.)
+    pycma reads no other randomness but one global draw per ask for populations under 6
+    (it mirrors their candidates), which does not touch this stream.
     """
 
     def __init__(self, seed: int) -> None:

@@ -26,28 +26,26 @@ same cache hits, as the same episodes one after another.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import threading
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from trinity_cli import paths
+from trinity_cli import paths, seeds
 from trinity_cli.backends import registry
 from trinity_cli.backends.base import Backend
 from trinity_cli.errors import ConfigError, NotRecorded, did_you_mean, option
 from trinity_cli.keyed_cache import content_key
 from trinity_cli.messages import ChatMessage, Completion, GenParams
-from trinity_cli.pool.rollout_cache import KEY_TAG, RolloutCache, rollout_request
+from trinity_cli.pool.rollout_cache import KEY_TAG, ReplyCache, RolloutCache, rollout_request
 from trinity_cli.pool_config import ModelConfig, PoolConfig
 
 
 def attempt_seed(seed: int | None, name: str, attempt: int, salt: str) -> int:
     """The sampling seed of member `name`'s `attempt`-th fresh attempt at the task `salt`:
     the first 4 bytes (little-endian, below 2**31) of sha256("<seed>:<name>:<attempt>:<salt>")."""
-    digest = hashlib.sha256(f"{seed}:{name}:{attempt}:{salt}".encode()).digest()
-    return int.from_bytes(digest[:4], "little") & 0x7FFFFFFF
+    return seeds.seed(f"{seed}:{name}:{attempt}:{salt}") & 0x7FFFFFFF
 
 
 def load_key(model: ModelConfig) -> str:
@@ -85,7 +83,7 @@ class Pool:
     def __init__(
         self,
         config: PoolConfig,
-        cache: RolloutCache | None = None,
+        cache: ReplyCache | None = None,
         backends: dict[str, Backend] | None = None,
         owns_cache: bool = False,
         replay_only: bool | None = None,

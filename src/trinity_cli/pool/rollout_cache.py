@@ -15,7 +15,7 @@ Canonical JSON: sorted keys, no whitespace, UTF-8. Changing anything that shapes
 changes the key; bump CACHE_VERSION when the format itself changes. The prompt version is
 not part of the key: a reply is a function of the messages sent, which the key holds in
 full, so a new prompt version re-computes exactly the calls whose wording changed and keeps
-every other (version 1 keys held it, and a new version invalidated the whole cache). The backend
+every other. The backend
 fingerprint carries what shapes a reply besides messages and parameters:
     gguf     weights sha256, chat format, n_ctx, llama-cpp-python version and n_batch
              (llama.cpp's sums, so its replies, depend on it; not on the threads:
@@ -37,7 +37,7 @@ one (keyed_cache.py).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from trinity_cli import paths
 from trinity_cli.keyed_cache import KeyedCache, content_key
@@ -68,6 +68,17 @@ KEY_TAG = f"r{CACHE_VERSION}:"
 
 def rollout_key(fingerprint: str, messages: list[ChatMessage], params: GenParams) -> str:
     return content_key(KEY_TAG, rollout_request(fingerprint, messages, params))
+
+
+class ReplyCache(Protocol):
+    """What a pool reads and writes replies through: `RolloutCache` (a directory on disk) or a
+    Ray actor's view of the driver's cache (evaluators/ray_cache.KeeperCache)."""
+
+    def get(self, key: str) -> Completion | None: ...
+
+    def put(self, key: str, completion: Completion, request: dict[str, Any]) -> None: ...
+
+    def close(self) -> None: ...
 
 
 def stored_reply(value: dict[str, Any]) -> dict[str, Any]:

@@ -7,8 +7,6 @@ curves. Their charts (PNG) are runs/charts.py's.
                              the terminal (render.bench_tables) both draw it
     report_markdown(summary) report.md
     bench_document(...)      bench.json: the summary plus one record per episode
-    turn_shares(turns)       the Share of a list of (model, role) turns: bench's and evolve's
-                             selection shares are both counted by it
     selection_tables(...)    a Share per task as two tables (member and role shares; member
                              as role), for bench and evolve alike
     curve_rows(curves)       evolve's curves as formatted cells (render.replay_evolve)
@@ -16,7 +14,6 @@ curves. Their charts (PNG) are runs/charts.py's.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -199,24 +196,6 @@ def turn_budgets(systems: Sequence[dict[str, Any]]) -> str:
     if len(set(budgets.values())) == 1:
         return f" · max turns {next(iter(budgets.values()))}"
     return " · max turns " + ", ".join(f"{name} {n}" for name, n in budgets.items())
-
-
-def turn_shares(turns: Sequence[tuple[str, str]], models: Sequence[str]) -> dict[str, Any]:
-    """The Share of a list of (model, acting role) turns: {"models": {model: share},
-    "roles": {role: share}, "pairs": {model: {role: share}}}, each a share of all the turns,
-    in pool and role order (0.0 everywhere when there are none)."""
-    role_names = [r.value for r in ROLES]
-    total = len(turns)
-    m_counts = Counter(model for model, _ in turns)
-    r_counts = Counter(role for _, role in turns)
-    p_counts = Counter((model, role) for model, role in turns)
-
-    def share(n: int) -> float:
-        return n / total if total else 0.0
-
-    return {"models": {m: share(m_counts[m]) for m in models},
-            "roles": {r: share(r_counts[r]) for r in role_names},
-            "pairs": {m: {r: share(p_counts[(m, r)]) for r in role_names} for m in models}}
 
 
 def selection_tables(

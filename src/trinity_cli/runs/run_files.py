@@ -17,7 +17,7 @@ from typing import Any
 
 from trinity_cli import paths
 from trinity_cli.errors import DamagedState, NotFound, option
-from trinity_cli.runs import reports
+from trinity_cli.runs import selection
 
 log = logging.getLogger("trinity_cli.runs.store")
 
@@ -118,13 +118,13 @@ class EvolveRun:
 
     def selection(self, models: list[str]) -> dict[str, dict[str, Any]]:
         """Share of turns per task given to each model, each role and each (model, role)
-        pair, over every training episode written so far (reports.turn_shares, as bench
+        pair, over every training episode written so far (selection.turn_shares, as bench
         counts them)."""
         turns: dict[str, list[tuple[str, str]]] = {}
         for record in self.generations():
             for ep in record["episodes"]:
                 turns.setdefault(ep["task"], []).extend((model, role) for model, role in ep["turns"])
-        return {task: reports.turn_shares(task_turns, models) for task, task_turns in turns.items()}
+        return {task: selection.turn_shares(task_turns, models) for task, task_turns in turns.items()}
 
     def _title(self, meta: dict[str, Any], spent: int) -> str:
         o = meta["options"]

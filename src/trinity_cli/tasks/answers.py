@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-from trinity_cli.tasks.mathequiv import _braced, _math_equal, normalize_math
+from trinity_cli.tasks.mathequiv import _braced, math_equal, normalize_math
 
 # --------------------------------------------------------------------------- shared bits
 
@@ -342,11 +342,11 @@ def final_answer(text: str, kind: str | None = None) -> FinalAnswer | None:
 
 
 def same_answer(a: FinalAnswer, b: FinalAnswer) -> bool:
-    """Whether two final answers agree: equal values of one kind (math: `_math_equal`)."""
+    """Whether two final answers agree: equal values of one kind (math: `math_equal`)."""
     if {a.kind, b.kind} <= {"math", "numeric"} and "math" in (a.kind, b.kind):
-        return _math_equal(normalize_math(a.value), normalize_math(b.value))
+        return math_equal(normalize_math(a.value), normalize_math(b.value))
     if a.kind != b.kind:
         return False
     if a.kind == "math":
-        return _math_equal(a.value, b.value)
+        return math_equal(a.value, b.value)
     return a.value == b.value

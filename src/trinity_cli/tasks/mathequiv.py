@@ -123,7 +123,8 @@ def _matrix_cells(s: str) -> list[list[str]] | None:
     return [row.split("&") for row in match.group(2).split("\\\\") if row]
 
 
-def _math_equal(a: str, b: str) -> bool:
+def math_equal(a: str, b: str) -> bool:
+    """Whether two normalised LaTeX answers (see `normalize_math`) are the same."""
     if a == b:
         return True
     ca, cb = _matrix_cells(a), _matrix_cells(b)
@@ -131,7 +132,7 @@ def _math_equal(a: str, b: str) -> bool:
         if ca is None or cb is None or [len(r) for r in ca] != [len(r) for r in cb]:
             return False
         return all(
-            _math_equal(x, y) for ra, rb in zip(ca, cb, strict=True) for x, y in zip(ra, rb, strict=True)
+            math_equal(x, y) for ra, rb in zip(ca, cb, strict=True) for x, y in zip(ra, rb, strict=True)
         )
     ma, mb = _BRACKETS.match(a), _BRACKETS.match(b)
     if ma and mb:
@@ -139,14 +140,14 @@ def _math_equal(a: str, b: str) -> bool:
             return False
         xs, ys = _split_top_level(ma.group(2)), _split_top_level(mb.group(2))
         if len(xs) > 1 or len(ys) > 1:
-            return len(xs) == len(ys) and all(_math_equal(x, y) for x, y in zip(xs, ys, strict=True))
+            return len(xs) == len(ys) and all(math_equal(x, y) for x, y in zip(xs, ys, strict=True))
     xs, ys = _split_top_level(a), _split_top_level(b)
     if len(xs) > 1 or len(ys) > 1:  # "1,2,3": a list of solutions, in any order
         if len(xs) != len(ys):
             return False
         unmatched = list(ys)
         for x in xs:
-            hit = next((y for y in unmatched if _math_equal(x, y)), None)
+            hit = next((y for y in unmatched if math_equal(x, y)), None)
             if hit is None:
                 return False
             unmatched.remove(hit)
@@ -240,8 +241,3 @@ def _sympy_equal(a: str, b: str) -> bool:
     except Exception:  # noqa: BLE001 - any parse or evaluation failure means "not shown equal"
         return False
     return False
-
-
-def math_equal(a: str, b: str) -> bool:
-    """Whether two normalised LaTeX answers (see `normalize_math`) are the same."""
-    return _math_equal(a, b)

@@ -18,11 +18,11 @@ sha256("<seed>:mix:<task>:<id>"), which interleaves the tasks.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import NamedTuple
 
+from trinity_cli import seeds
 from trinity_cli.errors import ConfigError, did_you_mean, option
 from trinity_cli.tasks.items import TaskItem
 from trinity_cli.tasks.registry import FILE_PREFIX, SPLIT_ALIASES, SPLITS, TASKS, load_split, normalize_split
@@ -129,7 +129,7 @@ def _check_overlaps(entries: Sequence[MixEntry]) -> None:
 
 
 def _rank(*parts: object) -> bytes:
-    return hashlib.sha256(":".join(str(part) for part in parts).encode()).digest()
+    return seeds.digest(":".join(str(part) for part in parts))
 
 
 def sample_items(mix: str | Sequence[MixEntry], seed: int) -> list[TaskItem]:

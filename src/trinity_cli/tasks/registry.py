@@ -34,10 +34,10 @@ say so in the changelog if you ever must.
 from __future__ import annotations
 
 import functools
-import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from trinity_cli import seeds
 from trinity_cli.errors import ConfigError, did_you_mean
 from trinity_cli.tasks import builtin
 from trinity_cli.tasks.items import TaskItem
@@ -145,8 +145,7 @@ def normalize_split(split: str) -> str:
 
 def split_position(salt: str, item_id: str) -> float:
     """The item's place in [0, 1): decides its split and its order within it."""
-    digest = hashlib.sha256(f"{SPLIT_SALT_VERSION}:{salt}:{item_id}".encode()).digest()
-    return int.from_bytes(digest[:8], "big") / 2**64
+    return int.from_bytes(seeds.digest(f"{SPLIT_SALT_VERSION}:{salt}:{item_id}")[:8], "big") / 2**64
 
 
 def split_of(position: float) -> str:
@@ -189,8 +188,3 @@ def split_sizes(task: str) -> dict[str, int]:
     for item in load_items(task):
         sizes[split_of(split_position(salt, item.id))] += 1
     return sizes
-
-
-def clear_cache() -> None:
-    """Forget built-in items read so far (tests use this after faking a package)."""
-    _builtin_items.cache_clear()

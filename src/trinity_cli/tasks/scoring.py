@@ -49,7 +49,7 @@ from trinity_cli.tasks.answers import (
     parse_reference_number,
 )
 from trinity_cli.tasks.code import score_code
-from trinity_cli.tasks.mathequiv import _math_equal, normalize_math
+from trinity_cli.tasks.mathequiv import math_equal, normalize_math
 
 Scorer = Callable[[str, Any], float]
 
@@ -77,7 +77,7 @@ def score_math(output: str, reference: Any) -> float:
     got = extract_math_answer(output)
     if got is None:
         return 0.0
-    return 1.0 if _math_equal(normalize_math(got), normalize_math(str(reference))) else 0.0
+    return 1.0 if math_equal(normalize_math(got), normalize_math(str(reference))) else 0.0
 
 
 # --------------------------------------------------------------------------- registry

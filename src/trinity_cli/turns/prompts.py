@@ -21,15 +21,13 @@ the task, the turns so far (oldest dropped first when the context is short: `kee
 a code answer's example run is shown under it), the proposed code to check (code
 Verifiers), and last the style's instructions for the role and the request. What
 consecutive calls share (system, conversation, task, turns) thus comes first, where
-llama.cpp reuses the previous prompt's evaluated prefix; p3 put the role's instructions in
-the system message, so two calls shared almost nothing.
+llama.cpp reuses the previous prompt's evaluated prefix.
 
 Asked alone (`alone=True`: the fixed `sc` and `agree` procedures, and every Verifier outside
 code tasks), a member sees only the conversation and the task, with the Worker's
 instructions: its answer is then independent of the episode's others and counts as a vote
 (turns/settle.py). A Verifier outside code tasks is exactly such a call, compared with every
-earlier answer: a small model shown the proposed answer copies it (p2's direct Verifier
-accepted 94% of right answers and 96% of wrong ones; docs/pools.md). On code tasks a
+earlier answer: a small model shown the proposed answer copies it (docs/pools.md). On code tasks a
 Verifier is shown the latest code and its example run: a reason or direct Verifier reads it
 and states `Verdict: ACCEPT|REVISE`, a program Verifier writes asserts that are run
 (program.run_tests).
@@ -40,16 +38,16 @@ request is the task text itself, so the aggregator's call is an ordinary Worker 
 (`build_messages`), played by `episode.run_episode` like any other. Rewording `AGGREGATE`
 changes the aggregator's messages and so its rollout cache keys by itself.
 
-Verdicts of code Verifiers that read (`verdict`): the stated `Verdict: ACCEPT|REVISE` (a
-reply that opens with the bare word counts); anything unparseable is REVISE.
+Which calls answer, and which are asked alone: turns/rules.py. How a reply's verdict and
+suggestion are read: turns/replies.py.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
 from trinity_cli.messages import ChatMessage, Role, Turn
+from trinity_cli.turns.rules import asked_alone, latest_answering
 
 PROMPT_VERSION = "p4"
 
@@ -191,29 +189,6 @@ def aggregate_task(task: str, answers: Sequence[str], limit: int = AGGREGATE_ANS
     return AGGREGATE.format(task=task, count=count, answers=shown)
 
 
-def latest_answering(turns: Sequence[Turn]) -> Turn | None:
-    """The latest turn that proposed an answer (a Worker, or a Verifier asked alone): what a
-    code Verifier checks; None before any."""
-    return next((turn for turn in reversed(turns) if answers(turn)), None)
-
-
-def answers(turn: Turn) -> bool:
-    """Whether `turn` proposed an answer (`answering`)."""
-    return answering(turn.role, turn.alone)
-
-
-def answering(role: Role, alone: bool) -> bool:
-    """Whether a call in `role`, asked alone or not, proposes an answer: every Worker call,
-    and a Verifier asked alone (which answers as a Worker would)."""
-    return role is Role.WORKER or (role is Role.VERIFIER and alone)
-
-
-def asked_alone(role: Role, kind: str | None, alone: bool = False) -> bool:
-    """Whether a call in `role` sees the task alone (module docstring): when the decision
-    says so, and a Verifier on every task but code, which it must read or test."""
-    return alone or (role is Role.VERIFIER and kind != "code")
-
-
 def _shown_turn(turn: Turn) -> str:
     """A turn as later prompts show it: label, reply (clipped), and its example run."""
     text = f"[{LABEL[turn.role]}]\n{clip(turn.reply)}"
@@ -265,34 +240,3 @@ def build_messages(
             parts.append(f"Proposed code to check:\n{clip(proposed.reply)}{note}")
     parts.append(f"{INSTRUCTIONS[style][asked]}\n{REQUEST[style][asked]}")
     return [ChatMessage("system", SYSTEM), ChatMessage("user", "\n\n".join(parts))]
-
-
-_VERDICT = re.compile(r"\bverdict\s*[:\-]?\s*\**\s*(ACCEPT|REVISE)\b", re.I)
-_LEADING = re.compile(r"^\W*(ACCEPT|REVISE)\b", re.I)
-# A Thinker's suggestion is its own last line naming exactly one role: "Next: worker".
-_NEXT = re.compile(r"[\s*>_-]*next\s*(?:role)?\s*[:\-]\s*\**\s*(thinker|worker|verifier)\W*", re.I)
-
-
-def stated_verdict(reply: str) -> str | None:
-    """'ACCEPT' or 'REVISE' as the reply states it (last verdict line, or a leading word)."""
-    found = _VERDICT.findall(reply)
-    if found:
-        return found[-1].upper()
-    lead = _LEADING.match(reply)
-    return lead.group(1).upper() if lead else None
-
-
-def verdict(reply: str) -> str:
-    """'ACCEPT' or 'REVISE' of a code Verifier that reads (module docstring): as stated,
-    REVISE when no verdict can be read."""
-    return stated_verdict(reply) or "REVISE"
-
-
-def suggestion(reply: str) -> Role | None:
-    """The role a Thinker asks to act next: its last non-empty line, when that line is a
-    `Next: <role>` naming one role (an echo of the instructions names several: ignored)."""
-    lines = [line for line in reply.strip().splitlines() if line.strip()]
-    if not lines:
-        return None
-    match = _NEXT.fullmatch(lines[-1].strip())
-    return Role(match.group(1).lower()) if match else None

@@ -1,0 +1,37 @@
+"""Which calls of an episode answer and what each is shown: the rules the prompts, the turn
+engine (episode/loop.py) and the settling of answers (turns/settle.py) share.
+
+A Worker call always proposes an answer. A Verifier asked alone (every Verifier outside code
+tasks, and any call a fixed procedure marks `alone`) sees only the conversation and the task
+and answers as a Worker would, so its answer is independent and counts as a vote. On code
+tasks a Verifier is shown the latest proposed code instead, and does not answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from trinity_cli.messages import Role, Turn
+
+
+def latest_answering(turns: Sequence[Turn]) -> Turn | None:
+    """The latest turn that proposed an answer (a Worker, or a Verifier asked alone): what a
+    code Verifier checks; None before any."""
+    return next((turn for turn in reversed(turns) if answers(turn)), None)
+
+
+def answers(turn: Turn) -> bool:
+    """Whether `turn` proposed an answer (`answering`)."""
+    return answering(turn.role, turn.alone)
+
+
+def answering(role: Role, alone: bool) -> bool:
+    """Whether a call in `role`, asked alone or not, proposes an answer: every Worker call,
+    and a Verifier asked alone (which answers as a Worker would)."""
+    return role is Role.WORKER or (role is Role.VERIFIER and alone)
+
+
+def asked_alone(role: Role, kind: str | None, alone: bool = False) -> bool:
+    """Whether a call in `role` sees the task alone (module docstring): when the decision
+    says so, and a Verifier on every task but code, which it must read or test."""
+    return alone or (role is Role.VERIFIER and kind != "code")
