@@ -34,7 +34,7 @@ import dataclasses
 from collections.abc import Callable, Sequence
 
 from trinity_cli.bench.systems import EpisodeResult
-from trinity_cli.episode.loop import reply_room
+from trinity_cli.episode.turn import reply_room
 from trinity_cli.messages import Role, Transcript
 from trinity_cli.pool.pool import Pool
 from trinity_cli.tasks.items import TaskItem
@@ -58,7 +58,7 @@ def pick_aggregator(singles: Sequence[EpisodeResult], models: Sequence[str]) -> 
 
 def context_fits(pool: Pool, model: str, kind: str | None) -> Callable[[str], bool]:
     """Whether a Worker request with this task text fits `model`'s context with the reply
-    room an episode asks for (`episode.reply_room`)."""
+    room an episode asks for (`episode/turn.reply_room`)."""
     room = reply_room(pool, model, Role.WORKER)
     style = pool.style(model)
 

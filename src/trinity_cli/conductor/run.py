@@ -46,12 +46,13 @@ from functools import partial
 from typing import Any
 
 from trinity_cli.conductor.workflow import MAX_STEPS, SELF, Reading, Workflow, levels, read_workflow, topology
-from trinity_cli.episode.loop import attempt_salt, reply_room, usable_models
+from trinity_cli.episode.loop import attempt_salt, usable_models
+from trinity_cli.episode.turn import Call, fit, play
 from trinity_cli.errors import ConfigError, ContextOverflow, did_you_mean, option
 from trinity_cli.events import ProgressFn, TurnPlayed, quiet
-from trinity_cli.messages import ROLES, ChatMessage, Completion, GenParams, Role, Transcript, Turn
+from trinity_cli.messages import ChatMessage, Role, Transcript, Turn
 from trinity_cli.pool.pool import Pool
-from trinity_cli.turns import program, prompts, settle
+from trinity_cli.turns import prompts
 from trinity_cli.turns.settle import Examples
 
 DEFAULT_DEPTH = 1
@@ -171,10 +172,6 @@ def nested_task(task: str, subtask: str, shown: Sequence[str]) -> str:
     return text
 
 
-def _one_hot(names: Sequence[str], name: str) -> list[float]:
-    return [float(n == name) for n in names]
-
-
 @dataclass
 class _Done:
     """A finished workflow: its answer, its turns in order, its record (turns as objects
@@ -239,20 +236,19 @@ class _Conducting:
             return list(executor.map(_call, jobs))
 
     def _conduct(self, task: str, depth: int) -> tuple[Turn, Reading]:
-        """The conductor's call for `task` and what was read from it."""
+        """The conductor's call for `task` and what was read from it: a Thinker turn with
+        its Worker reply cap (module docstring), played by the turn machinery."""
         allow_self = depth < self.spec.depth
         messages = conduct_messages(self.pool, task, self.members, self.context, self.spec.max_steps, allow_self)
-        params = self.pool.params(self.conductor, Role.WORKER.value)
-        if not self.pool.fits(self.conductor, messages, reply_room(self.pool, self.conductor, Role.WORKER)):
-            raise ContextOverflow(f"the conductor {self.conductor!r} cannot hold the task in its context of "
-                                  f"{self.pool.backend(self.conductor).n_ctx} tokens",
-                                  f"shorten the question, or choose another {option('conductor')}")
-        completion = self.pool.chat(self.conductor, messages, params)
-        reading = read_workflow(completion.text, self.members, self.spec.max_steps, allow_self=True)
-        turn = self._turn(self.conductor, Role.THINKER, messages, completion, params, 0,
-                          "conductor" + (f" (depth {depth})" if depth else ""))
-        turn.max_tokens = params.max_tokens
-        return turn, reading
+        overflow = ContextOverflow(f"the conductor {self.conductor!r} cannot hold the task in its context of "
+                                   f"{self.pool.backend(self.conductor).n_ctx} tokens",
+                                   f"shorten the question, or choose another {option('conductor')}")
+        messages, _ = fit(self.pool, self.conductor, Role.WORKER, [messages], overflow)
+        cap = self.pool.params(self.conductor, Role.WORKER.value).max_tokens
+        call = Call(model=self.conductor, role=Role.THINKER, messages=messages, answering=False, max_tokens=cap,
+                    override="conductor" + (f" (depth {depth})" if depth else ""))
+        turn = play(self.pool, call, -1, self.salt, self.kind, self.examples)
+        return turn, read_workflow(turn.reply, self.members, self.spec.max_steps, allow_self=True)
 
     def _step(self, task: str, workflow: Workflow, index: int, outputs: dict[int, str], notes: dict[int, str],
               depth: int) -> tuple[str, list[Turn], dict[str, Any] | None, str | None]:
@@ -268,37 +264,17 @@ class _Conducting:
             model = self.conductor
             repair = f"step {index}: recursion deeper than {self.spec.depth}: the conductor does it as a step"
         style = self.pool.style(model)
-        room = reply_room(self.pool, model, Role.WORKER)
-        for limit in OUTPUT_CLIPS:
-            messages = step_messages(task, workflow, index, outputs, notes, style, self.context, limit)
-            if self.pool.fits(model, messages, room):
-                break
-        else:
-            raise ContextOverflow(f"step {index}: model {model!r} cannot hold the task and the outputs it reads",
-                                  "shorten the question, or raise n_ctx in the pool file")
+        candidates = (step_messages(task, workflow, index, outputs, notes, style, self.context, limit)
+                      for limit in OUTPUT_CLIPS)
+        overflow = ContextOverflow(f"step {index}: model {model!r} cannot hold the task and the outputs it reads",
+                                   "shorten the question, or raise n_ctx in the pool file")
+        messages, _ = fit(self.pool, model, Role.WORKER, candidates, overflow)
         attempt = sum(m == model or (m == SELF and model == self.conductor)
                       for m in workflow.model_id[:index])
-        params = self.pool.params(model, Role.WORKER.value, attempt=attempt, salt=self.salt)
-        completion = self.pool.chat(model, messages, params)
-        turn = self._turn(model, Role.WORKER, messages, completion, params, attempt,
-                          f"step {index}" + (f" (depth {depth})" if depth else ""))
-        if style == "program":
-            turn.reply, run = program.run_reply(turn.reply, strict=self.strict)
-            turn.execution = run.to_dict()
-        if self.kind == "code" and self.examples is not None and "```" in turn.reply:
-            turn.examples = settle.run_examples(turn.reply, self.examples, strict=self.strict).to_dict()
+        call = Call(model=model, role=Role.WORKER, messages=messages, answering=True, attempt=attempt,
+                    override=f"step {index}" + (f" (depth {depth})" if depth else ""))
+        turn = play(self.pool, call, -1, self.salt, self.kind, self.examples, run_examples="with code")
         return turn.reply, [turn], None, repair
-
-    def _turn(self, model: str, role: Role, messages: list[ChatMessage], completion: Completion,
-              params: GenParams, attempt: int, override: str) -> Turn:
-        return Turn(
-            index=-1, model=model, role=role, chosen_role=role, model_probs=_one_hot(self.pool.names, model),
-            role_probs=[float(r is role) for r in ROLES], messages=messages, reply=completion.text,
-            prompt_tokens=completion.prompt_tokens, completion_tokens=completion.completion_tokens,
-            latency_s=completion.latency_s, coordinator_s=0.0, cost_usd=completion.cost_usd,
-            cached=completion.cached, override=override, attempt=attempt, temperature=params.temperature,
-            sample_seed=params.seed if attempt else None,
-        )
 
 
 def _call(job: Callable[[], Any]) -> Any:

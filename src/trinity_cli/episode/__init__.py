@@ -1,3 +1,4 @@
-"""The turn engine: loop.py plays one multi-turn episode (decide -> prompt -> call -> record),
+"""The turn engine: turn.py plays one turn (fit the prompt, call, run its code, record it) for
+episodes and conductor steps alike, loop.py one multi-turn episode (decide -> turn -> settle),
 schedules.py holds the fixed decision sources that stand in for a head (single, self-loop, sc,
 agree)."""

@@ -45,16 +45,15 @@ from typing import Protocol
 
 import numpy as np
 
+from trinity_cli.episode.turn import MIN_REPLY_ROOM, Call, fit, play
 from trinity_cli.errors import ConfigError, ContextOverflow
 from trinity_cli.events import DecisionMade, ProgressFn, TurnPlayed, quiet
 from trinity_cli.messages import ChatMessage, Decision, GenParams, Role, Transcript, Turn
 from trinity_cli.pool.pool import Pool
 from trinity_cli.tasks.answers import guess_kind
-from trinity_cli.turns import program, prompts, replies, rules, settle
+from trinity_cli.turns import prompts, replies, rules, settle
 from trinity_cli.turns.settle import Examples
 
-# Reply room a prompt must leave; llama.cpp backends clamp max_tokens to what is left.
-MIN_REPLY_ROOM = 128
 
 class DecisionSource(Protocol):
     """What picks (model, role) each turn: the evolved `Coordinator`, or a fixed schedule
@@ -74,27 +73,24 @@ class DecisionSource(Protocol):
     ) -> Decision: ...
 
 
-def reply_room(pool: Pool, model: str, role: Role) -> int:
-    """The reply room `model`'s prompt must leave when it acts as `role`."""
-    return min(pool.params(model, role.value).max_tokens, MIN_REPLY_ROOM)
-
-
 def _fit(
     pool: Pool, model: str, role: Role, task: str, turns: Sequence[Turn], context: Sequence[ChatMessage],
     kind: str | None, alone: bool = False,
 ) -> tuple[list[ChatMessage], int]:
-    room = reply_room(pool, model, role)
+    """`model`'s messages as `role`, its oldest turns left out until they fit (asked alone:
+    shown no turns, one try), and how many were left out."""
     style = pool.style(model)
-    for keep in range(0 if alone else len(turns), -1, -1):  # asked alone: shown no turns, one try
-        messages = prompts.build_messages(role, task, turns, context, keep_last=keep, style=style, kind=kind,
-                                        alone=alone)
-        if pool.fits(model, messages, room):
-            return messages, len(turns) - keep
-    raise ContextOverflow(
+    most = 0 if alone else len(turns)
+    candidates = (prompts.build_messages(role, task, turns, context, keep_last=keep, style=style, kind=kind,
+                                         alone=alone)
+                  for keep in range(most, -1, -1))
+    overflow = ContextOverflow(
         f"model {model!r}: the task and the answer to check do not fit its context of "
         f"{pool.backend(model).n_ctx} tokens",
         "shorten the question, or raise n_ctx in the pool file",
     )
+    messages, shortened = fit(pool, model, role, candidates, overflow)
+    return messages, len(turns) - (most - shortened)  # the turns not shown
 
 
 def usable_models(pool: Pool, task: str, exclude: Collection[str], context: Sequence[ChatMessage] = ()) -> set[str]:
@@ -210,37 +206,16 @@ class _Play:
 
     def turn(self, turns: Sequence[Turn], index: int, decision: Decision, role: Role, override: str | None,
              proposed: Turn | None) -> Turn:
-        """Ask `decision.model` as `role` (a fresh attempt if it was asked before), run what
-        must be run (a program turn, a code answer's examples, a program Verifier's asserts)
-        and record it; verdicts are `_judge`'s."""
-        pool, model = self.pool, decision.model
-        strict = pool.config.sandbox == "strict"
+        """Ask `decision.model` as `role` (a fresh attempt if it was asked before) through the
+        turn machinery (episode/turn.py); verdicts are `_judge`'s."""
+        model = decision.model
         alone = rules.asked_alone(role, self.kind, decision.alone)
-        messages, dropped = _fit(pool, model, role, self.task, turns, self.context, self.kind, alone)
-        attempt = sum(t.model == model for t in turns)
-        params = pool.params(model, role.value, attempt=attempt, salt=attempt_salt(self.task, self.context))
-        completion = pool.chat(model, messages, params)
-        reply, execution, verdict = completion.text, None, None
-        answering = rules.answering(role, alone)
-        if pool.style(model) == "program" and role is not Role.THINKER:
-            if answering:
-                reply, run = program.run_reply(reply, strict=strict)
-            else:  # a program Verifier of code: its asserts run against the proposed code
-                assert proposed is not None
-                verdict, run = program.run_tests(proposed.reply, reply, strict=strict)
-            execution = run.to_dict()
-        example_run = None
-        if answering and self.kind == "code" and self.examples is not None:
-            example_run = settle.run_examples(reply, self.examples, strict=strict).to_dict()
-        return Turn(
-            index=index, model=model, role=role, chosen_role=decision.role, model_probs=decision.model_probs,
-            role_probs=decision.role_probs, messages=messages, reply=reply,
-            prompt_tokens=completion.prompt_tokens, completion_tokens=completion.completion_tokens,
-            latency_s=completion.latency_s, coordinator_s=decision.seconds, cost_usd=completion.cost_usd,
-            cached=completion.cached, override=override, truncated_turns=dropped, execution=execution,
-            verdict=verdict, verdict_source="executed" if verdict else None, alone=alone, attempt=attempt,
-            temperature=params.temperature, sample_seed=params.seed if attempt else None, examples=example_run,
-        )
+        messages, dropped = _fit(self.pool, model, role, self.task, turns, self.context, self.kind, alone)
+        call = Call(model=model, role=role, messages=messages, answering=rules.answering(role, alone),
+                    attempt=sum(t.model == model for t in turns), alone=alone, chosen_role=decision.role,
+                    model_probs=decision.model_probs, role_probs=decision.role_probs,
+                    coordinator_s=decision.seconds, override=override, dropped=dropped)
+        return play(self.pool, call, index, attempt_salt(self.task, self.context), self.kind, self.examples, proposed)
 
 
 def _judge(turn: Turn, turns: Sequence[Turn], proposed: Turn | None, kind: str | None) -> None:
