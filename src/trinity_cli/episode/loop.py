@@ -155,7 +155,7 @@ def run_episode(
         decision = coordinator.decide(task, transcript.turns, rng, masked, context, greedy)
         emit(DecisionMade(index, decision))
         turns = transcript.turns
-        proposed = rules.latest_answering(turns)
+        proposed = rules.latest_proposal(turns)
         last = index == max_turns - 1 or spent is not None
         role, override = _acting_role(decision, turns[-1].suggestion if turns else None, proposed, last, spent)
         turn = play.turn(turns, index, decision, role, override, proposed)
@@ -172,7 +172,7 @@ def run_episode(
             transcript.stop_reason, settled = "agreed", turns[found].reply
             break
         spent = spent or _budget_reached(transcript, token_budget, cost_budget)
-        if spent is not None and rules.latest_answering(turns) is not None:
+        if spent is not None and rules.latest_proposal(turns) is not None:
             transcript.stop_reason = spent
             break
     transcript.answer = settled if settled is not None else settle.settled_answer(transcript.turns, kind)
@@ -211,7 +211,7 @@ class _Play:
         model = decision.model
         alone = rules.asked_alone(role, self.kind, decision.alone)
         messages, dropped = _fit(self.pool, model, role, self.task, turns, self.context, self.kind, alone)
-        call = Call(model=model, role=role, messages=messages, answering=rules.answering(role, alone),
+        call = Call(model=model, role=role, messages=messages, answering=rules.role_proposes_answer(role, alone),
                     attempt=sum(t.model == model for t in turns), alone=alone, chosen_role=decision.role,
                     model_probs=decision.model_probs, role_probs=decision.role_probs,
                     coordinator_s=decision.seconds, override=override, dropped=dropped)

@@ -47,7 +47,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from trinity_cli.messages import ChatMessage, Role, Turn
-from trinity_cli.turns.rules import asked_alone, latest_answering
+from trinity_cli.turns.rules import asked_alone, latest_proposal
 
 PROMPT_VERSION = "p4"
 
@@ -234,7 +234,7 @@ def build_messages(
         header = f"Turns so far ({dropped} earlier turns omitted):" if dropped else "Turns so far:"
         parts.append(header + "\n" + "\n\n".join(_shown_turn(t) for t in shown))
     if asked is Role.VERIFIER:
-        proposed = latest_answering(turns)
+        proposed = latest_proposal(turns)
         if proposed is not None:
             note = f"\n{examples_note(proposed.examples)}" if proposed.examples is not None else ""
             parts.append(f"Proposed code to check:\n{clip(proposed.reply)}{note}")

@@ -14,18 +14,18 @@ from collections.abc import Sequence
 from trinity_cli.messages import Role, Turn
 
 
-def latest_answering(turns: Sequence[Turn]) -> Turn | None:
+def latest_proposal(turns: Sequence[Turn]) -> Turn | None:
     """The latest turn that proposed an answer (a Worker, or a Verifier asked alone): what a
     code Verifier checks; None before any."""
-    return next((turn for turn in reversed(turns) if answers(turn)), None)
+    return next((turn for turn in reversed(turns) if proposes_answer(turn)), None)
 
 
-def answers(turn: Turn) -> bool:
-    """Whether `turn` proposed an answer (`answering`)."""
-    return answering(turn.role, turn.alone)
+def proposes_answer(turn: Turn) -> bool:
+    """Whether `turn` proposed an answer (`role_proposes_answer`)."""
+    return role_proposes_answer(turn.role, turn.alone)
 
 
-def answering(role: Role, alone: bool) -> bool:
+def role_proposes_answer(role: Role, alone: bool) -> bool:
     """Whether a call in `role`, asked alone or not, proposes an answer: every Worker call,
     and a Verifier asked alone (which answers as a Worker would)."""
     return role is Role.WORKER or (role is Role.VERIFIER and alone)

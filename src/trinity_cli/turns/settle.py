@@ -4,7 +4,7 @@ at the end, and code answers run against the examples the task itself shows.
 Answers are read exactly as the task's scorer reads them (`tasks.answers.final_answer` for
 the scorer kind). Rules (episode/loop.py applies them turn by turn):
 
-    vote        A turn that answers (a Worker, or a Verifier asked alone: rules.answers)
+    vote        A turn that answers (a Worker, or a Verifier asked alone: rules.proposes_answer)
                 casts a vote for its answer, unless an equal answer was in its prompt (an
                 answering turn among the turns it was shown): a Worker copying the proposed
                 answer is not a second opinion.
@@ -122,7 +122,7 @@ def run_examples(reply: str, examples: Examples, strict: bool = False) -> Exampl
 def answer_of(turn: Turn, kind: str | None) -> FinalAnswer | None:
     """The answer an answering turn commits to, as the scorer of `kind` reads it (None for
     code, and for turns that do not answer)."""
-    if not rules.answers(turn) or kind == "code":
+    if not rules.proposes_answer(turn) or kind == "code":
         return None
     return final_answer(turn.reply, kind)
 
@@ -173,7 +173,7 @@ def agreement(turns: Sequence[Turn], kind: str | None) -> int | None:
 
 def settled_answer(turns: Sequence[Turn], kind: str | None) -> str | None:
     """The episode's answer at the end without agreement (module docstring: plurality; code)."""
-    answering = [t for t in turns if rules.answers(t)]
+    answering = [t for t in turns if rules.proposes_answer(t)]
     if not answering:
         return None
     if kind == "code":
