@@ -38,7 +38,7 @@ from trinity_cli import seeds
 from trinity_cli.conductor.run import DEFAULT_DEPTH, ConductorSpec, run_conductor
 from trinity_cli.coordinator.head import default_greedy, turn_budget
 from trinity_cli.coordinator.policy import Coordinator, resolve_head
-from trinity_cli.episode.loop import run_episode
+from trinity_cli.episode.loop import run_episode, usable_models
 from trinity_cli.errors import ConfigError, option
 from trinity_cli.events import AskStarted, ProgressFn, RunAllocated, quiet
 from trinity_cli.keyed_cache import journal_to
@@ -132,18 +132,16 @@ def clean_question(question: str) -> str:
 
 def build(options: AskOptions) -> tuple[Pool, Coordinator | None]:
     """Pool and coordinator for `options` (no coordinator in conductor mode); the head, or
-    the conductor, is checked against the pool here, before anything runs."""
+    the conductor, is checked against the pool here, before anything runs. Model files are
+    located later, once the question is known to fit (`ask`)."""
     if options.mode not in MODES:
         raise ConfigError(f"{option('mode')}: unknown mode {options.mode!r}", "use coordinator or conductor")
     config = load_pool(options.pool)
     pool = open_pool(config, options.use_cache)
     try:
-        pool.left_after(options.exclude)
         if options.mode == "conductor":
             options.conductor_spec().name(pool)
-            pool.check_assets()
             return pool, None
-        pool.check_assets()
         head = resolve_head(options.head, config.name, config.names, options.backbone)
     except BaseException:
         pool.close()
@@ -165,14 +163,14 @@ def _started(pool: Pool, coordinator: Coordinator | None, options: AskOptions) -
 
 def _answer(
     question: str, pool: Pool, coordinator: Coordinator | None, options: AskOptions, context: Sequence[ChatMessage],
-    kind: str | None, examples: Examples | None, episode_seed: int, progress: ProgressFn,
+    kind: str | None, examples: Examples | None, episode_seed: int, usable: set[str], progress: ProgressFn,
 ) -> tuple[Transcript, dict[str, Any]]:
     """Play the question: a conductor run without a coordinator, else an episode. Returns the
     transcript and the run record's fields that say how (module docstring)."""
     if coordinator is None:
         spec = options.conductor_spec()
-        transcript = run_conductor(question, pool, spec, exclude=options.exclude, context=context, kind=kind,
-                                   examples=examples, progress=progress)
+        transcript = run_conductor(question, pool, spec, context=context, kind=kind, examples=examples,
+                                   progress=progress, usable=usable)
         assert transcript.workflow is not None
         return transcript, {"mode": "conductor", "conductor": transcript.workflow["conductor"],
                             "conductor_depth": spec.depth,
@@ -181,7 +179,7 @@ def _answer(
     max_turns = turn_budget(options.max_turns, head)
     greedy = options.greedy if options.greedy is not None else default_greedy(head)
     transcript = run_episode(question, pool, coordinator, max_turns=max_turns, seed=episode_seed, kind=kind,
-                             exclude=options.exclude, context=context, greedy=greedy, progress=progress,
+                             usable=usable, context=context, greedy=greedy, progress=progress,
                              token_budget=options.token_budget, cost_budget=options.cost_budget,
                              examples=examples)
     return transcript, {"mode": "coordinator", "head": {"name": head.manifest.get("name"), "trained": head.trained},
@@ -234,6 +232,10 @@ def ask(
     store = store or RunStore()
     emit = progress or quiet
     try:
+        # The one check of the exclusions and of the question against every context, before
+        # any model file is located and before a run exists (serve answers errors plainly then).
+        usable = usable_models(pool, question, options.exclude, context)
+        pool.check_assets()
         emit(_started(pool, coordinator, options))
         start = time.perf_counter()
         kind = guess_kind(question)
@@ -242,7 +244,7 @@ def ask(
         with store.new_run() as run_dir, journal_to(run_dir / JOURNAL):
             emit(RunAllocated(run_dir.name))
             transcript, how = _answer(question, pool, coordinator, options, context, kind, examples, episode_seed,
-                                      emit)
+                                      usable, emit)
             wall = time.perf_counter() - start
             answer = answer_text(transcript.answer, kind)
             record = {**_record(question, pool, how, options, episode_seed, kind, examples, transcript, answer,

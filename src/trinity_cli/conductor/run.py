@@ -299,15 +299,17 @@ def run_conductor(
     kind: str | None = None,
     examples: Examples | None = None,
     progress: ProgressFn | None = None,
+    usable: Collection[str] | None = None,
 ) -> Transcript:
     """Answer `task` in conductor mode (module docstring); `progress` receives TurnPlayed for
     each turn once numbered: the conductor's as soon as it is read, a level's steps when the
     level is done.
     `exclude`d members are not offered to the conductor, nor run (the conductor itself may
-    still conduct). Raises ContextOverflow when no member, or the conductor, can hold the task."""
+    still conduct); `usable`: the members a caller already found usable (episode/loop.usable_models),
+    None to check here. Raises ContextOverflow when no member, or the conductor, can hold the task."""
     spec = spec or ConductorSpec()
     conductor = spec.name(pool)
-    usable = usable_models(pool, task, exclude, context)
+    usable = set(usable if usable is not None else usable_models(pool, task, exclude, context))
     members = [m for m in pool.names if m in usable]
     play = _Conducting(pool, spec, conductor, members, task, list(context), kind, examples,
                        salt=attempt_salt(task, context), strict=pool.config.sandbox == "strict")

@@ -126,6 +126,7 @@ def run_episode(
     cost_budget: float | None = None,
     kind: str | None = None,
     examples: Examples | None = None,
+    usable: Collection[str] | None = None,
 ) -> Transcript:
     """Run one episode (`kind`: the task's scorer kind, None to guess it from the task;
     `examples`: a code task's shown tests, run on every code answer: turns/settle.py;
@@ -137,13 +138,16 @@ def run_episode(
     priced models only) end the episode with stop_reason "token_budget" or "cost_budget"
     once reached. The turn that crosses the line is kept; if no Worker has answered by
     then, one more turn is played as a Worker (rule 3), so a budget never leaves an
-    episode without an answer."""
+    episode without an answer.
+
+    `usable`: the members the caller found usable (`usable_models`, which checks `exclude`),
+    so they are not checked twice; None: computed here from `exclude`."""
     if max_turns < 1:
         raise ConfigError(f"max_turns must be at least 1, got {max_turns}")
     if coordinator.models != pool.names:
         raise ConfigError(f"the coordinator routes {coordinator.models}, the pool has {pool.names}")
     kind = guess_kind(task) if kind is None else kind
-    masked = set(pool.names) - usable_models(pool, task, exclude, context)
+    masked = set(pool.names) - set(usable if usable is not None else usable_models(pool, task, exclude, context))
     play = _Play(pool, task, list(context), kind, examples)
     rng = np.random.default_rng(seed)
     until_agreed = bool(getattr(coordinator, "stop_when_agreed", False))

@@ -13,7 +13,6 @@ from trinity_cli import ask as ask_mod
 from trinity_cli.conductor.run import DEFAULT_DEPTH, ConductorSpec
 from trinity_cli.coordinator.head import available_heads
 from trinity_cli.coordinator.policy import Coordinator, resolve_head
-from trinity_cli.episode.loop import usable_models
 from trinity_cli.errors import ConfigError, TrinityError, option
 from trinity_cli.events import ProgressFn, RequestAnswered, RequestFailed, ServeLoading, quiet
 from trinity_cli.pool.pool import open_pool
@@ -125,8 +124,8 @@ class ServedPool:
         try:
             coordinator = None if request.conductor else self.coordinator(request.head)
             with self._episode_lock:
-                # Checked before a run is allocated, so these errors come before any stream starts.
-                usable_models(self.pool, request.task, request.exclude, request.context)
+                # ask checks the exclusions and the contexts before a run is allocated, so those
+                # errors come before any stream starts.
                 options = ask_mod.AskOptions(
                     pool=self.options.pool,
                     head=request.head or self.options.head,
