@@ -290,3 +290,24 @@ def _untimed(data: object) -> object:
     if isinstance(data, dict):
         return {k: _untimed(v) for k, v in data.items() if "wall" not in k}
     return data
+
+
+def test_sandbox_runs_travel_and_replay_without_running(tmp_path: Path, monkeypatch) -> None:
+    from trinity_cli.sandbox import recorded, sandbox
+
+    _home(monkeypatch, tmp_path / "home-a")
+    first = recorded.run_python_recorded("print(6 * 7)")
+    assert first.passed and first.stdout.strip() == "42"
+    result = transfer.export(tmp_path / "rec", None)
+    assert result.entries == 1
+    monkeypatch.setattr(recorded, "_open", {})  # the next home's cache, not the one opened above
+    _home(monkeypatch, tmp_path / "home-b")
+    imported = transfer.import_recording(tmp_path / "rec")
+    assert imported.added["sandbox"] == 1 and imported.sandbox == 1
+
+    def never(*args, **kwargs):
+        raise AssertionError("a recorded run ran again")
+
+    monkeypatch.setattr(sandbox, "run_python", never)
+    again = recorded.run_python_recorded("print(6 * 7)")
+    assert again.passed and again.stdout == first.stdout

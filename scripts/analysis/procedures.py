@@ -48,6 +48,7 @@ from trinity_cli import tasks  # noqa: E402
 from trinity_cli.bench.stats import paired_test  # noqa: E402
 from trinity_cli.bench.systems import sc_source  # noqa: E402
 from trinity_cli.episode.loop import run_episode  # noqa: E402
+from trinity_cli.errors import TrinityError  # noqa: E402
 from trinity_cli.messages import Turn  # noqa: E402
 from trinity_cli.pool.pool import open_pool  # noqa: E402
 from trinity_cli.pool_config import load_pool  # noqa: E402
@@ -277,7 +278,10 @@ def main() -> None:
     args = parser.parse_args()
     mix = ",".join(f"{t.strip()}:{args.split}:{args.n}" for t in args.tasks.split(",") if t.strip())
     items = tasks.sample_items(mix, seed=args.seed)
-    matrix = collect(items, args.pool, args.k)
+    try:
+        matrix = collect(items, args.pool, args.k)
+    except TrinityError as exc:  # one line, as the CLI says it (replay-only: the call not recorded)
+        sys.exit(f"error: {exc}")
     result = analyse(matrix, items, args.budget, [e.task for e in tasks.parse_mix(mix)])
     print(f"# Procedures on {mix} (k = {result['k']}, agree budget {args.budget} calls)\n")
     print(markdown(result))

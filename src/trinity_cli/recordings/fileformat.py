@@ -5,7 +5,7 @@ written with mtime 0 and no file name, so the same entries give the same bytes),
 holding UTF-8 JSON lines:
 
     {"format": "trinity-recording/1", "entries": N}           first line of each member
-    {"cache": "rollouts" | "hidden", "key": K, "request": R, "value": V, "sum": S}   N lines
+    {"cache": "rollouts" | "hidden" | "sandbox", "key": K, "request": R, "value": V, "sum": S}   N lines
 
   rollouts  K = "r2:" + sha256(canonical JSON of R) (pool/rollout_cache.py: R holds the
             backend fingerprint, the messages and every generation parameter);
@@ -14,6 +14,9 @@ holding UTF-8 JSON lines:
   hidden    K = "h2:" + sha256(canonical JSON of R) (coordinator/policy.py: R holds the
             backbone fingerprint, dtype, coordinator version, SVF and the transcript text);
             V = {"float32": base64 of the feature's little-endian float32 bytes}
+  sandbox   K = "s1:" + sha256(canonical JSON of R) (sandbox/recorded.py: R holds the program,
+            its limits, whether it ran isolated and the Python version);
+            V = the run's result (SandboxResult fields)
   S = the first 16 hex digits of sha256(canonical JSON of {"cache", "key", "request", "value"}).
 
 Lines within a member are sorted by key. Appending writes one new member holding only the
@@ -47,7 +50,7 @@ from trinity_cli.keyed_cache import canonical_json, content_key
 
 FORMAT = "trinity-recording/1"
 CALLS_FILE = "calls.jsonl.gz"
-TAGS = {"rollouts": "r2:", "hidden": "h2:"}  # cache -> the key tag its entries carry
+TAGS = {"rollouts": "r2:", "hidden": "h2:", "sandbox": "s1:"}  # cache -> the key tag its entries carry
 
 
 @dataclass(frozen=True)

@@ -34,10 +34,11 @@ from trinity_cli.runs.store import JOURNAL, RunStore
 
 log = logging.getLogger(__name__)
 
-SIZE_LIMITS = {"rollouts": 8 << 30, "hidden": 2 << 30}  # as pool/rollout_cache.py and coordinator/policy.py open them
-WHAT = {"rollouts": "rollout cache", "hidden": "hidden-state cache"}
-# A reply's timing is not part of what it says: the same call recorded twice differs there.
-_TIMING = ("latency_s",)
+# As pool/rollout_cache.py, coordinator/policy.py and sandbox/recorded.py open them.
+SIZE_LIMITS = {"rollouts": 8 << 30, "hidden": 2 << 30, "sandbox": 1 << 30}
+WHAT = {"rollouts": "rollout cache", "hidden": "hidden-state cache", "sandbox": "sandbox run cache"}
+# How long a call or a run took is not part of what it gave: recorded twice, it differs there.
+_TIMING = ("latency_s", "duration_s")
 
 
 def open_cache(name: str) -> KeyedCache:
@@ -67,6 +68,8 @@ def _entry(cache_name: str, key: str, stored: Any) -> Entry | None:
     if cache_name == "rollouts":
         reply = {k: v for k, v in stored["reply"].items() if k not in ("cached", "recorded")}
         return Entry(cache_name, key, stored["request"], reply)
+    if cache_name == "sandbox":
+        return Entry(cache_name, key, stored["request"], stored["result"])
     return Entry(cache_name, key, stored["request"], fileformat.vector_value(stored["vector"]))
 
 
@@ -152,10 +155,14 @@ class ImportResult:
     members: dict[str, list[str]] = field(default_factory=dict)  # pool -> its members those calls belong to
     other: Counter[str] = field(default_factory=Counter)  # why calls match no installed member -> count
     backbones: Counter[str] = field(default_factory=Counter)  # backbone (or why none) -> hidden states
+    sandbox: int = 0  # recorded runs of model-written programs
     runs: list[carry.Carried] = field(default_factory=list)  # run directories brought (carry.py)
 
 
 def _same(cache_name: str, held: Any, entry: Entry) -> bool:
+    if cache_name == "sandbox":  # what a program printed and how it ended, not how long it took
+        result = held.get("result", held)
+        return all(result.get(k) == v for k, v in entry.value.items() if k not in _TIMING)
     if cache_name == "hidden":
         vector = held["vector"] if isinstance(held, dict) else held
         return bool(vector == fileformat.vector_bytes(entry.value))
@@ -167,6 +174,8 @@ def _same(cache_name: str, held: Any, entry: Entry) -> bool:
 def _stored(entry: Entry) -> dict[str, Any]:
     if entry.cache == "rollouts":
         return {"request": entry.request, "reply": entry.value, "source": "recording"}
+    if entry.cache == "sandbox":
+        return {"request": entry.request, "result": entry.value, "source": "recording"}
     return {"request": entry.request, "vector": fileformat.vector_bytes(entry.value), "source": "recording"}
 
 
@@ -211,8 +220,11 @@ def _where(entries: list[Entry], result: ImportResult) -> None:
     """Fill `applies`, `other` and `backbones`: the pools and backbones installed here that
     the recorded calls belong to (module docstring)."""
     members = installed_members()
-    backbones = installed_backbones()
+    backbones = installed_backbones() if any(e.cache == "hidden" for e in entries) else {}
     for entry in entries:
+        if entry.cache == "sandbox":
+            result.sandbox += 1
+            continue
         if entry.cache == "hidden":
             fp = str(entry.request.get("backbone", ""))
             result.backbones[backbones.get(fp) or "another backbone (not installed here)"] += 1
@@ -253,14 +265,17 @@ def installed_members() -> dict[str, list[tuple[str, str]]]:
 
 
 def installed_backbones() -> dict[str, str]:
-    """Backbone fingerprint -> name, for the backbones embedded in this install."""
-    from trinity_cli.coordinator.backbone_refs import EMBEDDED_HIDDEN, describe
+    """Backbone fingerprint -> name, for the backbones embedded in this install (from the
+    declared sha256 where there is one: no file is assembled for it)."""
+    from trinity_cli import assets
+    from trinity_cli.coordinator.backbone_refs import EMBEDDED, describe
     from trinity_cli.errors import TrinityError
 
     out: dict[str, str] = {}
-    for ref in EMBEDDED_HIDDEN:
+    for ref, weights in EMBEDDED.items():
+        declared = assets.declared_sha256(weights)
         try:
-            out[describe(ref)[0]] = ref
+            out[f"gguf:{declared}" if declared else describe(ref)[0]] = ref
         except TrinityError:
             continue
     return out

@@ -46,6 +46,8 @@ def imported(result: Any, dry: bool = False) -> None:
         console.err.print(Text(f"  {n} calls apply to no installed pool: {why}"), soft_wrap=True)
     for backbone, n in sorted(result.backbones.items()):
         console.err.print(Text(f"  {n} coordinator hidden states: {backbone}"), soft_wrap=True)
+    if result.sandbox:
+        console.err.print(Text(f"  {result.sandbox} sandbox runs of model-written code"), soft_wrap=True)
     for refused in result.refused:
         console.warning(f"refused line {refused.line} ({refused.key[:19]}...): {refused.why}")
     for key in result.conflicts:

@@ -11,7 +11,9 @@ Sandbox run cache (diskcache under `cache/sandbox/`): one entry per distinct run
                replaced by "\\x00<i>\\x00" (i: its position),
                "limits": {timeout_s, memory_mb, max_procs, file_mb, max_open_files, disk_mb},
                "isolated": whether it runs under bubblewrap, "python": sys.version})
-    value = the SandboxResult's fields, secrets in stdout and stderr replaced the same way
+    value = {"request": the payload above, "result": the SandboxResult's fields, secrets in
+             stdout and stderr replaced the same way} (older entries: the fields alone); the
+             request is kept so a recording can carry the run (recordings/)
 Secrets are the random markers a caller puts in the program so that model-written code
 cannot forge them (the answer marker, the tests' sentinel): fresh each call, so they are
 keyed and stored as placeholders and the current call's are put back on a hit.
@@ -57,7 +59,8 @@ def _cache() -> KeyedCache:
     with _lock:
         cache = _open.get(str(directory))
         if cache is None:
-            cache = _open[str(directory)] = KeyedCache(directory, "sandbox run cache", size_limit=1 << 30)
+            cache = _open[str(directory)] = KeyedCache(directory, "sandbox run cache", size_limit=1 << 30,
+                                                       journaled=True)
         return cache
 
 
@@ -73,11 +76,18 @@ def _show(text: str, secrets: Sequence[str]) -> str:
     return text
 
 
+KEY_TAG = f"s{RUN_CACHE_VERSION}:"
+
+
+def run_request(source: str, secrets: Sequence[str], limits: dict[str, Any], isolated: bool) -> dict[str, Any]:
+    """The payload a run's cache key hashes (module docstring)."""
+    return {"v": RUN_CACHE_VERSION, "source": _hide(source, secrets), "limits": limits,
+            "isolated": isolated, "python": sys.version}
+
+
 def run_key(source: str, secrets: Sequence[str], limits: dict[str, Any], isolated: bool) -> str:
     """The cache key of a run (module docstring)."""
-    payload = {"v": RUN_CACHE_VERSION, "source": _hide(source, secrets), "limits": limits,
-               "isolated": isolated, "python": sys.version}
-    return content_key(f"s{RUN_CACHE_VERSION}:", payload)
+    return content_key(KEY_TAG, run_request(source, secrets, limits, isolated))
 
 
 def run_python_recorded(source: str, secrets: Sequence[str] = (), **options: Any) -> SandboxResult:
@@ -93,15 +103,17 @@ def run_python_recorded(source: str, secrets: Sequence[str] = (), **options: Any
     strict = bool(bound.arguments["strict"])
     # Looked up through the module, as run_python does, so the same mode decides both.
     iso = sandbox.require_isolation() if strict or sandbox.strict_from_env() else sandbox.isolation()
-    key = run_key(source, secrets, limits, iso.bwrap is not None)
+    request = run_request(source, secrets, limits, iso.bwrap is not None)
+    key = content_key(KEY_TAG, request)
     cache = _cache()
     recorded = cache.get(key)
     if recorded is not None:
+        recorded = recorded.get("result", recorded)
         return SandboxResult(**{**recorded, "stdout": _show(recorded["stdout"], secrets),
                                 "stderr": _show(recorded["stderr"], secrets)})
     result = sandbox.run_python(source, **options)
     if not result.timed_out:
         data = dataclasses.asdict(result)
         data["stdout"], data["stderr"] = _hide(result.stdout, secrets), _hide(result.stderr, secrets)
-        cache.set(key, data)
+        cache.set(key, {"request": request, "result": data})
     return result
