@@ -107,6 +107,8 @@ def run_python_recorded(source: str, secrets: Sequence[str] = (), **options: Any
     key = content_key(KEY_TAG, request)
     cache = _cache()
     recorded = cache.get(key)
+    if recorded is not None and "result" not in recorded:  # an older entry: keep its request now
+        cache.set(key, {"request": request, "result": recorded})
     if recorded is not None:
         recorded = recorded.get("result", recorded)
         return SandboxResult(**{**recorded, "stdout": _show(recorded["stdout"], secrets),
