@@ -148,7 +148,7 @@ def test_exact_accuracies_oracle_selfloop_and_files(tmp_path: Path) -> None:
     assert on_disk["format"] == "trinity-bench/1" and on_disk["results"] == data["results"]
     assert len(on_disk["episodes"]) == 8 * (3 + 3 + 1 + 1 + 2 + 1)
     assert len((run_dir / "episodes.jsonl").read_text().splitlines()) == 8 * (3 + 3 + 1 + 1 + 2 + 1)
-    assert (run_dir / "chart.png").stat().st_size > 1000
+    assert (run_dir / "chart.png").stat().st_size > 1000 and (run_dir / "cost.png").stat().st_size > 1000
     report = (run_dir / "report.md").read_text()
     assert "| selfloop:m0 | 62.5% |" in report and "| agree | 62.5% |" in report and "Wilson" in report
     record = RunStore().load(result.run_id)
@@ -411,3 +411,15 @@ def test_cli_tables_json_and_replay(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     train = ["bench", "--pool", str(pool), "--tasks", f"file:{tasks}:train"]
     code, out, err = run_main(train, monkeypatch, capsys)
     assert code == 2 and "held-out" in err and "Traceback" not in err
+
+
+def test_pareto_front_keeps_rows_no_other_beats_on_both() -> None:
+    from trinity_cli.runs.reports import pareto_front
+
+    def row(tokens, accuracy):
+        return {"overall": {"mean_tokens": tokens, "accuracy": accuracy}}
+
+    summary = {"systems": [{"name": n} for n in "abcde"],
+               "results": {"a": row(100, 0.4), "b": row(300, 0.5), "c": row(300, 0.45), "d": row(900, 0.5),
+                           "e": row(800, 0.6)}}
+    assert pareto_front(summary) == ["a", "b", "e"]  # c: b is better at the same cost; d: e is better and cheaper

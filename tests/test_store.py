@@ -37,8 +37,8 @@ def test_evolve_run_files_round_trip(tmp_path: Path) -> None:
 def test_bench_run_writes_every_file_atomically(tmp_path: Path) -> None:
     run = BenchRun(tmp_path)
     run.write_episodes({"i": i} for i in range(3))
-    run.write_outputs({"format": "x"}, "# report\n", lambda path: path.write_bytes(b"png"))
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(BenchRun.FILES)
+    files = run.write_outputs({"format": "x"}, "# report\n", {"chart.png": lambda path: path.write_bytes(b"png")})
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(files) == sorted([*BenchRun.FILES, "chart.png"])
     assert [json.loads(line) for line in (tmp_path / "episodes.jsonl").read_text().splitlines()] == [
         {"i": 0}, {"i": 1}, {"i": 2}]
     assert run.read_episodes() == [{"i": 0}, {"i": 1}, {"i": 2}]
@@ -48,5 +48,5 @@ def test_bench_run_writes_every_file_atomically(tmp_path: Path) -> None:
         raise RuntimeError("matplotlib failed")
 
     with pytest.raises(RuntimeError):
-        run.write_outputs({"format": "y"}, "# new\n", broken_chart)
+        run.write_outputs({"format": "y"}, "# new\n", {"chart.png": broken_chart})
     assert (tmp_path / "chart.png").read_bytes() == b"png"

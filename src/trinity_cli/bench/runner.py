@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,7 +36,7 @@ from trinity_cli.keyed_cache import journal_to
 from trinity_cli.messages import Role, Transcript
 from trinity_cli.pool.pool import Pool, PoolStats, open_pool
 from trinity_cli.pool_config import PoolConfig, load_pool
-from trinity_cli.runs.charts import plot_accuracy, plot_selection
+from trinity_cli.runs.charts import plot_accuracy, plot_cost, plot_selection
 from trinity_cli.runs.reports import bench_document, report_markdown, selection_heads
 from trinity_cli.runs.run_files import BenchRun
 from trinity_cli.runs.store import JOURNAL, RunStore
@@ -308,9 +308,13 @@ def _close(evaluator: Evaluator | None, runtime: Runtime, systems: Sequence[Syst
 
 
 def write_outputs(run_dir: Path, summary: dict[str, Any], episodes: Sequence[EpisodeResult]) -> list[str]:
-    """bench.json, report.md, chart.png and (with heads) selection.png of a finished bench
-    (episodes.jsonl is written while it runs); returns the names of the run's files."""
-    selection_chart = (lambda path: plot_selection(summary, path)) if selection_heads(summary) else None
+    """bench.json, report.md, chart.png, cost.png and (with heads) selection.png of a finished
+    bench (episodes.jsonl is written while it runs); returns the names of the run's files."""
+    charts: dict[str, Callable[[Path], None]] = {
+        "chart.png": lambda path: plot_accuracy(summary, path),
+        "cost.png": lambda path: plot_cost(summary, path),
+    }
+    if selection_heads(summary):
+        charts["selection.png"] = lambda path: plot_selection(summary, path)
     return BenchRun(run_dir).write_outputs(bench_document(summary, [e.to_dict() for e in episodes]),
-                                           report_markdown(summary), lambda path: plot_accuracy(summary, path),
-                                           selection_chart)
+                                           report_markdown(summary), charts)

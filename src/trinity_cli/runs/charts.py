@@ -3,6 +3,8 @@ the same plain summaries runs/reports.py formats as tables. The only module that
 matplotlib.
 
     plot_accuracy(summary)   chart.png: accuracy per system with 95% Wilson error bars
+    plot_cost(summary)       cost.png: accuracy against tokens per question, every row, with
+                             the Pareto frontier (reports.pareto_front) drawn
     plot_selection(summary)  selection.png: per head and task, each member's share of turns
                              in each role (the selection-distribution figure)
     plot_curves(curves)      curves.png: fitness and validation per training episode
@@ -19,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from trinity_cli.messages import ROLES
-from trinity_cli.runs.reports import selection_heads, short_task
+from trinity_cli.runs.reports import pareto_front, selection_heads, short_task
 
 
 def _pyplot() -> Any:
@@ -72,6 +74,33 @@ def plot_accuracy(summary: dict[str, Any], path: Path) -> None:
     ax.grid(axis="y", alpha=0.3)
     if len(groups) > 1:
         ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small")
+    _save(plt, fig, path)
+
+
+def plot_cost(summary: dict[str, Any], path: Path) -> None:
+    """cost.png: each system's overall accuracy against its mean tokens per question (prompt
+    and completion, every call), named; the Pareto frontier (no other row is as accurate for
+    fewer tokens) joined by a line."""
+    plt = _pyplot()
+    overall = [(s["name"], summary["results"][s["name"]]["overall"]) for s in summary["systems"]]
+    points = [(n, m["mean_tokens"], m["accuracy"]) for n, m in overall
+              if m.get("mean_tokens") is not None and m.get("accuracy") is not None]
+    front = pareto_front(summary)
+    fig, ax = plt.subplots(figsize=(7.5, 4.5), dpi=100)
+    for name, tokens, accuracy in points:
+        on = name in front
+        ax.scatter([tokens], [accuracy], color="tab:red" if on else "tab:blue", zorder=3)
+        ax.annotate(name, (tokens, accuracy), textcoords="offset points", xytext=(4, 4), fontsize="x-small")
+    line = sorted((t, a) for n, t, a in points if n in front)
+    if line:
+        ax.step([t for t, _ in line], [a for _, a in line], where="post", color="tab:red", alpha=0.6,
+                label="Pareto frontier")
+        ax.legend(loc="lower right", fontsize="small")
+    ax.set_xlabel("tokens per question (prompt + completion)")
+    ax.set_ylabel("accuracy")
+    ax.set_ylim(0, 1.05)
+    ax.set_title(f"trinity bench {summary['run']}: accuracy and cost")
+    ax.grid(alpha=0.3)
     _save(plt, fig, path)
 
 

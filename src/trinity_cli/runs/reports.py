@@ -10,6 +10,7 @@ curves. Their charts (PNG) are runs/charts.py's.
     selection_tables(...)    a Share per task as two tables (member and role shares; member
                              as role), for bench and evolve alike
     curve_rows(curves)       evolve's curves as formatted cells (render.replay_evolve)
+    pareto_front(summary)    the systems no other is as accurate as for fewer tokens per question
 """
 
 from __future__ import annotations
@@ -196,6 +197,21 @@ def turn_budgets(systems: Sequence[dict[str, Any]]) -> str:
     if len(set(budgets.values())) == 1:
         return f" · max turns {next(iter(budgets.values()))}"
     return " · max turns " + ", ".join(f"{name} {n}" for name, n in budgets.items())
+
+
+def pareto_front(summary: Mapping[str, Any]) -> list[str]:
+    """The systems on the accuracy / tokens-per-question Pareto frontier, fewest tokens first:
+    those for which no other system is at least as accurate at no more tokens per question
+    while better in one of the two. References (best-per-task, the oracle, vote) are rows
+    like any other."""
+    rows = []
+    for system in summary["systems"]:
+        m = summary["results"][system["name"]]["overall"]
+        if m.get("mean_tokens") is not None and m.get("accuracy") is not None:
+            rows.append((system["name"], float(m["mean_tokens"]), float(m["accuracy"])))
+    front = [(n, t, a) for n, t, a in rows
+             if not any(t2 <= t and a2 >= a and (t2 < t or a2 > a) for _, t2, a2 in rows)]
+    return [n for n, _, _ in sorted(front, key=lambda row: row[1])]
 
 
 def selection_tables(

@@ -10,7 +10,7 @@ import json
 import logging
 import os
 import pickle
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -195,8 +195,7 @@ class BenchRun:
     """The files of one bench run directory (their content: docs/files.md#bench-runs)."""
 
     EPISODES = "episodes.jsonl"
-    FILES = ("bench.json", "report.md", "chart.png", EPISODES)
-    SELECTION_CHART = "selection.png"  # only when the bench has heads
+    FILES = ("bench.json", "report.md", EPISODES)  # and its charts (write_outputs)
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -212,18 +211,13 @@ class BenchRun:
         """episodes.jsonl's objects, in file order (`write_episodes`)."""
         return [json.loads(line) for line in (self.path / self.EPISODES).read_text(encoding="utf-8").splitlines()]
 
-    def write_outputs(
-        self, bench: dict[str, Any], report_md: str, chart: Callable[[Path], None],
-        selection_chart: Callable[[Path], None] | None = None,
-    ) -> list[str]:
-        """bench.json, report.md, chart.png (drawn by `chart(path)` into a temporary file) and,
-        given `selection_chart`, selection.png; returns the names of the run's files."""
+    def write_outputs(self, bench: dict[str, Any], report_md: str,
+                      charts: Mapping[str, Callable[[Path], None]]) -> list[str]:
+        """bench.json, report.md and each chart (file name -> `draw(path)`, drawn into a
+        temporary file that is renamed into place); returns the names of the run's files."""
         paths.atomic_write_json(self.path / "bench.json", bench)
         paths.atomic_write_bytes(self.path / "report.md", report_md.encode())
-        with paths.atomic_output(self.path / "chart.png") as tmp:
-            chart(tmp)
-        if selection_chart is None:
-            return list(self.FILES)
-        with paths.atomic_output(self.path / self.SELECTION_CHART) as tmp:
-            selection_chart(tmp)
-        return [*self.FILES, self.SELECTION_CHART]
+        for name, draw in charts.items():
+            with paths.atomic_output(self.path / name) as tmp:
+                draw(tmp)
+        return [*self.FILES, *charts]
