@@ -311,3 +311,24 @@ def test_sandbox_runs_travel_and_replay_without_running(tmp_path: Path, monkeypa
     monkeypatch.setattr(sandbox, "run_python", never)
     again = recorded.run_python_recorded("print(6 * 7)")
     assert again.passed and again.stdout == first.stdout
+
+
+@pytest.mark.parametrize("args, says", [
+    (["recordings", "import", "nowhere"], "no recording file nowhere/calls.jsonl.gz"),
+    (["recordings", "export", "--all"], "say where to write the recording"),
+    (["recordings", "export", "run-1", "--all", "--to", "x"], "name the runs to export, or give --all"),
+    (["recordings", "export", "run-9", "--to", "x"], "no run 'run-9'"),
+])
+def test_bad_recording_commands_are_one_line(args: list[str], says: str, monkeypatch, capsys, tmp_path: Path) -> None:
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run_main(args, monkeypatch, capsys)
+    assert code == 2 and says in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_a_damaged_recording_is_refused_in_one_line(tmp_path: Path, monkeypatch, capsys) -> None:
+    path = tmp_path / "rec" / fileformat.CALLS_FILE
+    fileformat.append(path, [_entry(i) for i in range(20)])
+    path.write_bytes(path.read_bytes()[:-40])
+    code, _, err = run_main(["recordings", "import", str(tmp_path / "rec")], monkeypatch, capsys)
+    assert code == 2 and "is not a whole recording" in err and len(err.strip().splitlines()) == 1
