@@ -16,7 +16,8 @@ def program_reply(code: str) -> str:
 
 FUNCTION = "def add(a, b):\n    return a + b"
 
-# (style, kind, reply, answer). Program replies are run for real (see `program_reply`).
+# (style, kind, reply, answer): the style names the member the reply is typical of (it labels the
+# case; answer_text reads the reply alone). Program replies are run for real (see `program_reply`).
 CASES = [
     # reason: working, then an answer line (or none)
     ("reason", "numeric", "12 times 7 is 84.\nAnswer: 84", "84"),
@@ -42,8 +43,9 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize(("style", "kind", "reply", "expected"), CASES)
-def test_text_replies(style: str, kind: str | None, reply: str, expected: str) -> None:
+@pytest.mark.parametrize(("kind", "reply", "expected"),
+                         [pytest.param(*case[1:], id=f"{case[0]}-{case[1]}-{i}") for i, case in enumerate(CASES)])
+def test_text_replies(kind: str | None, reply: str, expected: str) -> None:
     assert answer_text(reply, kind) == expected
 
 

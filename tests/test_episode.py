@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -9,7 +10,7 @@ from trinity_cli.coordinator import head as head_mod
 from trinity_cli.coordinator.policy import Coordinator
 from trinity_cli.episode.loop import run_episode
 from trinity_cli.errors import ConfigError, ContextOverflow
-from trinity_cli.messages import ROLES, Role, Transcript
+from trinity_cli.messages import ROLES, ChatMessage, Role, Transcript, Turn
 from trinity_cli.pool.pool import Pool
 from trinity_cli.pool.rollout_cache import RolloutCache
 from trinity_cli.pool_config import load_pool
@@ -114,6 +115,26 @@ def test_transcript_round_trips(tmp_path: Path) -> None:
     tr = run_episode("Q", pool, FixedCoordinator(head, np.array([1.0, 0, 0, 0])), max_turns=3)
     again = Transcript.from_dict(tr.to_dict())
     assert again.to_dict() == tr.to_dict()
+
+
+def test_every_transcript_field_survives_a_round_trip_away_from_its_default() -> None:
+    """A field `from_dict` drops comes back at its default: so every field here is set to
+    something that is not its default, and the check fails on any field that is lost."""
+    message = ChatMessage(role="user", content="Q")
+    turn = Turn(index=2, model="m", role=Role.VERIFIER, chosen_role=Role.WORKER, model_probs=[0.25, 0.75],
+                role_probs=[0.1, 0.2, 0.7], messages=[message], reply="Answer: 4", prompt_tokens=11,
+                completion_tokens=7, latency_s=1.5, coordinator_s=0.25, cost_usd=0.001, cached=True,
+                override="overridden", verdict="ACCEPT", verdict_source="example", suggestion=Role.THINKER,
+                truncated_turns=1, execution={"ok": True}, alone=True, attempt=3, temperature=0.7,
+                sample_seed=99, examples={"passed": True}, vote=True, agreed_with=0, max_tokens=64)
+    tr = Transcript(task="Q", turns=[turn], answer="4", accepted=True, stop_reason="accepted",
+                    context=[ChatMessage(role="system", content="be brief")], workflow={"steps": []})
+    for obj in (turn, tr):  # the fixture itself must leave no field at its default
+        for f in dataclasses.fields(obj):
+            default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+            assert getattr(obj, f.name) != default, f"{type(obj).__name__}.{f.name} is at its default"
+    again = Transcript.from_dict(tr.to_dict())
+    assert again == tr
 
 
 def test_context_overflow_routes_around_then_fails(tmp_path: Path) -> None:

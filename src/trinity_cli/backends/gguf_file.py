@@ -49,9 +49,8 @@ class GGUFFile:
         names the llama.cpp build ("llama-cpp-python 0.3.36"); computed without loading the
         model (from the sha256 the pool file declares, when it declares one: no file is assembled
         or hashed for a cached reply). Not the threads: llama.cpp splits its work between threads by output rows, so
-        each value is summed by one thread in the same order whatever their number (greedy
-        replies of the default pool's model were identical at 1 and 2 threads:
-        scripts/perf/llama_settings.py), and Ray actors, which compute with fewer threads than a
+        each value is summed by one thread in the same order whatever their number (checked on
+        the default pool's model: docs/measurements.md), and Ray actors, which compute with fewer threads than a
         serial run, share its replies."""
         fmt = self.config.chat_format or "template"
         digest = assets.declared_sha256(self.config.weights) or assets.fingerprint(self.path)

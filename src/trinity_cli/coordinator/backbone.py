@@ -18,7 +18,7 @@ in; it agrees with a single full pass to float rounding (tests/test_coordinator.
 matrix): a kept prefix is reused only under the same state.
 
 References (`--backbone`) and fingerprints: coordinator/backbone_refs.py. transformers
-de-quantises a GGUF on load, which takes ~20 s, so the first load saves the model in
+de-quantises a GGUF on load, which is slow (docs/measurements.md), so the first load saves the model in
 safetensors under `cache/backbones/<sha256[:16]>/` and later loads read that.
 
 Device: `auto` picks CUDA, then MPS, then CPU; `cpu`, `cuda`, `mps` force one. Weights are
