@@ -205,6 +205,8 @@ def verifier_table(matrix: Matrix, items: Sequence[tasks.TaskItem]) -> dict[str,
         for verifier in row:
             counts = table.setdefault(verifier, {"right": 0, "accepted": 0, "wrong": 0, "revised": 0})
             for worker in row:
+                if verifier == worker and len(row[verifier]) < 2:
+                    continue  # with --k 1 a member has no second reply to check its own with
                 answer = row[worker][0]
                 check = row[verifier][1 if verifier == worker else 0]
                 mine = settle.answer_of(check.turn, item.scorer)
