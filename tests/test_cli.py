@@ -32,6 +32,39 @@ def test_ask_prints_answer_alone_and_saves_run(tmp_path, monkeypatch, capsys) ->
     assert record["transcript"]["answer"] == "12 times 7 is 84.\nAnswer: 84"
 
 
+def test_ask_mode_agree_asks_members_in_order_until_two_agree(tmp_path, monkeypatch, capsys) -> None:
+    pool = scripted_pool(tmp_path)
+    code, out, err = run_main(["ask", "What is 12*7?", "--pool", str(pool), "--mode", "agree"], monkeypatch, capsys)
+    assert code == 0, err
+    assert out == "84\n"
+    first = err.strip().splitlines()[0]
+    assert "agree" in first and "default" not in first
+    record = RunStore().load("run-1")
+    assert record["mode"] == "agree" and record["head"] is None and record["max_turns"] == 4
+    assert [t["model"] for t in record["transcript"]["turns"]] == ["m0", "m1"]
+    assert all(t["alone"] for t in record["transcript"]["turns"])
+    assert record["transcript"]["stop_reason"] == "agreed"
+    code, out, err = run_main(["inspect", "run-1"], monkeypatch, capsys)
+    assert code == 0 and "agree procedure" in out
+    code, out, err = run_main(["ask", "Q", "--pool", str(pool), "--mode", "agree", "--head", "untrained"],
+                              monkeypatch, capsys)
+    assert code == 2 and "--head" in err and len(err.strip().splitlines()) <= 2
+
+
+def test_a_pool_whose_router_is_agree_answers_with_it_and_says_why_first(tmp_path, monkeypatch, capsys) -> None:
+    """`router: agree` in the pool file: ask's default is the agree procedure and its first
+    line says that it is the pool's default; naming a head still asks the head."""
+    pool = scripted_pool(tmp_path, router="agree")
+    code, out, err = run_main(["ask", "What is 12*7?", "--pool", str(pool)], monkeypatch, capsys)
+    assert code == 0 and out == "84\n", err
+    first = err.strip().splitlines()[0]
+    assert "agree" in first and "default" in first and "no trained head" in first
+    assert RunStore().load("run-1")["mode"] == "agree"
+    code, out, err = run_main(["ask", "What is 12*7?", "--pool", str(pool), "--head", "untrained"], monkeypatch, capsys)
+    assert code == 0 and "untrained head" in err
+    assert RunStore().load("run-2")["mode"] == "coordinator"
+
+
 def test_ask_show_work_prints_the_whole_reply(tmp_path, monkeypatch, capsys) -> None:
     pool = scripted_pool(tmp_path)
     code, out, err = run_main(["ask", "What is 12*7?", "--pool", str(pool), "--show-work", "-q"], monkeypatch, capsys)
@@ -223,6 +256,16 @@ def test_usage_errors_are_one_line_naming_the_option(monkeypatch, capsys, args, 
     assert err.startswith("error: ") and needle in err and "--help" in err
     assert len(err.strip().splitlines()) == 1 and "unexpected" not in err and "Traceback" not in err
     assert out == ""
+
+
+def test_evolve_budget_zero_needs_a_start_and_says_so_in_one_line(tmp_path, monkeypatch, capsys) -> None:
+    """`--budget 0` reaches the library (the validated --init-labels start is then the head);
+    without --init-labels it is refused there, in one line naming both flags."""
+    pool = scripted_pool(tmp_path)
+    code, out, err = run_main(["evolve", "--pool", str(pool), "--budget", "0", "-q"], monkeypatch, capsys)
+    assert code == 2 and out == ""
+    assert "--budget" in err and "--init-labels" in err and "may be 0" in err
+    assert len(err.strip().splitlines()) <= 2 and "Traceback" not in err
 
 
 def test_bare_command_shows_help(monkeypatch, capsys) -> None:

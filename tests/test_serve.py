@@ -96,10 +96,44 @@ def test_models_lists_trinity_and_the_heads_made_for_this_pool(pool_file: Path) 
         wrong_pool = client.post("/v1/chat/completions", json={"model": "trinity/other", "messages": QUESTION})
 
     assert listing["object"] == "list"
-    assert [m["id"] for m in listing["data"]] == ["trinity", "trinity/untrained", "trinity/mine", "trinity/conductor"]
+    assert [m["id"] for m in listing["data"]] == ["trinity", "trinity/untrained", "trinity/mine", "trinity/conductor",
+                                                  "trinity/agree"]
     assert all(m["object"] == "model" and m["owned_by"] == "trinity" for m in listing["data"])
     assert reply.status_code == 200 and reply.json()["trinity"]["head"] == "mine"
     assert_error(wrong_pool, 404, "model_not_found", "trinity/other")
+
+
+def test_agree_answers_trinity_agree_and_is_the_default_where_the_pool_says_so(tmp_path: Path) -> None:
+    """"trinity/agree" runs the agree procedure (members in order, from the question alone,
+    until two answers agree); a pool file with `router: agree` makes it what "trinity" runs,
+    and start-up says so on its first line."""
+    for sub in ("plain", "routed"):
+        (tmp_path / sub).mkdir()
+    plain = scripted_pool(tmp_path / "plain")
+    with TestClient(create_app(ServeOptions(pool=str(plain)))) as client:
+        agreed = client.post("/v1/chat/completions", json={"model": "trinity/agree", "messages": QUESTION})
+        headed = chat(client)
+    assert agreed.status_code == 200, agreed.text
+    record = RunStore().load(agreed.headers["X-Trinity-Run"])
+    assert record["mode"] == "agree" and record["head"] is None
+    assert [t["model"] for t in record["transcript"]["turns"]] == ["m0", "m1"]
+    assert record["transcript"]["stop_reason"] == "agreed" and agreed.json()["choices"][0]["message"]["content"] == "84"
+    assert RunStore().load(headed.headers["X-Trinity-Run"])["mode"] == "coordinator"
+
+    events: list = []
+    routed = scripted_pool(tmp_path / "routed", router="agree")
+    from trinity_cli.serve.service import ServedPool
+
+    served = ServedPool(ServeOptions(pool=str(routed)), progress=events.append)
+    try:
+        assert events[0].default == "agree" and served.default_head.startswith("none")
+    finally:
+        served.close()
+    with TestClient(create_app(ServeOptions(pool=str(routed)))) as client:
+        default = chat(client)
+        by_head = client.post("/v1/chat/completions", json={"model": "trinity/untrained", "messages": QUESTION})
+    assert RunStore().load(default.headers["X-Trinity-Run"])["mode"] == "agree"
+    assert RunStore().load(by_head.headers["X-Trinity-Run"])["mode"] == "coordinator"
 
 
 def test_completion_answers_with_usage_header_and_an_inspectable_run(client: TestClient) -> None:
@@ -444,7 +478,7 @@ def test_real_server_answers_20_parallel_openai_clients(live_server: tuple[str, 
         openai.OpenAI(base_url=base_url, api_key="wrong", max_retries=0).models.list()
     with pytest.raises(openai.NotFoundError):
         client.chat.completions.create(model="gpt-4", messages=[{"role": "user", "content": "item-01"}])
-    assert [m.id for m in client.models.list()] == ["trinity", "trinity/untrained", "trinity/conductor"]
+    assert [m.id for m in client.models.list()] == ["trinity", "trinity/untrained", "trinity/conductor", "trinity/agree"]
     assert len(RunStore().list()) == 21
 
     output = log.read_text()

@@ -20,6 +20,13 @@ backbone loads); the conductor writes a workflow and trinity runs it. The record
 "backbone": null, and the transcript its "workflow". Coordinator runs record "mode":
 "coordinator".
 
+Agree mode (`AskOptions.mode` "agree", episode/schedules.agree): no head and no coordinator;
+the members are asked in pool order, each from the question alone, until two answers agree
+(code: until one passes the question's examples), at most `max_turns` (default AGREE_TURNS)
+calls. It is the mode when none is given, no --head is named and the pool file says
+`router: agree` (a pool whose trained heads do not validate above it). The record then has
+"mode": "agree", "head": null, "backbone": null.
+
 Turn budget: `AskOptions.max_turns` when given (--max-turns, a served request's
 `max_turns`, serve's --max-turns), else the max_turns the head was evolved with (its
 manifest), else 5 (coordinator/head.py's `turn_budget`).
@@ -39,12 +46,13 @@ from trinity_cli.conductor.run import DEFAULT_DEPTH, ConductorSpec, run_conducto
 from trinity_cli.coordinator.head import default_greedy, turn_budget
 from trinity_cli.coordinator.policy import Coordinator, resolve_head
 from trinity_cli.episode.loop import run_episode, usable_models
+from trinity_cli.episode.schedules import AGREE_TURNS, agree
 from trinity_cli.errors import ConfigError, option
 from trinity_cli.events import AskStarted, ProgressFn, RunAllocated, quiet
 from trinity_cli.keyed_cache import journal_to
 from trinity_cli.messages import ChatMessage, Transcript
 from trinity_cli.pool.pool import Pool, open_pool
-from trinity_cli.pool_config import load_pool
+from trinity_cli.pool_config import PoolConfig, load_pool
 from trinity_cli.runs.store import JOURNAL, RunStore
 from trinity_cli.tasks.answers import guess_kind
 from trinity_cli.tasks.doctests import examples_in_text
@@ -69,7 +77,7 @@ class AskOptions:
     use_cache: bool = True
     token_budget: int | None = None
     cost_budget: float | None = None
-    mode: str = "coordinator"  # or "conductor" (module docstring)
+    mode: str | None = None  # "coordinator", "conductor" or "agree"; None: `answer_mode` (module docstring)
     conductor: str | None = None  # conductor mode: who conducts (None: the pool's)
     conductor_depth: int = DEFAULT_DEPTH
 
@@ -77,7 +85,15 @@ class AskOptions:
         return ConductorSpec(self.conductor, self.conductor_depth)
 
 
-MODES = ("coordinator", "conductor")
+MODES = ("coordinator", "conductor", "agree")
+
+
+def answer_mode(options: AskOptions, config: PoolConfig) -> str:
+    """The mode a question is answered in: `options.mode` when given; else "agree" when the
+    pool's `router` is agree and no head is named, else "coordinator"."""
+    if options.mode is not None:
+        return options.mode
+    return "agree" if config.router == "agree" and options.head is None else "coordinator"
 
 
 @dataclass
@@ -134,13 +150,19 @@ def build(options: AskOptions) -> tuple[Pool, Coordinator | None]:
     """Pool and coordinator for `options` (no coordinator in conductor mode); the head, or
     the conductor, is checked against the pool here, before anything runs. Model files are
     located later, once the question is known to fit (`ask`)."""
-    if options.mode not in MODES:
-        raise ConfigError(f"{option('mode')}: unknown mode {options.mode!r}", "use coordinator or conductor")
+    if options.mode is not None and options.mode not in MODES:
+        raise ConfigError(f"{option('mode')}: unknown mode {options.mode!r}", "use coordinator, conductor or agree")
     config = load_pool(options.pool)
+    mode = answer_mode(options, config)
+    if mode == "agree" and options.head is not None:
+        raise ConfigError(f"{option('mode')} agree asks the members in order: it takes no {option('head')}",
+                          f"leave out {option('head')}, or use {option('mode')} coordinator")
     pool = open_pool(config, options.use_cache)
     try:
-        if options.mode == "conductor":
+        if mode == "conductor":
             options.conductor_spec().name(pool)
+            return pool, None
+        if mode == "agree":
             return pool, None
         head = resolve_head(options.head, config.name, config.names, options.backbone)
     except BaseException:
@@ -150,7 +172,11 @@ def build(options: AskOptions) -> tuple[Pool, Coordinator | None]:
 
 
 def _started(pool: Pool, coordinator: Coordinator | None, options: AskOptions) -> AskStarted:
-    """Who answers: the pool and head, or in conductor mode the conductor."""
+    """Who answers: the pool and head, the agree procedure, or in conductor mode the conductor."""
+    if answer_mode(options, pool.config) == "agree":
+        return AskStarted(pool=pool.config.name, models=tuple(pool.names), head=None, trained=False,
+                          excluded=tuple(options.exclude), procedure="agree",
+                          procedure_is_default=options.mode is None)
     if coordinator is None:
         return AskStarted(pool=pool.config.name, models=tuple(pool.names), head=None, trained=False,
                           excluded=tuple(options.exclude),
@@ -165,8 +191,16 @@ def _answer(
     question: str, pool: Pool, coordinator: Coordinator | None, options: AskOptions, context: Sequence[ChatMessage],
     kind: str | None, examples: Examples | None, episode_seed: int, usable: set[str], progress: ProgressFn,
 ) -> tuple[Transcript, dict[str, Any]]:
-    """Play the question: a conductor run without a coordinator, else an episode. Returns the
-    transcript and the run record's fields that say how (module docstring)."""
+    """Play the question: the agree procedure or a conductor run without a coordinator, else
+    an episode of the head. Returns the transcript and the run record's fields that say how
+    (module docstring)."""
+    if answer_mode(options, pool.config) == "agree":
+        max_turns = options.max_turns or AGREE_TURNS
+        transcript = run_episode(question, pool, agree(pool.names), max_turns=max_turns, seed=episode_seed, kind=kind,
+                                 usable=usable, context=context, progress=progress,
+                                 token_budget=options.token_budget, cost_budget=options.cost_budget,
+                                 examples=examples)
+        return transcript, {"mode": "agree", "head": None, "backbone": None, "greedy": None, "max_turns": max_turns}
     if coordinator is None:
         spec = options.conductor_spec()
         transcript = run_conductor(question, pool, spec, context=context, kind=kind, examples=examples,

@@ -75,9 +75,11 @@ def ask(
         False
     ),
     quiet: QuietOpt = False,
-    mode: Annotated[str, typer.Option(
+    mode: Annotated[str | None, typer.Option(
         help="coordinator: the head picks a member and a role every turn; conductor: one model writes the whole "
-             "workflow (member, subtask, which earlier outputs each step reads) and trinity runs it.")] = "coordinator",
+             "workflow (member, subtask, which earlier outputs each step reads) and trinity runs it; agree: the "
+             "members in order until two answers agree. Default: coordinator, or agree where the pool file says "
+             "router: agree.")] = None,
     conductor: ConductorOpt = None,
     conductor_depth: ConductorDepthOpt = 1,
 ) -> None:
@@ -143,7 +145,8 @@ def evolve(
     tasks: Annotated[str, typer.Option(help="Training mix, e.g. gsm8k:train,arc-challenge:train:200.")] = (
         "gsm8k:train,arc-challenge:train,mbpp:train"
     ),
-    budget: Annotated[int, typer.Option(min=1, help="Training episodes to spend (at least one generation).")] = 2000,
+    budget: Annotated[int, typer.Option(min=0, help="Training episodes to spend (at least one generation; 0 with "
+                                                 "--init-labels: the validated start is the head).")] = 2000,
     minibatch: Annotated[int, typer.Option(min=1, help="Tasks per generation, shared by all candidates.")] = 8,
     popsize: Annotated[int | None, typer.Option(help="Population size (default 4 + 3 ln n).")] = None,
     sigma0: Annotated[float, typer.Option(help="Initial CMA-ES step size.")] = 1.0,

@@ -58,20 +58,25 @@ class AskStarted:
 
     pool: str
     models: tuple[str, ...]
-    head: str | None  # None in conductor mode
+    head: str | None  # None in conductor and agree mode
     trained: bool
     excluded: tuple[str, ...]
     conductor: str | None = None  # conductor mode: who writes the workflow
     conductor_depth: int = 0
+    procedure: str | None = None  # agree mode: the fixed procedure that answers ("agree")
+    procedure_is_default: bool = False  # ... because the pool file says `router: agree`
 
 
 # -- trinity serve ----------------------------------------------------------------------------
 @dataclass(frozen=True)
 class ServeLoading:
-    """A step of start-up: "pool" (its files checked) or "backbone" (the default head's)."""
+    """A step of start-up: "pool" (its files checked) or "backbone" (the default head's).
+    `default`: "agree" when the pool's default is the agree procedure (its pool file says
+    `router: agree`, and no --head was given), said on the first line; else ""."""
 
     step: str
     what: str
+    default: str = ""
 
 
 @dataclass(frozen=True)

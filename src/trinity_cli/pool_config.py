@@ -155,8 +155,8 @@ class NgramDraft(_Strict):
 
 class Speculative(_Strict):
     """Speculative decoding for a `runtime: server` member: exactly one of `draft` (a small
-    model proposing tokens, its own `weights:` block) or `ngram`. Off unless given: on a
-    2-core CPU both were slower than plain decoding (docs/measurements.md)."""
+    model proposing tokens, its own `weights:` block) or `ngram`. Off unless given: whether
+    either pays depends on the machine (docs/measurements.md has the 2-core figures)."""
 
     draft: Weights | None = None
     ngram: NgramDraft | None = None
@@ -255,6 +255,10 @@ class PoolConfig(_Strict):
     # Who writes workflows in conductor mode (conductor/run.py): a member's name, or a model
     # entry of its own that is not a member (heads do not route to it). None: the first member.
     conductor: str | ModelConfig | None = None
+    # What answers when no head is named (`ask`, serve's "trinity"): "head", the shipped head
+    # made for this pool (else the untrained one), or "agree", the fixed procedure
+    # (episode/schedules.agree), for a pool whose heads do not validate above it.
+    router: Literal["head", "agree"] = "head"
     source: str = ""
 
     @model_validator(mode="after")

@@ -72,6 +72,11 @@ class FixedSchedule:
         """Nothing to free (same interface as `Coordinator`)."""
 
 
+# `agree`'s turn budget in ask and serve when none is given: the budget it is validated and
+# benchmarked at beside the shipped head (the head's max_turns).
+AGREE_TURNS = 4
+
+
 def agree(models: Sequence[str]) -> FixedSchedule:
     """bench's `agree` row (FixedSchedule's docstring)."""
     return FixedSchedule(models, models, (Role.WORKER,), alone=True, stop_when_agreed=True)

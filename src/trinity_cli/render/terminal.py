@@ -101,7 +101,19 @@ class LiveTurns:
 
 
 def ask_started(event: AskStarted) -> None:
-    """The header line and head (or conductor) notes of `trinity ask`."""
+    """The header line and head (or conductor, or procedure) notes of `trinity ask`. In agree
+    mode the first line says so, and why when it is the pool's default."""
+    if event.procedure is not None:
+        line = Text(f"pool {event.pool}: {', '.join(event.models)} · {event.procedure}", style="bold")
+        if event.procedure_is_default:
+            line.append(f" (the pool's default: no trained head validates above {event.procedure}; "
+                        "--head NAME asks a head)", style="dim")
+        console.err.print(line, soft_wrap=True)
+        console.note(f"{event.procedure}: the members in order, each from the question alone, until two answers "
+                     "agree (code: until one passes the question's examples)")
+        if event.excluded:
+            console.note(f"excluded: {', '.join(event.excluded)}")
+        return
     if event.head is None:
         console.err.print(Text(f"pool {event.pool}: {', '.join(event.models)}", style="bold"))
         console.note(f"conductor mode: {event.conductor} writes the workflow (recursion depth "
@@ -182,8 +194,8 @@ def replay_ask(record: dict[str, Any]) -> None:
     seed = record["seed"]
     if record.get("episode_seed") is not None:
         seed = f"{seed} (episode {record['episode_seed']})"
-    who = (f"conductor {record.get('conductor')}" if record.get("mode") == "conductor"
-           else f"head {(record.get('head') or {}).get('name')}")
+    who = {"conductor": f"conductor {record.get('conductor')}", "agree": "agree procedure"}.get(
+        record.get("mode") or "", f"head {(record.get('head') or {}).get('name')}")
     console.out.print(Text(f"{record['id']}  ·  pool {record['pool']['name']}  ·  {who}  ·  seed {seed}", style="bold"))
     console.out.print(Text("Task: ", style="bold").append(tr["task"]))
     if tr.get("workflow"):
@@ -254,8 +266,12 @@ def serve_progress(event: Event) -> None:
     """`trinity serve`'s console log (events.py): start-up steps, the listening line, one line
     per request."""
     match event:
-        case ServeLoading(step=step, what=what):
-            console.note("trinity serve: " + SERVE_LOADING.get(step, step + " {what}…").format(what=what))
+        case ServeLoading(step=step, what=what, default=default):
+            line = "trinity serve: " + SERVE_LOADING.get(step, step + " {what}…").format(what=what)
+            if default:
+                line += (f" (model \"trinity\" answers with the {default} procedure, the pool's default: no trained "
+                         f"head validates above it)")
+            console.note(line)
         case ServeStarted():
             serve_started(event)
         case RequestAnswered(result=result):

@@ -28,6 +28,7 @@ log = logging.getLogger("trinity_cli.serve")
 
 MODEL = "trinity"
 CONDUCTOR_MODEL = f"{MODEL}/conductor"  # conductor mode (conductor/run.py), not a head
+AGREE_MODEL = f"{MODEL}/agree"  # the agree procedure (ask.py's agree mode), not a head
 MAX_TURNS_LIMIT = 50
 MAX_MESSAGES = 256
 MAX_MESSAGE_CHARS = 200_000  # all messages together; the 1 MiB body limit comes first for most
@@ -88,7 +89,8 @@ def api_error(exc: BaseException) -> ApiError:
 @dataclass
 class ChatRequest:
     """A validated chat completion request. `head` None: the server's default head;
-    `conductor`: the request names `CONDUCTOR_MODEL`, answered in conductor mode."""
+    `conductor`: the request names `CONDUCTOR_MODEL`, answered in conductor mode; `agree`:
+    it names `AGREE_MODEL`, answered by the agree procedure."""
 
     model: str
     head: str | None
@@ -104,6 +106,7 @@ class ChatRequest:
     show_work: bool = False
     greedy: bool | None = None  # None: the default decision mode
     conductor: bool = False
+    agree: bool = False
 
 
 def _is_int(value: Any) -> bool:
@@ -170,6 +173,7 @@ def parse_request(
         raise _bad("the request body must be a JSON object", code="invalid_json")
     model = _model(data, served)
     conductor = model == CONDUCTOR_MODEL
+    agreeing = model == AGREE_MODEL
     task, context = parse_messages(data.get("messages"))
     _refuse_unsupported(data)
     stream_options = _stream_options(data)
@@ -180,7 +184,7 @@ def parse_request(
     _refuse_non_boolean_flags(data)
     return ChatRequest(
         model=model,
-        head=None if conductor else model.partition("/")[2] or None,
+        head=None if conductor or agreeing else model.partition("/")[2] or None,
         task=task,
         context=context,
         stream=data.get("stream") or False,
@@ -193,6 +197,7 @@ def parse_request(
         show_work=bool(data.get("show_work")),
         greedy=data.get("greedy"),
         conductor=conductor,
+        agree=agreeing,
     )
 
 

@@ -17,7 +17,7 @@ from trinity_cli.errors import ConfigError, TrinityError, option
 from trinity_cli.events import ProgressFn, RequestAnswered, RequestFailed, ServeLoading, quiet
 from trinity_cli.pool.pool import open_pool
 from trinity_cli.pool_config import load_pool
-from trinity_cli.serve.protocol import CONDUCTOR_MODEL, MODEL, ApiError, ChatRequest
+from trinity_cli.serve.protocol import AGREE_MODEL, CONDUCTOR_MODEL, MODEL, ApiError, ChatRequest
 
 log = logging.getLogger("trinity_cli.serve")
 
@@ -63,15 +63,20 @@ class ServedPool:
         self._heads_lock = threading.Lock()
         self._episode_lock = threading.Lock()
         self.pending = 0  # requests admitted and not finished (admit / finish); on the event loop only
+        # "trinity" answers with the pool's router (ask.answer_mode): its agree procedure, or a head.
+        self.default_agree = self.config.router == "agree" and options.head is None
         try:
-            self.progress(ServeLoading("pool", self.config.name))
+            self.progress(ServeLoading("pool", self.config.name, "agree" if self.default_agree else ""))
             ConductorSpec(options.conductor, options.conductor_depth).name(self.pool)  # refused now, not per request
             self.pool.check_assets()
-            default = self.coordinator(None)
-            self.default_head = str(default.head.manifest.get("name"))
-            if default.head.trained:  # load it now, not on the first request
-                self.progress(ServeLoading("backbone", self.default_head))
-                _ = default.backbone
+            if self.default_agree:
+                self.default_head = "none (agree procedure)"
+            else:
+                default = self.coordinator(None)
+                self.default_head = str(default.head.manifest.get("name"))
+                if default.head.trained:  # load it now, not on the first request
+                    self.progress(ServeLoading("backbone", self.default_head))
+                    _ = default.backbone
         except BaseException:
             self.close()
             raise
@@ -79,7 +84,8 @@ class ServedPool:
     def served_models(self) -> list[str]:
         """The model ids: "trinity", then "trinity/HEAD" for "untrained" and each head made
         for this pool (its manifest names the pool's models, in order), then
-        "trinity/conductor" (conductor mode, conductor/run.py; a head of that name is shadowed)."""
+        "trinity/conductor" (conductor mode, conductor/run.py) and "trinity/agree" (the agree
+        procedure); a head of either name is shadowed."""
         heads = ["untrained"]
         for name, directory in available_heads().items():
             try:
@@ -89,7 +95,8 @@ class ServedPool:
                 fits = False
             if fits and name not in heads:
                 heads.append(name)
-        return [MODEL, *(f"{MODEL}/{h}" for h in heads if f"{MODEL}/{h}" != CONDUCTOR_MODEL), CONDUCTOR_MODEL]
+        fixed = (CONDUCTOR_MODEL, AGREE_MODEL)
+        return [MODEL, *(f"{MODEL}/{h}" for h in heads if f"{MODEL}/{h}" not in fixed), *fixed]
 
     def coordinator(self, head: str | None) -> Coordinator:
         """The coordinator for head name `head` (None: --head, else the default head)."""
@@ -122,13 +129,15 @@ class ServedPool:
         """Run one episode for `request` and save it (blocking). `progress` receives the
         episode's events (ask.ask): RunAllocated, DecisionMade, TurnPlayed."""
         try:
-            coordinator = None if request.conductor else self.coordinator(request.head)
+            mode = ("conductor" if request.conductor else
+                    "agree" if request.agree or (request.head is None and self.default_agree) else "coordinator")
+            coordinator = self.coordinator(request.head) if mode == "coordinator" else None
             with self._episode_lock:
                 # ask checks the exclusions and the contexts before a run is allocated, so those
                 # errors come before any stream starts.
                 options = ask_mod.AskOptions(
                     pool=self.options.pool,
-                    head=request.head or self.options.head,
+                    head=None if mode == "agree" else request.head or self.options.head,
                     backbone=self.options.backbone,
                     device=self.options.device,
                     max_turns=request.max_turns,
@@ -138,7 +147,7 @@ class ServedPool:
                     use_cache=self.options.use_cache,
                     token_budget=request.token_budget,
                     cost_budget=request.cost_budget,
-                    mode="conductor" if request.conductor else "coordinator",
+                    mode=mode,
                     conductor=self.options.conductor,
                     conductor_depth=self.options.conductor_depth,
                 )
