@@ -81,15 +81,57 @@ def test_steps_of_one_level_run_at_once_and_the_run_does_not_depend_on_it() -> N
     assert serial.workflow == parallel.workflow and serial.answer == parallel.answer
 
 
-def test_an_unreadable_workflow_falls_back_to_one_step_on_the_first_member() -> None:
-    transcript = run_conductor(QUESTION, Pool(pool_config(reply="I think m1 should do it.")))
+def test_an_unreadable_workflow_falls_back_to_the_agree_procedure() -> None:
+    """The fallback is bench's `agree` row on the task: the same calls (so the same cache
+    entries), members in order from the task alone until two answers agree."""
+    from trinity_cli.episode.loop import run_episode
+    from trinity_cli.episode.schedules import AGREE_TURNS, agree
+
+    pool = Pool(pool_config(reply="I think m1 should do it."))
+    transcript = run_conductor(QUESTION, pool)
 
     assert transcript.stop_reason == "fallback"
     assert transcript.workflow is not None
     assert transcript.workflow["fallback"] == "no JSON object with a model_id list in the reply"
-    assert transcript.workflow["workflow"] == {"model_id": ["m0"], "subtasks": ["Solve the task."],
-                                               "access_list": [[]]}
-    assert [t.model for t in transcript.turns] == ["m0", "m0"]
+    assert transcript.workflow["workflow"] == {"model_id": ["m0", "m1"], "subtasks": ["Solve the task."] * 2,
+                                               "access_list": [[], []]}
+    assert [(t.index, t.model) for t in transcript.turns] == [(0, "m0"), (1, "m0"), (2, "m1")]
+    assert all(t.alone for t in transcript.turns[1:])
+    assert transcript.turns[2].override == "fallback: agree"
+    assert [s["turns"] for s in transcript.workflow["steps"]] == [[1], [2]]
+    assert transcript.answer == "Answer: 1"
+    alone = run_episode(QUESTION, pool, agree(pool.names), max_turns=AGREE_TURNS)
+    assert [t.messages for t in alone.turns] == [t.messages for t in transcript.turns[1:]]
+    assert alone.answer == transcript.answer
+
+
+def test_the_last_step_of_a_code_task_is_asked_for_code_and_asked_again_once_without_it() -> None:
+    reply = flow(["m0", "m1"], ["Write it.", "Describe the function."], [[], [0]])
+    code = "```python\ndef double(x):\n    return x * 2\n```"
+    rules = [{"match": "You are the conductor", "reply": reply},
+             {"match": "gave no final answer", "reply": code},
+             {"match": "step 0 of", "reply": code},
+             {"match": "step 1 of", "reply": "The function above doubles its argument."}]
+    models = [{"name": f"m{i}", "kind": "scripted", "rules": rules} for i in range(2)]
+    pool = Pool(parse_pool(yaml.safe_dump({"name": "c", "models": models}), "t"))
+
+    transcript = run_conductor("Write double(x).", pool, kind="code")
+    last_prompt = transcript.turns[2].messages[-1].content
+    assert "Reply with the complete code the task asks for" in last_prompt
+    assert "Reply with the complete code" not in transcript.turns[1].messages[-1].content
+    assert [t.override for t in transcript.turns] == ["conductor", "step 0", "step 1", "step 1, asked again"]
+    again = transcript.turns[3]
+    assert again.attempt == 1 and again.messages[-2].content == "The function above doubles its argument."
+    assert transcript.answer == code
+    assert transcript.workflow is not None
+    assert [s["reasked"] for s in transcript.workflow["steps"]] == [False, True]
+    assert transcript.workflow["steps"][1]["turns"] == [2, 3]
+
+    # A last step that answers is asked once.
+    fine = [{**r, "reply": code} if r["match"] == "step 1 of" else r for r in rules]
+    models = [{"name": f"m{i}", "kind": "scripted", "rules": fine} for i in range(2)]
+    pool = Pool(parse_pool(yaml.safe_dump({"name": "c", "models": models}), "t"))
+    assert len(run_conductor("Write double(x).", pool, kind="code").turns) == 3
 
 
 def test_excluded_members_are_not_offered_and_naming_one_is_refused() -> None:
@@ -105,7 +147,7 @@ RECURSIVE = flow(["m0", "conductor"], ["Solve it.", "Check the draft."], [[], [0
 
 def test_naming_the_conductor_runs_a_nested_workflow_to_the_depth_allowed() -> None:
     nested_reply = flow(["m1"], ["Check it."], [[]])
-    rules = [{"match": "The part to work out now: Check the draft", "reply": nested_reply},
+    rules = [{"match": "The part to work out now: Check the draft(?s:.*)You are the conductor", "reply": nested_reply},
              {"match": "You are the conductor", "reply": RECURSIVE}, *STEP_RULES]
     models = [{"name": f"m{i}", "kind": "scripted", "rules": rules} for i in range(2)]
     pool = Pool(parse_pool(yaml.safe_dump({"name": "c", "models": models}), "t"))
@@ -219,8 +261,9 @@ def test_bad_conductor_options_are_one_line(tmp_path: Path, monkeypatch: pytest.
 
 
 def bench_files(tmp_path: Path) -> tuple[Path, Path]:
-    """Items tagged [A] get a readable parallel workflow, [B] an unreadable one (fallback
-    to m0, which answers 42); step 0 answers 84 on [A], the merge 42."""
+    """Items tagged [A] get a readable parallel workflow, [B] an unreadable one (its fallback,
+    the agree procedure, asks the members from the task alone: they answer 7, as the singles
+    do); step 0 answers 84 on [A], the merge 42."""
     rules = [{"match": r"\[B\](?s:.*)You are the conductor", "reply": "Let m1 do it."},
              {"match": "You are the conductor", "reply": PARALLEL},
              {"match": "step 2 of", "reply": "Answer: 42"},
@@ -228,7 +271,6 @@ def bench_files(tmp_path: Path) -> tuple[Path, Path]:
              {"match": "step 1 of", "reply": "Answer: 42"},
              {"match": "Solve the task now", "reply": "Answer: 7"}]
     models = [{"name": f"m{i}", "kind": "scripted", "rules": rules} for i in range(2)]
-    models[0]["rules"] = [{"match": "Solve the task.\n", "reply": "Answer: 42"}, *rules]
     pool = write_pool(tmp_path, {"name": "conducted", "models": models})
     tasks = tmp_path / "tasks.jsonl"
     tasks.write_text("".join(json.dumps({"id": f"q{i}", "prompt": f"Question q{i} [{'AB'[i % 2]}]: six times seven?",
@@ -247,14 +289,15 @@ def test_bench_conductor_row_reports_workflows_and_replays_from_the_cache(tmp_pa
     again = bench(options).data
 
     row = first["results"]["conductor"]["overall"]
-    assert row["accuracy"] == 1.0 and row["n"] == 8
+    share_b = first_b_share(tasks, first)
+    assert 0 < share_b < 1 and row["n"] == 8 and row["accuracy"] == pytest.approx(1 - share_b)
     assert first["results"]["single:m0"]["overall"]["accuracy"] == 0.0
     flows = first["workflows"]["conductor"]["overall"]
     assert flows["episodes"] == 8
-    assert flows["fallback"] == pytest.approx(first_b_share(tasks, first)) and flows["errors"] == 0.0
+    assert flows["fallback"] == pytest.approx(share_b) and flows["errors"] == 0.0 and flows["reasked"] == 0.0
     assert flows["well_formed"] == pytest.approx(1 - flows["fallback"])
-    assert set(flows["topologies"]) == {"parallel+merge", "single"}
-    assert first["paired"]["conductor"]["vs_best_single"]["b"] == 8
+    assert set(flows["topologies"]) == {"parallel+merge", "agree"}
+    assert first["paired"]["conductor"]["vs_best_single"]["b"] == round(8 * (1 - share_b))
     assert [s["model"] for s in first["systems"] if s["name"] == "conductor"] == ["m0"]
     report = (Path(first_run_dir()) / "report.md").read_text()
     assert "## Workflows the conductor wrote (share of questions)" in report

@@ -478,7 +478,8 @@ def test_real_server_answers_20_parallel_openai_clients(live_server: tuple[str, 
         openai.OpenAI(base_url=base_url, api_key="wrong", max_retries=0).models.list()
     with pytest.raises(openai.NotFoundError):
         client.chat.completions.create(model="gpt-4", messages=[{"role": "user", "content": "item-01"}])
-    assert [m.id for m in client.models.list()] == ["trinity", "trinity/untrained", "trinity/conductor", "trinity/agree"]
+    assert [m.id for m in client.models.list()] == ["trinity", "trinity/untrained", "trinity/conductor",
+                                                    "trinity/agree"]
     assert len(RunStore().list()) == 21
 
     output = log.read_text()

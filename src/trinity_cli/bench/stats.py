@@ -226,9 +226,10 @@ def ends(episodes: Sequence[EpisodeResult]) -> dict[str, Any]:
 
 def workflows(episodes: Sequence[EpisodeResult]) -> dict[str, Any]:
     """What a conductor row's workflows were: {"episodes", "well_formed" (share read as
-    written), "repaired" (share read leniently), "fallback" (share refused: a one-step
-    workflow ran), "errors" (share that could not run), "mean_steps", "topologies":
-    {topology: share}} (bench/systems.workflow_summary)."""
+    written), "repaired" (share read leniently), "fallback" (share refused: the agree
+    procedure ran), "reasked" (share whose last step was asked again for a missing answer),
+    "errors" (share that could not run), "mean_steps", "topologies": {topology: share}}
+    (bench/systems.workflow_summary)."""
     n = len(episodes)
     flows = [e.workflow for e in episodes if e.workflow is not None]
     counts: dict[str, int] = {}
@@ -242,6 +243,7 @@ def workflows(episodes: Sequence[EpisodeResult]) -> dict[str, Any]:
             "well_formed": share(sum(not f["repaired"] and not f["fallback"] for f in flows)),
             "repaired": share(sum(f["repaired"] and not f["fallback"] for f in flows)),
             "fallback": share(sum(f["fallback"] for f in flows)),
+            "reasked": share(sum(bool(f.get("reasked")) for f in flows)),
             "errors": share(n - len(flows)),
             "mean_steps": sum(f["steps"] for f in flows) / len(flows) if flows else None,
             "topologies": {t: c / n for t, c in sorted(counts.items(), key=lambda tc: (-tc[1], tc[0]))}}

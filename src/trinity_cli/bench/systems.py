@@ -75,11 +75,13 @@ class EpisodeResult:
 def workflow_summary(workflow: dict[str, Any] | None) -> dict[str, Any] | None:
     """What the report needs of a conductor episode's workflow record (conductor/run.py):
     {"topology", "steps", "repaired": some entry was read leniently, "fallback": it was
-    refused and a one-step workflow ran}; None outside conductor mode."""
+    refused and the agree procedure ran, "reasked": its last step was asked again for a
+    missing answer}; None outside conductor mode."""
     if workflow is None:
         return None
     return {"topology": workflow["topology"], "steps": len(workflow["steps"]), "repaired": bool(workflow["repairs"]),
-            "fallback": workflow["fallback"] is not None}
+            "fallback": workflow["fallback"] is not None,
+            "reasked": any(step.get("reasked") for step in workflow["steps"])}
 
 
 def episode_seed(seed: int, stream: str, item_key: str) -> int:

@@ -22,18 +22,27 @@ workflow, whose task is the task, the subtask and the outputs granted, while the
 below `ConductorSpec.depth` (0 disables it); deeper, the conductor's model does the step as a
 plain step (noted in `repairs`). The last step's output is the answer.
 
+The last step's output must hold the answer: on a code task it is asked for the complete code
+(CODE_FINAL), and when its reply holds no answer the scorer can read (turns/settle.gives_answer)
+it is asked once more, as a fresh attempt told what was missing (REASK); the step's record
+says `reasked`.
+
 A reply that cannot be read without guessing (workflow.read_workflow) is refused in one line
-and the question falls back to a one-step workflow on the first usable member, "Solve the
-task." (stop_reason "fallback"). Every call goes through the rollout cache, so replaying a
-run makes no model call. Results do not depend on `parallel`: turns are numbered in step
+and the question falls back to the `agree` procedure (episode/schedules.agree: the usable
+members in pool order, each from the task alone, until two answers agree; code until one passes
+its examples; at most AGREE_TURNS calls), played by episode/loop.py exactly as bench's `agree`
+row (stop_reason "fallback"). Its record lists each of its calls as a step of its own
+("Solve the task.", reading nothing) and its answer is the settled one. Every call goes through the rollout cache, so
+replaying a run makes no model call. Results do not depend on `parallel`: turns are numbered in step
 order, a nested workflow's turns inside its step.
 
 Workflow record (`Transcript.workflow`, the top level; nested ones alike):
     {"conductor": model name, "depth": 0, "turn": the conductor's turn index,
      "workflow": Workflow.to_dict() (what ran; the fallback's when it fell back),
-     "topology": workflow.topology(...), "repairs": [...], "fallback": the problem or null,
+     "topology": workflow.topology(...) ("agree" for the fallback), "repairs": [...],
+     "fallback": the problem or null,
      "steps": [{"model", "subtask", "access": [j...], "turns": [turn indices],
-                "nested": a nested record or null}, ...]}
+                "nested": a nested record or null, "reasked": the step was asked again}, ...]}
 """
 
 from __future__ import annotations
@@ -46,14 +55,15 @@ from functools import partial
 from typing import Any
 
 from trinity_cli.conductor.workflow import MAX_STEPS, SELF, Reading, Workflow, levels, read_workflow, topology
-from trinity_cli.episode.loop import attempt_salt, usable_models
-from trinity_cli.episode.turn import Call, fit, play
+from trinity_cli.episode.loop import attempt_salt, run_episode, usable_models
+from trinity_cli.episode.schedules import AGREE_TURNS, agree
+from trinity_cli.episode.turn import Call, fit, play, reply_room
 from trinity_cli.errors import ConfigError, ContextOverflow, did_you_mean, option
 from trinity_cli.events import ProgressFn, TurnPlayed, quiet
 from trinity_cli.messages import ChatMessage, Role, Transcript, Turn
 from trinity_cli.pool.pool import Pool
 from trinity_cli.turns import prompts
-from trinity_cli.turns.settle import Examples
+from trinity_cli.turns.settle import Examples, gives_answer
 
 DEFAULT_DEPTH = 1
 FALLBACK_SUBTASK = "Solve the task."
@@ -90,6 +100,10 @@ STEP = {
 }
 STEP_REQUEST = "Do your part now."
 FINAL_NOTE = "Your output is the team's final answer."
+CODE_FINAL = ("Reply with the complete code the task asks for, in one ```python block that defines it: "
+              "not a description of earlier steps' code.")
+REASK = ("Your reply above gave no final answer, and your output is the team's answer: give the final "
+         "answer now, in the form asked for.")
 
 
 @dataclass(frozen=True)
@@ -145,10 +159,11 @@ def conduct_messages(pool: Pool, task: str, members: Sequence[str], context: Seq
 
 def step_messages(task: str, workflow: Workflow, index: int, outputs: dict[int, str], notes: dict[int, str],
                   style: str, context: Sequence[ChatMessage] = (), limit: int = prompts.HISTORY_CHARS,
-                  ) -> list[ChatMessage]:
+                  kind: str | None = None) -> list[ChatMessage]:
     """Step `index`'s messages: the task, the outputs its access list grants (`outputs`,
     with `notes` such as an example run under them, each clipped to `limit`), its
-    subtask, and its style's step (or, for the last step, Worker) instructions."""
+    subtask, and its style's step (or, for the last step, Worker) instructions; on a code
+    task (`kind` "code") the last step is asked for the code itself (CODE_FINAL)."""
     parts = prompts.opening(task, context)
     reads = workflow.access[index]
     if reads:
@@ -158,7 +173,9 @@ def step_messages(task: str, workflow: Workflow, index: int, outputs: dict[int, 
     last = index == len(workflow) - 1
     parts.append(f"Your part of the team's work (step {index} of {len(workflow)}): {workflow.subtasks[index]}")
     if last:
-        parts.append(f"{FINAL_NOTE} {prompts.INSTRUCTIONS[style][Role.WORKER]}\n{prompts.REQUEST[style][Role.WORKER]}")
+        code = f" {CODE_FINAL}" if kind == "code" and style != "program" else ""
+        parts.append(f"{FINAL_NOTE}{code} {prompts.INSTRUCTIONS[style][Role.WORKER]}\n"
+                     f"{prompts.REQUEST[style][Role.WORKER]}")
     else:
         parts.append(f"{STEP[style]}\n{STEP_REQUEST}")
     return [ChatMessage("system", prompts.SYSTEM), ChatMessage("user", "\n\n".join(parts))]
@@ -208,14 +225,16 @@ class _Conducting:
 
         written, reading = self._conduct(task, depth)
         add([written])
-        workflow = reading.workflow or Workflow((self.members[0],), (FALLBACK_SUBTASK,), ((),))
+        if reading.workflow is None:
+            return self._agree(task, depth, written, reading, add)
+        workflow = reading.workflow
         outputs: dict[int, str] = {}
         notes: dict[int, str] = {}
         steps: list[dict[str, Any]] = [{} for _ in range(len(workflow))]
         repairs = list(reading.repairs)
         for level in levels(workflow):
             done = self._map([partial(self._step, task, workflow, i, outputs, notes, depth) for i in level])
-            for i, (output, step_turns, nested, repair) in zip(level, done, strict=True):
+            for i, (output, step_turns, nested, repair, reasked) in zip(level, done, strict=True):
                 outputs[i] = output
                 repairs += [repair] if repair else []
                 note = step_turns[-1].examples if nested is None else None
@@ -223,10 +242,31 @@ class _Conducting:
                     notes[i] = prompts.examples_note(note)
                 add(step_turns)
                 steps[i] = {"model": workflow.model_id[i], "subtask": workflow.subtasks[i],
-                            "access": list(workflow.access[i]), "turns": step_turns, "nested": nested}
+                            "access": list(workflow.access[i]), "turns": step_turns, "nested": nested,
+                            "reasked": reasked}
         record = {"conductor": self.conductor, "depth": depth, "turn": written, "workflow": workflow.to_dict(),
                   "topology": topology(workflow), "repairs": repairs, "fallback": reading.problem, "steps": steps}
         return _Done(outputs[len(workflow) - 1], turns, record)
+
+    def _agree(self, task: str, depth: int, written: Turn, reading: Reading,
+               add: Callable[[list[Turn]], None]) -> _Done:
+        """The fallback of a workflow that cannot be read: the agree procedure on `task`
+        (module docstring), its calls recorded as steps reading nothing."""
+        episode = run_episode(task, self.pool, agree(self.pool.names, self.members), max_turns=AGREE_TURNS,
+                              kind=self.kind,
+                              usable=set(self.members), context=self.context, examples=self.examples)
+        turns = episode.turns
+        for turn in turns:
+            turn.override = "fallback: agree" + (f" (depth {depth})" if depth else "")
+        add(turns)
+        workflow = Workflow(tuple(t.model for t in turns), tuple(FALLBACK_SUBTASK for _ in turns),
+                            tuple(() for _ in turns))
+        steps = [{"model": t.model, "subtask": FALLBACK_SUBTASK, "access": [], "turns": [t], "nested": None,
+                  "reasked": False} for t in turns]
+        record = {"conductor": self.conductor, "depth": depth, "turn": written, "workflow": workflow.to_dict(),
+                  "topology": "agree", "repairs": list(reading.repairs), "fallback": reading.problem,
+                  "steps": steps}
+        return _Done(episode.answer, turns, record)
 
     def _map(self, jobs: list[Callable[[], Any]]) -> list[Any]:
         workers = min(self.pool.config.parallel, len(jobs))
@@ -251,30 +291,40 @@ class _Conducting:
         return turn, read_workflow(turn.reply, self.members, self.spec.max_steps, allow_self=True)
 
     def _step(self, task: str, workflow: Workflow, index: int, outputs: dict[int, str], notes: dict[int, str],
-              depth: int) -> tuple[str, list[Turn], dict[str, Any] | None, str | None]:
+              depth: int) -> tuple[str, list[Turn], dict[str, Any] | None, str | None, bool]:
         """Play step `index`: (its output, its turns, a nested workflow's record or None,
-        a repair note or None)."""
+        a repair note or None, whether it was asked again for a missing answer)."""
         model, subtask = workflow.model_id[index], workflow.subtasks[index]
         if model == SELF and depth < self.spec.depth:
             shown = [outputs[j] for j in workflow.access[index]]
             nested = self.workflow(nested_task(task, subtask, shown), depth + 1)
-            return nested.answer or "", nested.turns, nested.record, None
+            return nested.answer or "", nested.turns, nested.record, None, False
         repair = None
         if model == SELF:
             model = self.conductor
             repair = f"step {index}: recursion deeper than {self.spec.depth}: the conductor does it as a step"
         style = self.pool.style(model)
-        candidates = (step_messages(task, workflow, index, outputs, notes, style, self.context, limit)
+        candidates = (step_messages(task, workflow, index, outputs, notes, style, self.context, limit, self.kind)
                       for limit in OUTPUT_CLIPS)
         overflow = ContextOverflow(f"step {index}: model {model!r} cannot hold the task and the outputs it reads",
                                    "shorten the question, or raise n_ctx in the pool file")
         messages, _ = fit(self.pool, model, Role.WORKER, candidates, overflow)
         attempt = sum(m == model or (m == SELF and model == self.conductor)
                       for m in workflow.model_id[:index])
+        label = f"step {index}" + (f" (depth {depth})" if depth else "")
         call = Call(model=model, role=Role.WORKER, messages=messages, answering=True, attempt=attempt,
-                    override=f"step {index}" + (f" (depth {depth})" if depth else ""))
+                    override=label)
         turn = play(self.pool, call, -1, self.salt, self.kind, self.examples, run_examples="with code")
-        return turn.reply, [turn], None, repair
+        if index < len(workflow) - 1 or gives_answer(turn.reply, self.kind):
+            return turn.reply, [turn], None, repair, False
+        # The last step must answer: asked once more, shown its reply and what was missing.
+        again = [*messages, ChatMessage("assistant", turn.reply), ChatMessage("user", REASK)]
+        if not self.pool.fits(model, again, reply_room(self.pool, model, Role.WORKER)):
+            again = messages
+        call = Call(model=model, role=Role.WORKER, messages=again, answering=True, attempt=attempt + 1,
+                    override=f"{label}, asked again")
+        retry = play(self.pool, call, -1, self.salt, self.kind, self.examples, run_examples="with code")
+        return retry.reply, [turn, retry], None, repair, True
 
 
 def _call(job: Callable[[], Any]) -> Any:

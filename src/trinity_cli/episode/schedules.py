@@ -77,6 +77,8 @@ class FixedSchedule:
 AGREE_TURNS = 4
 
 
-def agree(models: Sequence[str]) -> FixedSchedule:
-    """bench's `agree` row (FixedSchedule's docstring)."""
-    return FixedSchedule(models, models, (Role.WORKER,), alone=True, stop_when_agreed=True)
+def agree(models: Sequence[str], order: Sequence[str] | None = None) -> FixedSchedule:
+    """bench's `agree` row (FixedSchedule's docstring): the pool's `models`, asked in `order`
+    (default: all of them, in pool order)."""
+    return FixedSchedule(models, order if order is not None else models, (Role.WORKER,), alone=True,
+                         stop_when_agreed=True)

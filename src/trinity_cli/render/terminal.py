@@ -140,7 +140,7 @@ STOP_REASONS = {
     "token_budget": "token budget spent",
     "cost_budget": "cost budget spent",
     "workflow": "workflow run",
-    "fallback": "workflow refused: one-step fallback run",
+    "fallback": "workflow refused: the agree procedure ran instead",
 }
 
 

@@ -26,7 +26,7 @@ def _label(record: dict[str, Any]) -> Text:
     label.append(f"  {record['topology']}, {len(record['steps'])} steps", style="magenta")
     label.append(f"  (turn {record['turn'] + 1})", style="dim")
     if record.get("fallback"):
-        label.append(f"\nrefused: {record['fallback']}: one-step fallback", style="red")
+        label.append(f"\nrefused: {record['fallback']}: the agree procedure ran instead", style="red")
     for repair in record.get("repairs") or []:
         label.append(f"\nrepaired: {repair}", style="yellow")
     return label

@@ -32,6 +32,7 @@ scored on (tasks/builtin.py: MBPP's first assert; HumanEval's `>>>` lines; a `fi
 from __future__ import annotations
 
 import ast
+import re
 import secrets
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -40,8 +41,10 @@ from typing import Any
 from trinity_cli.messages import Turn
 from trinity_cli.sandbox.recorded import run_python_recorded
 from trinity_cli.tasks.answers import FinalAnswer, final_answer, same_answer
-from trinity_cli.tasks.code import build_program
+from trinity_cli.tasks.code import build_program, extract_code
 from trinity_cli.turns import rules
+
+_DEFINITION = re.compile(r"^\s*(?:async\s+def|def|class)\s+\w", re.MULTILINE)
 
 EXAMPLE_TIMEOUT_S = 10.0
 ERROR_CHARS = 200
@@ -125,6 +128,17 @@ def answer_of(turn: Turn, kind: str | None) -> FinalAnswer | None:
     if not rules.proposes_answer(turn) or kind == "code":
         return None
     return final_answer(turn.reply, kind)
+
+
+def gives_answer(reply: str, kind: str | None) -> bool:
+    """Whether `reply` holds an answer the scorer of `kind` can read: on code, a definition
+    (a `def` or `class` line) in its code; with no kind (a free question), any text;
+    otherwise a final answer."""
+    if kind is None:
+        return bool(reply.strip())
+    if kind == "code":
+        return _DEFINITION.search(extract_code(reply)) is not None
+    return final_answer(reply, kind) is not None
 
 
 def shown_turns(turns: Sequence[Turn], turn: Turn) -> list[Turn]:
