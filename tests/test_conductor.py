@@ -134,6 +134,65 @@ def test_the_last_step_of_a_code_task_is_asked_for_code_and_asked_again_once_wit
     assert len(run_conductor("Write double(x).", pool, kind="code").turns) == 3
 
 
+def test_the_workflow_schema_takes_exactly_the_workflows_that_read_as_written() -> None:
+    from jsonschema import Draft202012Validator
+
+    from trinity_cli.conductor.workflow import SUBTASK_CHARS, read_workflow, workflow_schema
+
+    validator = Draft202012Validator(workflow_schema(["m0", "m1"], max_steps=3, allow_self=False))
+    good = [{"model_id": ["m0"], "subtasks": ["Solve it."], "access_list": [[]]},
+            {"model_id": ["m0", "m1", "m0"], "subtasks": ["a", "b", "c"], "access_list": [[], [0], "all"]},
+            {"model_id": ["m1", "m1"], "subtasks": ["a", "b"], "access_list": [[], []]}]
+    bad = [{"model_id": ["m0", "m1"], "subtasks": ["a"], "access_list": [[], [0]]},           # unequal lengths
+           {"model_id": ["m9"], "subtasks": ["a"], "access_list": [[]]},                       # unknown member
+           {"model_id": ["conductor"], "subtasks": ["a"], "access_list": [[]]},                # no recursion allowed
+           {"model_id": ["m0", "m1"], "subtasks": ["a", "b"], "access_list": [[], [1]]},       # reads itself
+           {"model_id": ["m0"], "subtasks": ["a"], "access_list": ["all"]},                    # step 0 reads nothing
+           {"model_id": ["m0"] * 4, "subtasks": ["a"] * 4, "access_list": [[], [], [], []]},   # too many steps
+           {"model_id": ["m0"], "subtasks": [""], "access_list": [[]]},                        # empty subtask
+           {"model_id": ["m0"], "subtasks": ["x" * (SUBTASK_CHARS + 1)], "access_list": [[]]},
+           {"model_id": ["m0"], "subtasks": ["a"], "access_list": [[]], "note": "extra"}]
+    for workflow in good:
+        assert validator.is_valid(workflow), workflow
+        reading = read_workflow(json.dumps(workflow), ["m0", "m1"], max_steps=3, allow_self=False)
+        assert reading.workflow is not None and reading.repairs == [], workflow
+    for workflow in bad:
+        assert not validator.is_valid(workflow), workflow
+    assert Draft202012Validator(workflow_schema(["m0"], 2, allow_self=True)).is_valid(
+        {"model_id": ["m0", "conductor"], "subtasks": ["a", "b"], "access_list": [[], [0]]})
+
+
+def test_a_conductor_that_decodes_under_a_schema_is_given_the_workflow_schema(monkeypatch) -> None:
+    """A backend that says it can decode under a JSON schema gets the workflow's schema (and
+    a reply cap that holds the longest workflow it allows); the schema is part of the call's
+    cache key; one that cannot is called as before, with no schema in its key."""
+    from trinity_cli.backends.scripted import ScriptedBackend
+    from trinity_cli.conductor.run import SCHEMA_REPLY_TOKENS
+    from trinity_cli.pool.rollout_cache import rollout_request
+
+    seen: list = []
+    original = ScriptedBackend.chat
+
+    def spy(self, messages, params):
+        seen.append(params)
+        return original(self, messages, params)
+
+    monkeypatch.setattr(ScriptedBackend, "chat", spy)
+    free = run_conductor(QUESTION, Pool(pool_config()))
+    assert free.workflow is not None and free.workflow["constrained"] is False
+    assert seen[0].json_schema is None and "json_schema" not in rollout_request("f", [], seen[0])["params"]
+
+    seen.clear()
+    monkeypatch.setattr(ScriptedBackend, "supports_json_schema", lambda self: True)
+    bound = run_conductor(QUESTION, Pool(pool_config()))
+    assert bound.workflow is not None and bound.workflow["constrained"] is True
+    schema = json.loads(seen[0].json_schema)
+    assert [len(s["properties"]["model_id"]["prefixItems"]) for s in schema["oneOf"]] == [1, 2, 3, 4, 5]
+    assert seen[0].max_tokens == max(512, SCHEMA_REPLY_TOKENS)
+    assert all(p.json_schema is None for p in seen[1:])  # only the conductor's call is constrained
+    assert rollout_request("f", [], seen[0])["params"]["json_schema"] == seen[0].json_schema
+
+
 def test_excluded_members_are_not_offered_and_naming_one_is_refused() -> None:
     transcript = run_conductor(QUESTION, Pool(pool_config()), exclude=["m1"])
 

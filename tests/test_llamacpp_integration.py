@@ -178,10 +178,11 @@ def test_truncated_file_is_a_clear_error(tmp_path, monkeypatch, capsys) -> None:
     assert not list(RunStore().root.glob("run-*"))
 
 
-def test_conductor_mode_on_a_real_model_writes_or_falls_back_and_replays(tmp_path, monkeypatch, capsys) -> None:
-    """`trinity ask --mode conductor` on SmolLM2: the 135M model conducts; whether it writes a
-    readable workflow or is refused (and a one-step workflow runs), the run answers, records
-    its workflow, and replays from the cache."""
+def test_conductor_mode_on_a_real_model_writes_a_workflow_under_its_schema_and_replays(
+        tmp_path, monkeypatch, capsys) -> None:
+    """`trinity ask --mode conductor` on SmolLM2: the 135M model conducts under the workflow's
+    JSON schema (a llama.cpp grammar), so its workflow reads as written, with no repair and no
+    fallback; the run answers, records its workflow, and replays from the cache."""
     from .conftest import run_main
 
     args = ["ask", "What is 12*7? Answer with a number.", "--pool", "smollm2", "--mode", "conductor"]
@@ -191,7 +192,8 @@ def test_conductor_mode_on_a_real_model_writes_or_falls_back_and_replays(tmp_pat
     record = RunStore().load("run-1")
     flow = record["transcript"]["workflow"]
     assert record["mode"] == "conductor" and flow["conductor"] == "smollm2-135m"
-    assert record["transcript"]["stop_reason"] == ("fallback" if flow["fallback"] else "workflow")
+    assert flow["constrained"] is True and flow["fallback"] is None and flow["repairs"] == []
+    assert record["transcript"]["stop_reason"] == "workflow"
     turns = record["transcript"]["turns"]
     assert turns[0]["override"] == "conductor" and len(turns) == 1 + sum(len(s["turns"]) for s in flow["steps"])
     code, again, _ = run_main(args, monkeypatch, capsys)

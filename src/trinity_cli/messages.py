@@ -45,6 +45,9 @@ class GenParams:
     top_p: float = 1.0
     seed: int | None = 0
     stop: tuple[str, ...] = ()
+    # A JSON schema (canonical JSON text) the reply must follow, for backends that can
+    # constrain decoding to it (Backend.supports_json_schema); None: free text.
+    json_schema: str | None = None
 
 
 @dataclass

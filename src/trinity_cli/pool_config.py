@@ -217,6 +217,10 @@ class OpenAIModel(_ModelBase):
     max_retries: int = Field(default=3, ge=0)
     max_concurrency: int | None = Field(default=None, ge=1)
     retry_temperature: float = Field(default=0.0, ge=0)
+    # The server follows `response_format: {"type": "json_schema", ...}` (OpenAI's structured
+    # outputs; vLLM, llama.cpp's server and others): the conductor's workflow is then written
+    # under its schema. Off unless said: a server that ignores it would still answer.
+    structured_outputs: bool = False
 
 
 class ScriptRule(_Strict):

@@ -27,6 +27,12 @@ class Backend(ABC):
         self.name = name
         self.n_ctx = n_ctx
 
+    def supports_json_schema(self) -> bool:
+        """Whether `chat` can constrain its reply to `GenParams.json_schema` (a grammar, or the
+        server's structured output); a backend that cannot ignores the schema, and callers
+        read the reply as free text."""
+        return False
+
     @property
     @abstractmethod
     def fingerprint(self) -> str:

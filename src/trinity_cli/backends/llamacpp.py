@@ -18,6 +18,7 @@ saves: docs/measurements.md#item-order-and-replies-that-do-not-depend-on-the-cal
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 import time
@@ -125,6 +126,10 @@ class LlamaCppBackend(GGUFFile, Backend):
         llm = self.load()
         return len(llm.tokenize(text.encode("utf-8"), add_bos=False, special=True))
 
+    def supports_json_schema(self) -> bool:
+        """llama-cpp-python turns a JSON schema into a grammar that decoding follows."""
+        return True
+
     def chat(self, messages: Sequence[ChatMessage], params: GenParams) -> Completion:
         with self._lock:
             llm = self.load()
@@ -145,6 +150,8 @@ class LlamaCppBackend(GGUFFile, Backend):
                     top_p=params.top_p,
                     seed=params.seed,
                     stop=list(params.stop) or None,
+                    response_format=({"type": "json_object", "schema": json.loads(params.json_schema)}
+                                     if params.json_schema is not None else None),
                 )
             except ValueError as exc:
                 if "context window" in str(exc) or "exceed" in str(exc):

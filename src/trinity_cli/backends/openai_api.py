@@ -102,6 +102,10 @@ class OpenAIBackend(Backend):
         """`openai:{base_url}|{model}`: the server and the model id, never the key."""
         return f"openai:{self.base_url}|{self.config.model}"
 
+    def supports_json_schema(self) -> bool:
+        """When the pool file says the server follows structured outputs (`structured_outputs`)."""
+        return self.config.structured_outputs
+
     def deterministic(self, params: GenParams) -> bool:
         """Only greedy calls (temperature 0) count as deterministic. Servers treat `seed` as
         best effort (OpenAI documents it so; vLLM and others may ignore it), so a sampled
@@ -145,6 +149,9 @@ class OpenAIBackend(Backend):
             body["seed"] = params.seed
         if params.stop:
             body["stop"] = list(params.stop)
+        if params.json_schema is not None and self.supports_json_schema():
+            body["response_format"] = {"type": "json_schema", "json_schema": {
+                "name": "reply", "schema": json.loads(params.json_schema)}}
 
         with self._slots if self._slots is not None else contextlib.nullcontext():
             start = time.perf_counter()

@@ -228,6 +228,7 @@ def workflows(episodes: Sequence[EpisodeResult]) -> dict[str, Any]:
     """What a conductor row's workflows were: {"episodes", "well_formed" (share read as
     written), "repaired" (share read leniently), "fallback" (share refused: the agree
     procedure ran), "reasked" (share whose last step was asked again for a missing answer),
+    "constrained" (share written under the workflow's JSON schema),
     "errors" (share that could not run), "mean_steps", "topologies": {topology: share}}
     (bench/systems.workflow_summary)."""
     n = len(episodes)
@@ -244,6 +245,7 @@ def workflows(episodes: Sequence[EpisodeResult]) -> dict[str, Any]:
             "repaired": share(sum(f["repaired"] and not f["fallback"] for f in flows)),
             "fallback": share(sum(f["fallback"] for f in flows)),
             "reasked": share(sum(bool(f.get("reasked")) for f in flows)),
+            "constrained": share(sum(bool(f.get("constrained")) for f in flows)),
             "errors": share(n - len(flows)),
             "mean_steps": sum(f["steps"] for f in flows) / len(flows) if flows else None,
             "topologies": {t: c / n for t, c in sorted(counts.items(), key=lambda tc: (-tc[1], tc[0]))}}

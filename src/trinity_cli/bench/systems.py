@@ -76,12 +76,14 @@ def workflow_summary(workflow: dict[str, Any] | None) -> dict[str, Any] | None:
     """What the report needs of a conductor episode's workflow record (conductor/run.py):
     {"topology", "steps", "repaired": some entry was read leniently, "fallback": it was
     refused and the agree procedure ran, "reasked": its last step was asked again for a
-    missing answer}; None outside conductor mode."""
+    missing answer, "constrained": it was written under its JSON schema}; None outside
+    conductor mode."""
     if workflow is None:
         return None
     return {"topology": workflow["topology"], "steps": len(workflow["steps"]), "repaired": bool(workflow["repairs"]),
             "fallback": workflow["fallback"] is not None,
-            "reasked": any(step.get("reasked") for step in workflow["steps"])}
+            "reasked": any(step.get("reasked") for step in workflow["steps"]),
+            "constrained": bool(workflow.get("constrained"))}
 
 
 def episode_seed(seed: int, stream: str, item_key: str) -> int:

@@ -7,6 +7,11 @@ model entry of its own), else the pool's first member. Its prompt (`conduct_mess
 the task, the usable members with a line each (`description:` in the pool file, else its
 style's `STYLE_NOTES`), and asks for the three lists; it is called greedily with its Worker
 reply cap, and the call is recorded as a Thinker turn (override "conductor", `max_tokens` set).
+When the conductor's backend can decode under a JSON schema (Backend.supports_json_schema:
+llama.cpp members, OpenAI-compatible servers marked `structured_outputs`), the call carries
+workflow.workflow_schema and a cap of at least SCHEMA_REPLY_TOKENS, so it can only write a
+workflow that reads as written; the record says `constrained`. Other backends are read
+leniently and repaired (workflow.read_workflow).
 
 Running: steps run in dependency order (`workflow.levels`); the steps of one level read
 nothing from each other and run at once on up to the pool's `parallel` threads. Each step
@@ -40,7 +45,7 @@ Workflow record (`Transcript.workflow`, the top level; nested ones alike):
     {"conductor": model name, "depth": 0, "turn": the conductor's turn index,
      "workflow": Workflow.to_dict() (what ran; the fallback's when it fell back),
      "topology": workflow.topology(...) ("agree" for the fallback), "repairs": [...],
-     "fallback": the problem or null,
+     "fallback": the problem or null, "constrained": the workflow was written under its schema,
      "steps": [{"model", "subtask", "access": [j...], "turns": [turn indices],
                 "nested": a nested record or null, "reasked": the step was asked again}, ...]}
 """
@@ -54,12 +59,22 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from trinity_cli.conductor.workflow import MAX_STEPS, SELF, Reading, Workflow, levels, read_workflow, topology
+from trinity_cli.conductor.workflow import (
+    MAX_STEPS,
+    SELF,
+    Reading,
+    Workflow,
+    levels,
+    read_workflow,
+    topology,
+    workflow_schema,
+)
 from trinity_cli.episode.loop import attempt_salt, run_episode, usable_models
 from trinity_cli.episode.schedules import AGREE_TURNS, agree
 from trinity_cli.episode.turn import Call, fit, play, reply_room
 from trinity_cli.errors import ConfigError, ContextOverflow, did_you_mean, option
 from trinity_cli.events import ProgressFn, TurnPlayed, quiet
+from trinity_cli.keyed_cache import canonical_json
 from trinity_cli.messages import ChatMessage, Role, Transcript, Turn
 from trinity_cli.pool.pool import Pool
 from trinity_cli.turns import prompts
@@ -68,6 +83,9 @@ from trinity_cli.turns.settle import Examples, gives_answer
 DEFAULT_DEPTH = 1
 FALLBACK_SUBTASK = "Solve the task."
 OUTPUT_CLIPS = (prompts.HISTORY_CHARS, 800, 400, 200)  # tried in turn until a step's prompt fits
+# The reply cap of a workflow written under its schema (at least): room for MAX_STEPS steps
+# of SUBTASK_CHARS characters, so the JSON is never cut off before it closes.
+SCHEMA_REPLY_TOKENS = 512
 
 STYLE_NOTES = {
     "reason": "works step by step and explains briefly",
@@ -245,7 +263,8 @@ class _Conducting:
                             "access": list(workflow.access[i]), "turns": step_turns, "nested": nested,
                             "reasked": reasked}
         record = {"conductor": self.conductor, "depth": depth, "turn": written, "workflow": workflow.to_dict(),
-                  "topology": topology(workflow), "repairs": repairs, "fallback": reading.problem, "steps": steps}
+                  "topology": topology(workflow), "repairs": repairs, "fallback": reading.problem,
+                  "constrained": self._constrained(), "steps": steps}
         return _Done(outputs[len(workflow) - 1], turns, record)
 
     def _agree(self, task: str, depth: int, written: Turn, reading: Reading,
@@ -265,8 +284,11 @@ class _Conducting:
                   "reasked": False} for t in turns]
         record = {"conductor": self.conductor, "depth": depth, "turn": written, "workflow": workflow.to_dict(),
                   "topology": "agree", "repairs": list(reading.repairs), "fallback": reading.problem,
-                  "steps": steps}
+                  "constrained": self._constrained(), "steps": steps}
         return _Done(episode.answer, turns, record)
+
+    def _constrained(self) -> bool:
+        return self.pool.backend(self.conductor).supports_json_schema()
 
     def _map(self, jobs: list[Callable[[], Any]]) -> list[Any]:
         workers = min(self.pool.config.parallel, len(jobs))
@@ -285,8 +307,12 @@ class _Conducting:
                                    f"shorten the question, or choose another {option('conductor')}")
         messages, _ = fit(self.pool, self.conductor, Role.WORKER, [messages], overflow)
         cap = self.pool.params(self.conductor, Role.WORKER.value).max_tokens
+        schema = None
+        if self.pool.backend(self.conductor).supports_json_schema():
+            schema = canonical_json(workflow_schema(self.members, self.spec.max_steps, allow_self))
+            cap = max(cap, SCHEMA_REPLY_TOKENS)
         call = Call(model=self.conductor, role=Role.THINKER, messages=messages, answering=False, max_tokens=cap,
-                    override="conductor" + (f" (depth {depth})" if depth else ""))
+                    json_schema=schema, override="conductor" + (f" (depth {depth})" if depth else ""))
         turn = play(self.pool, call, -1, self.salt, self.kind, self.examples)
         return turn, read_workflow(turn.reply, self.members, self.spec.max_steps, allow_self=True)
 

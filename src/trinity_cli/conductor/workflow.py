@@ -34,6 +34,9 @@ from trinity_cli.pool_config import CONDUCTOR_SELF
 
 SELF = CONDUCTOR_SELF  # how a conductor names itself in `model_id` (recursion)
 MAX_STEPS = 5
+# A subtask's length under the schema: bounded, so a workflow written under it always ends
+# within the conductor's reply cap (run.py: SCHEMA_REPLY_TOKENS) instead of being cut off.
+SUBTASK_CHARS = 100
 
 
 @dataclass(frozen=True)
@@ -56,6 +59,30 @@ class Workflow:
     def from_dict(cls, data: dict[str, Any]) -> Workflow:
         return cls(tuple(data["model_id"]), tuple(data["subtasks"]),
                    tuple(tuple(int(j) for j in a) for a in data["access_list"]))
+
+
+def workflow_schema(members: list[str], max_steps: int = MAX_STEPS, allow_self: bool = True) -> dict[str, Any]:
+    """The JSON schema of every workflow `read_workflow` takes as written: for each length n
+    from 1 to `max_steps`, an object with exactly `model_id` (n names of `members`, and `SELF`
+    when `allow_self`), `subtasks` (n strings of 1 to SUBTASK_CHARS characters) and
+    `access_list` (n entries: step 0 `[]`, step i `"all"` or a list of step numbers below i),
+    in that order. A backend that decodes under it
+    (Backend.supports_json_schema) can only write a workflow that reads without a repair."""
+    names = [*members, SELF] if allow_self else list(members)
+    shapes = []
+    for n in range(1, max_steps + 1):
+        access: list[dict[str, Any]] = [{"const": []}]
+        access += [{"oneOf": [{"const": "all"}, {"type": "array", "items": {"enum": list(range(i))}, "maxItems": i}]}
+                   for i in range(1, n)]
+        shapes.append({"type": "object", "additionalProperties": False,
+                       "required": ["model_id", "subtasks", "access_list"],
+                       "properties": {
+                           "model_id": {"type": "array", "prefixItems": [{"enum": names}] * n,
+                                        "minItems": n, "maxItems": n},
+                           "subtasks": {"type": "array", "minItems": n, "maxItems": n,
+                                        "items": {"type": "string", "minLength": 1, "maxLength": SUBTASK_CHARS}},
+                           "access_list": {"type": "array", "prefixItems": access, "minItems": n, "maxItems": n}}})
+    return {"oneOf": shapes}
 
 
 @dataclass

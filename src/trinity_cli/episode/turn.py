@@ -57,7 +57,8 @@ class Call:
     `answering`: the reply proposes an answer (turns/rules.py; every workflow step);
     `alone`: shown the task alone; `attempt`: the member's earlier calls in this episode or
     workflow; `max_tokens`: a reply cap other than the member's for `role` (the conductor's
-    call), else None. The rest is recorded on the Turn as it is: the coordinator's pick
+    call), else None; `json_schema`: the schema the reply is decoded under (GenParams), else
+    None. The rest is recorded on the Turn as it is: the coordinator's pick
     (`chosen_role`, probabilities, seconds), why the acting role differs (`override`), and
     how many earlier turns the prompt left out (`dropped`)."""
 
@@ -68,6 +69,7 @@ class Call:
     attempt: int = 0
     alone: bool = False
     max_tokens: int | None = None
+    json_schema: str | None = None
     chosen_role: Role | None = None
     model_probs: list[float] | None = None
     role_probs: list[float] | None = None
@@ -85,6 +87,8 @@ def play(pool: Pool, call: Call, index: int, salt: str, kind: str | None, exampl
     params = pool.params(model, call.role.value, attempt=call.attempt, salt=salt)
     if call.max_tokens is not None:
         params = replace(params, max_tokens=call.max_tokens)
+    if call.json_schema is not None:
+        params = replace(params, json_schema=call.json_schema)
     completion = pool.chat(model, call.messages, params)
     reply, execution, verdict = completion.text, None, None
     if pool.style(model) == "program" and call.role is not Role.THINKER:

@@ -5,7 +5,8 @@ Rollout cache (diskcache under `cache/rollouts/`): one entry per pool call.
     key   = "r2:" + sha256(canonical JSON of
               {"v": CACHE_VERSION, "fingerprint": backend fingerprint,
                "messages": [[role, content], ...],
-               "params": {max_tokens, temperature, top_p, seed, stop}})
+               "params": {max_tokens, temperature, top_p, seed, stop[, json_schema]}})
+          (json_schema only for a call constrained to a schema: every other key is as it was)
     value = {"request": the payload above, "reply": Completion.to_dict() without `cached`
              and `recorded`, "source": "recording" for an entry imported from a recording
              (recordings/), else absent}
@@ -49,17 +50,20 @@ CACHE_VERSION = 2
 def rollout_request(fingerprint: str, messages: list[ChatMessage], params: GenParams) -> dict[str, Any]:
     """The payload a rollout key hashes: the request itself, kept beside the reply so that a
     recording can carry the call and its importer recompute the key."""
+    fields: dict[str, Any] = {
+        "max_tokens": params.max_tokens,
+        "temperature": params.temperature,
+        "top_p": params.top_p,
+        "seed": params.seed,
+        "stop": list(params.stop),
+    }
+    if params.json_schema is not None:
+        fields["json_schema"] = params.json_schema
     return {
         "v": CACHE_VERSION,
         "fingerprint": fingerprint,
         "messages": [[m.role, m.content] for m in messages],
-        "params": {
-            "max_tokens": params.max_tokens,
-            "temperature": params.temperature,
-            "top_p": params.top_p,
-            "seed": params.seed,
-            "stop": list(params.stop),
-        },
+        "params": fields,
     }
 
 

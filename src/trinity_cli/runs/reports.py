@@ -296,15 +296,17 @@ def ends_table(summary: dict[str, Any], task_names: Sequence[str]) -> TableView 
 def workflows_table(summary: dict[str, Any], task_names: Sequence[str]) -> TableView | None:
     """The conductor rows' workflows, overall and per task: how many were read as written,
     repaired or refused (fallback: the agree procedure ran), last steps asked again for a
-    missing answer, mean steps, and the topologies written; None without a conductor row."""
+    missing answer, how many were written under the workflow's JSON schema, mean steps, and
+    the topologies written; None without a conductor row."""
     table = TableView("Workflows the conductor wrote (share of questions)",
-                      ["system", "tasks", "questions", "well-formed", "repaired", "fallback", "re-asked",
-                       "mean steps", "topologies"], numeric_from=2)
+                      ["system", "tasks", "questions", "constrained", "well-formed", "repaired", "fallback",
+                       "re-asked", "mean steps", "topologies"], numeric_from=2)
     for name, block in (summary.get("workflows") or {}).items():
         scopes = [("all", block["overall"])] + [(short_task(t), block["per_task"][t]) for t in task_names]
         for label, w in scopes:
             shapes = ", ".join(f"{t} {pct(v)}" for t, v in w["topologies"].items()) or DASH
-            table.rows.append([name, label, str(w["episodes"]), pct(w["well_formed"]), pct(w["repaired"]),
+            table.rows.append([name, label, str(w["episodes"]), pct(w.get("constrained")), pct(w["well_formed"]),
+                               pct(w["repaired"]),
                                pct(w["fallback"]), pct(w.get("reasked")), num(w["mean_steps"], "{:.1f}"), shapes])
             table.kinds.append("")
     return table if table.rows else None
