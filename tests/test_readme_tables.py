@@ -83,28 +83,44 @@ def replayed_blocks(text: str) -> list[Replayed]:
             command.append(lines[j].rstrip().rstrip("\\").strip())
             j += 1
         k = j + 1
-        while k < len(lines) and lines[k].strip() != "```bash" and not lines[k].startswith("## "):
+        while (k < len(lines) and lines[k].strip() != "```bash" and not MARKER.search(lines[k])
+               and not lines[k].startswith("## ")):
             k += 1
         blocks.append(Replayed(match.group(1), " ".join(command), tables_in(lines[j + 1:k]), start + 1))
         i = k
     return blocks
 
 
+def _leading(row: list[str], other: list[str]) -> int:
+    """How many leading cells two rows share."""
+    n = 0
+    while n < min(len(row), len(other)) and row[n] == other[n]:
+        n += 1
+    return n
+
+
 def compare(expected: Table, produced: list[Table]) -> list[str]:
-    """What differs between a README table and the command's output (empty: it agrees)."""
+    """What differs between a README table and the command's output (empty: it agrees). A
+    README row agrees when the output's table with the same header holds it, cell for cell;
+    otherwise it is compared with the output row that shares the most leading cells with it
+    (several rows may share a first cell: a head against several systems, per task)."""
     header, rows = expected
     same = [t for t in produced if t[0] == header]
     if not same:
         return [f"no table with the header {' | '.join(header)} in the output"]
-    out_rows = {row[0]: row for row in same[0][1]}
+    out_rows = same[0][1]
     problems = []
     for row in rows:
-        got = out_rows.get(row[0])
-        if got is None:
+        if row in out_rows:
+            continue
+        candidates = [r for r in out_rows if r[0] == row[0]]
+        if not candidates:
             problems.append(f"row {row[0]!r}: not in the output")
-        elif got != row:
-            diffs = [f"{h}: README {a!r}, replayed {b!r}" for h, a, b in zip(header, row, got, strict=False) if a != b]
-            problems.append(f"row {row[0]!r}: " + "; ".join(diffs))
+            continue
+
+        got = max(candidates, key=lambda other, row=row: _leading(row, other))
+        diffs = [f"{h}: README {a!r}, replayed {b!r}" for h, a, b in zip(header, row, got, strict=False) if a != b]
+        problems.append(f"row {row[0]!r}: " + "; ".join(diffs))
     return problems
 
 
@@ -125,6 +141,19 @@ def test_compare_catches_an_edited_number() -> None:
     assert compare((["system", "accuracy"], [["b", "52.1%"]]), produced) == [
         "row 'b': accuracy: README '52.1%', replayed '51.1%'"]
     assert compare((["system", "acc"], [["b", "51.1%"]]), produced)[0].startswith("no table")
+    # Rows sharing a first cell (a head against several systems) are told apart by the rest.
+    paired = tables_in(["| system | against | p |", "|---|---|---|", "| h | a | 0.05 |", "| h | b | 1.0 |"])
+    assert compare((["system", "against", "p"], [["h", "a", "0.05"], ["h", "b", "1.0"]]), paired) == []
+    assert compare((["system", "against", "p"], [["h", "b", "0.5"]]), paired) == [
+        "row 'h': p: README '0.5', replayed '1.0'"]
+
+
+def test_every_marker_is_found_when_blocks_follow_each_other() -> None:
+    text = "\n".join(["## Results", "<!-- replay: r -->", "```bash", "one", "```", "| a | b |", "|---|---|",
+                      "| x | 1 |", "", "<!-- replay: r -->", "```bash", "two", "```", "| c | d |", "|---|---|",
+                      "| y | 2 |"])
+    blocks = replayed_blocks(text)
+    assert [(b.command, len(b.tables)) for b in blocks] == [("one", 1), ("two", 1)]
 
 
 def _run(argv: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:

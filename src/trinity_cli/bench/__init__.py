@@ -39,10 +39,12 @@ with stream "fixed" (single, self-loop: their decisions use no randomness), "ran
 for random seed r, and "head" for every head (all heads see the same seeds).
 
 Metrics of a system, overall and per task (`Metrics` below), over items: accuracy with a
-95% Wilson interval, mean turns, mean pool calls, mean tokens (prompt + completion), mean wall seconds
-and mean cost per question. Wall seconds are what the pool calls took when they were made
-(a cached reply keeps the latency measured when it was computed, so a warm re-run reports
-the same) plus coordinator seconds. Cost is USD for priced models, None when none is priced.
+95% Wilson interval, mean turns, mean pool calls, mean tokens (prompt + completion), mean pool seconds
+(`mean_wall_s`) and mean cost per question. Pool seconds are what the pool calls took when
+they were made (a cached or recorded reply keeps the latency measured when it was computed,
+so a warm re-run or a replay reports the same); the coordinator's own seconds are not in them
+(they are measured anew on every run, so a replayed table would not reproduce them: each
+turn's `coordinator_s` is in episodes.jsonl). Cost is USD for priced models, None when none is priced.
 The oracle and vote have no turns; their pool calls, tokens, seconds and cost are the sums
 over all single runs of the item (what it takes to obtain); best-per-task's are those of the
 single run it picks; moa's are its member turns (the single runs) plus its aggregator

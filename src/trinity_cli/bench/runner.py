@@ -75,7 +75,7 @@ def _result(system: System, item: tasks.TaskItem, seed: int, outcome: EpisodeOut
         turns=[(t.model, t.role.value) for t in transcript.turns],
         stop_reason=transcript.stop_reason,
         tokens=transcript.prompt_tokens + transcript.completion_tokens,
-        wall_s=transcript.pool_seconds + transcript.coordinator_seconds,
+        wall_s=transcript.pool_seconds,
         cost_usd=transcript.cost_usd,
         cached=bool(transcript.turns) and all(t.cached for t in transcript.turns),
         error=outcome.error,

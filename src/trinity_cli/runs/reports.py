@@ -122,7 +122,7 @@ def _accuracy_table(summary: dict[str, Any], per_task_cols: list[str]) -> TableV
     """Accuracy (overall, its interval, per task in `per_task_cols`) and costs per system."""
     accuracy = TableView("Accuracy and cost per question",
                          ["system", "accuracy", "95% CI", *[short_task(t) for t in per_task_cols],
-                          "turns", "pool calls", "tokens", "wall s", "cost $"])
+                          "turns", "pool calls", "tokens", "pool s", "cost $"])
     for system in summary["systems"]:
         block = summary["results"][system["name"]]
         m = block["overall"]
@@ -258,7 +258,8 @@ METHOD_NOTES = (
     "strongest member (best single accuracy here, so picked with the test labels) writes the final "
     "answer from them; its tokens, seconds and cost include the single runs it reads.",
     "95% CI: Wilson score interval over items (random: over items, each scored by its mean over "
-    "the seeds). Wall s: seconds the pool calls took when they were made plus coordinator seconds. "
+    "the seeds). Pool s: seconds the pool calls took when they were made (recorded with each call, so "
+    "a replay reports the same); the coordinator's own seconds are not included. "
     "Oracle pool calls, tokens, seconds and cost: sums over all single runs.",
     "Conductor: one model writes each question's workflow (a member, a subtask and the earlier "
     "outputs it reads, per step) and trinity runs it; its pool calls include the conductor's own.",
