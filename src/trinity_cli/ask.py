@@ -46,7 +46,7 @@ from trinity_cli.conductor.run import DEFAULT_DEPTH, ConductorSpec, run_conducto
 from trinity_cli.coordinator.head import default_greedy, turn_budget
 from trinity_cli.coordinator.policy import Coordinator, resolve_head
 from trinity_cli.episode.loop import run_episode, usable_models
-from trinity_cli.episode.schedules import AGREE_TURNS, agree
+from trinity_cli.episode.schedules import AGREE_TURNS, FixedSchedule, agree
 from trinity_cli.errors import ConfigError, option
 from trinity_cli.events import AskStarted, ProgressFn, RunAllocated, quiet
 from trinity_cli.keyed_cache import journal_to
@@ -194,14 +194,7 @@ def _answer(
     """Play the question: the agree procedure or a conductor run without a coordinator, else
     an episode of the head. Returns the transcript and the run record's fields that say how
     (module docstring)."""
-    if answer_mode(options, pool.config) == "agree":
-        max_turns = options.max_turns or AGREE_TURNS
-        transcript = run_episode(question, pool, agree(pool.names), max_turns=max_turns, seed=episode_seed, kind=kind,
-                                 usable=usable, context=context, progress=progress,
-                                 token_budget=options.token_budget, cost_budget=options.cost_budget,
-                                 examples=examples)
-        return transcript, {"mode": "agree", "head": None, "backbone": None, "greedy": None, "max_turns": max_turns}
-    if coordinator is None:
+    if coordinator is None and answer_mode(options, pool.config) != "agree":
         spec = options.conductor_spec()
         transcript = run_conductor(question, pool, spec, context=context, kind=kind, examples=examples,
                                    progress=progress, usable=usable)
@@ -209,15 +202,21 @@ def _answer(
         return transcript, {"mode": "conductor", "conductor": transcript.workflow["conductor"],
                             "conductor_depth": spec.depth,
                             "head": None, "backbone": None, "greedy": None, "max_turns": None}
-    head = coordinator.head
-    max_turns = turn_budget(options.max_turns, head)
-    greedy = options.greedy if options.greedy is not None else default_greedy(head)
-    transcript = run_episode(question, pool, coordinator, max_turns=max_turns, seed=episode_seed, kind=kind,
+    source: Coordinator | FixedSchedule
+    if coordinator is None:  # agree mode
+        source, max_turns, greedy = agree(pool.names), options.max_turns or AGREE_TURNS, False
+        how: dict[str, Any] = {"mode": "agree", "head": None, "backbone": None, "greedy": None}
+    else:
+        head = coordinator.head
+        source, max_turns = coordinator, turn_budget(options.max_turns, head)
+        greedy = options.greedy if options.greedy is not None else default_greedy(head)
+        how = {"mode": "coordinator", "head": {"name": head.manifest.get("name"), "trained": head.trained},
+               "backbone": coordinator.backbone_ref, "greedy": greedy}
+    transcript = run_episode(question, pool, source, max_turns=max_turns, seed=episode_seed, kind=kind,
                              usable=usable, context=context, greedy=greedy, progress=progress,
                              token_budget=options.token_budget, cost_budget=options.cost_budget,
                              examples=examples)
-    return transcript, {"mode": "coordinator", "head": {"name": head.manifest.get("name"), "trained": head.trained},
-                        "backbone": coordinator.backbone_ref, "greedy": greedy, "max_turns": max_turns}
+    return transcript, {**how, "max_turns": max_turns}
 
 
 def _record(question: str, pool: Pool, how: dict[str, Any], options: AskOptions, episode_seed: int, kind: str | None,

@@ -71,7 +71,7 @@ from trinity_cli.conductor.workflow import (
 )
 from trinity_cli.episode.loop import attempt_salt, run_episode, usable_models
 from trinity_cli.episode.schedules import AGREE_TURNS, agree
-from trinity_cli.episode.turn import Call, fit, play, reply_room
+from trinity_cli.episode.turn import Call, fit, play
 from trinity_cli.errors import ConfigError, ContextOverflow, did_you_mean, option
 from trinity_cli.events import ProgressFn, TurnPlayed, quiet
 from trinity_cli.keyed_cache import canonical_json
@@ -344,9 +344,9 @@ class _Conducting:
         if index < len(workflow) - 1 or gives_answer(turn.reply, self.kind):
             return turn.reply, [turn], None, repair, False
         # The last step must answer: asked once more, shown its reply and what was missing.
-        again = [*messages, ChatMessage("assistant", turn.reply), ChatMessage("user", REASK)]
-        if not self.pool.fits(model, again, reply_room(self.pool, model, Role.WORKER)):
-            again = messages
+        again, _ = fit(self.pool, model, Role.WORKER,
+                       [[*messages, ChatMessage("assistant", turn.reply), ChatMessage("user", REASK)], messages],
+                       overflow)
         call = Call(model=model, role=Role.WORKER, messages=again, answering=True, attempt=attempt + 1,
                     override=f"{label}, asked again")
         retry = play(self.pool, call, -1, self.salt, self.kind, self.examples, run_examples="with code")

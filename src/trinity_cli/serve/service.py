@@ -63,8 +63,8 @@ class ServedPool:
         self._heads_lock = threading.Lock()
         self._episode_lock = threading.Lock()
         self.pending = 0  # requests admitted and not finished (admit / finish); on the event loop only
-        # "trinity" answers with the pool's router (ask.answer_mode): its agree procedure, or a head.
-        self.default_agree = self.config.router == "agree" and options.head is None
+        # "trinity" answers as ask does without --mode (ask.answer_mode): a head, or the agree procedure.
+        self.default_agree = ask_mod.answer_mode(ask_mod.AskOptions(head=options.head), self.config) == "agree"
         try:
             self.progress(ServeLoading("pool", self.config.name, "agree" if self.default_agree else ""))
             ConductorSpec(options.conductor, options.conductor_depth).name(self.pool)  # refused now, not per request
@@ -129,8 +129,9 @@ class ServedPool:
         """Run one episode for `request` and save it (blocking). `progress` receives the
         episode's events (ask.ask): RunAllocated, DecisionMade, TurnPlayed."""
         try:
-            mode = ("conductor" if request.conductor else
-                    "agree" if request.agree or (request.head is None and self.default_agree) else "coordinator")
+            named = "conductor" if request.conductor else "agree" if request.agree else None
+            mode = ask_mod.answer_mode(ask_mod.AskOptions(mode=named, head=request.head or self.options.head),
+                                       self.config)
             coordinator = self.coordinator(request.head) if mode == "coordinator" else None
             with self._episode_lock:
                 # ask checks the exclusions and the contexts before a run is allocated, so those
