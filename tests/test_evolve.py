@@ -175,6 +175,7 @@ def test_inspect_shows_evolve_run_and_episode(tmp_path: Path, monkeypatch, capsy
     code, out = run(["inspect", result.run_id])
     assert code == 0 and "curves" in out.out and "selection share" in out.out
     assert "selection share over training episodes: member as role" in out.out and "m0" in out.out
+    assert "fitness noise over 2 generations" in out.out and "detectable difference" in out.out
     code, out = run(["inspect", result.run_id, "--episode", "1/3"])
     assert code == 0 and "turn 1" in out.out and "reward" in out.out
     code, out = run(["inspect", result.run_id, "--episode", "9/0"])

@@ -56,7 +56,7 @@ def test_members_share_one_server_that_decodes_calls_together(tmp_path: Path) ->
         t.start()
     for t in threads:
         t.join()
-    # Eight calls at once through one server all answer (speed: scripts/perf/batched_decoding.py).
+    # Eight calls at once through one server all answer (speed: docs/measurements.md, runtime: server).
     assert len(replies) == len(questions) and all(replies.values())
     # Token counts come from the server's tokenizer: the same as llama-cpp-python's.
     inproc = LlamaCppBackend(config.model("smol-reason").model_copy(update={"runtime": "inprocess"}))

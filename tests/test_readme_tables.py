@@ -5,7 +5,7 @@ A replayed table is marked in the README by a comment before its command block:
 
     <!-- replay: recordings/readme -->
     ```bash
-    trinity bench --tasks ...            (or: python scripts/analysis/procedures.py ...)
+    trinity bench --tasks ...            (or: trinity matrix ...)
     ```
 
 Every Markdown table after that block, up to the next command block, is checked against the

@@ -4,7 +4,7 @@
     python scripts/analysis/backbone_probe.py MATRIX.json --backbones smollm2-135m,qwen2.5-coder-0.5b \
         --tasks gsm8k:train:32,arc-challenge:train:32,mbpp:train:32 --dims 4,8,16,32
 
-MATRIX: a sample matrix of training items (`scripts/analysis/procedures.py --split train --json
+MATRIX: a sample matrix of training items (`trinity matrix --split train --out
 FILE`, same `--tasks` and `--seed`); an item's label for a member is the share of its replies
 that were right. For each backbone, with exactly the code `trinity evolve --init-labels` runs
 (evolve/input_fit.py, evolve/label_fit.py): the turn-0 features of the training items
@@ -67,7 +67,7 @@ def by_task_loo(items: list[tasks.TaskItem], labels: np.ndarray) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("matrix", help="sample matrix of training items (procedures.py --split train --json)")
+    parser.add_argument("matrix", help="sample matrix of training items (trinity matrix --split train --out)")
     parser.add_argument("--tasks", default=DEFAULT_TASKS, help="the evolve run's training mix")
     parser.add_argument("--pool", default="local")
     parser.add_argument("--backbones", default="smollm2-135m,qwen2.5-coder-0.5b")

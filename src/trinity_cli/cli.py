@@ -166,7 +166,7 @@ def evolve(
                     "(0: read every hidden dimension).")] = 0,
     init_labels: Annotated[str | None, typer.Option(
         help="Start the search from a head fitted to a sample matrix of the training items "
-             "(python scripts/analysis/procedures.py --split train --json FILE) instead of zero.")] = None,
+             "(trinity matrix --split train --out FILE) instead of zero.")] = None,
     backbone: Annotated[str, typer.Option(help="Coordinator backbone.")] = "smollm2-135m",
     device: DeviceOpt = "auto",
     name: Annotated[str | None, typer.Option(help="Head name (default evolved-RUN).")] = None,
@@ -262,6 +262,36 @@ def bench(
     with render_progress.BenchProgress(quiet=quiet) as progress:
         result = run_bench(options, progress=progress, parallel=parallel, ray=cluster)
     results.bench_done(result, as_json=as_json, quiet=quiet)
+
+
+@app.command()
+def matrix(
+    pool: PoolOpt = None,
+    tasks: Annotated[str, typer.Option(help="Tasks, comma-separated.")] = "gsm8k,arc-challenge,mbpp",
+    split: Annotated[str, typer.Option(help="Split the items come from: train, val or test.")] = "test",
+    n: Annotated[int, typer.Option(min=1, help="Items per task.")] = 20,
+    k: Annotated[int, typer.Option(min=1, help="Replies per member and item: the greedy one and k-1 fresh.")] = 4,
+    members: Annotated[str | None, typer.Option(
+        help="Only these members, comma-separated, in this order (default: the pool's, in pool order).")] = None,
+    budget: Annotated[int, typer.Option(min=1, help="Calls the agree procedures may make.")] = 5,
+    seed: Annotated[int, typer.Option(help="Seed of item sampling (bench's default: 0).")] = 0,
+    out: Annotated[str | None, typer.Option(
+        help="Also write the matrix and its table to this JSON file (what evolve --init-labels reads).")] = None,
+    quiet: QuietOpt = False,
+) -> None:
+    """Ask every member for k replies to each item, then score every fixed procedure on them (no further call)."""
+    from pathlib import Path
+
+    from trinity_cli.bench.matrix import MatrixOptions, sample_matrix
+    from trinity_cli.bench.procedures import markdown
+    from trinity_cli.render import console
+    from trinity_cli.render import progress as render_progress
+
+    chosen = tuple(m.strip() for m in members.split(",") if m.strip()) if members else ()
+    options = MatrixOptions(pool=pool, tasks=tasks, split=split, n=n, k=k, members=chosen, budget=budget, seed=seed)
+    with render_progress.MatrixProgress(quiet=quiet) as progress:
+        result = sample_matrix(options, out=Path(out) if out else None, progress=progress)
+    console.out.print(markdown(result), markup=False, highlight=False, soft_wrap=True)
 
 
 @app.command()

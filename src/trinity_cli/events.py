@@ -15,6 +15,7 @@ Who emits what:
                                           StartValidated, EvolveEpisodeStarted,
                                           EvolveEpisodeFinished, GenerationFinished
     bench/runner.py                       BenchStarted, SystemStarted, BenchEpisodeFinished
+    bench/matrix.py                       MatrixItemPlayed
 With several episodes at once (threads or Ray) episodes finish out of order; `in_flight` is
 how many were running when the event was sent.
 """
@@ -221,10 +222,23 @@ class BenchEpisodeFinished:
     recorded: int = 0  # of the cache hits, calls imported from a recording
 
 
+# -- trinity matrix --------------------------------------------------------------------------
+@dataclass(frozen=True)
+class MatrixItemPlayed:
+    """Every member's replies to item `index` (1-based, of `total`) are in; the pool's
+    counters so far."""
+
+    index: int
+    total: int
+    key: str
+    calls: int
+    cache_hits: int
+
+
 Event = (DecisionMade | TurnPlayed | RunAllocated | AskStarted | ServeLoading | ServeStarted | RequestAnswered
          | RequestFailed | EpisodeStarted | EpisodeFinished | RunResumed | CentreFitting | StartFitted | EvolveStarted
          | StartValidated | EvolveEpisodeStarted | EvolveEpisodeFinished | GenerationFinished | BenchStarted
-         | SystemStarted | BenchEpisodeFinished)
+         | SystemStarted | BenchEpisodeFinished | MatrixItemPlayed)
 ProgressFn = Callable[[Event], None]
 EpisodeEvent = EpisodeStarted | EpisodeFinished
 EpisodeProgressFn = Callable[[EpisodeEvent], None]  # what an evaluator reports

@@ -47,7 +47,7 @@ def _has_gguf(config: PoolConfig) -> bool:
 
 # The fewest cores a local Ray actor gets when the pool has GGUF members: their decoding runs
 # at the memory's pace, so two one-thread processes on two cores are slower than one process
-# with two threads (scripts/perf/ray_local.py; docs/scaling.md).
+# with two threads (docs/measurements.md, "Ray actors sized to their cores"; docs/scaling.md).
 # TRINITY_RAY_MIN_CORES sets another floor (1: actors of one core, as many as asked).
 MIN_LOCAL_CORES = 2
 

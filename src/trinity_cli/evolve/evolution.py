@@ -391,7 +391,7 @@ class Evolution:
             "kind": "evolve", "title": f"evolve {self.config.name} on {o.tasks} ({state['spent']} episodes)",
             "options": asdict(o), "head": str(head_dir), "best_val": best["val"],
             "best_generation": best["generation"], "spent": state["spent"], "curves": state["curves"],
-            "selection": selection,
+            "selection": selection, "noise": self.files.noise(),
         })
         return EvolveResult(self.run_dir.name, head_dir, best["val"], state["generation"], state["spent"],
                             state["curves"])

@@ -1,7 +1,7 @@
 """A head's starting point fitted to free labels: which members solved which training items
-in a sample matrix (scripts/analysis/procedures.py --json), before evolution plays any episode.
+in a sample matrix (trinity matrix --out), before evolution plays any episode.
 
-Sample matrix file (what scripts/analysis/procedures.py writes; only these keys are read):
+Sample matrix file (what `trinity matrix --out` writes; only these keys are read):
     {"models": [member, ...], "matrix": {item key: {member: [{"correct": bool, ...}, ...]}}}
 An item's label for a member is the share of its replies there that were right (its greedy
 reply and fresh attempts from the task alone), so labels cost no episode: the matrix's calls
@@ -62,14 +62,14 @@ def read_labels(path: str | Path, models: Sequence[str]) -> dict[str, np.ndarray
         matrix = data["matrix"]
     except FileNotFoundError:
         raise ConfigError(f"sample matrix {str(file)!r} not found",
-                          "write one with: python scripts/analysis/procedures.py --split train --json FILE") from None
+                          "write one with: trinity matrix --split train --out FILE") from None
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise ConfigError(f"sample matrix {str(file)!r} cannot be read ({exc.__class__.__name__}: {exc})",
-                          "use a file written by scripts/analysis/procedures.py --json") from None
+                          "use a file written by trinity matrix --out") from None
     if list(data.get("models") or []) != list(models):
         raise ConfigError(f"sample matrix {str(file)!r} is for members {data.get('models')}, "
                           f"the pool has {list(models)}",
-                          "make the matrix with the run's pool (scripts/analysis/procedures.py --pool)")
+                          "make the matrix with the run's pool (trinity matrix --pool)")
     labels: dict[str, np.ndarray] = {}
     for key, row in matrix.items():
         labels[key] = np.array([np.mean([bool(r["correct"]) for r in row[m]]) if row.get(m) else 0.0
@@ -84,7 +84,7 @@ def fit_start(base: Head, inputs: Mapping[str, np.ndarray], labels: Mapping[str,
     keys = [k for k in inputs if k in labels]
     if len(keys) < 4:
         raise ConfigError(f"the sample matrix labels {len(keys)} of the run's training items; the fit needs 4 or more",
-                          "make the matrix on the run's training items (scripts/analysis/procedures.py --split train "
+                          "make the matrix on the run's training items (trinity matrix --split train "
                           f"with the run's {option('tasks')} and {option('seed')})")
     x = np.array([inputs[k] for k in keys], dtype=np.float64)
     y = np.array([labels[k] for k in keys], dtype=np.float64)

@@ -3,7 +3,8 @@ JSON) and pipes cleanly; everything else goes to stderr. Other render modules pr
 `console.out` / `console.err`, read when used, so whatever replaces them (a test) is what they use.
 Text that comes from models, users or files (replies, answers, prompts, questions, task names,
 paths) is always printed literally: as `rich.text.Text`, escaped, or with `markup=False`, never
-parsed as Rich markup, so a reply holding `[bold]` or `[/]` shows as written.
+parsed as Rich markup, so a reply holding `[bold]` or `[/]` shows as written; and neither
+console turns `:name:` into an emoji (a mix such as `gsm8k:train:16` holds `:train:`).
 """
 
 from __future__ import annotations
@@ -11,8 +12,8 @@ from __future__ import annotations
 from rich.console import Console
 from rich.text import Text
 
-err = Console(stderr=True, highlight=False)
-out = Console(highlight=False, soft_wrap=True)
+err = Console(stderr=True, highlight=False, emoji=False)
+out = Console(highlight=False, soft_wrap=True, emoji=False)
 
 ROLE_STYLE = {"thinker": "magenta", "worker": "cyan", "verifier": "yellow"}
 

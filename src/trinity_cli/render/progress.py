@@ -1,4 +1,4 @@
-"""Live progress of the long commands, `evolve` and `bench`, on stderr: a Rich bar on a
+"""Live progress of the long commands, `evolve`, `bench` and `matrix`, on stderr: a Rich bar on a
 terminal, plain lines every so often where Rich draws nothing (`nohup`, a log file).
 
 The consoles are render/terminal.py's, read when used, so whatever replaces `console.err` (a test)
@@ -23,6 +23,7 @@ from trinity_cli.events import (
     EvolveEpisodeStarted,
     EvolveStarted,
     GenerationFinished,
+    MatrixItemPlayed,
     RunResumed,
     StartFitted,
     StartValidated,
@@ -60,8 +61,9 @@ class PlainProgress:
     `bench: 12/150 episodes · 40 calls, 25 from the cache · 3m10s elapsed · about 35m left`.
     The time left assumes the remaining episodes take as long as the finished ones did."""
 
-    def __init__(self, label: str, done: int = 0) -> None:
+    def __init__(self, label: str, done: int = 0, unit: str = "episodes") -> None:
         self.label = label
+        self.unit = unit
         self.every_s = float(os.environ.get("TRINITY_PROGRESS_EVERY", "30"))
         self.start = self.last = time.monotonic()
         self.first = done  # done before this process started (a resumed run)
@@ -75,7 +77,7 @@ class PlainProgress:
         self.last = now
         self.ended = self.ended or done >= total
         elapsed = now - self.start
-        line = f"{self.label}: {done}/{total} episodes"
+        line = f"{self.label}: {done}/{total} {self.unit}"
         if detail:
             line += f" · {detail}"
         line += f" · {_duration(elapsed)} elapsed"
@@ -229,3 +231,34 @@ class BenchProgress:
                 if self.plain is not None:
                     where = (_calls(event.pool_calls, event.cache_hits, event.recorded), self.system)
                     self.plain.update(self.done, self.total, " · ".join(x for x in where if x))
+
+
+class MatrixProgress:
+    """Progress callback for `matrix`: a bar over the items with the pool's calls so far (plain
+    lines where stderr is not a terminal); nothing with `quiet`."""
+
+    def __init__(self, quiet: bool = False) -> None:
+        self.quiet = quiet
+        self.progress = _bar("[bold]matrix", quiet)
+        self.task: Any = None
+        self.plain: PlainProgress | None = None
+
+    def __enter__(self) -> MatrixProgress:
+        self.progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.stop()
+
+    def __call__(self, event: Event) -> None:
+        match event:
+            case MatrixItemPlayed():
+                if self.task is None:
+                    self.task = self.progress.add_task("matrix", total=event.total, info="")
+                    if not self.quiet and not console.err.is_terminal:
+                        self.plain = PlainProgress("matrix", unit="items")
+                calls = _calls(event.calls, event.cache_hits)
+                info = f"{event.key} · {calls}" if calls else event.key
+                self.progress.update(self.task, completed=event.index, info=info)
+                if self.plain is not None:
+                    self.plain.update(event.index, event.total, calls)

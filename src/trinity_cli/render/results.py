@@ -119,6 +119,8 @@ def replay_evolve(record: dict[str, Any]) -> None:
         console.out.print(Text(f"head: {record['head']}  ({best_text}, {record['spent']} training episodes)"))
     # Per-generation counters; runs written before they were split show none.
     _view_table(reports.curve_rows(record["curves"]))
+    if record.get("noise"):  # runs finished before it was kept show none
+        _view_table(reports.noise_rows(record["noise"]))
     # Where the turns went per task, drawn like a bench's selection tables.
     selection = record.get("selection", {})
     models = list(dict.fromkeys(m for shares in selection.values() for m in shares["models"]))

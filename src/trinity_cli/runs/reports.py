@@ -360,3 +360,19 @@ def curve_rows(curves: Sequence[dict[str, Any]]) -> TableView:
                            str(c.get("tokens_gen", "")), f"{c['seconds']:.0f}"])
         table.kinds.append("")
     return table
+
+
+def noise_rows(noise: Mapping[str, Any]) -> TableView:
+    """An evolve run's fitness noise (runs/noise.py) as one row per minibatch size, in points."""
+    table = TableView(f"fitness noise over {noise['generations']} generations (population {noise['population']}, "
+                      f"minibatch {noise['minibatch']})",
+                      ["minibatch", "one candidate (sd)", "two candidates, paired (sd)", "detectable difference",
+                       "spread of candidates (sd)", "share of spread that is noise"], numeric_from=0)
+    for r in noise["rows"]:
+        share = r.get("noise_share")
+        table.rows.append([str(r["size"]), f"{100 * r['one']:.1f} pts", f"{100 * r['pair']:.1f} pts",
+                           f"{100 * r['detectable']:.1f} pts",
+                           f"{100 * r['spread']:.1f} pts" if "spread" in r else "—",
+                           f"{100 * share:.0f}%" if share is not None else "—"])
+        table.kinds.append("")
+    return table

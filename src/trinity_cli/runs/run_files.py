@@ -126,6 +126,12 @@ class EvolveRun:
                 turns.setdefault(ep["task"], []).extend((model, role) for model, role in ep["turns"])
         return {task: selection.turn_shares(task_turns, models) for task, task_turns in turns.items()}
 
+    def noise(self) -> dict[str, Any] | None:
+        """How noisy the fitness of the generations written so far is (runs/noise.py)."""
+        from trinity_cli.runs.noise import fitness_noise  # numpy: only when a run is shown
+
+        return fitness_noise(self.generations())
+
     def _title(self, meta: dict[str, Any], spent: int) -> str:
         o = meta["options"]
         return f"evolve {meta['manifest']['pool']} on {o['tasks']} ({spent} of {o['budget']} episodes)"
@@ -147,7 +153,7 @@ class EvolveRun:
     def record(self) -> dict[str, Any]:
         """An unfinished run as a run.json-shaped record, for `inspect`: {"id", "kind":
         "evolve", "status": "unfinished", "created", "title", "options", "head": None,
-        "best_val", "best_generation", "spent", "curves", "selection", "resume": the command
+        "best_val", "best_generation", "spent", "curves", "selection", "noise", "resume": the command
         that finishes it}. Nothing is written."""
         meta = self.meta()
         if meta is None:
@@ -160,7 +166,7 @@ class EvolveRun:
             "created": self.meta_file.stat().st_mtime, "title": self._title(meta, spent),
             "options": meta["options"], "head": None, "best_val": best.get("val"),
             "best_generation": best.get("generation"), "spent": spent, "curves": state.get("curves", []),
-            "selection": self.selection(meta["manifest"]["models"]),
+            "selection": self.selection(meta["manifest"]["models"]), "noise": self.noise(),
             "resume": f"trinity evolve --resume {self.name}",
         }
 

@@ -15,7 +15,7 @@ the scorer kind). Rules (episode/loop.py applies them turn by turn):
     plurality   At the end without agreement: the answer with the most votes, ties to the
                 one voted for first; its first vote's reply is the episode's answer (a
                 member's first reply is its greedy one, and on the default pool's training
-                items greedy replies beat fresh samples: scripts/analysis/procedures.py,
+                items greedy replies beat fresh samples: `trinity matrix`,
                 docs/turns.md). With no vote at all, the latest answering turn's reply.
     code        Answers are not compared (programs are judged by running them): every code
                 answer is run against the task's examples (`run_examples`) and a Verifier's

@@ -1,88 +1,55 @@
-"""The headroom of the loop: a sample matrix, and every fixed procedure computed from it.
+"""The fixed procedures of a sample matrix (bench/matrix.py), computed at no model call,
+and their Markdown table (what `trinity matrix` prints).
 
-    python scripts/analysis/procedures.py                    # 20 test items each of gsm8k, arc-challenge, mbpp
-    python scripts/analysis/procedures.py --n 15 --k 4 --json matrix.json
-    python scripts/analysis/procedures.py --split train --n 32 --k 2      # evolve's training pool
-
-The sample matrix: for each item and each member of the pool (default: the shipped `local`
-pool), its greedy reply and k-1 fresh attempts, each asked from the task alone, exactly the
-calls of bench's `sc:<member>@k` row (episode.run_episode with the same schedule: the same
-prompts, derived seeds, program runs and example runs), so every call lands in the rollout
-cache under TRINITY_HOME and a later `trinity bench --systems single,sc,agree --sc all@K`
-on the same items replays them. Each reply is scored on the item's hidden tests.
-
-Then, at no further model call, the accuracy and cost (calls, tokens, model seconds per
-item) of every fixed procedure, per task, settled by turns/settle.py's own rules:
+For every item, the accuracy and cost (calls, tokens, model seconds per item) of every fixed
+procedure, per task, settled by turns/settle.py's own rules:
 
     single:M          the member's greedy reply
     sc:M@J            its first J replies, plurality (code: the latest passing its examples)
     agree:M1>M2..     members in that order, round-robin from the task alone, until two answers
-                      agree (code: until one passes its examples); plurality at --budget calls
+                      agree (code: until one passes its examples); plurality at `budget` calls
     vote-all          plurality over every reply of every member
     any-right         an item counts when any reply is right (a bound, not a procedure)
 
 how well the shown examples tell right code from wrong (replies passing them, right or
 wrong on the hidden tests); the Verifier table: outside code tasks a Verifier answers alone
-(turns/prompts.py), so a Verifier that checks a Worker's greedy answer is that member's reply from the
-task alone (its greedy reply, or its second when it was the Worker) and ACCEPTs when the answers
-agree: for each Verifier, the share of right answers it ACCEPTs and of wrong ones it REVISEs,
-read off the matrix; and `best-procedure-per-task`: for each task the most accurate procedure
-(ties: fewer tokens), chosen with the test labels, so a reference like bench's `best-per-task`,
-not a system; it is what a coordinator that knows which procedure suits each task could reach
-on this loop.
+(turns/rules.py), so a Verifier that checks a Worker's greedy answer is that member's reply
+from the task alone (its greedy reply, or its second when it was the Worker) and ACCEPTs when
+the answers agree: for each Verifier, the share of right answers it ACCEPTs and of wrong ones
+it REVISEs, read off the matrix; and `best-procedure-per-task`: for each task the most
+accurate procedure (ties: fewer tokens), chosen with the items' labels, so a reference like
+bench's `best-per-task`, not a system; it is what a coordinator that knows which procedure
+suits each task could reach on this loop. Each procedure is paired (exact McNemar,
+bench/stats.py) with the best single member.
+
+Result (`analyse`; the matrix file holds it too): {"paired", "models", "k", "budget", "tasks",
+"table": {procedure: {task | "all": {"correct", "n", "calls", "tokens", "seconds"}}},
+"any_right", "best_single", "best_procedure_per_task": {"correct", "n", "picks"},
+"verifiers", "examples"}.
 """
 
 from __future__ import annotations
 
-import argparse
 import itertools
-import json
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]  # the repository
-
-from trinity_cli import tasks  # noqa: E402
-from trinity_cli.bench.stats import paired_test  # noqa: E402
-from trinity_cli.bench.systems import sc_source  # noqa: E402
-from trinity_cli.episode.loop import run_episode  # noqa: E402
-from trinity_cli.errors import TrinityError  # noqa: E402
-from trinity_cli.messages import Turn  # noqa: E402
-from trinity_cli.pool.pool import open_pool  # noqa: E402
-from trinity_cli.pool_config import load_pool  # noqa: E402
-from trinity_cli.tasks.answers import same_answer  # noqa: E402
-from trinity_cli.turns import settle  # noqa: E402
-from trinity_cli.turns.settle import Examples  # noqa: E402
+from trinity_cli import tasks
+from trinity_cli.bench.stats import paired_test
+from trinity_cli.messages import Turn
+from trinity_cli.tasks.answers import same_answer
+from trinity_cli.turns import settle
 
 
 @dataclass
 class Reply:
+    """One reply of a sample matrix: the turn (its messages dropped) and whether it was right."""
+
     turn: Turn
     correct: bool
 
 
 Matrix = dict[str, dict[str, list[Reply]]]  # item key -> member -> replies, attempt order
-
-
-def collect(items: Sequence[tasks.TaskItem], pool_ref: str | None, k: int) -> Matrix:
-    """Every member's k replies from the task alone on every item (cached calls replay)."""
-    pool = open_pool(load_pool(pool_ref))
-    matrix: Matrix = {}
-    try:
-        for n, item in enumerate(items, 1):
-            row = matrix.setdefault(item.key, {})
-            for model in pool.names:
-                transcript = run_episode(item.prompt, pool, sc_source(pool.names, model), max_turns=k,
-                                         kind=item.scorer, examples=Examples.from_reference(item.reference))
-                row[model] = [Reply(replace(t, messages=[]), tasks.score_item(item, t.reply) == 1.0)
-                              for t in transcript.turns]
-            print(f"[{n}/{len(items)}] {item.key}: calls {pool.stats.calls}, cache hits {pool.stats.cache_hits}",
-                  file=sys.stderr, flush=True)
-    finally:
-        pool.close()
-    return matrix
 
 
 @dataclass
@@ -228,10 +195,13 @@ def _summary(outs: Sequence[Outcome]) -> dict[str, float]:
 
 
 def markdown(result: dict) -> str:
+    """The table `trinity matrix` prints: every procedure, best first, then the bound,
+    best-procedure-per-task, the example line and the Verifier table."""
     tasks_ = result["tasks"]
     head = ("| procedure | " + " | ".join(tasks_) + f" | all | calls | tokens | model s | vs {result['best_single']}: "
             "b / c, p |")
-    lines = [head, "|" + "---|" * (len(tasks_) + 6)]
+    lines = [f"# Procedures on {result['mix']} (k = {result['k']}, agree budget {result['budget']} calls)", "",
+             head, "|" + "---|" * (len(tasks_) + 6)]
     ranked = sorted(result["table"].items(), key=lambda kv: (-kv[1]["all"]["correct"], kv[1]["all"]["tokens"]))
     for name, row in ranked:
         cells = [f"{row[t]['correct']}/{row[t]['n']}" for t in tasks_]
@@ -264,35 +234,3 @@ def markdown(result: dict) -> str:
         lines.append(f"| {name} | {100 * acc:.0f}% ({c['accepted']}/{c['right']}) | "
                      f"{100 * rev:.0f}% ({c['revised']}/{c['wrong']}) | {50 * (acc + rev):.0f}% |")
     return "\n".join(lines)
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--n", type=int, default=20, help="items per task")
-    parser.add_argument("--split", default="test", choices=("train", "val", "test"),
-                        help="which split the items come from (train/val: the cache evolve's episodes reuse)")
-    parser.add_argument("--tasks", default="gsm8k,arc-challenge,mbpp")
-    parser.add_argument("--pool", default=None, help="pool name or file (default: the shipped local pool)")
-    parser.add_argument("--k", type=int, default=4, help="replies per member and item (greedy + k-1 fresh)")
-    parser.add_argument("--budget", type=int, default=5, help="calls the agree procedures may make")
-    parser.add_argument("--seed", type=int, default=0, help="item sampling seed (trinity bench's default: 0)")
-    parser.add_argument("--json", dest="json_out", default=None, help="also write the matrix and table here")
-    args = parser.parse_args()
-    mix = ",".join(f"{t.strip()}:{args.split}:{args.n}" for t in args.tasks.split(",") if t.strip())
-    items = tasks.sample_items(mix, seed=args.seed)
-    try:
-        matrix = collect(items, args.pool, args.k)
-    except TrinityError as exc:  # one line, as the CLI says it (replay-only: the call not recorded)
-        sys.exit(f"error: {exc}")
-    result = analyse(matrix, items, args.budget, [e.task for e in tasks.parse_mix(mix)])
-    print(f"# Procedures on {mix} (k = {result['k']}, agree budget {args.budget} calls)\n")
-    print(markdown(result))
-    if args.json_out:
-        dump = {key: {m: [{"reply": r.turn.reply, "correct": r.correct, "examples": r.turn.examples,
-                           "tokens": r.turn.prompt_tokens + r.turn.completion_tokens, "seconds": r.turn.latency_s}
-                          for r in rs] for m, rs in row.items()} for key, row in matrix.items()}
-        Path(args.json_out).write_text(json.dumps({"mix": mix, **result, "matrix": dump}, indent=1))
-
-
-if __name__ == "__main__":
-    main()

@@ -1,0 +1,111 @@
+"""`trinity matrix`: the sample matrix of a pool on some items, and its file.
+
+The sample matrix: for each item and each member (default: every member of the pool, in
+pool order), its greedy reply and k-1 fresh attempts, each asked from the task alone. These
+are exactly the calls of bench's `sc:<member>@k` row (episode.run_episode with
+bench.systems.sc_source: the same prompts, derived seeds, program runs and example runs), so
+every call lands in the rollout cache, a rerun replays it, and so does a later
+`trinity bench --systems single,sc,agree --sc all@K` on the same items, or an evolve run
+whose episodes ask the same questions alone. Each reply is scored on the item's hidden
+tests. bench/procedures.py computes every fixed procedure from it at no further call.
+
+Matrix file (`--out`; what `trinity evolve --init-labels` reads: evolve/label_fit.py):
+    {"mix": "gsm8k:train:32,...",
+     ... every key of the procedures result (bench/procedures.py, `analyse`) ...,
+     "matrix": {item key: {member: [{"reply": str, "correct": bool, "examples": str | null,
+                                     "tokens": int, "seconds": float}, ...]}}}
+A member's list holds its replies in attempt order (greedy first). JSON, written atomically.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from trinity_cli import paths, tasks
+from trinity_cli.bench.procedures import Matrix, Reply, analyse
+from trinity_cli.bench.systems import sc_source
+from trinity_cli.episode.loop import run_episode
+from trinity_cli.errors import ConfigError, did_you_mean, option
+from trinity_cli.events import MatrixItemPlayed, ProgressFn, quiet
+from trinity_cli.pool.pool import open_pool
+from trinity_cli.pool_config import PoolConfig, load_pool
+from trinity_cli.turns.settle import Examples
+
+
+@dataclass(frozen=True)
+class MatrixOptions:
+    """What `trinity matrix` samples: `n` items of each of `tasks` (comma-separated names)
+    from `split`, drawn with `seed` as bench draws them; `k` replies per member and item;
+    `members` (default: all) in the order the agree procedures try them; the agree
+    procedures stop at `budget` calls."""
+
+    pool: str | None = None
+    tasks: str = "gsm8k,arc-challenge,mbpp"
+    split: str = "test"
+    n: int = 20
+    k: int = 4
+    members: tuple[str, ...] = ()
+    budget: int = 5
+    seed: int = 0
+
+    @property
+    def mix(self) -> str:
+        return ",".join(f"{t.strip()}:{self.split}:{self.n}" for t in self.tasks.split(",") if t.strip())
+
+
+def select_members(config: PoolConfig, members: Sequence[str]) -> PoolConfig:
+    """The pool with only `members`, in that order (none given: the pool as it is)."""
+    if not members:
+        return config
+    by_name = {m.name: m for m in config.models}
+    for name in members:
+        if name not in by_name:
+            raise ConfigError(f"{option('members')}: pool {config.name!r} has no member {name!r}",
+                              did_you_mean(name, list(by_name)))
+    return config.model_copy(update={"models": [by_name[m] for m in members]})
+
+
+def collect(items: Sequence[tasks.TaskItem], config: PoolConfig, k: int, progress: ProgressFn = quiet) -> Matrix:
+    """Every member's k replies from the task alone on every item (cached calls replay)."""
+    pool = open_pool(config)
+    matrix: Matrix = {}
+    try:
+        for n, item in enumerate(items, 1):
+            row = matrix.setdefault(item.key, {})
+            for model in pool.names:
+                transcript = run_episode(item.prompt, pool, sc_source(pool.names, model), max_turns=k,
+                                         kind=item.scorer, examples=Examples.from_reference(item.reference))
+                row[model] = [Reply(replace(t, messages=[]), tasks.score_item(item, t.reply) == 1.0)
+                              for t in transcript.turns]
+            progress(MatrixItemPlayed(index=n, total=len(items), key=item.key, calls=pool.stats.calls,
+                                      cache_hits=pool.stats.cache_hits))
+    finally:
+        pool.close()
+    return matrix
+
+
+def matrix_json(matrix: Matrix) -> dict[str, Any]:
+    """The file's "matrix" field (module docstring)."""
+    return {key: {m: [{"reply": r.turn.reply, "correct": r.correct, "examples": r.turn.examples,
+                       "tokens": r.turn.prompt_tokens + r.turn.completion_tokens, "seconds": r.turn.latency_s}
+                      for r in rs] for m, rs in row.items()} for key, row in matrix.items()}
+
+
+def sample_matrix(options: MatrixOptions, out: Path | None = None, progress: ProgressFn = quiet) -> dict[str, Any]:
+    """Collect the matrix of `options` and analyse it (bench/procedures.py, `analyse`): the
+    result, with "mix"; written with the matrix to `out` when given (module docstring)."""
+    if options.k < 1 or options.n < 1 or options.budget < 1:
+        raise ConfigError(f"{option('n')}, {option('k')} and {option('budget')} must be at least 1")
+    config = select_members(load_pool(options.pool), options.members)
+    mix = options.mix
+    entries = tasks.parse_mix(mix)
+    items = tasks.sample_items(entries, seed=options.seed)
+    matrix = collect(items, config, options.k, progress)
+    result = {"mix": mix, **analyse(matrix, items, options.budget, [e.task for e in entries])}
+    if out is not None:
+        paths.atomic_write_bytes(out, json.dumps({**result, "matrix": matrix_json(matrix)}, indent=1).encode())
+    return result

@@ -1,0 +1,84 @@
+"""`trinity matrix`: the sample matrix (bench/matrix.py), its fixed procedures
+(bench/procedures.py), the file evolve --init-labels reads, and its bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from trinity_cli.bench.matrix import MatrixOptions, sample_matrix
+from trinity_cli.events import MatrixItemPlayed
+from trinity_cli.evolve.label_fit import read_labels
+
+from .conftest import run_main, write_pool
+
+
+def _pool_and_tasks(tmp_path: Path) -> tuple[Path, Path]:
+    """m0 answers the "Question" items right (42) and the "Puzzle" items wrong (7); m1 the
+    reverse. Scripted replies repeat, so a member's fresh attempt says what its first did."""
+    rules = {"m0": [{"match": "Question", "reply": "Answer: 42"}],
+             "m1": [{"match": "Puzzle", "reply": "Answer: 42"}]}
+    pool = write_pool(tmp_path, {"name": "duo", "models": [
+        {"name": n, "kind": "scripted", "rules": r, "default": "Answer: 7"} for n, r in rules.items()]})
+    task_file = tmp_path / "tasks.jsonl"
+    lines = [{"id": f"q{i}", "prompt": f"{'Question' if i % 2 else 'Puzzle'} {i}: what is six times seven?",
+              "answer": 42, "scorer": "numeric"} for i in range(40)]
+    task_file.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return pool, task_file
+
+
+def test_matrix_scores_every_procedure_and_writes_what_evolve_reads(tmp_path: Path, monkeypatch, capsys) -> None:
+    pool, task_file = _pool_and_tasks(tmp_path)
+    out = tmp_path / "m.json"
+    code, stdout, stderr = run_main(["matrix", "--pool", str(pool), "--tasks", f"file:{task_file}", "--split", "train",
+                                     "--n", "8", "--k", "2", "--out", str(out)], monkeypatch, capsys)
+    assert code == 0, stderr
+    assert stdout.startswith(f"# Procedures on file:{task_file}:train:8 (k = 2, agree budget 5 calls)")
+    data = json.loads(out.read_text())
+    keys = list(data["matrix"])
+    questions = [k for k in keys if int(k.rsplit("/q", 1)[1]) % 2]
+    assert len(keys) == 8 and data["models"] == ["m0", "m1"] and data["k"] == 2
+    table = data["table"]
+    assert table["single:m0"]["all"]["correct"] == len(questions)
+    assert table["single:m1"]["all"]["correct"] == 8 - len(questions)
+    # m0, m1, m0 again: the two m0 answers agree, right on Question items only, at 3 calls.
+    assert table["agree:m0>m1"]["all"]["correct"] == len(questions)
+    assert table["agree:m0>m1"]["all"]["calls"] == 3.0
+    assert sum(data["any_right"].values()) == 8
+    assert "| single:m0 |" in stdout and "| any-right (bound) |" in stdout
+    labels = read_labels(out, ["m0", "m1"])
+    assert all(labels[k].tolist() == ([1.0, 0.0] if k in questions else [0.0, 1.0]) for k in keys)
+
+
+def test_a_second_run_replays_every_call(tmp_path: Path) -> None:
+    pool, task_file = _pool_and_tasks(tmp_path)
+    options = MatrixOptions(pool=str(pool), tasks=f"file:{task_file}", split="train", n=3, k=2)
+    first: list[MatrixItemPlayed] = []
+    again: list[MatrixItemPlayed] = []
+    assert sample_matrix(options, progress=first.append) == sample_matrix(options, progress=again.append)
+    assert [e.index for e in first] == [1, 2, 3] and first[-1].total == 3
+    assert first[-1].calls == 12 and first[-1].cache_hits == 0  # 3 items x 2 members x 2 replies
+    assert again[-1].calls == again[-1].cache_hits == 12
+
+
+def test_members_choose_and_order_the_columns(tmp_path: Path) -> None:
+    pool, task_file = _pool_and_tasks(tmp_path)
+    result = sample_matrix(MatrixOptions(pool=str(pool), tasks=f"file:{task_file}", split="train", n=2, k=1,
+                                         members=("m1",)))
+    assert result["models"] == ["m1"] and set(result["table"]) == {"single:m1", "agree:m1", "vote-all"}
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--members", "m0,nobody"], "--members: pool 'duo' has no member 'nobody'"),
+    (["--split", "later"], "later"),
+    (["--k", "0"], "--k"),
+])
+def test_bad_input_is_one_line(tmp_path: Path, monkeypatch, capsys, args: list[str], says: str) -> None:
+    pool, task_file = _pool_and_tasks(tmp_path)
+    code, stdout, stderr = run_main(["matrix", "--pool", str(pool), "--tasks", f"file:{task_file}", "--n", "2",
+                                     *args], monkeypatch, capsys)
+    assert code != 0 and stdout == ""
+    assert says in stderr and "Traceback" not in stderr
+    assert len(stderr.strip().splitlines()) == 1
