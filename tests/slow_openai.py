@@ -2,7 +2,9 @@
 
 Every POST to /v1/chat/completions sleeps `delay_s`, then answers a chat completion whose
 text is `reply`; the server counts requests and the most it held at once. `fail_every`
-answers every k-th request with 429 and `Retry-After: 0` instead (clients retry it).
+answers every k-th request with 429 and `Retry-After: 0` instead (clients retry it). With
+`gather` set to n, a request is held until n requests are in (or `gather_timeout_s` passed), so
+whether a client overlaps its calls shows in `most` however slowly the machine runs its threads.
 """
 
 from __future__ import annotations
@@ -20,7 +22,9 @@ class SlowOpenAI:
         self.delay_s = delay_s
         self.reply = reply
         self.fail_every = fail_every
-        self.lock = threading.Lock()
+        self.lock = threading.Condition()
+        self.gather = 0
+        self.gather_timeout_s = 5.0
         self.now = self.most = self.requests = self.refused = 0
         server = self
 
@@ -38,6 +42,9 @@ class SlowOpenAI:
                     server.refused += refuse
                     server.now += 1
                     server.most = max(server.most, server.now)
+                    server.lock.notify_all()
+                    if server.gather:
+                        server.lock.wait_for(lambda: server.now >= server.gather, timeout=server.gather_timeout_s)
                 try:
                     time.sleep(server.delay_s)
                 finally:
@@ -79,7 +86,7 @@ class SlowOpenAI:
 
     def reset(self) -> None:
         with self.lock:
-            self.most = self.requests = self.refused = 0
+            self.most = self.requests = self.refused = self.gather = 0
 
     def models(self, n: int, **extra: object) -> list[dict]:
         """Pool entries for `n` models served here."""

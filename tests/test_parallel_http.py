@@ -25,11 +25,13 @@ def task_file(tmp_path: Path) -> Path:
 
 
 def run_bench(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, server: SlowOpenAI, models: list[dict],
-              parallel: int, label: str) -> dict:
-    """`bench --systems single` in a fresh home: one call per model and item."""
+              parallel: int, label: str, gather: int = 0) -> dict:
+    """`bench --systems single` in a fresh home: one call per model and item (`gather`: the
+    server holds each call until that many are in: SlowOpenAI)."""
     monkeypatch.setenv("TRINITY_HOME", str(tmp_path / f"home-{label}"))
     pool = write_pool(tmp_path, {"name": "api", "models": models}, name=f"{label}.yaml")
     server.reset()
+    server.gather = gather
     options = BenchOptions(pool=str(pool), tasks=f"file:{task_file(tmp_path)}:test", systems=["single"],
                            random_seeds=0, max_turns=1)
     data = json.loads((bench(options, parallel=parallel).run_dir / "bench.json").read_text())
@@ -45,7 +47,7 @@ def test_parallel_16_overlaps_api_calls_and_max_concurrency_caps_them(tmp_path: 
         n_calls = server.requests
         assert n_calls == 2 * len(serial["items"]) >= 20
 
-        wide = run_bench(tmp_path, monkeypatch, server, server.models(2, max_concurrency=16), 16, "wide")
+        wide = run_bench(tmp_path, monkeypatch, server, server.models(2, max_concurrency=16), 16, "wide", gather=8)
         assert server.requests == n_calls
         assert server.most >= 8  # serial: 1; the 16 episodes in flight wait on the server together
 

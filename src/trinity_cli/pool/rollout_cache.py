@@ -6,7 +6,7 @@ Rollout cache (diskcache under `cache/rollouts/`): one entry per pool call.
               {"v": CACHE_VERSION, "fingerprint": backend fingerprint,
                "messages": [[role, content], ...],
                "params": {max_tokens, temperature, top_p, seed, stop[, json_schema]}})
-          (json_schema only for a call constrained to a schema: every other key is as it was)
+          (json_schema present only for a call constrained to a schema)
     value = {"request": the payload above, "reply": Completion.to_dict() without `cached`
              and `recorded`, "source": "recording" for an entry imported from a recording
              (recordings/), else absent}

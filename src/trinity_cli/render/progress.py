@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any
+from typing import Any, TypeVar
 
 from rich.markup import escape
 from rich.text import Text
@@ -102,7 +102,23 @@ def _calls(calls: int, cache_hits: int, recorded: int = 0) -> str:
     return f"{calls} calls, {cache_hits} from the cache" + (f" ({recorded} recorded)" if recorded else "")
 
 
-class EvolveProgress:
+_Bar = TypeVar("_Bar", bound="_LiveBar")
+
+
+class _LiveBar:
+    """A progress callback drawing `self.progress` (a `_bar`) while its `with` block runs."""
+
+    progress: Any
+
+    def __enter__(self: _Bar) -> _Bar:
+        self.progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.stop()
+
+
+class EvolveProgress(_LiveBar):
     """Progress callback for `evolve`: a bar over the episode budget (with the episodes in
     flight when several run at once) and one line per generation, on stderr; nothing with
     `quiet`."""
@@ -117,13 +133,6 @@ class EvolveProgress:
 
     def _info(self, in_flight: int) -> str:
         return " · ".join(x for x in (self.gen, _in_flight(in_flight)) if x)
-
-    def __enter__(self) -> EvolveProgress:
-        self.progress.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.progress.stop()
 
     def __call__(self, event: Event) -> None:
         if self.quiet:
@@ -183,7 +192,7 @@ class EvolveProgress:
             self.progress.update(self.task, completed=c["spent"], info=self.gen)
 
 
-class BenchProgress:
+class BenchProgress(_LiveBar):
     """Progress callback for `bench`: one bar over all episodes, named after the system
     being run, with the share of pool calls served by the rollout cache so far."""
 
@@ -194,13 +203,6 @@ class BenchProgress:
         self.plain: PlainProgress | None = None  # set at "start" when stderr is not a terminal
         self.done = self.total = 0
         self.system = ""
-
-    def __enter__(self) -> BenchProgress:
-        self.progress.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.progress.stop()
 
     def __call__(self, event: Event) -> None:
         match event:
@@ -233,7 +235,7 @@ class BenchProgress:
                     self.plain.update(self.done, self.total, " · ".join(x for x in where if x))
 
 
-class MatrixProgress:
+class MatrixProgress(_LiveBar):
     """Progress callback for `matrix`: a bar over the items with the pool's calls so far (plain
     lines where stderr is not a terminal); nothing with `quiet`."""
 
@@ -242,13 +244,6 @@ class MatrixProgress:
         self.progress = _bar("[bold]matrix", quiet)
         self.task: Any = None
         self.plain: PlainProgress | None = None
-
-    def __enter__(self) -> MatrixProgress:
-        self.progress.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.progress.stop()
 
     def __call__(self, event: Event) -> None:
         match event:
