@@ -20,7 +20,7 @@ test: $(INSTALLED)
 	$(BIN)/pytest -q
 
 fast: $(INSTALLED)
-	$(BIN)/pytest -q -m "not integration"
+	$(BIN)/pytest -q -m "not integration and not slow"
 
 lint: $(INSTALLED)
 	$(BIN)/ruff check src tests scripts

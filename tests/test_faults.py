@@ -17,6 +17,8 @@ import textwrap
 import time
 from pathlib import Path
 
+import pytest
+
 from trinity_cli import assets, paths
 from trinity_cli.keyed_cache import DB_FILE, KeyedCache, db_damage
 from trinity_cli.pool_config import PackageFile, SplitFile
@@ -211,6 +213,7 @@ def test_a_converted_backbone_with_a_file_of_another_size_is_damaged(tmp_path) -
 # -- one process per run -----------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_second_process_on_a_run_being_evolved_is_refused(tmp_path, trinity_home) -> None:
     slow = [{"match": "Solve the task now", "reply": "Answer: 84"}]
     pool = write_pool(tmp_path, {"name": "slow", "models": [

@@ -132,6 +132,7 @@ def test_evolve_gives_the_same_head_at_any_parallelism(tmp_path: Path, monkeypat
     assert sum(c["cache_hits_gen"] for c in seen[1]["curves"]) > 0
 
 
+@pytest.mark.slow
 def test_bench_json_is_the_same_at_any_parallelism(tmp_path: Path, monkeypatch, slow_scripted) -> None:
     pool, tasks = test_bench.setup_files(tmp_path)
     head = test_bench.hash_head(tmp_path / "hashy")
@@ -217,6 +218,7 @@ def _without_cache_flags(data: Any) -> Any:
     return data
 
 
+@pytest.mark.slow
 def test_sigkilled_parallel_run_resumes_from_the_cache(tmp_path: Path, monkeypatch) -> None:
     """The scripted-pool twin of test_evolve_integration's SIGKILL test: a real process,
     killed with SIGKILL mid-run, resumed; no finished call is made again."""

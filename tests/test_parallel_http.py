@@ -40,6 +40,7 @@ def run_bench(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, server: SlowOpenA
     return data
 
 
+@pytest.mark.slow
 def test_parallel_16_overlaps_api_calls_and_max_concurrency_caps_them(tmp_path: Path, monkeypatch) -> None:
     with SlowOpenAI(delay_s=0.05) as server:
         serial = run_bench(tmp_path, monkeypatch, server, server.models(2, max_concurrency=16), 1, "serial")
@@ -58,6 +59,7 @@ def test_parallel_16_overlaps_api_calls_and_max_concurrency_caps_them(tmp_path: 
     assert capped["stats"]["backend_calls"] == len(capped["items"])
 
 
+@pytest.mark.slow
 def test_rate_limited_calls_are_retried_under_concurrency(tmp_path: Path, monkeypatch) -> None:
     with SlowOpenAI(delay_s=0.02) as calm:
         reference = run_bench(tmp_path, monkeypatch, calm, calm.models(2), 1, "calm")

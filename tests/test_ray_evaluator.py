@@ -96,6 +96,7 @@ def serial_reference(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Pa
     return pool, tasks, run_record(tmp_path, "serial", result)
 
 
+@pytest.mark.slow
 def test_evolve_on_three_nodes_gives_the_serial_head(cluster, serial_reference, tmp_path: Path,
                                                      monkeypatch) -> None:
     pool, tasks, reference = serial_reference
@@ -114,6 +115,7 @@ def test_evolve_on_three_nodes_gives_the_serial_head(cluster, serial_reference, 
     assert sum(c["cache_hits_gen"] for c in result.curves) > 0  # candidates share first turns
 
 
+@pytest.mark.slow
 def test_a_node_removed_mid_generation_changes_nothing(cluster, serial_reference, tmp_path: Path,
                                                        monkeypatch) -> None:
     if not Path("/proc/self/stat").exists():
@@ -157,6 +159,7 @@ def crash(cluster: Any, node: Any) -> None:
     cluster.remove_node(node, allow_graceful=False)
 
 
+@pytest.mark.slow
 def test_driver_sigkilled_then_resumed_on_the_cluster_redoes_no_call(cluster, tmp_path: Path, monkeypatch) -> None:
     ray = pytest.importorskip("ray")
     tasks = test_evolve.setup_files(tmp_path)[1]
@@ -212,6 +215,7 @@ def test_driver_sigkilled_then_resumed_on_the_cluster_redoes_no_call(cluster, tm
     assert npz_members(tmp_path / "a" / "weights.npz") == npz_members(tmp_path / "b" / "weights.npz")
 
 
+@pytest.mark.slow
 def test_bench_on_ray_from_the_cli_gives_the_serial_bench_json(cluster, tmp_path: Path, monkeypatch,
                                                                  capsys) -> None:
     pool, tasks = test_bench.setup_files(tmp_path)
@@ -233,6 +237,7 @@ def test_bench_on_ray_from_the_cli_gives_the_serial_bench_json(cluster, tmp_path
     assert seen["ray"]["bench"]["stats"]["cache_hits"] > 0
 
 
+@pytest.mark.slow
 def test_an_episode_error_comes_back_as_itself_and_the_next_batch_runs(cluster, tmp_path: Path) -> None:
     from trinity_cli.episode.schedules import FixedSchedule
     from trinity_cli.errors import ConfigError

@@ -160,6 +160,7 @@ def _run(argv: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[st
     return subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=1500)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("block", replayed_blocks(README.read_text(encoding="utf-8")),
                          ids=lambda b: f"line{b.line}")
 def test_readme_table_replays_from_its_recording(block: Replayed, tmp_path: Path) -> None:

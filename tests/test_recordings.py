@@ -175,6 +175,7 @@ def test_calls_under_another_llama_cpp_build_are_counted_with_the_reason(tmp_pat
     assert any("are in no installed pool" in w for w in whys)
 
 
+@pytest.mark.slow
 def test_an_evolve_run_killed_in_one_home_resumes_in_another_with_the_same_head(tmp_path: Path, monkeypatch) -> None:
     """Runs that move: a real process killed with SIGKILL mid-run, its run and calls exported,
     imported into an empty home, resumed there: the head's bytes are an uninterrupted run's,
@@ -232,6 +233,7 @@ def test_an_evolve_run_killed_in_one_home_resumes_in_another_with_the_same_head(
     assert in_c + recorded == reference  # every recorded call was replayed, none made twice
 
 
+@pytest.mark.slow
 def test_a_bench_killed_in_one_home_finishes_in_another_calling_only_what_was_not_recorded(
         tmp_path: Path, monkeypatch) -> None:
     """A bench process killed with SIGKILL leaves its run directory and journal; exported,

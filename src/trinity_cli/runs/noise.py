@@ -14,8 +14,9 @@ own (and the run's own), over the generations:
     detectable   2 × pair, the smallest difference that stands above it (about a 95% test);
     spread       (the run's own b only) the standard deviation of the candidates' fitness on
                  the full minibatch;
-    noise_share  (the run's own b only) the share of the spread's variance that per-candidate
-                 noise accounts for: near 1, a generation's ranking is mostly noise.
+    noise_share  (the run's own b only) the variance of one candidate's fitness over the
+                 spread's variance: near or above 1, a generation's ranking is mostly noise
+                 (above 1 where candidates move together on their shared items).
 
 Result: {"generations", "population", "minibatch", "rows": [{"size", "one", "pair",
 "detectable"[, "spread", "noise_share"]}]}, rewards as fractions; None without a generation
