@@ -386,12 +386,11 @@ class Evolution:
         if state["curves"]:
             with paths.atomic_output(head_dir / "curves.png") as tmp:
                 charts.plot_curves(state["curves"], tmp)
-        selection = self.files.selection(self.config.names)
         self.store.save(self.run_dir, {
             "kind": "evolve", "title": f"evolve {self.config.name} on {o.tasks} ({state['spent']} episodes)",
             "options": asdict(o), "head": str(head_dir), "best_val": best["val"],
             "best_generation": best["generation"], "spent": state["spent"], "curves": state["curves"],
-            "selection": selection, "noise": self.files.noise(),
+            **self.files.training_summary(self.config.names),
         })
         return EvolveResult(self.run_dir.name, head_dir, best["val"], state["generation"], state["spent"],
                             state["curves"])

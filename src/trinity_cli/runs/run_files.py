@@ -116,21 +116,20 @@ class EvolveRun:
         for file in sorted((self.path / self.EPISODES).glob("gen-*.json")):
             yield _read_json(file)
 
-    def selection(self, models: list[str]) -> dict[str, dict[str, Any]]:
-        """Share of turns per task given to each model, each role and each (model, role)
-        pair, over every training episode written so far (selection.turn_shares, as bench
-        counts them)."""
-        turns: dict[str, list[tuple[str, str]]] = {}
-        for record in self.generations():
-            for ep in record["episodes"]:
-                turns.setdefault(ep["task"], []).extend((model, role) for model, role in ep["turns"])
-        return {task: selection.turn_shares(task_turns, models) for task, task_turns in turns.items()}
-
-    def noise(self) -> dict[str, Any] | None:
-        """How noisy the fitness of the generations written so far is (runs/noise.py)."""
+    def training_summary(self, models: list[str]) -> dict[str, Any]:
+        """What the generations written so far show, from one read of their files:
+        {"selection": share of turns per task given to each model, each role and each (model,
+        role) pair, over every training episode (selection.turn_shares, as bench counts them),
+        "noise": how noisy their fitness is (runs/noise.py)}."""
         from trinity_cli.runs.noise import fitness_noise  # numpy: only when a run is shown
 
-        return fitness_noise(self.generations())
+        records = list(self.generations())
+        turns: dict[str, list[tuple[str, str]]] = {}
+        for record in records:
+            for ep in record["episodes"]:
+                turns.setdefault(ep["task"], []).extend((model, role) for model, role in ep["turns"])
+        return {"selection": {task: selection.turn_shares(task_turns, models) for task, task_turns in turns.items()},
+                "noise": fitness_noise(records)}
 
     def _title(self, meta: dict[str, Any], spent: int) -> str:
         o = meta["options"]
@@ -166,7 +165,7 @@ class EvolveRun:
             "created": self.meta_file.stat().st_mtime, "title": self._title(meta, spent),
             "options": meta["options"], "head": None, "best_val": best.get("val"),
             "best_generation": best.get("generation"), "spent": spent, "curves": state.get("curves", []),
-            "selection": self.selection(meta["manifest"]["models"]), "noise": self.noise(),
+            **self.training_summary(meta["manifest"]["models"]),
             "resume": f"trinity evolve --resume {self.name}",
         }
 
