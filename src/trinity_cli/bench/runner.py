@@ -15,8 +15,6 @@ from trinity_cli.bench import moa
 from trinity_cli.bench.options import BENCH_FORMAT, BenchOptions
 from trinity_cli.bench.stats import summarize
 from trinity_cli.bench.systems import EpisodeResult, System, episode_seed, plan_systems, sc_source, workflow_summary
-from trinity_cli.conductor.run import ConductorSpec
-from trinity_cli.coordinator.policy import Coordinator
 from trinity_cli.episode.schedules import FixedSchedule
 from trinity_cli.errors import ConfigError, option
 from trinity_cli.evaluators.choose import open_evaluator
@@ -43,20 +41,6 @@ from trinity_cli.runs.store import JOURNAL, RunStore
 from trinity_cli.turns import prompts
 
 FILES = BenchRun.FILES
-
-
-def _spec(system: System, item: tasks.TaskItem, seed: int, greedy: bool) -> EpisodeSpec:
-    """What to play for one episode of `system`: its head (read by its coordinator's
-    backbone) or its fixed schedule. A task that fits no usable context is scored wrong."""
-    source = system.source
-    assert source is not None
-    if isinstance(source, ConductorSpec):
-        return EpisodeSpec(item=item, seed=seed, router=source, max_turns=source.max_steps, overflow_scores_zero=True)
-    if isinstance(source, Coordinator):
-        return EpisodeSpec(item=item, seed=seed, router=source.head, max_turns=system.max_turns,
-                           backbone=source.backbone_ref, greedy=greedy, overflow_scores_zero=True)
-    return EpisodeSpec(item=item, seed=seed, router=source, max_turns=system.max_turns, greedy=greedy,
-                       overflow_scores_zero=True)
 
 
 def _result(system: System, item: tasks.TaskItem, seed: int, outcome: EpisodeOutcome) -> EpisodeResult:
@@ -170,21 +154,21 @@ def _run_systems(
     """Every episode of every system, played by `evaluator` (moa's once the single runs
     are done); results and episodes.jsonl in system, seed, item order whatever order they
     finished in."""
-    runnable = [s for s in systems if s.source is not None]
+    runnable = [s for s in systems if s.router is not None]
     plan = [(system, item, episode_seed(options.seed, _stream(system, r), item.key))
             for system in runnable for r in range(system.seeds) for item in items]
     # Greedy decisions are for head rows (System.greedy): random routing stays random.
-    specs = [_spec(system, item, seed, system.greedy) for system, item, seed in plan]
+    specs = [system.spec(item, seed) for system, item, seed in plan]
     played = list(zip(plan, _play(pool, plan, specs, emit, evaluator), strict=True))
     # Rows played once the single runs are done: sc:best@K (its member: the best single) and moa.
     singles = {(p[0].model or "", p[1].key): o for p, o in played if p[0].kind == "single"}
     single_results = [_result(*p, o) for p, o in played if p[0].kind == "single"]
     for system in systems:
-        if system.kind == "sc" and system.source is None:
+        if system.kind == "sc" and system.router is None:
             system.model = moa.pick_aggregator(single_results, pool.names)  # the best single member
-            system.source = sc_source(pool.names, system.model)
+            system.router = sc_source(pool.names, system.model)
             later = [(system, item, episode_seed(options.seed, system.stream, item.key)) for item in items]
-            later_specs = [_spec(system, item, seed, False) for _, item, seed in later]
+            later_specs = [system.spec(item, seed) for _, item, seed in later]
             played += list(zip(later, _play(pool, later, later_specs, emit, evaluator), strict=True))
         if system.kind == "moa":
             played += _play_moa(pool, system, items, options, singles, single_results, emit, evaluator)
@@ -227,7 +211,6 @@ def bench(
         raise ConfigError(f"{option('parallel')} must be at least 1, got {parallel}")
     pool = open_pool(config)
     runtime = Runtime(pool, device=options.device)
-    systems: list[System] = []
     evaluator: Evaluator | None = None
     started = time.perf_counter()
     try:
@@ -235,7 +218,7 @@ def bench(
         evaluator, parallel = open_evaluator(runtime, parallel, ray)
         on_ray = isinstance(evaluator, RayEvaluator)  # a local Ray instance may play here instead
         systems, notes = _plan(options, pool, entries)
-        runnable = [s for s in systems if s.source is not None or s.kind == "sc"]
+        runnable = [s for s in systems if s.router is not None or s.kind == "sc"]
         moa_items = len(items) if any(s.kind == "moa" for s in systems) else 0
         reported = [s for s in systems if s.kind in options.kinds()]
         with store.new_run() as run_dir, store.lock(run_dir), journal_to(run_dir / JOURNAL):
@@ -254,16 +237,12 @@ def bench(
             store.save(run_dir, {"kind": "bench", "title": title, "summary": summary, "files": files})
             return BenchResult(run_dir.name, run_dir, {**summary, "episodes": [e.to_dict() for e in episodes]})
     finally:
-        _close(evaluator, runtime, systems, pool)
+        _close(evaluator, runtime, pool)
 
 
 def _plan(options: BenchOptions, pool: Pool, entries: Sequence[tasks.MixEntry]) -> tuple[list[System], list[str]]:
-    """The systems of the run (a conductor row named after the model that conducts) and the
-    report's notes so far."""
-    systems, notes = plan_systems(options, pool.config.name, pool.names)
-    for system in systems:
-        if isinstance(system.source, ConductorSpec):
-            system.model = system.source.name(pool)
+    """The systems of the run and the report's notes so far."""
+    systems, notes = plan_systems(options, pool)
     if any(e.split == "val" for e in entries):
         notes.append("val items were used to pick the best head during `trinity evolve`: "
                      "test items are the held-out ones")
@@ -296,14 +275,11 @@ def _summary(options: BenchOptions, config: PoolConfig, run: str, items: Sequenc
     }
 
 
-def _close(evaluator: Evaluator | None, runtime: Runtime, systems: Sequence[System], pool: Pool) -> None:
-    """Whatever happened: a cluster's actors, the coordinators, the systems' sources, the models."""
+def _close(evaluator: Evaluator | None, runtime: Runtime, pool: Pool) -> None:
+    """Whatever happened: a cluster's actors, the coordinators, the models."""
     if evaluator is not None:
         evaluator.close()
     runtime.close()
-    for system in systems:
-        if system.source is not None:
-            system.source.close()
     pool.close()
 
 

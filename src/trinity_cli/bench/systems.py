@@ -10,22 +10,27 @@ from trinity_cli import seeds
 from trinity_cli.bench.options import ANSWER_CHARS, DERIVED, NEEDS_SINGLES, BenchOptions
 from trinity_cli.conductor.run import ConductorSpec
 from trinity_cli.coordinator.head import DEFAULT_DECISIONS, Head, turn_budget
-from trinity_cli.coordinator.policy import Coordinator, resolve_head
+from trinity_cli.coordinator.policy import resolve_head
 from trinity_cli.episode.schedules import FixedSchedule, agree
 from trinity_cli.errors import ConfigError, did_you_mean, option
+from trinity_cli.evaluators.local import EpisodeSpec
 from trinity_cli.messages import Role
+from trinity_cli.pool.pool import Pool
+from trinity_cli.tasks import TaskItem
 
-DecisionSource = Coordinator | FixedSchedule | ConductorSpec
+# What a row's episodes are played by (EpisodeSpec.router): a head (read by the row's
+# `backbone`), a fixed schedule, or the conductor.
+Router = Head | FixedSchedule | ConductorSpec
 
 
 @dataclass
 class System:
     """One row of the report. `seeds` is how many episodes each item gets (random: one per
-    seed); `source` is None for the rows built on the single runs: vote, best-per-task and
+    seed); `router` is None for the rows built on the single runs: vote, best-per-task and
     the oracle, which play nothing, moa, whose aggregator episodes the runner plays once
     the single runs are done (its `model` is the aggregator, set then: bench/moa.py), and
     `sc:best@K`, whose member (the best single row) is set then too. The `conductor` row's
-    source is a ConductorSpec and its `model` the conductor (set by the runner)."""
+    router is a ConductorSpec and its `model` the conductor."""
 
     name: str
     kind: str
@@ -34,8 +39,16 @@ class System:
     seeds: int = 1
     max_turns: int = 1
     stream: str = "fixed"
-    source: DecisionSource | None = None
+    router: Router | None = None
+    backbone: str | None = None  # head rows: the coordinator backbone that reads the head (None: its own)
     greedy: bool = False
+
+    def spec(self, item: TaskItem, seed: int) -> EpisodeSpec:
+        """One episode of this row on `item` (a row with a router); a task that fits no
+        usable context is scored wrong."""
+        assert self.router is not None
+        return EpisodeSpec(item=item, seed=seed, router=self.router, max_turns=self.max_turns, backbone=self.backbone,
+                           greedy=self.greedy, overflow_scores_zero=True)
 
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "kind": self.kind, "model": self.model, "head": self.head,
@@ -113,14 +126,13 @@ def _head_systems(options: BenchOptions, heads: list[tuple[str | None, Head]]) -
         while name in taken:
             name, k = f"{base}#{k}", k + 1
         taken.add(name)
-        source = Coordinator(head, backbone_ref=options.backbone, device=options.device)
         info = {"name": head.manifest.get("name"), "trained": head.trained, "ref": head_ref}
         for mode in options.decision_modes():
             row = name if mode == DEFAULT_DECISIONS else f"{name}/{mode}"
             # Left to the default, an untrained head is sampled (head.default_greedy).
             greedy = mode == "greedy" and (head.trained or options.decisions is not None)
             systems.append(System(row, "head", head=info, max_turns=turn_budget(options.max_turns, head),
-                                  stream="head", source=source, greedy=greedy))
+                                  stream="head", router=head, backbone=options.backbone, greedy=greedy))
     return systems
 
 
@@ -139,42 +151,43 @@ def _sc_systems(options: BenchOptions, models: list[str], budget: int) -> list[S
         for model in models if who == "all" else [who]:
             name = f"sc:{model}@{turns}"
             if all(s.name != name for s in systems):
-                source = None if model == "best" else sc_source(models, model)
+                router = None if model == "best" else sc_source(models, model)
                 systems.append(System(name, "sc", model=None if model == "best" else model, max_turns=turns,
-                                      stream="fresh", source=source))
+                                      stream="fresh", router=router))
     return systems
 
 
-def plan_systems(options: BenchOptions, pool_name: str, models: list[str]) -> tuple[list[System], list[str]]:
+def plan_systems(options: BenchOptions, pool: Pool) -> tuple[list[System], list[str]]:
     """The systems of a bench in run order (derived rows last), and notes for the report.
     Single runs are played whenever a reported row needs them (see `systems`). Turn
     budgets: see BenchOptions.max_turns."""
+    pool_name, models = pool.config.name, pool.names
     kinds = options.kinds()
     heads, notes = _heads(options, pool_name, models) if "head" in kinds else ([], [])
     budget = turn_budget(options.max_turns, heads[0][1] if heads else None)  # self-loops and random
     systems: list[System] = []
     best_sc = "sc" in kinds and any(who == "best" for who, _ in options.sc_specs())
     if "single" in kinds or best_sc or any(k in kinds for k in NEEDS_SINGLES):
-        systems += [System(f"single:{m}", "single", model=m, source=FixedSchedule(models, m, (Role.WORKER,)))
+        systems += [System(f"single:{m}", "single", model=m, router=FixedSchedule(models, m, (Role.WORKER,)))
                     for m in models]
     if "selfloop" in kinds:
         systems += [System(f"selfloop:{m}", "selfloop", model=m, max_turns=budget,
-                           source=FixedSchedule(models, m, (Role.WORKER, Role.VERIFIER))) for m in models]
+                           router=FixedSchedule(models, m, (Role.WORKER, Role.VERIFIER))) for m in models]
     if "sc" in kinds:
         systems += _sc_systems(options, models, budget)
     if "agree" in kinds:
-        systems.append(System("agree", "agree", max_turns=budget, stream="fresh", source=agree(models)))
+        systems.append(System("agree", "agree", max_turns=budget, stream="fresh", router=agree(models)))
     if options.random_seeds and "random" in kinds:
         untrained = resolve_head("untrained", pool_name, models, options.backbone)
-        source = Coordinator(untrained, backbone_ref=options.backbone, device=options.device)
         systems.append(System("random", "random", seeds=options.random_seeds, max_turns=budget,
-                              stream="random", source=source))
+                              stream="random", router=untrained, backbone=options.backbone))
     systems += _head_systems(options, heads)
     if "moa" in kinds:
         systems.append(System("moa", "moa", max_turns=len(models) + 1))
     if "conductor" in kinds:
         spec = ConductorSpec(options.conductor, options.conductor_depth)
-        systems.append(System("conductor", "conductor", max_turns=spec.max_steps, stream="conductor", source=spec))
+        systems.append(System("conductor", "conductor", model=spec.name(pool), max_turns=spec.max_steps,
+                              stream="conductor", router=spec))
     systems += [System(kind, kind) for kind in DERIVED if kind in kinds]
     return systems, notes
 

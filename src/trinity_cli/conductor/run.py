@@ -154,9 +154,6 @@ class ConductorSpec:
                               did_you_mean(self.conductor, known))
         return self.conductor
 
-    def close(self) -> None:
-        """Nothing to free (the interface of a bench row's source)."""
-
 
 def conduct_messages(pool: Pool, task: str, members: Sequence[str], context: Sequence[ChatMessage] = (),
                      max_steps: int = MAX_STEPS, allow_self: bool = True) -> list[ChatMessage]:

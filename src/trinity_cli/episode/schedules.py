@@ -68,9 +68,6 @@ class FixedSchedule:
             alone=self.alone,
         )
 
-    def close(self) -> None:
-        """Nothing to free (same interface as `Coordinator`)."""
-
 
 # `agree`'s turn budget in ask and serve when none is given: the budget it is validated and
 # benchmarked at beside the shipped head (the head's max_turns).
