@@ -31,11 +31,9 @@ How answers are read from a reply:
               "sandbox": "strict" refuses to run without isolation (SandboxUnavailable).
 """
 
-
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from trinity_cli.errors import ConfigError, did_you_mean
 from trinity_cli.tasks.answers import (
@@ -51,7 +49,11 @@ from trinity_cli.tasks.answers import (
 from trinity_cli.tasks.code import score_code
 from trinity_cli.tasks.mathequiv import math_equal, normalize_math
 
-Scorer = Callable[[str, Any], float]
+
+class Scorer(Protocol):
+    """A scorer (module docstring): the reply's text and the item's reference in, 1.0 or 0.0 out."""
+
+    def __call__(self, output: str, reference: Any, /) -> float: ...
 
 
 def score_numeric(output: str, reference: Any) -> float:
