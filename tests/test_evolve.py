@@ -478,3 +478,35 @@ def test_a_run_checkpointed_by_the_flat_layout_resumes_after_the_package_moves(t
     a, b = Head.load(tmp_path / "a"), Head.load(tmp_path / "b")
     assert np.array_equal(a.flat(), b.flat()) and np.array_equal(a.basis, b.basis)
     assert resumed.best_val == reference.best_val and resumed.spent == reference.spent == 48
+
+
+def _decisions(run_dir: Path) -> list[tuple[bool, bool]]:
+    """Per turn of every training episode: (model is its most likely, role is its most likely)."""
+    from trinity_cli.messages import ROLES
+    from trinity_cli.runs.run_files import EvolveRun
+
+    out = []
+    for generation in EvolveRun(run_dir).generations():
+        for episode in generation["episodes"]:
+            for turn in episode["transcript"]["turns"]:
+                best_model = ["m0", "m1"][int(np.argmax(turn["model_probs"]))]  # the pool's order
+                best_role = ROLES[int(np.argmax(turn["role_probs"]))].value
+                out.append((turn["model"] == best_model, turn["chosen_role"] == best_role))
+    return out
+
+
+def test_greedy_decisions_take_the_most_likely_model_and_role(tmp_path: Path, monkeypatch) -> None:
+    setup_files(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    pool, tasks = Path("pool.yaml"), Path("tasks.jsonl")
+    greedy = evolve(options(pool, tasks, budget=16, decisions="greedy", out=str(tmp_path / "head")))
+    sampled = evolve(options(pool, tasks, budget=16))
+    store = RunStore()
+    greedy_turns = _decisions(store.root / greedy.run_id)
+    sampled_turns = _decisions(store.root / sampled.run_id)
+    assert len(greedy_turns) >= 16 and all(m and r for m, r in greedy_turns)
+    assert not all(m and r for m, r in sampled_turns)  # sampling does leave the most likely choice
+    assert Head.load(tmp_path / "head").manifest["training"]["decisions"] == "greedy"
+    assert greedy.run_id != sampled.run_id  # another configuration, another run
+    with pytest.raises(ConfigError, match="decisions"):
+        evolve(options(pool, tasks, decisions="argmax"))

@@ -167,6 +167,9 @@ def evolve(
     init_labels: Annotated[str | None, typer.Option(
         help="Start the search from a head fitted to a sample matrix of the training items "
              "(trinity matrix --split train --out FILE) instead of zero.")] = None,
+    decisions: Annotated[str, typer.Option(
+        help="How candidates take decisions in training and validation episodes: sampled, or greedy (the most "
+             "likely model and role, as ask plays a trained head).")] = "sampled",
     backbone: Annotated[str, typer.Option(help="Coordinator backbone.")] = "smollm2-135m",
     device: DeviceOpt = "auto",
     name: Annotated[str | None, typer.Option(help="Head name (default evolved-RUN).")] = None,
@@ -193,7 +196,7 @@ def evolve(
                             sigma0=sigma0, seed=seed, max_turns=max_turns, val_tasks=val_tasks, val_size=val_size,
                             val_every=val_every, cost_weight=cost_weight, cost_unit=cost_unit, svf=svf,
                             svf_targets=svf_target, center_items=center_items, input_dims=input_dims,
-                            init_labels=init_labels,
+                            init_labels=init_labels, decisions=decisions,
                             backbone=backbone, device=device,
                             name=name, out=out)
     # On resume, only flags typed on the command line are compared with the run's options.

@@ -19,6 +19,9 @@ Loop, per generation g:
   1. `es.ask()` -> popsize candidate vectors (flat layout: coordinator/head.py).
   2. One minibatch of `minibatch` training items, drawn with rng([seed, g]), shared by
      every candidate; episode j of any candidate runs with seed SeedSequence([seed, g, j]).
+     `decisions` "sampled" draws each turn's model and role from the candidate's
+     probabilities with that seed; "greedy" takes the most likely ones, so an episode is a
+     function of the candidate's decisions (pool calls do not depend on the seed).
   3. fitness(candidate) = mean binary reward - cost_weight * mean cost per episode,
      where cost is thousands of tokens (`cost_unit: tokens`) or USD (`usd`).
   4. `es.tell(candidates, -fitness)`; every `val_every` generations (and at the end) the
@@ -258,7 +261,8 @@ class Evolution:
     # -- episodes ---------------------------------------------------------------------
     def _spec(self, vector: np.ndarray, item: tasks.TaskItem, seed: int) -> EpisodeSpec:
         return EpisodeSpec(item=item, seed=seed, router=self.base.with_flat(vector),
-                           max_turns=self.options.max_turns, backbone=self.options.backbone)
+                           max_turns=self.options.max_turns, backbone=self.options.backbone,
+                           greedy=self.options.decisions == "greedy")
 
     def _episode(self, spec: EpisodeSpec, outcome: EpisodeOutcome) -> dict[str, Any]:
         transcript, item = outcome.transcript, spec.item
@@ -377,7 +381,7 @@ class Evolution:
                 "run": self.run_dir.name, "tasks": o.tasks, "val_tasks": o.val_mix(), "budget": o.budget,
                 "spent": state["spent"], "val_episodes": state["val_spent"], "seed": o.seed,
                 "minibatch": o.minibatch, "popsize": state["es"].popsize, "sigma0": o.sigma0,
-                "max_turns": o.max_turns, "cost_weight": o.cost_weight, "svf": o.svf,
+                "max_turns": o.max_turns, "cost_weight": o.cost_weight, "svf": o.svf, "decisions": o.decisions,
                 "best_generation": best["generation"], "best_val": best["val"], "curves": state["curves"],
             },
         }

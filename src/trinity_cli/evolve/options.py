@@ -22,6 +22,7 @@ from typing import Any
 
 from trinity_cli import tasks
 from trinity_cli.coordinator.backbone_refs import DEFAULT_BACKBONE
+from trinity_cli.coordinator.head import DECISIONS
 from trinity_cli.coordinator.policy import COORDINATOR_VERSION
 from trinity_cli.errors import ConfigError, option
 from trinity_cli.events import ProgressFn, RunResumed
@@ -56,6 +57,10 @@ class EvolveOptions:
     svf_targets: list[str] | None = None
     center_items: int = 256
     input_dims: int = 0
+    # How candidates take their decisions in training and validation episodes: "sampled" from
+    # the head's probabilities, or "greedy" (the most likely model and role, as ask, serve and
+    # bench play a trained head by default).
+    decisions: str = "sampled"
     init_labels: str | None = None
     backbone: str = DEFAULT_BACKBONE
     device: str = "auto"
@@ -69,6 +74,8 @@ class EvolveOptions:
             raise ConfigError(f"{option('budget')}, {option('minibatch')}, {option('max_turns')} and "
                               f"{option('val_every')} must be at least 1 ({option('budget')} may be 0 with "
                               f"{option('init_labels')}: the validated start is the head)")
+        if self.decisions not in DECISIONS:
+            raise ConfigError(f"{option('decisions')}: unknown mode {self.decisions!r}", "use sampled or greedy")
         if self.cost_unit not in ("tokens", "usd"):
             raise ConfigError(f"unknown cost unit {self.cost_unit!r}", "use tokens or usd")
         if self.svf and self.backbone.startswith("hash:"):
@@ -135,6 +142,8 @@ def config_hash(options: EvolveOptions, pool_source: str, manifest: dict[str, An
     for key in ("input_dims", "init_labels"):  # runs from before these options keep their hash
         if not opts[key]:
             opts.pop(key)
+    if opts["decisions"] == "sampled":  # the same for runs from before --decisions
+        opts.pop("decisions")
     pool_text = Path(pool_source).read_bytes() if pool_source else b""
     payload = {
         "options": opts,
