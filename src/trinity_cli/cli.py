@@ -7,9 +7,12 @@ entry point that runs `app` (errors as one line and an exit code) is entry.py.
 from __future__ import annotations
 
 import json
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
+
+if TYPE_CHECKING:
+    from trinity_cli.recordings.transfer import ImportResult
 
 app = typer.Typer(
     name="trinity",
@@ -399,12 +402,8 @@ def recordings_import(
     from pathlib import Path
 
     from trinity_cli.recordings import transfer
-    from trinity_cli.render import recordings as shown
 
-    result = transfer.import_recording(Path(recording))
-    shown.imported(result)
-    if json_out:
-        typer.echo(json.dumps(_import_json(result), indent=2))
+    _show_import(transfer.import_recording(Path(recording)), json_out)
 
 
 @recordings_app.command("show")
@@ -416,20 +415,21 @@ def recordings_show(
     from pathlib import Path
 
     from trinity_cli.recordings import transfer
-    from trinity_cli.render import recordings as shown
 
-    result = transfer.describe_file(Path(recording))
-    shown.imported(result, dry=True)
-    if json_out:
-        typer.echo(json.dumps(_import_json(result), indent=2))
+    _show_import(transfer.describe_file(Path(recording)), json_out, dry=True)
 
 
-def _import_json(result: object) -> dict[str, object]:
+def _show_import(result: ImportResult, json_out: bool, dry: bool = False) -> None:
+    """An import's (or, `dry`, a show's) counts on stderr, and with --json on stdout."""
     from dataclasses import asdict
 
-    data = asdict(result)  # type: ignore[call-overload]
-    data["path"] = str(data["path"])
-    return data
+    from trinity_cli.render import recordings as shown
+
+    shown.imported(result, dry=dry)
+    if json_out:
+        data = asdict(result)
+        data["path"] = str(data["path"])
+        typer.echo(json.dumps(data, indent=2))
 
 
 # Library parameters whose command-line parameter has another name.

@@ -36,6 +36,9 @@ from trinity_cli.turns import prompts
 RUN_FORMAT = "trinity-evolve/3"
 # Options a resume may change: they do not change which episodes are played.
 RESUME_FREE = ("budget", "device", "name", "out")
+# Options added after runs were made: at their default (or empty) they are left out of the
+# configuration hash, so those runs are still found by it.
+LATER_OPTIONS = ("input_dims", "init_labels", "decisions")
 
 
 @dataclass
@@ -139,11 +142,10 @@ def config_hash(options: EvolveOptions, pool_source: str, manifest: dict[str, An
     opts = asdict(options)
     for key in RESUME_FREE:  # these may change on resume
         opts.pop(key)
-    for key in ("input_dims", "init_labels"):  # runs from before these options keep their hash
-        if not opts[key]:
+    defaults = asdict(EvolveOptions())
+    for key in LATER_OPTIONS:  # left at their default, runs from before them keep their hash
+        if not opts[key] or opts[key] == defaults[key]:
             opts.pop(key)
-    if opts["decisions"] == "sampled":  # the same for runs from before --decisions
-        opts.pop("decisions")
     pool_text = Path(pool_source).read_bytes() if pool_source else b""
     payload = {
         "options": opts,
