@@ -14,6 +14,7 @@ from trinity_cli.errors import ConfigError, NotFound
 from trinity_cli.events import EvolveEpisodeFinished, EvolveStarted, GenerationFinished, RunResumed
 from trinity_cli.evolve.evolution import evolve
 from trinity_cli.evolve.options import EvolveOptions
+from trinity_cli.runs.reports import curve_rows
 from trinity_cli.runs.store import RunStore
 
 from .conftest import write_pool
@@ -76,23 +77,39 @@ def test_kill_and_resume_redoes_no_rollout_and_ends_identical(tmp_path: Path, mo
     ref = evolve(options(pool, tasks, input_dims=dims, out=str(tmp_path / "a")))
     # Interrupted mid-generation 2 (after 16 + 16 + 5 training episodes), then resumed.
     monkeypatch.setenv("TRINITY_HOME", str(tmp_path / "home-b"))
-    seen = {"n": 0}
+    from trinity_cli.pool import pool as pool_mod
+
+    original = pool_mod.Pool.chat
+    seen = {"n": 0, "generation": 0}
+    in_gen2: list[bool] = []  # the first process's calls in generation 2: cached or not
+
+    def counting_gen2(self, name, messages, params=None):
+        c = original(self, name, messages, params)
+        if seen["generation"] == 2:
+            in_gen2.append(c.cached)
+        return c
 
     def killer(event):
+        if isinstance(event, GenerationFinished):
+            seen["generation"] = event.curve["generation"] + 1
         if isinstance(event, EvolveEpisodeFinished) and event.kind == "train":
             seen["n"] += 1
             if seen["n"] == 37:
                 raise Kill()
 
+    monkeypatch.setattr(pool_mod.Pool, "chat", counting_gen2)
     with pytest.raises(Kill):
         evolve(options(pool, tasks, input_dims=dims, out=str(tmp_path / "b")), progress=killer)
     run_dir = next((tmp_path / "home-b" / "runs").glob("run-*"))
     assert not (run_dir / "run.json").exists() and (run_dir / "checkpoint.pkl").exists()
-
-    from trinity_cli.pool import pool as pool_mod
+    # What the killed process did in generation 2 is left beside the checkpoint.
+    partial = json.loads((run_dir / "generation.partial.json").read_text())
+    assert partial["generation"] == 2 and len(partial["processes"]) == 1
+    assert partial["processes"][0]["episodes"] == 5
+    assert partial["processes"][0]["pool_calls"] == len(in_gen2) > 0
+    assert partial["processes"][0]["cache_hits"] == sum(in_gen2)
 
     calls = []
-    original = pool_mod.Pool.chat
 
     def counting(self, name, messages, params=None):
         c = original(self, name, messages, params)
@@ -111,9 +128,18 @@ def test_kill_and_resume_redoes_no_rollout_and_ends_identical(tmp_path: Path, mo
     assert np.array_equal(a.center, b.center) and a.center_scale == b.center_scale  # from the checkpoint
     assert np.array_equal(a.basis, b.basis) and b.basis.shape == ((dims, 16) if dims else (0, 0))
     assert resumed.best_val == ref.best_val and resumed.spent == ref.spent
-    # Totals run on across the resume: each is the sum of the per-generation counts.
+    # Generation 2's curve keeps the killed process's counts; totals run on across the
+    # resume: each is the sum of every process's counts.
+    assert [len(c.get("interrupted", ())) for c in resumed.curves] == [0, 0, 1]
+    assert resumed.curves[2]["interrupted"] == partial["processes"]
+    assert not (run_dir / "generation.partial.json").exists()
     for key in ("pool_calls", "cache_hits", "tokens"):
-        assert resumed.curves[-1][f"{key}_total"] == sum(c[f"{key}_gen"] for c in resumed.curves)
+        assert resumed.curves[-1][f"{key}_total"] == sum(
+            c[f"{key}_gen"] + sum(p[key] for p in c.get("interrupted", ())) for c in resumed.curves)
+    # inspect's curve table shows the stopped process as a row of its own, before its generation's.
+    rows = curve_rows(resumed.curves).rows
+    assert [r[0] for r in rows] == ["0", "1", "2 (stopped)", "2"]
+    assert rows[2][1] == "5 played" and rows[2][5] == str(len(in_gen2))
 
 
 def test_rerun_of_finished_generations_is_all_cache(tmp_path: Path, monkeypatch) -> None:

@@ -149,6 +149,8 @@ class Evolution:
             self.close()
             raise
         self.files = EvolveRun(self.run_dir)
+        # The generation being played, while it is (see _record_partial); None between them.
+        self._partial: dict[str, Any] | None = None
 
     def _plan(self) -> None:
         """The pool file and the run's items, checked; nothing is loaded or written."""
@@ -277,7 +279,10 @@ class Evolution:
         """Play `specs` through the evaluator; their episode records, in spec order."""
         def progress(event: EpisodeEvent) -> None:
             if isinstance(event, events.EpisodeFinished):
-                self.progress(events.EvolveEpisodeFinished(kind=kind, in_flight=event.in_flight, **self._counters()))
+                counters = self._counters()
+                if self._partial is not None:
+                    self._record_partial(counters)
+                self.progress(events.EvolveEpisodeFinished(kind=kind, in_flight=event.in_flight, **counters))
             else:
                 self.progress(events.EvolveEpisodeStarted(kind=kind, in_flight=event.in_flight))
 
@@ -291,6 +296,16 @@ class Evolution:
                  for j, item in enumerate(items)]
         episodes = self._play(specs, kind)
         return float(np.mean([e["reward"] for e in episodes])), episodes
+
+    def _record_partial(self, counters: dict[str, int]) -> None:
+        """This process's work on the unfinished generation so far, after the earlier
+        processes' (runs/run_files.EvolveRun.write_partial): what a kill would otherwise lose."""
+        p = self._partial
+        assert p is not None
+        p["episodes"] += 1
+        mine = {"episodes": p["episodes"], "seconds": round(time.perf_counter() - p["started"], 3),
+                **{key: counters[key] - p["before"][key] for key in ("pool_calls", "cache_hits", "tokens")}}
+        self.files.write_partial(p["generation"], [*p["earlier"], mine])
 
     def _counters(self) -> dict[str, int]:
         st = self.pool.stats
@@ -342,6 +357,9 @@ class Evolution:
         o, es, g = self.options, state["es"], state["generation"]
         started = time.perf_counter()
         before = self._counters()
+        # Earlier processes stopped during this generation: their counts go into its curve.
+        earlier = self.files.partial(g)
+        self._partial = {"generation": g, "earlier": earlier, "before": before, "started": started, "episodes": 0}
         rng = np.random.default_rng([o.seed, g])
         idx = rng.choice(len(self.train_items), size=min(o.minibatch, len(self.train_items)), replace=False)
         batch = [self.train_items[i] for i in idx]
@@ -358,11 +376,14 @@ class Evolution:
             state["val_spent"] += len(val_eps)
             if state["best"]["val"] is None or val > state["best"]["val"]:
                 state["best"] = {"vector": mean.copy(), "val": val, "generation": g}
-        curve = strategy.curve(state, g, fitness, val, time.perf_counter() - started, before, self._counters())
+        self._partial = None
+        curve = strategy.curve(state, g, fitness, val, time.perf_counter() - started, before, self._counters(),
+                               earlier)
         state["curves"].append(curve)
         self.files.write_generation(g, {"generation": g, "fitness": fitness, "episodes": episodes})
         state["generation"] = g + 1
         self.files.save_checkpoint(state)
+        self.files.clear_partial()
         return curve
 
     # -- output -----------------------------------------------------------------------

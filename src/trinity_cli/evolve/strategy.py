@@ -87,9 +87,13 @@ def fitness(played: list[dict[str, Any]], n_candidates: int, batch: int,
 
 
 def curve(state: dict[str, Any], generation: int, scores: Sequence[float], val: float | None, seconds: float,
-          before: dict[str, int], after: dict[str, int]) -> dict[str, Any]:
+          before: dict[str, int], after: dict[str, int],
+          interrupted: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
     """A generation's curve (docs/files.md#evolve-runs): its fitness, validation and seconds,
-    and the pool counters during it (`after` - `before`) and summed over the run so far."""
+    and the pool counters of the process that finished it (`after` - `before`) and summed over
+    the run so far. `interrupted`: the counters of earlier processes stopped during this
+    generation (runs/run_files.EvolveRun.partial), kept in the curve as they are and added
+    to the totals."""
     previous = state["curves"][-1] if state["curves"] else {}
     out: dict[str, Any] = {
         "generation": generation, "spent": state["spent"], "best_fitness": max(scores),
@@ -97,5 +101,8 @@ def curve(state: dict[str, Any], generation: int, scores: Sequence[float], val: 
     }
     for key in ("pool_calls", "cache_hits", "tokens"):
         out[f"{key}_gen"] = after[key] - before[key]
-        out[f"{key}_total"] = previous.get(f"{key}_total", 0) + out[f"{key}_gen"]
+        earlier = sum(int(p[key]) for p in interrupted)
+        out[f"{key}_total"] = previous.get(f"{key}_total", 0) + out[f"{key}_gen"] + earlier
+    if interrupted:
+        out["interrupted"] = [dict(p) for p in interrupted]
     return out

@@ -185,6 +185,10 @@ class EvolveProgress(_LiveBar):
         line = (f"gen {c['generation']:>3}  {c['spent']}/{event.budget} episodes  "
                 f"fitness best {c['best_fitness']:.3f} mean {c['mean_fitness']:.3f}{val}{best}  "
                 f"this generation: {calls} calls, cache {hit:.0%}, {c['tokens_gen']} tokens")
+        stopped = c.get("interrupted", ())
+        if stopped:
+            line += (f" (and {sum(p['pool_calls'] for p in stopped)} calls by {len(stopped)} earlier "
+                     f"process{'es' if len(stopped) > 1 else ''} stopped during it)")
         self.progress.console.print(Text(line))
         if self.task is not None:
             self.gen = f"gen {c['generation']}"

@@ -349,11 +349,17 @@ def selection_heads(summary: dict[str, Any]) -> list[str]:
 # -- evolve ------------------------------------------------------------------------------
 def curve_rows(curves: Sequence[dict[str, Any]]) -> TableView:
     """Evolve's curves as one formatted row per generation (runs written before the
-    counters were split per generation show none)."""
+    counters were split per generation show none), after a row for each earlier process
+    stopped during that generation (its episodes: how many it finished, replays included)."""
     table = TableView("curves (calls, cache hits and tokens per generation)",
                       ["gen", "episodes", "best fit", "mean fit", "val", "calls", "cache hits", "tokens",
                        "seconds"], numeric_from=0)
     for c in curves:
+        for p in c.get("interrupted", ()):
+            table.rows.append([f"{c['generation']} (stopped)", f"{p['episodes']} played", "", "", "",
+                               str(p["pool_calls"]), str(p["cache_hits"]), str(p["tokens"]),
+                               f"{p['seconds']:.0f}"])
+            table.kinds.append("")
         table.rows.append([str(c["generation"]), str(c["spent"]), f"{c['best_fitness']:.3f}",
                            f"{c['mean_fitness']:.3f}", "" if c["val"] is None else f"{c['val']:.3f}",
                            str(c.get("pool_calls_gen", "")), str(c.get("cache_hits_gen", "")),

@@ -1,5 +1,6 @@
 """The files of one run directory (formats: docs/files.md#run-directories): `EvolveRun`
-(evolve.json, the two checkpoints, episodes/gen-NNNN.json, the unfinished run's record) and
+(evolve.json, the two checkpoints, episodes/gen-NNNN.json, the unfinished generation's
+counts, the unfinished run's record) and
 `BenchRun` (bench.json, report.md, charts, episodes.jsonl). Checkpoints are pickles of plain
 dicts; classes they name that have moved since are read from where they are now (`MOVED`).
 """
@@ -42,6 +43,8 @@ class EvolveRun:
     CHECKPOINT = "checkpoint.pkl"
     PREVIOUS = "checkpoint.prev.pkl"  # the checkpoint before the latest one
     EPISODES = "episodes"
+    # What the processes stopped during the unfinished generation had done (see partial()).
+    PARTIAL = "generation.partial.json"
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -96,6 +99,29 @@ class EvolveRun:
             os.link(latest, link)
             os.replace(link, self.path / self.PREVIOUS)
         paths.atomic_write_bytes(latest, pickle.dumps(state))
+
+    def write_partial(self, generation: int, processes: list[dict[str, Any]]) -> None:
+        """Record the work done so far on the unfinished `generation`: one dict per process
+        that played part of it, oldest first, each {"episodes", "pool_calls", "cache_hits",
+        "tokens", "seconds"} counted by that process from the generation's start (a resumed
+        process replays the episodes an earlier one finished, as cache hits). Written after
+        every finished episode, so a process killed outright leaves its counts behind."""
+        paths.atomic_write_json(self.path / self.PARTIAL, {"generation": generation, "processes": processes})
+
+    def partial(self, generation: int) -> list[dict[str, Any]]:
+        """The processes recorded by write_partial for `generation`; [] when none were, or the
+        file is of another generation (left by a process stopped after its checkpoint) or unreadable."""
+        file = self.path / self.PARTIAL
+        try:
+            data = _read_json(file)
+        except (OSError, ValueError):
+            return []
+        if not isinstance(data, dict) or data.get("generation") != generation:
+            return []
+        return list(data.get("processes") or [])
+
+    def clear_partial(self) -> None:
+        (self.path / self.PARTIAL).unlink(missing_ok=True)
 
     def _generation_file(self, generation: int) -> Path:
         return self.path / self.EPISODES / f"gen-{generation:04d}.json"
