@@ -310,6 +310,9 @@ def test_inspect_shows_an_unfinished_run_and_how_to_finish_it(tmp_path: Path, mo
     assert code == 0, err
     shown = " ".join((out + err).split())  # as one line, however Rich wrapped it
     assert "unfinished: 32 of 48 training episodes" in shown and "trinity evolve --resume run-1" in shown
+    # The generation it was stopped in: what the stopped process had played of it.
+    assert record["under_way"]["generation"] == 2 and record["under_way"]["processes"][0]["episodes"] == 5
+    assert "generation 2 under way: 5 episodes played so far, by 1 process" in shown
     code, out, _ = run_cli(monkeypatch, capsys, ["inspect"])
     assert code == 0 and "unfinished" in out
     # Finishing it turns it into an ordinary finished run.

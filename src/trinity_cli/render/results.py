@@ -119,6 +119,9 @@ def replay_evolve(record: dict[str, Any]) -> None:
         console.out.print(Text(f"head: {record['head']}  ({best_text}, {record['spent']} training episodes)"))
     # Per-generation counters; runs written before they were split show none.
     _view_table(reports.curve_rows(record["curves"]))
+    under_way = record.get("under_way") or {}
+    if under_way.get("processes"):
+        console.out.print(Text(reports.under_way_line(under_way["generation"], under_way["processes"])))
     if record.get("noise"):  # runs finished before it was kept show none
         _view_table(reports.noise_rows(record["noise"]))
     # Where the turns went per task, drawn like a bench's selection tables.

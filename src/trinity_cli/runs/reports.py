@@ -10,6 +10,7 @@ curves. Their charts (PNG) are runs/charts.py's.
     selection_tables(...)    a Share per task as two tables (member and role shares; member
                              as role), for bench and evolve alike
     curve_rows(curves)       evolve's curves as formatted cells (render.replay_evolve)
+    under_way_line(g, procs) an unfinished evolve run's generation in progress, as one line
     pareto_front(summary)    the systems no other is as accurate as for fewer tokens per question
 """
 
@@ -366,6 +367,20 @@ def curve_rows(curves: Sequence[dict[str, Any]]) -> TableView:
                            str(c.get("tokens_gen", "")), f"{c['seconds']:.0f}"])
         table.kinds.append("")
     return table
+
+
+def under_way_line(generation: int, processes: Sequence[Mapping[str, Any]]) -> str:
+    """The unfinished generation of an evolve run, from what each process did on it
+    (run_files.EvolveRun.partial): episodes played so far is the largest count of one process
+    (a resumed process replays the episodes the earlier ones finished before it plays new
+    ones); calls, cache hits and minutes are summed over all processes."""
+    played = max(int(p["episodes"]) for p in processes)
+    calls = sum(int(p["pool_calls"]) for p in processes)
+    hits = sum(int(p["cache_hits"]) for p in processes)
+    seconds = sum(float(p["seconds"]) for p in processes)
+    who = "1 process" if len(processes) == 1 else f"{len(processes)} processes"
+    return (f"generation {generation} under way: {played} episodes played so far, by {who} "
+            f"({calls} calls, {hits} from the cache, {seconds / 60:.0f} min)")
 
 
 def noise_rows(noise: Mapping[str, Any]) -> TableView:

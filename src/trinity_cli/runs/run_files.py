@@ -178,8 +178,10 @@ class EvolveRun:
     def record(self) -> dict[str, Any]:
         """An unfinished run as a run.json-shaped record, for `inspect`: {"id", "kind":
         "evolve", "status": "unfinished", "created", "title", "options", "head": None,
-        "best_val", "best_generation", "spent", "curves", "selection", "noise", "resume": the command
-        that finishes it}. Nothing is written."""
+        "best_val", "best_generation", "spent", "curves", "selection", "noise", "under_way": the
+        generation being played and the processes that have worked on it so far (partial();
+        no processes when none has finished an episode of it), "resume": the command that
+        finishes it}. Nothing is written."""
         meta = self.meta()
         if meta is None:
             raise NotFound(f"{self.name} is not an evolve run", "list runs with: trinity inspect")
@@ -192,6 +194,8 @@ class EvolveRun:
             "options": meta["options"], "head": None, "best_val": best.get("val"),
             "best_generation": best.get("generation"), "spent": spent, "curves": state.get("curves", []),
             **self.training_summary(meta["manifest"]["models"]),
+            "under_way": {"generation": state.get("generation", 0),
+                          "processes": self.partial(state.get("generation", 0))},
             "resume": f"trinity evolve --resume {self.name}",
         }
 
