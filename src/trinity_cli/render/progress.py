@@ -191,7 +191,7 @@ class EvolveProgress(_LiveBar):
                      f"process{'es' if len(stopped) > 1 else ''} stopped during it)")
         self.progress.console.print(Text(line))
         if self.task is not None:
-            self.gen = f"gen {c['generation']}"
+            self.gen = f"gen {c['generation']} done"
             self.spent = c["spent"]
             self.progress.update(self.task, completed=c["spent"], info=self.gen)
 
