@@ -101,6 +101,26 @@ class EvolveResult:
 
 
 
+@dataclass
+class _Tally:
+    """This process's work on the generation being played, after what earlier processes
+    stopped during it had done (runs/run_files.EvolveRun.partial)."""
+
+    generation: int
+    earlier: list[dict[str, Any]]
+    before: dict[str, int]  # the pool counters when this process began the generation
+    started: float  # time.perf_counter() then
+    episodes: int = 0
+
+    def episode_finished(self, counters: dict[str, int]) -> list[dict[str, Any]]:
+        """Count one more finished episode; every process's counts so far, oldest first (what
+        runs/run_files.EvolveRun.write_partial records)."""
+        self.episodes += 1
+        mine = {"episodes": self.episodes, "seconds": round(time.perf_counter() - self.started, 3),
+                **{key: counters[key] - self.before[key] for key in strategy.COUNTERS}}
+        return [*self.earlier, mine]
+
+
 def _episode_seed(seed: int, generation: int, j: int) -> int:
     return int(np.random.SeedSequence([seed, generation, j]).generate_state(1)[0])
 
@@ -149,8 +169,8 @@ class Evolution:
             self.close()
             raise
         self.files = EvolveRun(self.run_dir)
-        # The generation being played, while it is (see _record_partial); None between them.
-        self._partial: dict[str, Any] | None = None
+        # The generation being played, while it is; None between them.
+        self._tally: _Tally | None = None
 
     def _plan(self) -> None:
         """The pool file and the run's items, checked; nothing is loaded or written."""
@@ -280,8 +300,8 @@ class Evolution:
         def progress(event: EpisodeEvent) -> None:
             if isinstance(event, events.EpisodeFinished):
                 counters = self._counters()
-                if self._partial is not None:
-                    self._record_partial(counters)
+                if self._tally is not None:  # a kill would otherwise lose this process's counts
+                    self.files.write_partial(self._tally.generation, self._tally.episode_finished(counters))
                 self.progress(events.EvolveEpisodeFinished(kind=kind, in_flight=event.in_flight, **counters))
             else:
                 self.progress(events.EvolveEpisodeStarted(kind=kind, in_flight=event.in_flight))
@@ -296,16 +316,6 @@ class Evolution:
                  for j, item in enumerate(items)]
         episodes = self._play(specs, kind)
         return float(np.mean([e["reward"] for e in episodes])), episodes
-
-    def _record_partial(self, counters: dict[str, int]) -> None:
-        """This process's work on the unfinished generation so far, after the earlier
-        processes' (runs/run_files.EvolveRun.write_partial): what a kill would otherwise lose."""
-        p = self._partial
-        assert p is not None
-        p["episodes"] += 1
-        mine = {"episodes": p["episodes"], "seconds": round(time.perf_counter() - p["started"], 3),
-                **{key: counters[key] - p["before"][key] for key in ("pool_calls", "cache_hits", "tokens")}}
-        self.files.write_partial(p["generation"], [*p["earlier"], mine])
 
     def _counters(self) -> dict[str, int]:
         st = self.pool.stats
@@ -359,7 +369,7 @@ class Evolution:
         before = self._counters()
         # Earlier processes stopped during this generation: their counts go into its curve.
         earlier = self.files.partial(g)
-        self._partial = {"generation": g, "earlier": earlier, "before": before, "started": started, "episodes": 0}
+        self._tally = _Tally(g, earlier, before, started)
         rng = np.random.default_rng([o.seed, g])
         idx = rng.choice(len(self.train_items), size=min(o.minibatch, len(self.train_items)), replace=False)
         batch = [self.train_items[i] for i in idx]
@@ -376,7 +386,7 @@ class Evolution:
             state["val_spent"] += len(val_eps)
             if state["best"]["val"] is None or val > state["best"]["val"]:
                 state["best"] = {"vector": mean.copy(), "val": val, "generation": g}
-        self._partial = None
+        self._tally = None
         curve = strategy.curve(state, g, fitness, val, time.perf_counter() - started, before, self._counters(),
                                earlier)
         state["curves"].append(curve)

@@ -86,6 +86,10 @@ def fitness(played: list[dict[str, Any]], n_candidates: int, batch: int,
     return scores, episodes
 
 
+# The pool counters a curve carries per generation and in total (docs/files.md#evolve-runs).
+COUNTERS = ("pool_calls", "cache_hits", "tokens")
+
+
 def curve(state: dict[str, Any], generation: int, scores: Sequence[float], val: float | None, seconds: float,
           before: dict[str, int], after: dict[str, int],
           interrupted: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
@@ -99,7 +103,7 @@ def curve(state: dict[str, Any], generation: int, scores: Sequence[float], val: 
         "generation": generation, "spent": state["spent"], "best_fitness": max(scores),
         "mean_fitness": float(np.mean(scores)), "val": val, "seconds": seconds,
     }
-    for key in ("pool_calls", "cache_hits", "tokens"):
+    for key in COUNTERS:
         out[f"{key}_gen"] = after[key] - before[key]
         earlier = sum(int(p[key]) for p in interrupted)
         out[f"{key}_total"] = previous.get(f"{key}_total", 0) + out[f"{key}_gen"] + earlier
