@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import pickle
 import signal
 import subprocess
 import sys
@@ -292,6 +293,47 @@ def _untimed(data: object) -> object:
     if isinstance(data, dict):
         return {k: _untimed(v) for k, v in data.items() if "wall" not in k}
     return data
+
+
+def test_bulky_run_files_travel_gzipped_and_come_back_byte_for_byte(tmp_path: Path) -> None:
+    """A carried run's bulky text files are stored as `<name>.gz` (deterministic bytes, so an
+    unchanged file exported again is the same file); small files, pickles and evolve.json are
+    carried as they are; import restores every file's bytes under its own name, and the same
+    recording imported again finds the run the same."""
+    from trinity_cli.recordings import carry
+    from trinity_cli.runs.store import RunStore
+
+    here = RunStore(tmp_path / "home-a" / "runs")
+    run = here.allocate()
+    transcripts = json.dumps({"episodes": [{"i": i, "text": "a transcript " * 20} for i in range(400)]})
+    assert len(transcripts) >= carry.PACK_AT
+    files = {"evolve.json": json.dumps({"options": {"pad": "x" * carry.PACK_AT}}),
+             "episodes/gen-0000.json": transcripts, "calls.log": "key\n" * 3}
+    for rel, text in files.items():
+        (run / rel).parent.mkdir(parents=True, exist_ok=True)
+        (run / rel).write_text(text)
+    checkpoint = pickle.dumps({"generation": 1, "spent": 8, "pad": "p" * carry.PACK_AT})
+    (run / "checkpoint.pkl").write_bytes(checkpoint)
+    (run / ".lock").write_text("1")
+
+    assert carry.export_runs([run.name], tmp_path / "rec", here) == [run.name]
+    carried = tmp_path / "rec" / "runs" / run.name
+    assert sorted(str(p.relative_to(carried)) for p in carried.rglob("*") if p.is_file()) == [
+        "calls.log", "checkpoint.pkl", "episodes/gen-0000.json.gz", "evolve.json"]
+    packed = (carried / "episodes/gen-0000.json.gz").read_bytes()
+    assert gzip.decompress(packed).decode() == transcripts and len(packed) < len(transcripts) / 4
+    carry.export_runs([run.name], tmp_path / "rec", here)
+    assert (carried / "episodes/gen-0000.json.gz").read_bytes() == packed  # no timestamp inside
+
+    there = RunStore(tmp_path / "home-b" / "runs")
+    assert [(c.outcome, c.as_run) for c in carry.import_runs(tmp_path / "rec", there)] == [("copied", run.name)]
+    back = there.root / run.name
+    assert {str(p.relative_to(back)) for p in back.rglob("*") if p.is_file()} == {*files, "checkpoint.pkl"}
+    assert all((back / rel).read_text() == text for rel, text in files.items())
+    assert (back / "checkpoint.pkl").read_bytes() == checkpoint
+    assert [c.outcome for c in carry.import_runs(tmp_path / "rec", there)] == ["same"]
+    (back / "episodes/gen-0000.json").write_text(transcripts.replace("a transcript", "another one"))
+    assert [c.outcome for c in carry.import_runs(tmp_path / "rec", there)] == ["kept"]  # differs, not further
 
 
 def test_sandbox_runs_travel_and_replay_without_running(tmp_path: Path, monkeypatch) -> None:

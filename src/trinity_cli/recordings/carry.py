@@ -3,7 +3,12 @@ holds a copy of the run's files (every file but its lock), so an evolve run stop
 machine resumes on another (`trinity evolve --resume run-N` after the import) and a bench
 run's report can be read there.
 
-Export replaces the folder's copy of a run whole (written beside it, then renamed).
+Export replaces the folder's copy of a run whole (written beside it, then renamed). A bulky
+text file (`.json`, `.jsonl`, `.log` or `.md` of at least `PACK_AT` bytes: a generation's
+transcripts, a bench's episodes and journal; never `evolve.json` or `run.json`, which import
+reads) is stored gzipped as `<name>.gz`, with no timestamp in its header, so exporting an
+unchanged file again writes the same bytes and git stores nothing new. Import writes it back
+under its own name; a run exported before files were packed is read as it is.
 Import brings a run into this home's `runs/`:
 - absent here: copied;
 - here with the same files: nothing to do;
@@ -16,6 +21,7 @@ Import brings a run into this home's `runs/`:
 from __future__ import annotations
 
 import filecmp
+import gzip
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +32,9 @@ from trinity_cli.runs.store import RunLock, RunStore
 
 RUNS = "runs"
 _SKIP = {".lock"}
+PACK_AT = 64 * 1024  # bytes: smaller files are carried as they are
+_PACKED_SUFFIXES = {".json", ".jsonl", ".log", ".md"}
+_NEVER_PACKED = {EvolveRun.META, "run.json"}  # import reads these in the recording itself
 
 
 @dataclass
@@ -39,13 +48,40 @@ def _files(run_dir: Path) -> list[Path]:
     return sorted(p.relative_to(run_dir) for p in run_dir.rglob("*") if p.is_file() and p.name not in _SKIP)
 
 
-def _copy(source: Path, dest: Path) -> None:
-    """Copy `source`'s files into `dest`, replacing it whole (a temporary folder renamed)."""
+def _packs(run_dir: Path, rel: Path) -> bool:
+    return (rel.suffix in _PACKED_SUFFIXES and rel.name not in _NEVER_PACKED
+            and (run_dir / rel).stat().st_size >= PACK_AT)
+
+
+def _logical(rel: Path) -> Path:
+    """The name in a run directory of the carried file `rel` (a packed file loses its `.gz`)."""
+    return rel.with_suffix("") if rel.suffix == ".gz" else rel
+
+
+def _content(run_dir: Path, rel: Path) -> bytes:
+    data = (run_dir / rel).read_bytes()
+    return gzip.decompress(data) if rel.suffix == ".gz" else data
+
+
+def _copy(source: Path, dest: Path, pack: bool) -> None:
+    """Copy `source`'s files into `dest`, replacing it whole (a temporary folder renamed):
+    into a recording (`pack`) with its bulky files gzipped, out of one with them unpacked."""
     temp = dest.with_name(dest.name + ".incoming")
     shutil.rmtree(temp, ignore_errors=True)
     for rel in _files(source):
-        (temp / rel).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(source / rel, temp / rel)
+        if pack and _packs(source, rel):
+            out = temp / rel.with_name(rel.name + ".gz")
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_bytes(gzip.compress((source / rel).read_bytes(), compresslevel=9, mtime=0))
+            shutil.copystat(source / rel, out)
+        elif not pack and rel.suffix == ".gz":
+            out = temp / _logical(rel)
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_bytes(_content(source, rel))
+            shutil.copystat(source / rel, out)
+        else:
+            (temp / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source / rel, temp / rel)
     temp.mkdir(parents=True, exist_ok=True)
     if dest.exists():
         old = paths.set_aside(dest)
@@ -65,14 +101,18 @@ def export_runs(run_ids: list[str], target: Path, store: RunStore | None = None)
         if not source.is_dir():
             store.path(run_id)  # raises NotFound with the close matches
         (target / RUNS).mkdir(parents=True, exist_ok=True)
-        _copy(source, target / RUNS / run_id)
+        _copy(source, target / RUNS / run_id, pack=True)
         names.append(run_id)
     return names
 
 
-def _same_files(a: Path, b: Path) -> bool:
-    files = _files(a)
-    return files == _files(b) and all(filecmp.cmp(a / f, b / f, shallow=False) for f in files)
+def _same_files(carried: Path, here: Path) -> bool:
+    """Whether the recording's copy `carried` holds exactly the files of the run `here`."""
+    files = {_logical(rel): rel for rel in _files(carried)}
+    if sorted(files) != _files(here):
+        return False
+    return all(_content(carried, rel) == (here / name).read_bytes() if rel != name
+               else filecmp.cmp(carried / rel, here / name, shallow=False) for name, rel in files.items())
 
 
 def _progress(run_dir: Path) -> float:
@@ -98,19 +138,19 @@ def import_runs(target: Path, store: RunStore | None = None) -> list[Carried]:
     for source in sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.endswith(".incoming")):
         dest = store.root / source.name
         if not dest.exists():
-            _copy(source, dest)
+            _copy(source, dest, pack=False)
             out.append(Carried(source.name, "copied", dest.name))
         elif _same_files(source, dest):
             out.append(Carried(source.name, "same", dest.name))
         elif _same_evolve(source, dest):
             with RunLock(dest):
                 if _progress(source) > _progress(dest):
-                    _copy(source, dest)
+                    _copy(source, dest, pack=False)
                     out.append(Carried(source.name, "updated", dest.name))
                 else:
                     out.append(Carried(source.name, "kept", dest.name))
         else:
             fresh = store.allocate()
-            _copy(source, fresh)
+            _copy(source, fresh, pack=False)
             out.append(Carried(source.name, "renamed", fresh.name))
     return out
