@@ -15,6 +15,7 @@ from trinity_cli.evolve.evolution import evolve
 from trinity_cli.evolve.label_fit import fit_start, read_labels
 from trinity_cli.evolve.options import EvolveOptions
 from trinity_cli.messages import ROLES, Role
+from trinity_cli.runs.reports import curve_rows, start_validation
 from trinity_cli.runs.store import RunStore
 
 from .conftest import write_pool
@@ -105,6 +106,22 @@ def test_evolve_starts_from_the_fitted_head_and_keeps_it_when_it_validates_best(
     assert result.best_val >= start_val
     if head.manifest["training"]["best_generation"] == -1:
         assert result.best_val == start_val
+    # The start's score is kept beside the curves, whichever head won: a "start" row first.
+    assert record["start_val"] == head.manifest["training"]["start_val"] == start_val
+    rows = curve_rows(record["curves"], start_validation(record)).rows
+    assert rows[0] == ["start", "0", "", "", f"{start_val:.3f}", "", "", "", ""] and rows[1][0] == "0"
+    assert (tmp_path / "head" / "curves.png").stat().st_size > 0
+
+
+def test_the_start_score_of_runs_written_before_it_was_kept_is_read_from_the_best() -> None:
+    """Runs finished before "start_val" was kept: the best is the start only at generation -1;
+    a run without a fitted start has no start score."""
+    assert start_validation({"best_val": 0.604, "best_generation": -1}) == 0.604
+    assert start_validation({"best_val": 0.7, "best_generation": 2}) is None
+    assert start_validation({"best": {"val": 0.5, "generation": -1}}) == 0.5  # a checkpoint state
+    assert start_validation({"best": {"val": None, "generation": -1}}) is None  # no fitted start
+    assert start_validation({"start_val": 0.5, "best_val": 0.7, "best_generation": 2}) == 0.5
+    assert [r[0] for r in curve_rows([]).rows] == []
 
 
 def test_budget_zero_writes_the_validated_start_as_the_head(tmp_path: Path) -> None:

@@ -80,7 +80,7 @@ from trinity_cli.evolve.options import (
 from trinity_cli.keyed_cache import journal_to
 from trinity_cli.pool.pool import open_pool
 from trinity_cli.pool_config import load_pool
-from trinity_cli.runs import charts
+from trinity_cli.runs import charts, reports
 from trinity_cli.runs.run_files import EvolveRun
 from trinity_cli.runs.store import JOURNAL, RunStore
 from trinity_cli.turns import prompts
@@ -358,6 +358,7 @@ class Evolution:
         start_val, start_eps = self._score_set(state["best"]["vector"], self.val_items, -1, "val")
         state["val_spent"] += len(start_eps)
         state["best"]["val"] = start_val
+        state["start_val"] = start_val  # kept when a later generation becomes the best
         self.files.save_checkpoint(state)
         self.progress(events.StartValidated(val=start_val))
 
@@ -400,6 +401,7 @@ class Evolution:
     def _finish(self, state: dict[str, Any]) -> EvolveResult:
         o = self.options
         best = state["best"]
+        start_val = reports.start_validation(state)
         head = self.base.with_flat(best["vector"])
         name = o.name or f"evolved-{self.run_dir.name}"
         head.manifest = {
@@ -413,19 +415,20 @@ class Evolution:
                 "spent": state["spent"], "val_episodes": state["val_spent"], "seed": o.seed,
                 "minibatch": o.minibatch, "popsize": state["es"].popsize, "sigma0": o.sigma0,
                 "max_turns": o.max_turns, "cost_weight": o.cost_weight, "svf": o.svf, "decisions": o.decisions,
-                "best_generation": best["generation"], "best_val": best["val"], "curves": state["curves"],
+                "best_generation": best["generation"], "best_val": best["val"], "start_val": start_val,
+                "curves": state["curves"],
             },
         }
         head_dir = Path(o.out).expanduser() if o.out else paths.user_heads_dir() / name
         head.save(head_dir)
         if state["curves"]:
             with paths.atomic_output(head_dir / "curves.png") as tmp:
-                charts.plot_curves(state["curves"], tmp)
+                charts.plot_curves(state["curves"], tmp, start_val)
         self.store.save(self.run_dir, {
             "kind": "evolve", "title": f"evolve {self.config.name} on {o.tasks} ({state['spent']} episodes)",
             "options": asdict(o), "head": str(head_dir), "best_val": best["val"],
-            "best_generation": best["generation"], "spent": state["spent"], "curves": state["curves"],
-            **self.files.training_summary(self.config.names),
+            "best_generation": best["generation"], "start_val": start_val, "spent": state["spent"],
+            "curves": state["curves"], **self.files.training_summary(self.config.names),
         })
         return EvolveResult(self.run_dir.name, head_dir, best["val"], state["generation"], state["spent"],
                             state["curves"])

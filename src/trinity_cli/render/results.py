@@ -118,7 +118,7 @@ def replay_evolve(record: dict[str, Any]) -> None:
     else:
         console.out.print(Text(f"head: {record['head']}  ({best_text}, {record['spent']} training episodes)"))
     # Per-generation counters; runs written before they were split show none.
-    _view_table(reports.curve_rows(record["curves"]))
+    _view_table(reports.curve_rows(record["curves"], reports.start_validation(record)))
     under_way = record.get("under_way") or {}
     if under_way.get("processes"):
         console.out.print(Text(reports.under_way_line(under_way["generation"], under_way["processes"])))

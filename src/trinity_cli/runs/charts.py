@@ -139,8 +139,9 @@ def plot_selection(summary: dict[str, Any], path: Path) -> None:
     _save(plt, fig, path)
 
 
-def plot_curves(curves: list[dict[str, Any]], path: Path) -> None:
-    """Fitness and validation curves as a PNG (matplotlib, headless)."""
+def plot_curves(curves: list[dict[str, Any]], path: Path, start_val: float | None = None) -> None:
+    """Fitness and validation curves as a PNG (matplotlib, headless); the validation line
+    starts at 0 episodes with `start_val`, the fitted start's score, when there is one."""
     if not curves:
         return
     plt = _pyplot()
@@ -149,9 +150,11 @@ def plot_curves(curves: list[dict[str, Any]], path: Path) -> None:
     fig, ax = plt.subplots(figsize=(7, 4), dpi=100)
     ax.plot(spent, [c["best_fitness"] for c in curves], label="best fitness (minibatch)")
     ax.plot(spent, [c["mean_fitness"] for c in curves], label="mean fitness (minibatch)")
-    vals = [(c["spent"], c["val"]) for c in curves if c["val"] is not None]
+    vals = [(0, start_val)] if start_val is not None else []
+    vals += [(c["spent"], c["val"]) for c in curves if c["val"] is not None]
     if vals:
-        ax.plot([v[0] for v in vals], [v[1] for v in vals], "o-", label="validation (mean head)")
+        label = "validation (the start, then the mean head)" if start_val is not None else "validation (mean head)"
+        ax.plot([v[0] for v in vals], [v[1] for v in vals], "o-", label=label)
     ax.set_xlabel("training episodes")
     ax.set_ylabel("reward")
     ax.set_ylim(-0.05, 1.05)

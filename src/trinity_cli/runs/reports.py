@@ -10,6 +10,7 @@ curves. Their charts (PNG) are runs/charts.py's.
     selection_tables(...)    a Share per task as two tables (member and role shares; member
                              as role), for bench and evolve alike
     curve_rows(curves)       evolve's curves as formatted cells (render.replay_evolve)
+    start_validation(rec)    the validation score of an evolve run's fitted start
     under_way_line(g, procs) an unfinished evolve run's generation in progress, as one line
     pareto_front(summary)    the systems no other is as accurate as for fewer tokens per question
 """
@@ -348,13 +349,28 @@ def selection_heads(summary: dict[str, Any]) -> list[str]:
 
 
 # -- evolve ------------------------------------------------------------------------------
-def curve_rows(curves: Sequence[dict[str, Any]]) -> TableView:
+def start_validation(record: Mapping[str, Any]) -> float | None:
+    """The validation score of an evolve run's fitted start (`--init-labels`, scored before
+    generation 0), from a run.json-shaped record or a checkpoint state: its "start_val", else,
+    for runs written before that was kept, "best_val" while the best is still the start
+    (generation -1; without a fitted start no score is kept for generation -1)."""
+    if record.get("start_val") is not None:
+        return float(record["start_val"])
+    best = record.get("best") or {"val": record.get("best_val"), "generation": record.get("best_generation")}
+    return float(best["val"]) if best.get("generation") == -1 and best.get("val") is not None else None
+
+
+def curve_rows(curves: Sequence[dict[str, Any]], start_val: float | None = None) -> TableView:
     """Evolve's curves as one formatted row per generation (runs written before the
     counters were split per generation show none), after a row for each earlier process
-    stopped during that generation (its episodes: how many it finished, replays included)."""
+    stopped during that generation (its episodes: how many it finished, replays included);
+    first a "start" row with the fitted start's validation when there is one."""
     table = TableView("curves (calls, cache hits and tokens per generation)",
                       ["gen", "episodes", "best fit", "mean fit", "val", "calls", "cache hits", "tokens",
                        "seconds"], numeric_from=0)
+    if start_val is not None:
+        table.rows.append(["start", "0", "", "", f"{start_val:.3f}", "", "", "", ""])
+        table.kinds.append("")
     for c in curves:
         for p in c.get("interrupted", ()):
             table.rows.append([f"{c['generation']} (stopped)", f"{p['episodes']} played", "", "", "",

@@ -18,7 +18,7 @@ from typing import Any
 
 from trinity_cli import paths
 from trinity_cli.errors import DamagedState, NotFound, option
-from trinity_cli.runs import selection
+from trinity_cli.runs import reports, selection
 
 log = logging.getLogger("trinity_cli.runs.store")
 
@@ -178,7 +178,7 @@ class EvolveRun:
     def record(self) -> dict[str, Any]:
         """An unfinished run as a run.json-shaped record, for `inspect`: {"id", "kind":
         "evolve", "status": "unfinished", "created", "title", "options", "head": None,
-        "best_val", "best_generation", "spent", "curves", "selection", "noise", "under_way": the
+        "best_val", "best_generation", "start_val", "spent", "curves", "selection", "noise", "under_way": the
         generation being played and the processes that have worked on it so far (partial();
         no processes when none has finished an episode of it), "resume": the command that
         finishes it}. Nothing is written."""
@@ -192,7 +192,8 @@ class EvolveRun:
             "id": self.name, "kind": "evolve", "status": "unfinished",
             "created": self.meta_file.stat().st_mtime, "title": self._title(meta, spent),
             "options": meta["options"], "head": None, "best_val": best.get("val"),
-            "best_generation": best.get("generation"), "spent": spent, "curves": state.get("curves", []),
+            "best_generation": best.get("generation"), "start_val": reports.start_validation(state),
+            "spent": spent, "curves": state.get("curves", []),
             **self.training_summary(meta["manifest"]["models"]),
             "under_way": {"generation": state.get("generation", 0),
                           "processes": self.partial(state.get("generation", 0))},
