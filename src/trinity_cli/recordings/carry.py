@@ -69,19 +69,18 @@ def _copy(source: Path, dest: Path, pack: bool) -> None:
     temp = dest.with_name(dest.name + ".incoming")
     shutil.rmtree(temp, ignore_errors=True)
     for rel in _files(source):
+        data: bytes | None = None  # None: the file is copied as it is
+        out = rel
         if pack and _packs(source, rel):
-            out = temp / rel.with_name(rel.name + ".gz")
-            out.parent.mkdir(parents=True, exist_ok=True)
-            out.write_bytes(gzip.compress((source / rel).read_bytes(), compresslevel=9, mtime=0))
-            shutil.copystat(source / rel, out)
+            out, data = rel.with_name(rel.name + ".gz"), gzip.compress((source / rel).read_bytes(), 9, mtime=0)
         elif not pack and rel.suffix == ".gz":
-            out = temp / _logical(rel)
-            out.parent.mkdir(parents=True, exist_ok=True)
-            out.write_bytes(_content(source, rel))
-            shutil.copystat(source / rel, out)
+            out, data = _logical(rel), _content(source, rel)
+        (temp / out).parent.mkdir(parents=True, exist_ok=True)
+        if data is None:
+            shutil.copy2(source / rel, temp / out)
         else:
-            (temp / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(source / rel, temp / rel)
+            (temp / out).write_bytes(data)
+            shutil.copystat(source / rel, temp / out)
     temp.mkdir(parents=True, exist_ok=True)
     if dest.exists():
         old = paths.set_aside(dest)
@@ -111,8 +110,7 @@ def _same_files(carried: Path, here: Path) -> bool:
     files = {_logical(rel): rel for rel in _files(carried)}
     if sorted(files) != _files(here):
         return False
-    return all(_content(carried, rel) == (here / name).read_bytes() if rel != name
-               else filecmp.cmp(carried / rel, here / name, shallow=False) for name, rel in files.items())
+    return all(_content(carried, rel) == (here / name).read_bytes() for name, rel in files.items())
 
 
 def _progress(run_dir: Path) -> float:
