@@ -386,17 +386,23 @@ def test_unreachable_backend_is_503_and_the_server_keeps_serving(tmp_path: Path)
     assert saved_runs() == [recovered.headers["X-Trinity-Run"]]  # failed episodes leave no run
 
 
-def test_unexpected_failure_is_500_without_a_traceback(client: TestClient, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_unexpected_failure_is_500_without_a_traceback(
+    client: TestClient, monkeypatch: pytest.MonkeyPatch, trinity_home: Path
+) -> None:
     from trinity_cli import ask
 
     def boom(*args: Any, **kwargs: Any) -> None:
         raise RuntimeError("secret internals")
 
-    monkeypatch.setattr(ask, "ask", boom)
-    error = assert_error(chat(client), 500, needle="internal error (RuntimeError)")
+    # A context, not monkeypatch.undo(): undo would also restore the real TRINITY_HOME that the
+    # autouse fixture replaced, and the next request would write its run there.
+    with monkeypatch.context() as patched:
+        patched.setattr(ask, "ask", boom)
+        error = assert_error(chat(client), 500, needle="internal error (RuntimeError)")
     assert "secret internals" not in error["message"]
-    monkeypatch.undo()
-    assert chat(client).status_code == 200
+    recovered = chat(client)
+    assert recovered.status_code == 200
+    assert (trinity_home / "runs" / recovered.headers["X-Trinity-Run"]).is_dir()  # in the test's home
 
 
 def test_unknown_route_has_an_openai_error_body(client: TestClient) -> None:
