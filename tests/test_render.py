@@ -40,3 +40,27 @@ def test_footer_names_what_ended_the_episode(screens, stop_reason: str, accepted
               "transcript": {**transcript.to_dict(), "answer": "42"}}
     terminal.replay_ask(record)
     assert f"Answer ({words})" in screens["out"].getvalue()
+
+
+def test_plain_progress_counts_time_left_at_the_recent_pace_not_the_replays(screens, monkeypatch) -> None:
+    """A resumed bench replays its 400 recorded episodes in 40 s, then plays a new one a minute:
+    after 20 minutes of those, the time left for the other 1,380 is at a minute each (23 h),
+    not at the pace since the process started (which promised 1h08m)."""
+    from trinity_cli.render import progress
+
+    clock = [0.0]
+    monkeypatch.setattr(progress.time, "monotonic", lambda: clock[0])
+    monkeypatch.setenv("TRINITY_PROGRESS_EVERY", "0")
+    bar = progress.PlainProgress("run-6 bench")
+    for done in range(1, 401):
+        clock[0] = done * 0.1
+        bar.update(done, 1800)
+    for minute in range(1, 21):
+        clock[0] = 40 + 60 * minute
+        bar.update(400 + minute, 1800)
+    last = screens["err"].getvalue().splitlines()[-1]
+    assert last == "run-6 bench: 420/1800 episodes · 20m40s elapsed · about 23h00m left"
+    clock[0] += 1800  # nothing finished for 30 minutes: the whole process's pace again
+    bar.update(420, 1800)
+    last = screens["err"].getvalue().splitlines()[-1]
+    assert last == f"run-6 bench: 420/1800 episodes · 50m40s elapsed · about {progress._duration(3040 / 420 * 1380)} left"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections import deque
 from typing import Any, TypeVar
 
 from rich.markup import escape
@@ -59,18 +60,27 @@ class PlainProgress:
     where Rich's live bar draws nothing: a line when at least `every_s` seconds passed since
     the last one (TRINITY_PROGRESS_EVERY, default 30), and one at the end:
     `bench: 12/150 episodes · 40 calls, 25 from the cache · 3m10s elapsed · about 35m left`.
-    The time left assumes the remaining episodes take as long as the finished ones did."""
+    The time left assumes the remaining episodes go at the pace of the last `window_s` seconds
+    (TRINITY_PROGRESS_WINDOW, default 900; all of this process's time while less has passed):
+    a resumed run replays its recorded episodes first, in seconds, and a pace counted from its
+    start would promise the new ones as fast."""
 
     def __init__(self, label: str, done: int = 0, unit: str = "episodes") -> None:
         self.label = label
         self.unit = unit
         self.every_s = float(os.environ.get("TRINITY_PROGRESS_EVERY", "30"))
+        self.window_s = float(os.environ.get("TRINITY_PROGRESS_WINDOW", "900"))
         self.start = self.last = time.monotonic()
         self.first = done  # done before this process started (a resumed run)
         self.ended = False  # the line for done == total was printed
+        # (time, done) at each update since the window's start, and the last one before it.
+        self.paces: deque[tuple[float, int]] = deque([(self.start, done)])
 
     def update(self, done: int, total: int, detail: str = "", force: bool = False) -> None:
         now = time.monotonic()
+        self.paces.append((now, done))
+        while len(self.paces) > 2 and self.paces[1][0] <= now - self.window_s:
+            self.paces.popleft()
         end = done >= total and not self.ended
         if not force and not end and now - self.last < self.every_s:
             return
@@ -81,8 +91,11 @@ class PlainProgress:
         if detail:
             line += f" · {detail}"
         line += f" · {_duration(elapsed)} elapsed"
-        if self.first < done < total:
-            line += f" · about {_duration(elapsed / (done - self.first) * (total - done))} left"
+        since, done_then = self.paces[0]
+        if done_then == done:  # nothing finished within the window: this process's whole pace
+            since, done_then = self.start, self.first
+        if done_then < done < total:
+            line += f" · about {_duration((now - since) / (done - done_then) * (total - done))} left"
         console.err.print(Text(line), soft_wrap=True)
 
 
