@@ -63,6 +63,7 @@ def test_plain_progress_counts_time_left_at_the_recent_pace_not_the_replays(scre
     clock[0] += 1800  # nothing finished for 30 minutes: the whole process's pace again
     bar.update(420, 1800)
     last = screens["err"].getvalue().splitlines()[-1]
-    assert last == f"run-6 bench: 420/1800 episodes · 50m40s elapsed · about {progress._duration(3040 / 420 * 1380)} left"
+    whole_pace = progress._duration(3040 / 420 * 1380)
+    assert last == f"run-6 bench: 420/1800 episodes · 50m40s elapsed · about {whole_pace} left"
     # The live bar on a terminal looks back as far (Rich's default 30 s would see no episode end).
     assert progress._bar("{task.description}", quiet=True).speed_estimate_period == 900
