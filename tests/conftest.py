@@ -7,6 +7,7 @@ import io
 import socket
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,13 +15,16 @@ import yaml
 
 
 @pytest.fixture(autouse=True)
-def trinity_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    home = tmp_path / "home"
-    monkeypatch.setenv("TRINITY_HOME", str(home))
-    monkeypatch.delenv("TRINITY_DEBUG", raising=False)
-    # Unset for every test, so one that sets it (`--replay-only` writes os.environ) has it undone after.
-    monkeypatch.delenv("TRINITY_REPLAY_ONLY", raising=False)
-    return home
+def trinity_home(tmp_path: Path) -> Iterator[Path]:
+    # Its own MonkeyPatch, not the test's `monkeypatch`: a test that calls monkeypatch.undo()
+    # would otherwise bring back the real TRINITY_HOME halfway, and its next run is saved there.
+    with pytest.MonkeyPatch.context() as patched:
+        home = tmp_path / "home"
+        patched.setenv("TRINITY_HOME", str(home))
+        patched.delenv("TRINITY_DEBUG", raising=False)
+        # Unset for every test, so one that sets it (`--replay-only` writes os.environ) has it undone after.
+        patched.delenv("TRINITY_REPLAY_ONLY", raising=False)
+        yield home
 
 
 def write_pool(tmp_path: Path, data: dict, name: str = "pool.yaml") -> Path:

@@ -394,8 +394,7 @@ def test_unexpected_failure_is_500_without_a_traceback(
     def boom(*args: Any, **kwargs: Any) -> None:
         raise RuntimeError("secret internals")
 
-    # A context, not monkeypatch.undo(): undo would also restore the real TRINITY_HOME that the
-    # autouse fixture replaced, and the next request would write its run there.
+    # The patch ends before the recovery request (conftest's home is patched apart, so it stays).
     with monkeypatch.context() as patched:
         patched.setattr(ask, "ask", boom)
         error = assert_error(chat(client), 500, needle="internal error (RuntimeError)")
