@@ -60,28 +60,24 @@ def pick_device(device: str = "auto") -> str:
     return device
 
 
-def limit_threads(n: int, torch_threads: int | None = None) -> None:
-    """Compute with at most `n` CPU threads in this process (OpenMP's and the BLAS
-    libraries' pools, for libraries loaded after this call), and torch with `torch_threads`
-    (default `n`). Ray actors pass the driver's `coordinator_threads()`: a feature read line
-    by line depends on torch's thread count (a short pass splits its sums between threads),
-    so an actor computes the features a serial run on the driver does."""
+def limit_threads(n: int) -> None:
+    """Compute with at most `n` CPU threads in this process: OpenMP's and the BLAS
+    libraries' pools, for libraries loaded after this call (llama.cpp members). Not torch:
+    the backbone always computes on `TORCH_THREADS` (below)."""
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         os.environ[var] = str(n)
-    try:
-        import torch
-    except ImportError:
-        return
-    torch.set_num_threads(torch_threads or n)
 
 
-def coordinator_threads() -> int | None:
-    """The threads torch computes features with in this process (None without torch)."""
-    try:
-        import torch
-    except ImportError:
-        return None
-    return int(torch.get_num_threads())
+# The CPU threads torch computes features with, in every process. A short pass (one line of
+# a transcript) splits its sums between threads, so with two threads a feature's last bits
+# depend on how many threads torch, MKL and OpenMP each ended up with — which follows the
+# environment at import (OMP_NUM_THREADS, which Ray sets for its workers) as much as
+# set_num_threads: three settings of the same process gave three different features. On one
+# thread nothing is split: the same bits in the command's process, on a Ray actor and on a
+# `--parallel` thread, whatever the environment says (docs/measurements.md). It costs about
+# 1.5x the backbone's time per text (0.49 s against 0.32 s for a fresh turn-0 text of
+# SmolLM2-135M on 2 cores), small beside a member's reply.
+TORCH_THREADS = 1
 
 
 def load(ref: str, device: str = "auto", max_tokens: int = 1024):  # noqa: ANN201
@@ -163,6 +159,7 @@ class Backbone:
         from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache
         from transformers.utils import logging as hf_logging
 
+        torch.set_num_threads(TORCH_THREADS)  # process-wide: svf.py's matrices too
         hf_logging.set_verbosity_error()
         hf_logging.disable_progress_bar()
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")

@@ -103,7 +103,6 @@ class WorkerSetup:
     pool: PoolConfig
     use_cache: bool = True
     device: str = "auto"
-    torch_threads: int | None = None  # the driver's, for features equal to its own (evaluators/ray_actors.py)
 
 
 class _Cancelled(Exception):

@@ -11,8 +11,8 @@ Who does what:
     actors     one per worker slot (`--ray-workers N`, default one per node with a CPU; each
                takes one CPU of the cluster, spread over the nodes, and computes with that
                many threads: llama.cpp members without `n_threads` in the pool file and
-               OpenMP; torch computes with the driver's threads, so features are the
-               driver's; `actor_cpus`). Each builds its own
+               OpenMP; torch computes on one thread in every process, so features are the
+               driver's: coordinator/backbone.py; `actor_cpus`). Each builds its own
                `Runtime` once from the driver's `WorkerSetup` (the validated pool file, the
                device): its own pool, so models load once per actor, and its own coordinator
                backbone, loaded on first use. It then plays one episode at a time.
@@ -59,7 +59,6 @@ resume is evolve's, from its checkpoint and the cache.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import os
 import re
@@ -163,10 +162,7 @@ class RayEvaluator:
             here = NodeAffinitySchedulingStrategy(node_id=ray.get_runtime_context().get_node_id(), soft=False)
             keeper_cls = ray.remote(num_cpus=0, max_concurrency=1000)(CacheKeeper)
             self._keeper = keeper_cls.options(scheduling_strategy=here).remote(str(cache.directory))
-        from trinity_cli.coordinator.backbone import coordinator_threads
-
-        # Actors compute features with the driver's torch threads (backbone.limit_threads).
-        self._setup = dataclasses.replace(runtime.setup, torch_threads=coordinator_threads())
+        self._setup = runtime.setup
         # On a local instance the actors share this machine's cores (open_evaluator sized
         # their number); on a cluster each takes one CPU of a node.
         each = max(1, (os.cpu_count() or 1) // self.workers) if options.address == "local" else 1

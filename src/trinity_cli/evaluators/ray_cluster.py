@@ -67,7 +67,7 @@ def check_ray(ray: RayOptions | None, parallel: int | None) -> None:
 def actor_cpus(assigned: dict[str, float]) -> int:
     """The CPUs an actor computes with: those Ray assigned it (at least one). Its llama.cpp
     members (those whose pool file sets no `n_threads`) and OpenMP use that many threads
-    (torch: the driver's, see coordinator/backbone.py's limit_threads), so actors that share
+    (torch computes on one thread everywhere: coordinator/backbone.py), so actors that share
     a machine do not each take all of its cores (two actors of 2 threads on 2 cores spin
     against each other: 5x slower than one serial run)."""
     return max(1, int(assigned.get("CPU", 1)))
@@ -86,7 +86,7 @@ class _EpisodeWorker:
         cpus = actor_cpus(import_ray().get_runtime_context().get_assigned_resources())
         from trinity_cli.coordinator.backbone import limit_threads
 
-        limit_threads(cpus, setup.torch_threads)
+        limit_threads(cpus)
         pool = open_pool(setup.pool.sized_to(cpus), use_cache=False)
         if setup.use_cache and keeper is not None:
             self.cache = KeeperCache(keeper, import_ray().get)
