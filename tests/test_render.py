@@ -67,3 +67,26 @@ def test_plain_progress_counts_time_left_at_the_recent_pace_not_the_replays(scre
     assert last == f"run-6 bench: 420/1800 episodes · 50m40s elapsed · about {whole_pace} left"
     # The live bar on a terminal looks back as far (Rich's default 30 s would see no episode end).
     assert progress._bar("{task.description}", quiet=True).speed_estimate_period == 900
+
+
+def test_plain_progress_counts_the_pace_from_the_first_computed_episode(screens, monkeypatch) -> None:
+    """Told how many calls were computed so far, the lines leave the replays out of the pace at
+    once: three minutes into new episodes (one a minute) the other 1,397 take a minute each,
+    not the 5 minutes that 403 episodes in 3m40s would suggest."""
+    from trinity_cli.render import progress
+
+    clock = [0.0]
+    monkeypatch.setattr(progress.time, "monotonic", lambda: clock[0])
+    monkeypatch.setenv("TRINITY_PROGRESS_EVERY", "0")
+    bar = progress.PlainProgress("run-6 bench")
+    for done in range(1, 401):
+        clock[0] = done * 0.1
+        bar.update(done, 1800, computed=0)
+    assert "left" not in screens["err"].getvalue()  # nothing computed yet: no pace to go by
+    for minute in range(1, 4):
+        clock[0] = 40 + 60 * minute
+        bar.update(400 + minute, 1800, computed=2 * minute)
+    last = screens["err"].getvalue().splitlines()[-1]
+    assert last == "run-6 bench: 403/1800 episodes · 3m40s elapsed · about 23h17m left"
+    bar.update(404, 1800, computed=6)  # a replay among new ones counts: the pace is of all episodes
+    assert bar.origin == (40.0, 400)

@@ -66,9 +66,10 @@ class PlainProgress:
     the last one (TRINITY_PROGRESS_EVERY, default 30), and one at the end:
     `bench: 12/150 episodes · 40 calls, 25 from the cache · 3m10s elapsed · about 35m left`.
     The time left assumes the remaining episodes go at the pace of the last `window_s` seconds
-    (TRINITY_PROGRESS_WINDOW, default 900; all of this process's time while less has passed):
-    a resumed run replays its recorded episodes first, in seconds, and a pace counted from its
-    start would promise the new ones as fast."""
+    (TRINITY_PROGRESS_WINDOW, default 900; all of this process's time while less has passed),
+    counted from the first update that computed a model call (`computed`, the pool's calls
+    minus its cache hits, moved): a resumed run replays its recorded episodes first, in
+    seconds, and a pace that counted them would promise the new ones as fast."""
 
     def __init__(self, label: str, done: int = 0, unit: str = "episodes") -> None:
         self.label = label
@@ -76,13 +77,25 @@ class PlainProgress:
         self.every_s = float(os.environ.get("TRINITY_PROGRESS_EVERY", "30"))
         self.window_s = _window_s()
         self.start = self.last = time.monotonic()
-        self.first = done  # done before this process started (a resumed run)
         self.ended = False  # the line for done == total was printed
+        # Where the pace is counted from: (time, done) when the last replayed update came (the
+        # process's start until then, or for callers that give no `computed`).
+        self.origin = (self.start, done)
+        self.computed: int | None = None  # the last `computed` seen, while only replays came
+        self.replaying = True
         # (time, done) at each update since the window's start, and the last one before it.
-        self.paces: deque[tuple[float, int]] = deque([(self.start, done)])
+        self.paces: deque[tuple[float, int]] = deque([self.origin])
 
-    def update(self, done: int, total: int, detail: str = "", force: bool = False) -> None:
+    def update(self, done: int, total: int, detail: str = "", force: bool = False,
+               computed: int | None = None) -> None:
         now = time.monotonic()
+        if computed is not None and self.replaying:
+            if self.computed is not None and computed > self.computed:
+                self.replaying = False
+            else:  # a replay (or the first update, which cannot tell): count the pace from here
+                self.origin = (now, done)
+                self.paces.clear()
+            self.computed = computed
         self.paces.append((now, done))
         while len(self.paces) > 2 and self.paces[1][0] <= now - self.window_s:
             self.paces.popleft()
@@ -97,8 +110,8 @@ class PlainProgress:
             line += f" · {detail}"
         line += f" · {_duration(elapsed)} elapsed"
         since, done_then = self.paces[0]
-        if done_then == done:  # nothing finished within the window: this process's whole pace
-            since, done_then = self.start, self.first
+        if done_then == done:  # nothing finished within the window: the pace since the origin
+            since, done_then = self.origin
         if done_then < done < total:
             line += f" · about {_duration((now - since) / (done - done_then) * (total - done))} left"
         console.err.print(Text(line), soft_wrap=True)
@@ -194,7 +207,8 @@ class EvolveProgress(_LiveBar):
         self.progress.update(self.task, info=self._info(event.in_flight))
         if self.plain is not None:
             where = " · ".join(x for x in (self.gen, _calls(event.pool_calls, event.cache_hits, event.recorded)) if x)
-            self.plain.update(self.spent, self.budget, where + (" · validating" if event.kind == "val" else ""))
+            self.plain.update(self.spent, self.budget, where + (" · validating" if event.kind == "val" else ""),
+                              computed=event.pool_calls - event.cache_hits)
 
     def _generation(self, event: GenerationFinished) -> None:
         c = event.curve
@@ -256,7 +270,8 @@ class BenchProgress(_LiveBar):
                 self.done += 1
                 if self.plain is not None:
                     where = (_calls(event.pool_calls, event.cache_hits, event.recorded), self.system)
-                    self.plain.update(self.done, self.total, " · ".join(x for x in where if x))
+                    self.plain.update(self.done, self.total, " · ".join(x for x in where if x),
+                                      computed=event.pool_calls - event.cache_hits)
 
 
 class MatrixProgress(_LiveBar):
@@ -280,4 +295,4 @@ class MatrixProgress(_LiveBar):
                 info = f"{event.key} · {calls}" if calls else event.key
                 self.progress.update(self.task, completed=event.index, info=info)
                 if self.plain is not None:
-                    self.plain.update(event.index, event.total, calls)
+                    self.plain.update(event.index, event.total, calls, computed=event.calls - event.cache_hits)
