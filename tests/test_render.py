@@ -8,7 +8,7 @@ import pytest
 from rich.console import Console
 
 from trinity_cli.messages import Transcript
-from trinity_cli.render import console, terminal
+from trinity_cli.render import console, progress, terminal
 
 
 @pytest.fixture
@@ -18,6 +18,15 @@ def screens(monkeypatch: pytest.MonkeyPatch) -> dict[str, io.StringIO]:
     monkeypatch.setattr(console, "out", Console(file=buffers["out"], width=200, highlight=False, soft_wrap=True))
     monkeypatch.setattr(console, "err", Console(file=buffers["err"], width=200, highlight=False))
     return buffers
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """render/progress.py's clock, set by the test (clock[0] seconds), and a plain line at every update."""
+    now = [0.0]
+    monkeypatch.setattr(progress.time, "monotonic", lambda: now[0])
+    monkeypatch.setenv("TRINITY_PROGRESS_EVERY", "0")
+    return now
 
 
 @pytest.mark.parametrize(
@@ -42,15 +51,10 @@ def test_footer_names_what_ended_the_episode(screens, stop_reason: str, accepted
     assert f"Answer ({words})" in screens["out"].getvalue()
 
 
-def test_plain_progress_counts_time_left_at_the_recent_pace_not_the_replays(screens, monkeypatch) -> None:
+def test_plain_progress_counts_time_left_at_the_recent_pace_not_the_replays(screens, clock) -> None:
     """A resumed bench replays its 400 recorded episodes in 40 s, then plays a new one a minute:
     after 20 minutes of those, the time left for the other 1,380 is at a minute each (23 h),
     not at the pace since the process started (which promised 1h08m)."""
-    from trinity_cli.render import progress
-
-    clock = [0.0]
-    monkeypatch.setattr(progress.time, "monotonic", lambda: clock[0])
-    monkeypatch.setenv("TRINITY_PROGRESS_EVERY", "0")
     bar = progress.PlainProgress("run-6 bench")
     for done in range(1, 401):
         clock[0] = done * 0.1
@@ -69,15 +73,10 @@ def test_plain_progress_counts_time_left_at_the_recent_pace_not_the_replays(scre
     assert progress._bar("{task.description}", quiet=True).speed_estimate_period == 900
 
 
-def test_plain_progress_counts_the_pace_from_the_first_computed_episode(screens, monkeypatch) -> None:
+def test_plain_progress_counts_the_pace_from_the_first_computed_episode(screens, clock) -> None:
     """Told how many calls were computed so far, the lines leave the replays out of the pace at
     once: three minutes into new episodes (one a minute) the other 1,397 take a minute each,
     not the 5 minutes that 403 episodes in 3m40s would suggest."""
-    from trinity_cli.render import progress
-
-    clock = [0.0]
-    monkeypatch.setattr(progress.time, "monotonic", lambda: clock[0])
-    monkeypatch.setenv("TRINITY_PROGRESS_EVERY", "0")
     bar = progress.PlainProgress("run-6 bench")
     for done in range(1, 401):
         clock[0] = done * 0.1
