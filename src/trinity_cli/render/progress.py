@@ -68,10 +68,11 @@ class PlainProgress:
     The time left assumes the remaining episodes go at the pace of the last `window_s` seconds
     (TRINITY_PROGRESS_WINDOW, default 900; all of this process's time while less has passed),
     counted from the first update that computed a model call (`computed`, the pool's calls
-    minus its cache hits, moved): a resumed run replays its recorded episodes first, in
-    seconds, and a pace that counted them would promise the new ones as fast."""
+    minus its cache hits, moved; from the `computed` given here, when the caller knows it, else
+    from the first update's): a resumed run replays its recorded episodes first, in seconds,
+    and a pace that counted them would promise the new ones as fast."""
 
-    def __init__(self, label: str, done: int = 0, unit: str = "episodes") -> None:
+    def __init__(self, label: str, done: int = 0, unit: str = "episodes", computed: int | None = None) -> None:
         self.label = label
         self.unit = unit
         self.every_s = float(os.environ.get("TRINITY_PROGRESS_EVERY", "30"))
@@ -81,7 +82,7 @@ class PlainProgress:
         # Where the pace is counted from: (time, done) when the last replayed update came (the
         # process's start until then, or for callers that give no `computed`).
         self.origin = (self.start, done)
-        self.computed: int | None = None  # the last `computed` seen, while only replays came
+        self.computed = computed  # the last `computed` seen, while only replays came
         self.replaying = True
         # (time, done) at each update since the window's start, and the last one before it.
         self.paces: deque[tuple[float, int]] = deque([self.origin])
@@ -92,7 +93,7 @@ class PlainProgress:
         if computed is not None and self.replaying:
             if self.computed is not None and computed > self.computed:
                 self.replaying = False
-            else:  # a replay (or the first update, which cannot tell): count the pace from here
+            else:  # a replay (or a first update with nothing to compare): count the pace from here
                 self.origin = (now, done)
                 self.paces.clear()
             self.computed = computed
@@ -252,7 +253,7 @@ class BenchProgress(_LiveBar):
                 self.task = self.progress.add_task("bench", total=event.episodes, info="")
                 self.total = event.episodes
                 if not self.quiet and not console.err.is_terminal:
-                    self.plain = PlainProgress(f"{event.run} bench")
+                    self.plain = PlainProgress(f"{event.run} bench", computed=0)  # this process's counters
             case SystemStarted(name=name) if self.task is not None:
                 self.system = name
                 self.progress.update(self.task, description=escape(name))
@@ -290,7 +291,7 @@ class MatrixProgress(_LiveBar):
                 if self.task is None:
                     self.task = self.progress.add_task("matrix", total=event.total, info="")
                     if not self.quiet and not console.err.is_terminal:
-                        self.plain = PlainProgress("matrix", unit="items")
+                        self.plain = PlainProgress("matrix", unit="items", computed=0)
                 calls = _calls(event.calls, event.cache_hits)
                 info = f"{event.key} · {calls}" if calls else event.key
                 self.progress.update(self.task, completed=event.index, info=info)
