@@ -70,13 +70,13 @@ def limit_threads(n: int) -> None:
 
 # The CPU threads torch computes features with, in every process. A short pass (one line of
 # a transcript) splits its sums between threads, so with two threads a feature's last bits
-# depend on how many threads torch, MKL and OpenMP each ended up with — which follows the
+# depend on how many threads torch, MKL and OpenMP each ended up with, which follows the
 # environment at import (OMP_NUM_THREADS, which Ray sets for its workers) as much as
-# set_num_threads: three settings of the same process gave three different features. On one
-# thread nothing is split: the same bits in the command's process, on a Ray actor and on a
-# `--parallel` thread, whatever the environment says (docs/measurements.md). It costs about
-# 1.5x the backbone's time per text (0.49 s against 0.32 s for a fresh turn-0 text of
-# SmolLM2-135M on 2 cores), small beside a member's reply.
+# set_num_threads: four settings of one machine gave three different features
+# (tests/test_backbone_threads.py). On one thread nothing is split: the same bits in the
+# command's process, on a Ray actor and on a `--parallel` thread. It costs about 1.6x the
+# backbone's time per decision, 0.2% of an episode's time (docs/measurements.md, "The
+# coordinator on one thread").
 TORCH_THREADS = 1
 
 
