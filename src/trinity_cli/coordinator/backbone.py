@@ -74,9 +74,9 @@ def limit_threads(n: int) -> None:
 # environment at import (OMP_NUM_THREADS, which Ray sets for its workers) as much as
 # set_num_threads: four settings of one machine gave three different features
 # (tests/test_backbone_threads.py). On one thread nothing is split: the same bits in the
-# command's process, on a Ray actor and on a `--parallel` thread. It costs about 1.6x the
-# backbone's time per decision, 0.2% of an episode's time (docs/measurements.md, "The
-# coordinator on one thread").
+# command's process, on a Ray actor and on a `--parallel` thread. What it costs per decision,
+# and beside the members' calls, is measured in docs/measurements.md ("The coordinator on one
+# thread").
 TORCH_THREADS = 1
 
 
