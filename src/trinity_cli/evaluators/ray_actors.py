@@ -257,6 +257,7 @@ class RayEvaluator:
             actor = self._idle.pop(0)
             attempt = f"{batch.number}:{i}:{batch.attempts[i]}"
             batch.attempts[i] += 1
+            batch.started.append(attempt)
             batch.running[actor.play.remote(batch.specs[i], attempt)] = (actor, i, attempt)
             batch.emit(EpisodeStarted(index=i, in_flight=len(batch.running), done=batch.done, total=batch.total))
 
@@ -290,7 +291,7 @@ class RayEvaluator:
             self.lost_attempts += 1
             self._drop(actor)
             if self._keeper is not None:
-                self._keeper.release.remote(attempt)
+                self._keeper.abandon.remote([attempt])
             if batch.attempts[i] >= MAX_ATTEMPTS:
                 raise BackendError(f"episode {i} of the batch lost its Ray actor {batch.attempts[i]} times",
                                    "check the nodes' logs (ray status; /tmp/ray/session_latest/logs)") from None
@@ -312,7 +313,7 @@ class RayEvaluator:
         self._kill_all([a for a, _, _ in batch.running.values()])
         if self._keeper is not None:
             try:
-                ray.get(self._keeper.reset.remote())
+                ray.get(self._keeper.reset.remote(batch.started))
             except RayActorError:  # the keeper is gone too: nothing is left in flight
                 pass
 
@@ -343,6 +344,7 @@ class _Batch:
         self.deltas: list[dict[str, Any]] = [{} for _ in range(self.total)]
         self.attempts = [0] * self.total
         self.lost: list[str] = []  # attempts whose actor died
+        self.started: list[str] = []  # every attempt dispatched, in order
         self.todo = deque(range(self.total))
         self.running: dict[Any, tuple[Any, int, str]] = {}  # play() ref -> (actor, spec index, attempt)
         self.done = 0

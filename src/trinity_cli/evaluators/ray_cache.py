@@ -7,7 +7,11 @@ Protocol: an actor's `get` is the keeper's `lookup` (a hit, or None making this 
 leader of the key; a lookup of a key another attempt leads waits for it to land); `put` is
 `publish` (written into the driver's cache at once, so a driver killed outright loses no
 finished call); `release` gives up the keys an attempt leads but did not publish (its call
-failed). Why a keeper and not cache entries shipped with the specs: evaluators/ray_actors.py.
+failed). The driver `abandon`s the attempts whose actors it lost or killed: a lookup of theirs
+that reaches the keeper late (Ray orders no calls from different callers, and killing an actor
+does not recall what it already sent) must not lead a key, or every later lookup of that key
+would wait for a leader that is gone. Why a keeper and not cache entries shipped with the
+specs: evaluators/ray_actors.py.
 """
 
 from __future__ import annotations
@@ -28,18 +32,20 @@ class CacheKeeper:
 
     `lookup` answers a hit, or makes the caller the leader of that key (None) until it
     `publish`es the reply or `release`s what its attempt leads; a lookup of a key someone
-    leads waits for it. `made` remembers which keys each attempt computed."""
+    leads waits for it; an abandoned attempt never leads. `made` remembers which keys each
+    attempt computed."""
 
     def __init__(self, directory: str) -> None:
         self.cache = RolloutCache(Path(directory))
         self.flights: dict[str, tuple[asyncio.Event, str]] = {}  # key -> (set when it lands, leader's attempt)
         self.made: dict[str, list[str]] = {}  # attempt -> keys it computed
+        self.abandoned: set[str] = set()  # attempts whose actor the driver lost or killed
 
     async def lookup(self, key: str, attempt: str) -> Completion | None:
         while key in self.flights:
             await self.flights[key][0].wait()
         hit = self.cache.get(key)
-        if hit is None:
+        if hit is None and attempt not in self.abandoned:
             self.flights[key] = (asyncio.Event(), attempt)
         return hit
 
@@ -52,14 +58,23 @@ class CacheKeeper:
         for key in [k for k, (_, owner) in self.flights.items() if owner == attempt]:
             self._land(key)
 
+    async def abandon(self, attempts: list[str]) -> None:
+        """The driver gave these attempts up with their actors: what they lead lands, and a
+        lookup of theirs that arrives later leads nothing."""
+        self.abandoned.update(attempts)
+        for attempt in attempts:
+            await self.release(attempt)
+
     async def made_by(self, attempts: list[str]) -> list[str]:
         return [key for attempt in attempts for key in self.made.get(attempt, [])]
 
     async def forget(self) -> None:
         self.made.clear()
 
-    async def reset(self) -> None:
-        """After the actors were killed: nothing is in flight any more."""
+    async def reset(self, attempts: list[str]) -> None:
+        """After the actors were killed (`attempts`: every attempt of the aborted batch, which
+        are abandoned): nothing is in flight any more."""
+        self.abandoned.update(attempts)
         for key in list(self.flights):
             self._land(key)
         self.made.clear()
