@@ -255,9 +255,7 @@ class RayEvaluator:
         while batch.todo and self._idle:
             i = batch.todo.popleft()
             actor = self._idle.pop(0)
-            attempt = f"{batch.number}:{i}:{batch.attempts[i]}"
-            batch.attempts[i] += 1
-            batch.started.append(attempt)
+            attempt = batch.next_attempt(i)
             batch.running[actor.play.remote(batch.specs[i], attempt)] = (actor, i, attempt)
             batch.emit(EpisodeStarted(index=i, in_flight=len(batch.running), done=batch.done, total=batch.total))
 
@@ -313,7 +311,7 @@ class RayEvaluator:
         self._kill_all([a for a, _, _ in batch.running.values()])
         if self._keeper is not None:
             try:
-                ray.get(self._keeper.reset.remote(batch.started))
+                ray.get(self._keeper.reset.remote(batch.started()))
             except RayActorError:  # the keeper is gone too: nothing is left in flight
                 pass
 
@@ -344,10 +342,21 @@ class _Batch:
         self.deltas: list[dict[str, Any]] = [{} for _ in range(self.total)]
         self.attempts = [0] * self.total
         self.lost: list[str] = []  # attempts whose actor died
-        self.started: list[str] = []  # every attempt dispatched, in order
         self.todo = deque(range(self.total))
         self.running: dict[Any, tuple[Any, int, str]] = {}  # play() ref -> (actor, spec index, attempt)
         self.done = 0
+
+    def _name(self, i: int, attempt: int) -> str:
+        return f"{self.number}:{i}:{attempt}"
+
+    def next_attempt(self, i: int) -> str:
+        """Count one more try of episode `i` and name it."""
+        self.attempts[i] += 1
+        return self._name(i, self.attempts[i] - 1)
+
+    def started(self) -> list[str]:
+        """Every attempt dispatched so far (what an aborted batch hands the keeper to abandon)."""
+        return [self._name(i, t) for i in range(self.total) for t in range(self.attempts[i])]
 
 
 def _add(stats: PoolStats, delta: dict[str, Any]) -> None:
