@@ -45,13 +45,13 @@ def _home(monkeypatch: pytest.MonkeyPatch, path: Path) -> Path:
 
 def test_the_same_entries_give_the_same_bytes_and_appends_keep_the_old_ones(tmp_path: Path) -> None:
     a, b = tmp_path / "a.gz", tmp_path / "b.gz"
-    assert fileformat.append(a, [_entry(2), _entry(1)]) == 2
-    assert fileformat.append(b, [_entry(1), _entry(2)]) == 2
+    assert fileformat.append(a, [_entry(2), _entry(1)]) == (2, 2)
+    assert fileformat.append(b, [_entry(1), _entry(2)]) == (2, 2)
     assert a.read_bytes() == b.read_bytes()  # sorted by key, gzip without a time stamp
     before = a.read_bytes()
-    assert fileformat.append(a, [_entry(1), _entry(3)]) == 1  # only the new key
+    assert fileformat.append(a, [_entry(1), _entry(3)]) == (1, 3)  # only the new key
     assert a.read_bytes().startswith(before)  # append-only: earlier bytes never change
-    assert fileformat.append(a, [_entry(3)]) == 0
+    assert fileformat.append(a, [_entry(3)]) == (0, 3)
     entries, refused = fileformat.read(a)
     assert [e.key for e in entries] == sorted([_entry(1).key, _entry(2).key]) + [_entry(3).key] and not refused
 

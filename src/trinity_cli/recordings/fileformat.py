@@ -161,15 +161,16 @@ def member(entries: Iterable[Entry]) -> bytes:
     return buffer.getvalue()
 
 
-def append(path: Path, entries: Iterable[Entry]) -> int:
+def append(path: Path, entries: Iterable[Entry]) -> tuple[int, int]:
     """Add to the file at `path` (created if absent) the entries whose keys it does not hold,
-    as one new member; the file is replaced atomically. Returns how many were added."""
+    as one new member; the file is replaced atomically. Returns how many were added and how
+    many entries the file holds after."""
     held: set[str] = set()
     if path.exists():
         held = {e.key for e in read(path)[0]}
     new = {e.key: e for e in entries if e.key not in held}
     if not new:
-        return 0
+        return 0, len(held)
     old = path.read_bytes() if path.exists() else b""
     paths.atomic_write_bytes(path, old + member(new.values()))
-    return len(new)
+    return len(new), len(held) + len(new)

@@ -58,6 +58,7 @@ class ExportResult:
     missing: int  # keys a journal names that the caches no longer hold
     no_request: int  # entries written before requests were kept: they cannot travel
     bytes: int  # the file's size after the export
+    total: int  # entries the file holds after the export
     runs: list[str] = field(default_factory=list)  # run directories carried (carry.py)
 
 
@@ -136,8 +137,9 @@ def export(target: Path, run_ids: list[str] | None, carry_runs: bool = True) -> 
     entries, missing, no_request = collect(keys)
     path = calls_path(target)
     path.parent.mkdir(parents=True, exist_ok=True)
-    added = fileformat.append(path, entries)
-    result = ExportResult(path, len(entries), added, missing, no_request, path.stat().st_size if path.exists() else 0)
+    added, total = fileformat.append(path, entries)
+    result = ExportResult(path, len(entries), added, missing, no_request,
+                          path.stat().st_size if path.exists() else 0, total)
     if run_ids and carry_runs and path != target:
         result.runs = carry.export_runs(run_ids, target)
     return result

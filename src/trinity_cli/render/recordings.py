@@ -16,10 +16,11 @@ def _size(n: int) -> str:
 
 def exported(result: Any) -> None:
     """An ExportResult: what was written where, and what could not travel."""
-    per_call = f", {result.bytes / result.entries:,.0f} bytes per entry" if result.entries else ""
     line = Text(f"{result.added} new of {result.entries} entries written to ", style="bold")
     line.append(str(result.path))
-    line.append(f" ({_size(result.bytes)}{per_call})")
+    if result.total:  # the file's size per entry: what a recording costs the repository
+        line.append(f" (now {result.total:,} entries, {_size(result.bytes)}, "
+                    f"{result.bytes / result.total:,.0f} bytes per entry)")
     console.err.print(line, soft_wrap=True)
     if result.runs:
         console.note("runs carried: " + ", ".join(result.runs))
