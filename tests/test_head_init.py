@@ -10,11 +10,15 @@ import pytest
 
 from trinity_cli.coordinator.head import Head, untrained
 from trinity_cli.errors import ConfigError
-from trinity_cli.events import EvolveStarted, GenerationFinished, StartFitted, StartValidated
+from trinity_cli.evaluators.local import EpisodeSpec, Runtime
+from trinity_cli.events import EvolveStarted, GenerationFinished, RotationFitted, StartFitted, StartValidated
 from trinity_cli.evolve.evolution import evolve
 from trinity_cli.evolve.label_fit import fit_start, read_labels
 from trinity_cli.evolve.options import EvolveOptions
+from trinity_cli.evolve.rotation_fit import fit_rotation, rotation, rotation_schedule
 from trinity_cli.messages import ROLES, Role
+from trinity_cli.pool.pool import Pool
+from trinity_cli.pool_config import load_pool
 from trinity_cli.runs.reports import curve_rows, start_validation
 from trinity_cli.runs.store import RunStore
 
@@ -138,3 +142,59 @@ def test_budget_zero_writes_the_validated_start_as_the_head(tmp_path: Path) -> N
     start_val = next(e.val for e in events if isinstance(e, StartValidated))
     head = Head.load(tmp_path / "head")
     assert head.manifest["training"]["best_generation"] == -1 and result.best_val == start_val >= 0.75
+
+
+def test_rotation_orders_the_members_from_the_first() -> None:
+    assert rotation("b", ["a", "b", "c"]) == ["b", "c", "a"] and rotation("a", ["a", "b"]) == ["a", "b"]
+    schedule = rotation_schedule(["a", "b", "c"], "c", 3)
+    assert schedule.order == ["c", "a", "b"] and schedule.plan == (Role.WORKER, Role.VERIFIER, Role.VERIFIER)
+
+
+def test_the_rotation_fit_asks_the_next_member_after_the_last_speaker() -> None:
+    """States whose input says who spoke last (one-hot, plus noise): the fitted rows rank the
+    next member in pool order first; a fit with one target member only is refused."""
+    rng = np.random.default_rng(1)
+    last = rng.integers(0, 3, size=60)
+    x = np.eye(3)[last] + 0.1 * rng.normal(size=(60, 3))
+    x = np.hstack([x, rng.normal(size=(60, 5))])
+    base = untrained("p", ["a", "b", "c"], {"ref": "hash:8", "fingerprint": "x", "hidden_size": 8}, 8)
+    fit = fit_rotation(base, x, list((last + 1) % 3))
+    head = base.with_flat(fit.vector)
+    picks = np.argmax(x @ head.weights[:3].T + head.bias[:3], axis=1)
+    assert list(picks) == list((last + 1) % 3) and fit.next_loo > 0.95 and fit.states == 60
+    assert int(np.argmax(head.bias[3:])) == ROLES.index(Role.VERIFIER)
+    with pytest.raises(ConfigError, match="asking 1 members"):
+        fit_rotation(base, x, [0] * 60)
+
+
+def test_evolve_init_rotate_fits_a_start_that_asks_the_solver_then_the_other(tmp_path: Path) -> None:
+    """`--init-labels --init-rotate --budget 0`: the rotation is played on the labelled training
+    items (2 turns each: the matrix's pick, then the other member), the start is fitted to those
+    states, and the head it writes, played greedily, asks each item's solver first and the
+    other member second; without --init-labels the option is refused."""
+    pool, task_file = _split_pool(tmp_path)
+    base = dict(pool=str(pool), tasks=f"file:{task_file}:train", val_tasks=f"file:{task_file}:val:8", budget=0,
+                minibatch=4, popsize=4, seed=3, max_turns=2, backbone="hash:256", decisions="greedy",
+                out=str(tmp_path / "head"))
+    with pytest.raises(ConfigError, match="init_rotate"):
+        evolve(EvolveOptions(**base, init_rotate=True))
+    events: list = []
+    evolve(EvolveOptions(**base, init_labels=str(tmp_path / "matrix.json"), init_rotate=True),
+           progress=events.append)
+    fitted = next(e for e in events if isinstance(e, RotationFitted))
+    assert fitted.states == 2 * fitted.episodes and fitted.episodes > 20 and fitted.next_loo > 0.9
+    head = Head.load(tmp_path / "head")
+    from trinity_cli import tasks as tasks_mod
+
+    items = tasks_mod.sample_items(tasks_mod.parse_mix(f"file:{task_file}:val:8"), seed=0)
+    runtime = Runtime(Pool(load_pool(str(pool))))
+    try:
+        for item in items:
+            outcome = runtime.play(EpisodeSpec(item=item, seed=0, router=head, max_turns=2, greedy=True))
+            assert outcome.transcript is not None
+            solver = "m0" if "Question" in item.prompt else "m1"
+            other = "m1" if solver == "m0" else "m0"
+            assert [t.model for t in outcome.transcript.turns] == [solver, other], item.prompt
+    finally:
+        runtime.close()
+        runtime.pool.close()

@@ -36,10 +36,10 @@ from pathlib import Path
 import numpy as np
 
 from trinity_cli.coordinator import head as head_mod
-from trinity_cli.tasks.registry import TASKS, load_items
 from trinity_cli.evolve.input_fit import fit_input_features
 from trinity_cli.recordings import fileformat
 from trinity_cli.recordings.transfer import calls_path
+from trinity_cli.tasks.registry import TASKS, load_items
 
 ROOT = Path(__file__).resolve().parents[2]
 TURN = re.compile(r"^(thinker|worker|verifier) \(([^)]+)\): ")
@@ -123,8 +123,9 @@ def main() -> None:
     for m in models:
         targets[f"spoke: {m}"] = (np.array([[float(m in s)] for s in speakers]), np.ones(len(x), bool))
 
-    print(f"\n| read | majority | by task | {' | '.join(f'K={k}' if k else 'full' for k in map(int, args.dims.split(',')))} |")
-    print("|---|---|---|" + "---|" * len(args.dims.split(",")))
+    dims = [int(k) for k in args.dims.split(",")]
+    print(f"\n| read | majority | by task | {' | '.join(f'K={k}' if k else 'full' for k in dims)} |")
+    print("|---|---|---|" + "---|" * len(dims))
     for name, (y, keep) in targets.items():
         yk, counts = y[keep], y[keep].sum(axis=0)
         majority = float(max(counts.max(), len(yk) - counts[0]) / len(yk)) if y.shape[1] == 1 else float(
@@ -135,10 +136,10 @@ def main() -> None:
             guess = {t: y[tr & (kind == t)].mean(axis=0) for t in set(kind[te].tolist())}
             right = [(g[0] > 0.5) == (v[0] > 0.5) if y.shape[1] == 1 else g.argmax() == v.argmax()
                      for g, v in ((guess[t] if np.all(np.isfinite(guess[t])) else y[tr].mean(axis=0), v)
-                                  for t, v in zip(kind[te], y[te]))]
+                                  for t, v in zip(kind[te], y[te], strict=True))]
             by_task.append(np.mean(right))
         cells = [f"{np.mean(by_task):.1%}"]
-        for k in map(int, args.dims.split(",")):
+        for k in dims:
             rng = np.random.default_rng([args.seed, k])
             accs = []
             for f in range(args.folds):

@@ -170,6 +170,10 @@ def evolve(
     init_labels: Annotated[str | None, typer.Option(
         help="Start the search from a head fitted to a sample matrix of the training items "
              "(trinity matrix --split train --out FILE) instead of zero.")] = None,
+    init_rotate: Annotated[bool, typer.Option(
+        help="With --init-labels: the start asks the member the matrix favours, then the others in pool "
+             "order until a Verifier agrees, as agree does (fitted to those episodes' states; wants "
+             "--input-dims 0).")] = False,
     decisions: Annotated[str, typer.Option(
         help="How candidates take decisions in training and validation episodes: sampled, or greedy (the most "
              "likely model and role, as ask plays a trained head).")] = "sampled",
@@ -199,7 +203,7 @@ def evolve(
                             sigma0=sigma0, seed=seed, max_turns=max_turns, val_tasks=val_tasks, val_size=val_size,
                             val_every=val_every, cost_weight=cost_weight, cost_unit=cost_unit, svf=svf,
                             svf_targets=svf_target, center_items=center_items, input_dims=input_dims,
-                            init_labels=init_labels, decisions=decisions,
+                            init_labels=init_labels, init_rotate=init_rotate, decisions=decisions,
                             backbone=backbone, device=device,
                             name=name, out=out)
     # On resume, only flags typed on the command line are compared with the run's options.

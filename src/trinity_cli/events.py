@@ -11,8 +11,8 @@ Who emits what:
                                           request RunAllocated, DecisionMade, TurnPlayed
     serve/run.py                          ServeStarted
     evaluators (local.py, ray_actors.py)  EpisodeStarted, EpisodeFinished   (index: the spec's)
-    evolve/evolution.py                   RunResumed, CentreFitting, StartFitted, EvolveStarted,
-                                          StartValidated, EvolveEpisodeStarted,
+    evolve/evolution.py                   RunResumed, CentreFitting, StartFitted, RotationFitted,
+                                          EvolveStarted, StartValidated, EvolveEpisodeStarted,
                                           EvolveEpisodeFinished, GenerationFinished
     bench/runner.py                       BenchStarted, SystemStarted, BenchEpisodeFinished
     bench/matrix.py                       MatrixItemPlayed
@@ -147,6 +147,18 @@ class StartFitted:
 
 
 @dataclass(frozen=True)
+class RotationFitted:
+    """The rotating start (`--init-rotate`) fitted to the states of rotation episodes on the
+    labelled training items: `next_loo` is the share of states whose asked member it ranks
+    first, held out."""
+
+    episodes: int
+    states: int
+    ridge: float
+    next_loo: float
+
+
+@dataclass(frozen=True)
 class EvolveStarted:
     run: str
     budget: int
@@ -236,9 +248,9 @@ class MatrixItemPlayed:
 
 
 Event = (DecisionMade | TurnPlayed | RunAllocated | AskStarted | ServeLoading | ServeStarted | RequestAnswered
-         | RequestFailed | EpisodeStarted | EpisodeFinished | RunResumed | CentreFitting | StartFitted | EvolveStarted
-         | StartValidated | EvolveEpisodeStarted | EvolveEpisodeFinished | GenerationFinished | BenchStarted
-         | SystemStarted | BenchEpisodeFinished | MatrixItemPlayed)
+         | RequestFailed | EpisodeStarted | EpisodeFinished | RunResumed | CentreFitting | StartFitted
+         | RotationFitted | EvolveStarted | StartValidated | EvolveEpisodeStarted | EvolveEpisodeFinished
+         | GenerationFinished | BenchStarted | SystemStarted | BenchEpisodeFinished | MatrixItemPlayed)
 ProgressFn = Callable[[Event], None]
 EpisodeEvent = EpisodeStarted | EpisodeFinished
 EpisodeProgressFn = Callable[[EpisodeEvent], None]  # what an evaluator reports

@@ -77,6 +77,7 @@ from trinity_cli.evolve.options import (
     refuse_mismatch,
     resume_options,
 )
+from trinity_cli.evolve.rotation_fit import first_picks, fit_rotation, rotation_schedule
 from trinity_cli.keyed_cache import journal_to
 from trinity_cli.pool.pool import open_pool
 from trinity_cli.pool_config import load_pool
@@ -87,6 +88,8 @@ from trinity_cli.turns import prompts
 
 # Seed stream of validation episodes (training generations use their own index).
 VAL_STREAM = 2**31 - 1
+# Seed stream of the rotation episodes an `init_rotate` start is fitted to (input_fit.py's is 2**31 - 2).
+ROTATION_STREAM = 2**31 - 3
 
 
 @dataclass
@@ -270,6 +273,29 @@ class Evolution:
         fit = fit_start(base, inputs, labels)
         self.progress(events.StartFitted(items=fit.items, ridge=fit.ridge, picked_label_loo=fit.picked_label_loo,
                                          best_fixed_label=fit.best_fixed_label, oracle_label=fit.oracle_label))
+        if not self.options.init_rotate:
+            return fit.vector
+        return self._rotating_start(base, base.with_flat(fit.vector), picked, inputs)
+
+    def _rotating_start(self, base: head_mod.Head, start: head_mod.Head, picked: list[tasks.TaskItem],
+                        inputs: dict[str, np.ndarray]) -> np.ndarray:
+        """`--init-rotate` (evolve/rotation_fit.py): play the rotation from `start`'s first pick on
+        each labelled training item, then fit the member rows to the states it reached."""
+        firsts = first_picks(start, inputs)
+        models, turns_max = self.config.names, self.options.max_turns
+        specs = [EpisodeSpec(item=item, seed=_episode_seed(self.options.seed, ROTATION_STREAM, j),
+                             router=rotation_schedule(models, firsts[item.key], turns_max), max_turns=turns_max)
+                 for j, item in enumerate(picked)]
+        xs, targets = [], []
+        for spec, outcome in zip(specs, self.evaluator.evaluate(specs), strict=True):
+            assert outcome.transcript is not None  # evolve's specs let a ContextOverflow propagate
+            played = outcome.transcript.turns
+            for k, turn in enumerate(played):  # the member asked (a schedule skips one that cannot hold the task)
+                xs.append(base.inputs(self.coordinator.state_feature(spec.item.prompt, played[:k])))
+                targets.append(models.index(turn.model))
+        fit = fit_rotation(base, np.array(xs), targets)
+        self.progress(events.RotationFitted(episodes=len(specs), states=fit.states, ridge=fit.ridge,
+                                            next_loo=fit.next_loo))
         return fit.vector
 
     def _center(self) -> dict[str, Any] | None:

@@ -93,15 +93,25 @@ def fit_start(base: Head, inputs: Mapping[str, np.ndarray], labels: Mapping[str,
     n = len(keys)
     best: tuple[float, float, np.ndarray] | None = None
     for rel in RIDGE_GRID:
-        coef, loo = _ridge(xc, yc, rel * n)
+        coef, loo = ridge_loo(xc, yc, rel * n)
         picked = float(np.mean(y[np.arange(n), np.argmax(loo + y_mean, axis=1)]))
         if best is None or picked >= best[0]:  # ties: the stronger ridge (later in the grid)
             best = (picked, rel * n, coef)
     assert best is not None
     picked, ridge, coef = best
-    m = y.shape[1]
     w_models = coef.T  # (M, D)
     b_models = y_mean - w_models @ x_mean
+    return StartFit(vector=start_vector(base, w_models, b_models, x, margin), items=n, ridge=ridge,
+                    picked_label_loo=picked, best_fixed_label=float(y.mean(axis=0).max()),
+                    oracle_label=float(y.max(axis=1).mean()))
+
+
+def start_vector(base: Head, w_models: np.ndarray, b_models: np.ndarray, x: np.ndarray,
+                 margin: float) -> np.ndarray:
+    """The flat start (Head.flat layout) for `base` with model rows `w_models` (M, D) and
+    `b_models` (M,), scaled so the spread of their logits on the inputs `x` around each row's
+    mean is `margin`; role rows: bias `margin` on Verifier; SVF offsets zero."""
+    m = len(b_models)
     pred = x @ w_models.T + b_models
     spread = float(np.std(pred - pred.mean(axis=1, keepdims=True)))
     scale = margin / spread if spread > 1e-9 else 0.0
@@ -110,13 +120,11 @@ def fit_start(base: Head, inputs: Mapping[str, np.ndarray], labels: Mapping[str,
     weights[:m] = scale * w_models
     bias[:m] = scale * (b_models - b_models.mean())
     bias[m + ROLES.index(Role.VERIFIER)] = margin
-    vector = np.concatenate([np.zeros(base.svf_offsets.size), weights.ravel(), bias])
-    return StartFit(vector=vector, items=n, ridge=ridge, picked_label_loo=picked,
-                    best_fixed_label=float(y.mean(axis=0).max()), oracle_label=float(y.max(axis=1).mean()))
+    return np.concatenate([np.zeros(base.svf_offsets.size), weights.ravel(), bias])
 
 
 
-def _ridge(xc: np.ndarray, yc: np.ndarray, lam: float) -> tuple[np.ndarray, np.ndarray]:
+def ridge_loo(xc: np.ndarray, yc: np.ndarray, lam: float) -> tuple[np.ndarray, np.ndarray]:
     """Ridge coefficients (D, M) of centred data and the leave-one-out predictions (n, M) of
     the centred targets (hat-matrix shortcut; in the dual, so D may exceed n)."""
     gram = xc @ xc.T

@@ -38,7 +38,7 @@ RUN_FORMAT = "trinity-evolve/3"
 RESUME_FREE = ("budget", "device", "name", "out")
 # Options added after runs were made: at their default (or empty) they are left out of the
 # configuration hash, so those runs are still found by it.
-LATER_OPTIONS = ("input_dims", "init_labels", "decisions")
+LATER_OPTIONS = ("input_dims", "init_labels", "decisions", "init_rotate")
 
 
 @dataclass
@@ -65,12 +65,17 @@ class EvolveOptions:
     # bench play a trained head by default).
     decisions: str = "sampled"
     init_labels: str | None = None
+    # With init_labels: the start rotates the members as `agree` does (evolve/rotation_fit.py).
+    init_rotate: bool = False
     backbone: str = DEFAULT_BACKBONE
     device: str = "auto"
     name: str | None = None
     out: str | None = None
 
     def validate(self) -> None:
+        if self.init_rotate and not self.init_labels:
+            raise ConfigError(f"{option('init_rotate')} fits a start from the sample matrix's first picks",
+                              f"give {option('init_labels')} FILE too")
         # Budget 0 with a fitted start: the validated start itself is the head (no generation).
         if (self.budget < (0 if self.init_labels else 1) or self.minibatch < 1 or self.max_turns < 1
                 or self.val_every < 1):

@@ -25,6 +25,7 @@ from trinity_cli.events import (
     EvolveStarted,
     GenerationFinished,
     MatrixItemPlayed,
+    RotationFitted,
     RunResumed,
     StartFitted,
     StartValidated,
@@ -181,6 +182,10 @@ class EvolveProgress(_LiveBar):
                 err.print(Text(f"starting from a head fitted to the sample matrix on {event.items} training tasks: "
                                f"its picks score {event.picked_label_loo:.3f} held out (best member "
                                f"{event.best_fixed_label:.3f}, best pick {event.oracle_label:.3f})", style="dim"))
+            case RotationFitted():
+                err.print(Text(f"rotating the members from there: fitted to {event.states} states of "
+                               f"{event.episodes} rotation episodes; it ranks the member each asked first on "
+                               f"{event.next_loo:.1%} of them held out", style="dim"))
             case StartValidated(val=val):
                 self.progress.console.print(Text(f"start  val {val:.3f}"))
             case EvolveStarted():

@@ -1,0 +1,91 @@
+"""A start that rotates the members as `agree` does (`trinity evolve --init-labels FILE
+--init-rotate`): the member the label fit picks first (evolve/label_fit.py), then the pool's
+other members in pool order, one turn each, fitted to the conversation states such episodes
+reach.
+
+A linear head can rotate only if its input says who spoke last; measured on recorded states
+(scripts/analysis/turn_probe.py, docs/heads.md) the full hidden state says it on about 97% of
+held-out states and the 16 principal directions of turn-0 features on 79%, so a rotating start
+wants `--input-dims 0` (or a wide projection).
+
+The fit (`fit_rotation`), on the states of rotation episodes played on the labelled training
+items (`rotation_schedule`: the first member as Worker, then Verifiers, the order
+`rotation(first, models)`, cycling; the loop's own rules end an episode on a Verifier's ACCEPT):
+  - a state is the head input x of the conversation before a turn (head.inputs of
+    coordinator.state_feature(task, turns so far)); its target is the member that turn asked;
+  - model rows: ridge regression of the one-hot target on x, its strength chosen by
+    leave-one-out over label_fit.RIDGE_GRID, maximising the share of held-out states whose
+    target the fit ranks first; then scaled as label_fit.start_vector does;
+  - role rows and SVF offsets as label_fit's start (Verifier bias `margin`; offsets zero).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from trinity_cli.coordinator.head import Head
+from trinity_cli.episode.schedules import FixedSchedule
+from trinity_cli.errors import ConfigError
+from trinity_cli.evolve.label_fit import RIDGE_GRID, ridge_loo, start_vector
+from trinity_cli.messages import Role
+
+
+def rotation(first: str, models: Sequence[str]) -> list[str]:
+    """The members in the order a rotation asks them: `first`, then the others in pool order
+    after it, wrapping around."""
+    i = list(models).index(first)
+    return [*models[i:], *models[:i]]
+
+
+def rotation_schedule(models: Sequence[str], first: str, max_turns: int) -> FixedSchedule:
+    """The fixed schedule a rotating start imitates: `rotation(first, models)`, a Worker first
+    and then Verifiers (the roles the label start plays)."""
+    return FixedSchedule(models, rotation(first, models), (Role.WORKER,) + (Role.VERIFIER,) * max(0, max_turns - 1))
+
+
+def first_picks(head: Head, inputs: Mapping[str, np.ndarray]) -> dict[str, str]:
+    """{item key: the member `head`'s model rows rank first on that item's turn-0 input x}."""
+    weights, bias = head.weights.astype(np.float64), head.bias.astype(np.float64)
+    m = len(head.models)
+    return {key: head.models[int(np.argmax(weights[:m] @ x + bias[:m]))] for key, x in inputs.items()}
+
+
+@dataclass
+class RotationFit:
+    """A fitted rotating start: its flat parameter vector (Head.flat layout) and how it was made."""
+
+    vector: np.ndarray
+    states: int
+    ridge: float
+    next_loo: float  # share of states whose asked member the held-out fit ranks first
+
+
+def fit_rotation(base: Head, x: np.ndarray, targets: Sequence[int], margin: float = 3.0) -> RotationFit:
+    """The rotating start for `base` (input fixed; SVF offsets zero) from states `x` (n, D: head
+    inputs) and the member index each state's turn asked (module docstring)."""
+    m = len(base.models)
+    if len(x) < 4 or len(set(targets)) < 2:
+        raise ConfigError(f"the rotation episodes reached {len(x)} states asking {len(set(targets))} members; "
+                          "the fit needs 4 or more, asking 2 or more members",
+                          "give the run more training items the sample matrix labels, and --max-turns 2 or more")
+    x = np.asarray(x, dtype=np.float64)
+    t = np.asarray(targets)
+    y = np.eye(m)[t]
+    x_mean, y_mean = x.mean(axis=0), y.mean(axis=0)
+    xc, yc = x - x_mean, y - y_mean
+    n = len(x)
+    best: tuple[float, float, np.ndarray] | None = None
+    for rel in RIDGE_GRID:
+        coef, loo = ridge_loo(xc, yc, rel * n)
+        right = float(np.mean(np.argmax(loo + y_mean, axis=1) == t))
+        if best is None or right >= best[0]:  # ties: the stronger ridge (later in the grid)
+            best = (right, rel * n, coef)
+    assert best is not None
+    right, ridge, coef = best
+    w_models = coef.T  # (M, D)
+    b_models = y_mean - w_models @ x_mean
+    return RotationFit(vector=start_vector(base, w_models, b_models, x, margin), states=n, ridge=ridge,
+                       next_loo=right)
