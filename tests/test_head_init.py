@@ -11,7 +11,14 @@ import pytest
 from trinity_cli.coordinator.head import Head, untrained
 from trinity_cli.errors import ConfigError
 from trinity_cli.evaluators.local import EpisodeSpec, Runtime
-from trinity_cli.events import EvolveStarted, GenerationFinished, RotationFitted, StartFitted, StartValidated
+from trinity_cli.events import (
+    EvolveStarted,
+    GenerationFinished,
+    RotationFitted,
+    RotationPlaying,
+    StartFitted,
+    StartValidated,
+)
 from trinity_cli.evolve.evolution import evolve
 from trinity_cli.evolve.label_fit import fit_start, read_labels
 from trinity_cli.evolve.options import EvolveOptions
@@ -182,6 +189,7 @@ def test_evolve_init_rotate_fits_a_start_that_asks_the_solver_then_the_other(tmp
     evolve(EvolveOptions(**base, init_labels=str(tmp_path / "matrix.json"), init_rotate=True),
            progress=events.append)
     fitted = next(e for e in events if isinstance(e, RotationFitted))
+    assert next(e for e in events if isinstance(e, RotationPlaying)).episodes == fitted.episodes
     assert fitted.states == 2 * fitted.episodes and fitted.episodes > 20 and fitted.next_loo > 0.9
     head = Head.load(tmp_path / "head")
     from trinity_cli import tasks as tasks_mod

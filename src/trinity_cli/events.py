@@ -11,8 +11,8 @@ Who emits what:
                                           request RunAllocated, DecisionMade, TurnPlayed
     serve/run.py                          ServeStarted
     evaluators (local.py, ray_actors.py)  EpisodeStarted, EpisodeFinished   (index: the spec's)
-    evolve/evolution.py                   RunResumed, CentreFitting, StartFitted, RotationFitted,
-                                          EvolveStarted, StartValidated, EvolveEpisodeStarted,
+    evolve/evolution.py                   RunResumed, CentreFitting, StartFitted, RotationPlaying,
+                                          RotationFitted, EvolveStarted, StartValidated, EvolveEpisodeStarted,
                                           EvolveEpisodeFinished, GenerationFinished
     bench/runner.py                       BenchStarted, SystemStarted, BenchEpisodeFinished
     bench/matrix.py                       MatrixItemPlayed
@@ -147,6 +147,13 @@ class StartFitted:
 
 
 @dataclass(frozen=True)
+class RotationPlaying:
+    """The rotating start (`--init-rotate`) plays its rotation on `episodes` labelled training items."""
+
+    episodes: int
+
+
+@dataclass(frozen=True)
 class RotationFitted:
     """The rotating start (`--init-rotate`) fitted to the states of rotation episodes on the
     labelled training items: `next_loo` is the share of states whose asked member it ranks
@@ -249,8 +256,9 @@ class MatrixItemPlayed:
 
 Event = (DecisionMade | TurnPlayed | RunAllocated | AskStarted | ServeLoading | ServeStarted | RequestAnswered
          | RequestFailed | EpisodeStarted | EpisodeFinished | RunResumed | CentreFitting | StartFitted
-         | RotationFitted | EvolveStarted | StartValidated | EvolveEpisodeStarted | EvolveEpisodeFinished
-         | GenerationFinished | BenchStarted | SystemStarted | BenchEpisodeFinished | MatrixItemPlayed)
+         | RotationPlaying | RotationFitted | EvolveStarted | StartValidated | EvolveEpisodeStarted
+         | EvolveEpisodeFinished | GenerationFinished | BenchStarted | SystemStarted | BenchEpisodeFinished
+         | MatrixItemPlayed)
 ProgressFn = Callable[[Event], None]
 EpisodeEvent = EpisodeStarted | EpisodeFinished
 EpisodeProgressFn = Callable[[EpisodeEvent], None]  # what an evaluator reports

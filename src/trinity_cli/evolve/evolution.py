@@ -286,6 +286,7 @@ class Evolution:
         specs = [EpisodeSpec(item=item, seed=_episode_seed(self.options.seed, ROTATION_STREAM, j),
                              router=rotation_schedule(models, firsts[item.key], turns_max), max_turns=turns_max)
                  for j, item in enumerate(picked)]
+        self.progress(events.RotationPlaying(episodes=len(specs)))
         xs, targets = [], []
         for spec, outcome in zip(specs, self.evaluator.evaluate(specs), strict=True):
             assert outcome.transcript is not None  # evolve's specs let a ContextOverflow propagate

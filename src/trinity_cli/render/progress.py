@@ -26,6 +26,7 @@ from trinity_cli.events import (
     GenerationFinished,
     MatrixItemPlayed,
     RotationFitted,
+    RotationPlaying,
     RunResumed,
     StartFitted,
     StartValidated,
@@ -182,6 +183,9 @@ class EvolveProgress(_LiveBar):
                 err.print(Text(f"starting from a head fitted to the sample matrix on {event.items} training tasks: "
                                f"its picks score {event.picked_label_loo:.3f} held out (best member "
                                f"{event.best_fixed_label:.3f}, best pick {event.oracle_label:.3f})", style="dim"))
+            case RotationPlaying(episodes=episodes):
+                err.print(Text(f"playing the rotation on {episodes} training items (their first pick, then the "
+                               "other members in pool order) to fit the start to its states", style="dim"))
             case RotationFitted():
                 err.print(Text(f"rotating the members from there: fitted to {event.states} states of "
                                f"{event.episodes} rotation episodes; it ranks the member each asked first on "
