@@ -23,7 +23,7 @@ The fit (`fit_start`), for the items of the matrix that are training items of th
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -88,22 +88,31 @@ def fit_start(base: Head, inputs: Mapping[str, np.ndarray], labels: Mapping[str,
                           f"with the run's {option('tasks')} and {option('seed')})")
     x = np.array([inputs[k] for k in keys], dtype=np.float64)
     y = np.array([labels[k] for k in keys], dtype=np.float64)
-    x_mean, y_mean = x.mean(axis=0), y.mean(axis=0)
-    xc, yc = x - x_mean, y - y_mean
     n = len(keys)
-    best: tuple[float, float, np.ndarray] | None = None
-    for rel in RIDGE_GRID:
-        coef, loo = ridge_loo(xc, yc, rel * n)
-        picked = float(np.mean(y[np.arange(n), np.argmax(loo + y_mean, axis=1)]))
-        if best is None or picked >= best[0]:  # ties: the stronger ridge (later in the grid)
-            best = (picked, rel * n, coef)
-    assert best is not None
-    picked, ridge, coef = best
-    w_models = coef.T  # (M, D)
-    b_models = y_mean - w_models @ x_mean
+    w_models, b_models, ridge, picked = fit_rows(
+        x, y, lambda pred: float(np.mean(y[np.arange(n), np.argmax(pred, axis=1)])))
     return StartFit(vector=start_vector(base, w_models, b_models, x, margin), items=n, ridge=ridge,
                     picked_label_loo=picked, best_fixed_label=float(y.mean(axis=0).max()),
                     oracle_label=float(y.max(axis=1).mean()))
+
+
+def fit_rows(x: np.ndarray, y: np.ndarray,
+             score: Callable[[np.ndarray], float]) -> tuple[np.ndarray, np.ndarray, float, float]:
+    """Ridge rows of the targets `y` (n, M) on the inputs `x` (n, D): (W (M, D), b (M,), the
+    ridge strength, its score), the strength the one of RIDGE_GRID (relative to n) whose
+    leave-one-out predictions of `y` (n, M) `score` rates highest (ties: the stronger)."""
+    x_mean, y_mean = x.mean(axis=0), y.mean(axis=0)
+    xc, yc = x - x_mean, y - y_mean
+    best: tuple[float, float, np.ndarray] | None = None
+    for rel in RIDGE_GRID:
+        coef, loo = ridge_loo(xc, yc, rel * len(x))
+        rated = score(loo + y_mean)
+        if best is None or rated >= best[0]:  # ties: the stronger ridge (later in the grid)
+            best = (rated, rel * len(x), coef)
+    assert best is not None
+    rated, ridge, coef = best
+    w_models = coef.T
+    return w_models, y_mean - w_models @ x_mean, ridge, rated
 
 
 def start_vector(base: Head, w_models: np.ndarray, b_models: np.ndarray, x: np.ndarray,

@@ -29,7 +29,7 @@ import numpy as np
 from trinity_cli.coordinator.head import Head
 from trinity_cli.episode.schedules import FixedSchedule
 from trinity_cli.errors import ConfigError
-from trinity_cli.evolve.label_fit import RIDGE_GRID, ridge_loo, start_vector
+from trinity_cli.evolve.label_fit import fit_rows, start_vector
 from trinity_cli.messages import Role
 
 
@@ -73,19 +73,7 @@ def fit_rotation(base: Head, x: np.ndarray, targets: Sequence[int], margin: floa
                           "give the run more training items the sample matrix labels, and --max-turns 2 or more")
     x = np.asarray(x, dtype=np.float64)
     t = np.asarray(targets)
-    y = np.eye(m)[t]
-    x_mean, y_mean = x.mean(axis=0), y.mean(axis=0)
-    xc, yc = x - x_mean, y - y_mean
-    n = len(x)
-    best: tuple[float, float, np.ndarray] | None = None
-    for rel in RIDGE_GRID:
-        coef, loo = ridge_loo(xc, yc, rel * n)
-        right = float(np.mean(np.argmax(loo + y_mean, axis=1) == t))
-        if best is None or right >= best[0]:  # ties: the stronger ridge (later in the grid)
-            best = (right, rel * n, coef)
-    assert best is not None
-    right, ridge, coef = best
-    w_models = coef.T  # (M, D)
-    b_models = y_mean - w_models @ x_mean
-    return RotationFit(vector=start_vector(base, w_models, b_models, x, margin), states=n, ridge=ridge,
+    w_models, b_models, ridge, right = fit_rows(x, np.eye(m)[t],
+                                                lambda pred: float(np.mean(np.argmax(pred, axis=1) == t)))
+    return RotationFit(vector=start_vector(base, w_models, b_models, x, margin), states=len(x), ridge=ridge,
                        next_loo=right)
