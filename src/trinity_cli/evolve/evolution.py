@@ -13,7 +13,10 @@ before, and in the head it writes. `center_items` 0: no centre (and no projectio
 The search starts at zero (every decision uniform), or with `init_labels` (a sample matrix
 file, evolve/label_fit.py) at a head fitted to which members solved which training items; that
 start is scored on the validation slice before generation 0 and is the head kept unless a
-later mean validates better (its "generation" is -1).
+later mean validates better (its "generation" is -1). With `init_rotate` that start's member rows
+are then refitted so it asks its first pick and then the other members in pool order, as
+`agree` does (evolve/rotation_fit.py: rotation episodes on the labelled training items, seeds
+from stream ROTATION_STREAM).
 
 Loop, per generation g:
   1. `es.ask()` -> popsize candidate vectors (flat layout: coordinator/head.py).
