@@ -80,7 +80,7 @@ from trinity_cli.evolve.options import (
     refuse_mismatch,
     resume_options,
 )
-from trinity_cli.evolve.rotation_fit import first_picks, fit_rotation, rotation_schedule
+from trinity_cli.evolve.rotation_fit import first_picks, fit_rotation, rotation_states
 from trinity_cli.keyed_cache import journal_to
 from trinity_cli.pool.pool import open_pool
 from trinity_cli.pool_config import load_pool
@@ -285,20 +285,12 @@ class Evolution:
         """`--init-rotate` (evolve/rotation_fit.py): play the rotation from `start`'s first pick on
         each labelled training item, then fit the member rows to the states it reached."""
         firsts = first_picks(start, inputs)
-        models, turns_max = self.config.names, self.options.max_turns
-        specs = [EpisodeSpec(item=item, seed=_episode_seed(self.options.seed, ROTATION_STREAM, j),
-                             router=rotation_schedule(models, firsts[item.key], turns_max), max_turns=turns_max)
-                 for j, item in enumerate(picked)]
-        self.progress(events.RotationPlaying(episodes=len(specs)))
-        xs, targets = [], []
-        for spec, outcome in zip(specs, self.evaluator.evaluate(specs), strict=True):
-            assert outcome.transcript is not None  # evolve's specs let a ContextOverflow propagate
-            played = outcome.transcript.turns
-            for k, turn in enumerate(played):  # the member asked (a schedule skips one that cannot hold the task)
-                xs.append(base.inputs(self.coordinator.state_feature(spec.item.prompt, played[:k])))
-                targets.append(models.index(turn.model))
-        fit = fit_rotation(base, np.array(xs), targets)
-        self.progress(events.RotationFitted(episodes=len(specs), states=fit.states, ridge=fit.ridge,
+        self.progress(events.RotationPlaying(episodes=len(picked)))
+        seeds = [_episode_seed(self.options.seed, ROTATION_STREAM, j) for j in range(len(picked))]
+        xs, targets = rotation_states(self.evaluator, self.coordinator, base, picked, firsts, self.config.names,
+                                      self.options.max_turns, seeds)
+        fit = fit_rotation(base, xs, targets)
+        self.progress(events.RotationFitted(episodes=len(picked), states=fit.states, ridge=fit.ridge,
                                             next_loo=fit.next_loo))
         return fit.vector
 

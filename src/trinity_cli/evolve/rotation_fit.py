@@ -27,10 +27,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from trinity_cli.coordinator.head import Head
+from trinity_cli.coordinator.policy import Coordinator
 from trinity_cli.episode.schedules import FixedSchedule
 from trinity_cli.errors import ConfigError
+from trinity_cli.evaluators.local import EpisodeSpec, Evaluator
 from trinity_cli.evolve.label_fit import fit_rows, start_vector
 from trinity_cli.messages import Role
+from trinity_cli.tasks.items import TaskItem
 
 
 def rotation(first: str, models: Sequence[str]) -> list[str]:
@@ -51,6 +54,24 @@ def first_picks(head: Head, inputs: Mapping[str, np.ndarray]) -> dict[str, str]:
     weights, bias = head.weights.astype(np.float64), head.bias.astype(np.float64)
     m = len(head.models)
     return {key: head.models[int(np.argmax(weights[:m] @ x + bias[:m]))] for key, x in inputs.items()}
+
+
+def rotation_states(evaluator: Evaluator, coordinator: Coordinator, base: Head, items: Sequence[TaskItem],
+                    firsts: Mapping[str, str], models: Sequence[str], max_turns: int,
+                    seeds: Sequence[int]) -> tuple[np.ndarray, list[int]]:
+    """Play `rotation_schedule` from each item's first pick through `evaluator`; the head input of
+    every state those episodes reached (the conversation before a turn) and the index of the
+    member that turn asked (a schedule skips a member that cannot hold the task)."""
+    specs = [EpisodeSpec(item=item, seed=seed, router=rotation_schedule(models, firsts[item.key], max_turns),
+                         max_turns=max_turns) for item, seed in zip(items, seeds, strict=True)]
+    xs, targets = [], []
+    for spec, outcome in zip(specs, evaluator.evaluate(specs), strict=True):
+        assert outcome.transcript is not None  # these specs let a ContextOverflow propagate
+        played = outcome.transcript.turns
+        for k, turn in enumerate(played):
+            xs.append(base.inputs(coordinator.state_feature(spec.item.prompt, played[:k])))
+            targets.append(list(models).index(turn.model))
+    return np.array(xs), targets
 
 
 @dataclass
