@@ -167,23 +167,20 @@ def test_examples_found_in_a_question() -> None:
     assert examples_in_text("I assert that this is fine.\nUse `assert f(1) == 2` as a test.") == "assert f(1) == 2"
 
 
-def test_every_code_answer_runs_its_examples_and_failing_code_is_revised_not_judged(tmp_path: Path) -> None:
-    pool = make_pool(tmp_path, {"w": [{"match": "Solve the task now", "reply": BAD}],
-                                "v": [{"match": "Turns so far.*Solve the task now", "reply": GOOD},
-                                      {"match": "Give your verdict now", "reply": "Looks right.\nVerdict: ACCEPT"}]})
+def test_every_code_answer_runs_its_examples_and_a_failing_one_cannot_be_accepted(tmp_path: Path) -> None:
+    pool = make_pool(tmp_path, {"w": [{"match": "Turns so far.*Solve the task now", "reply": GOOD},
+                                      {"match": "Solve the task now", "reply": BAD}],
+                                "v": [{"match": "Give your verdict now", "reply": "Looks right.\nVerdict: ACCEPT"}]})
     source = "assert add(1, 2) == 3"
     examples = Examples(source)
-    steps = [("w", Role.WORKER), ("v", Role.VERIFIER), ("v", Role.VERIFIER)]
+    steps = [("w", Role.WORKER), ("v", Role.VERIFIER), ("w", Role.WORKER), ("v", Role.VERIFIER)]
     out = run_episode(ADD, pool, Script(pool.names, steps), max_turns=4, kind="code", examples=examples)
-    first, revised, accepted = out.turns
+    first, refused, fixed, accepted = out.turns
     assert first.examples == {"passed": False, "failing": source, "error": "AssertionError:"}
-    # A Verifier picked after failing code acts as a Worker, shown the failing example.
-    assert (revised.chosen_role, revised.role) == (Role.VERIFIER, Role.WORKER) and revised.verdict is None
-    assert revised.override == "the proposed code failed its examples: verifier acts as worker"
-    assert "failed `assert add(1, 2) == 3`" in revised.messages[1].content
-    assert revised.examples is not None and revised.examples["passed"]
-    # Code that passes its examples is judged.
-    assert (accepted.role, accepted.override) == (Role.VERIFIER, None)
+    assert (refused.verdict, refused.verdict_source) == ("REVISE", "examples failed")
+    # Later turns see the failing example.
+    assert "failed `assert add(1, 2) == 3`" in fixed.messages[1].content
+    assert fixed.examples is not None and fixed.examples["passed"]
     assert (accepted.verdict, accepted.verdict_source) == ("ACCEPT", "stated")
     assert out.stop_reason == "accepted" and out.answer == GOOD
 
