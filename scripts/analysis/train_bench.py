@@ -14,9 +14,9 @@ question-alone replies replay); the run is saved like any bench run.
 from __future__ import annotations
 
 from trinity_cli import tasks
-from trinity_cli.tasks.mix import MixEntry
 from trinity_cli.bench import options
 from trinity_cli.entry import main
+from trinity_cli.tasks.mix import MixEntry
 
 
 def any_split_mix(text: str) -> list[MixEntry]:
