@@ -1,82 +1,77 @@
 """After code that failed the question's shown examples, how often does the next code pass them,
 by how it was asked? The count behind docs/heads.md, "Where mbpp is lost".
 
-    python scripts/analysis/code_revisions.py FILE... [--systems head,agree]
+    trinity recordings import recordings/local      # the runs below, into TRINITY_HOME
+    python scripts/analysis/code_revisions.py RUN... [--systems head,agree,evolve]
 
-FILE: a bench's `episodes.jsonl` (or `.jsonl.gz`: one episode a line, with its `system`) or an
-evolve generation's `episodes/gen-NNNN.json(.gz)` (an object whose `episodes` hold them; counted
-as system "evolve"). Only code episodes count (turns that ran the examples). For every answering
-turn (a Worker, or a Verifier asked alone: turns/rules.py) whose previous answering turn's code
-failed its examples, one row per (system prefix, shown or alone, member, same member as the
-failing code or another): how many such turns, and how many of them passed their examples. No
-model is loaded; the numbers are read from the recorded turns. An episode identical to one
-already counted for its system (same task, same replies: evolve's candidates often play the
-same greedy episode) is counted once.
+RUN: a bench or evolve run of TRINITY_HOME ("run-11"); a bench run's episodes.jsonl rows carry
+their `system`, an evolve run's generations (episodes/gen-NNNN.json) count as system "evolve".
+Only code episodes count (turns that ran the examples). For every answering turn
+(`turns.rules.proposes_answer`) whose previous answering turn's code failed its examples, one
+row per (system prefix, shown or alone, member, same member as the failing code or another):
+how many such turns, and how many of them passed their examples. No model is loaded; the
+numbers are read from the recorded turns. An episode identical to one already counted for its
+system (same task, same replies: evolve's candidates often play the same greedy episode) is
+counted once.
 """
 
 from __future__ import annotations
 
 import argparse
-import gzip
-import json
 from collections import Counter
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
+from trinity_cli.messages import Transcript
+from trinity_cli.runs.run_files import BenchRun
+from trinity_cli.runs.store import RunStore
+from trinity_cli.turns import rules
 
-def episodes(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
-    """(system, transcript dict) for every episode in `path` (module docstring: formats)."""
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt", encoding="utf-8") as handle:  # type: ignore[operator]
-        text = handle.read()
-    if path.name.startswith("gen-"):
-        for episode in json.loads(text)["episodes"]:
-            yield "evolve", episode["transcript"]
+
+def episodes(store: RunStore, run_id: str) -> Iterator[tuple[str, Transcript]]:
+    """(system, transcript) for every episode of run `run_id` (module docstring)."""
+    path = store.path(run_id)
+    if (path / BenchRun.EPISODES).is_file():
+        for episode in BenchRun(path).read_episodes():
+            yield str(episode["system"]), Transcript.from_dict(episode["transcript"])
         return
-    for line in text.splitlines():
-        if line.strip():
-            episode = json.loads(line)
-            yield str(episode["system"]), episode["transcript"]
+    for record in store.evolve_run(run_id).generations():
+        for episode in record["episodes"]:
+            yield "evolve", Transcript.from_dict(episode["transcript"])
 
 
-def answering(turn: dict[str, Any]) -> bool:
-    """Whether a recorded turn proposed an answer (turns/rules.py: proposes_answer)."""
-    return turn["role"] == "worker" or (turn["role"] == "verifier" and bool(turn["alone"]))
-
-
-def count(paths: list[Path], systems: list[str]) -> Counter[tuple[str, ...]]:
+def count(run_ids: list[str], systems: list[str]) -> Counter[tuple[str, ...]]:
     """Counts keyed (system, shown|alone, member, same|other, "n"|"passed")."""
     counts: Counter[tuple[str, ...]] = Counter()
-    seen: set[tuple[str, ...]] = set()
-    for path in paths:
-        for system, transcript in episodes(path):
+    seen: set[tuple[Any, ...]] = set()
+    store = RunStore()
+    for run_id in run_ids:
+        for system, transcript in episodes(store, run_id):
             group = next((s for s in systems if system.startswith(s)), None)
-            identity = (group or "", transcript["task"], *(str(t["reply"]) for t in transcript["turns"]))
+            identity = (group, transcript.task, *(t.reply for t in transcript.turns))
             if group is None or identity in seen:
                 continue
             seen.add(identity)
             failed_by: str | None = None  # the member whose code the previous answer was, if it failed
-            for turn in transcript["turns"]:
-                examples = turn.get("examples")
-                if not answering(turn) or examples is None:
+            for turn in transcript.turns:
+                if not rules.proposes_answer(turn) or turn.examples_passed is None:
                     continue
                 if failed_by is not None:
-                    key = (group, "alone" if turn["alone"] else "shown", turn["model"],
-                           "same" if turn["model"] == failed_by else "other")
+                    key = (group, "alone" if turn.alone else "shown", turn.model,
+                           "same" if turn.model == failed_by else "other")
                     counts[key + ("n",)] += 1
-                    counts[key + ("passed",)] += bool(examples["passed"])
-                failed_by = None if examples["passed"] else turn["model"]
+                    counts[key + ("passed",)] += turn.examples_passed
+                failed_by = None if turn.examples_passed else turn.model
     return counts
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("files", nargs="+", type=Path)
+    parser.add_argument("runs", nargs="+", help="run ids of TRINITY_HOME (run-N)")
     parser.add_argument("--systems", default="head,agree,evolve",
                         help="comma-separated system-name prefixes to count (default: head,agree,evolve)")
     args = parser.parse_args()
-    counts = count(args.files, [s for s in args.systems.split(",") if s])
+    counts = count(args.runs, [s for s in args.systems.split(",") if s])
     print("| system | asked | member | failing code by | turns | passed examples |")
     print("|---|---|---|---|---|---|")
     for key in sorted({k[:-1] for k in counts}):
