@@ -167,22 +167,35 @@ def test_examples_found_in_a_question() -> None:
     assert examples_in_text("I assert that this is fine.\nUse `assert f(1) == 2` as a test.") == "assert f(1) == 2"
 
 
-def test_every_code_answer_runs_its_examples_and_a_failing_one_cannot_be_accepted(tmp_path: Path) -> None:
-    pool = make_pool(tmp_path, {"w": [{"match": "Turns so far.*Solve the task now", "reply": GOOD},
-                                      {"match": "Solve the task now", "reply": BAD}],
-                                "v": [{"match": "Give your verdict now", "reply": "Looks right.\nVerdict: ACCEPT"}]})
+def test_every_code_answer_runs_its_examples_and_failing_code_is_rewritten_alone_not_judged(tmp_path: Path) -> None:
+    pool = make_pool(tmp_path, {"w": [{"match": "Solve the task now", "reply": BAD}],
+                                "v": [{"match": "Give your verdict now", "reply": "Looks right.\nVerdict: ACCEPT"},
+                                      {"match": "Solve the task now", "reply": GOOD}]})
     source = "assert add(1, 2) == 3"
     examples = Examples(source)
-    steps = [("w", Role.WORKER), ("v", Role.VERIFIER), ("w", Role.WORKER), ("v", Role.VERIFIER)]
+    steps = [("w", Role.WORKER), ("v", Role.VERIFIER), ("v", Role.VERIFIER)]
     out = run_episode(ADD, pool, Script(pool.names, steps), max_turns=4, kind="code", examples=examples)
-    first, refused, fixed, accepted = out.turns
+    first, revised, accepted = out.turns
     assert first.examples == {"passed": False, "failing": source, "error": "AssertionError:"}
-    assert (refused.verdict, refused.verdict_source) == ("REVISE", "examples failed")
-    # Later turns see the failing example.
-    assert "failed `assert add(1, 2) == 3`" in fixed.messages[1].content
-    assert fixed.examples is not None and fixed.examples["passed"]
+    # A Verifier picked after failing code acts as a Worker, writing code from the task alone.
+    assert (revised.chosen_role, revised.role) == (Role.VERIFIER, Role.WORKER) and revised.verdict is None
+    assert revised.override == "the proposed code failed its examples: verifier acts as worker, alone"
+    assert revised.alone and "Turns so far" not in revised.messages[1].content
+    assert revised.examples is not None and revised.examples["passed"]
+    # Code that passes its examples is judged.
+    assert (accepted.role, accepted.override) == (Role.VERIFIER, None)
     assert (accepted.verdict, accepted.verdict_source) == ("ACCEPT", "stated")
     assert out.stop_reason == "accepted" and out.answer == GOOD
+
+
+def test_after_failing_code_the_next_worker_writes_from_the_task_alone(tmp_path: Path) -> None:
+    # Shown the turns so far this member would write GOOD; from the task alone, BAD.
+    pool = make_pool(tmp_path, {"w": [{"match": "Turns so far", "reply": GOOD},
+                                      {"match": "Solve the task now", "reply": BAD}]})
+    out = run_episode(ADD, pool, Script(pool.names, [("w", Role.WORKER)] * 3), max_turns=3, kind="code",
+                      examples=Examples("assert add(1, 2) == 3"))
+    assert [t.alone for t in out.turns] == [False, True, True]
+    assert [t.reply for t in out.turns] == [BAD, BAD, BAD] and not any(t.examples_passed for t in out.turns)
 
 
 def test_at_the_end_code_is_the_latest_answer_passing_its_examples(tmp_path: Path) -> None:

@@ -6,7 +6,12 @@ Rules, applied in this order after the coordinator's pick (each recorded in `Tur
    coordinator still picks the model.
 2. A Verifier picked before any answer exists acts as a Worker instead (there is
    nothing to verify; the turn is not wasted).
-3. On the last turn, if no answer exists yet, the role is Worker, so every episode ends
+3. On a code task, after the latest proposed code failed the task's shown examples, the
+   next Worker writes code from the task alone (a fresh attempt), and a Verifier picked then
+   acts as such a Worker: its verdict is known already (an ACCEPT of failing code is not
+   taken). Without this rule a head that keeps picking Verifiers re-judges the same failing
+   code until the turns run out, and a Worker shown failing code repeats it.
+4. On the last turn, if no answer exists yet, the role is Worker, so every episode ends
    with an answer. The last turn is turn `max_turns`, or the turn after the one that
    reached the token or cost budget: a budget reached while an answer exists ends the
    episode at once; reached before any Worker turn, it allows one more turn, a Worker.
@@ -22,7 +27,7 @@ How answers are settled (turns/settle.py): outside code tasks a Verifier answers
 ACCEPTs when its answer equals any earlier answer, which becomes the episode's; on code
 tasks every code answer is run against the task's shown examples, a Verifier reads the
 proposed code (reason, direct: stated verdict) or tests it (program: its asserts run), and
-an ACCEPT of code failing its examples is refused. Without an ACCEPT the answer is the
+a Verifier is never asked about code that failed them (rule 3). Without an ACCEPT the answer is the
 plurality of votes (code: the latest code passing its examples). A decision source with
 `stop_when_agreed` (the fixed `agree` procedure) also ends the episode at the first
 agreement (stop_reason "agreed").
@@ -161,9 +166,10 @@ def run_episode(
         turns = transcript.turns
         proposed = rules.latest_proposal(turns)
         last = index == max_turns - 1 or spent is not None
-        role, override = _acting_role(decision, turns[-1].suggestion if turns else None, proposed, last, spent)
+        role, override = _acting_role(decision, turns[-1].suggestion if turns else None, proposed, last, spent,
+                                      kind)
         turn = play.turn(turns, index, decision, role, override, proposed)
-        _judge(turn, turns, proposed, kind)
+        _judge(turn, turns, kind)
         turns.append(turn)
         emit(TurnPlayed(turn))
         if turn.verdict == "ACCEPT":
@@ -184,14 +190,17 @@ def run_episode(
 
 
 def _acting_role(
-    decision: Decision, suggested: Role | None, proposed: Turn | None, last: bool, spent: str | None
+    decision: Decision, suggested: Role | None, proposed: Turn | None, last: bool, spent: str | None,
+    kind: str | None,
 ) -> tuple[Role, str | None]:
-    """The role that acts this turn and why it differs from the decision's (rules 1-3)."""
+    """The role that acts this turn and why it differs from the decision's (rules 1-4)."""
     role, override = decision.role, None
     if suggested is not None and suggested is not role:
         role, override = suggested, f"thinker suggested {suggested.value}"
     if role is Role.VERIFIER and proposed is None:
         role, override = Role.WORKER, "no answer to verify yet: verifier acts as worker"
+    if role is Role.VERIFIER and kind == "code" and proposed is not None and proposed.examples_passed is False:
+        role, override = Role.WORKER, "the proposed code failed its examples: verifier acts as worker, alone"
     if last and proposed is None and role is not Role.WORKER:
         why = "last turn" if spent is None else f"{spent.replace('_', ' ')} spent"
         role, override = Role.WORKER, f"{why} and no answer yet: worker"
@@ -213,7 +222,10 @@ class _Play:
         """Ask `decision.model` as `role` (a fresh attempt if it was asked before) through the
         turn machinery (episode/turn.py); verdicts are `_judge`'s."""
         model = decision.model
-        alone = rules.asked_alone(role, self.kind, decision.alone)
+        # Rule 3: after code that failed its examples, the next code is written from the task
+        # alone, a fresh attempt (shown the failing code, members repeat it).
+        retry = self.kind == "code" and proposed is not None and proposed.examples_passed is False
+        alone = rules.asked_alone(role, self.kind, decision.alone) or (retry and role is Role.WORKER)
         messages, dropped = _fit(self.pool, model, role, self.task, turns, self.context, self.kind, alone)
         call = Call(model=model, role=role, messages=messages, answering=rules.role_proposes_answer(role, alone),
                     attempt=sum(t.model == model for t in turns), alone=alone, chosen_role=decision.role,
@@ -222,10 +234,10 @@ class _Play:
         return play(self.pool, call, index, attempt_salt(self.task, self.context), self.kind, self.examples, proposed)
 
 
-def _judge(turn: Turn, turns: Sequence[Turn], proposed: Turn | None, kind: str | None) -> None:
+def _judge(turn: Turn, turns: Sequence[Turn], kind: str | None) -> None:
     """Settle `turn` against the earlier `turns` (turns/settle.py): a Verifier's verdict (asked
-    alone: agreement with any earlier answer; on code: stated or executed, refused when the
-    proposed code fails its examples), a Thinker's suggestion, and whether it votes."""
+    alone: agreement with any earlier answer; on code: stated or executed, and only ever about
+    code that passed its examples, rule 3), a Thinker's suggestion, and whether it votes."""
     if turn.role is Role.VERIFIER and turn.alone:
         turn.agreed_with = settle.agreed_with(turns, settle.answer_of(turn, kind), kind)
         agreed = turn.agreed_with is not None
@@ -233,8 +245,6 @@ def _judge(turn: Turn, turns: Sequence[Turn], proposed: Turn | None, kind: str |
     elif turn.role is Role.VERIFIER:
         if turn.verdict is None:
             turn.verdict, turn.verdict_source = replies.verdict(turn.reply), "stated"
-        if turn.verdict == "ACCEPT" and proposed is not None and proposed.examples_passed is False:
-            turn.verdict, turn.verdict_source = "REVISE", "examples failed"
     elif turn.role is Role.THINKER:
         turn.suggestion = replies.suggestion(turn.reply)
     turn.vote = settle.is_vote(turns, turn, kind)

@@ -18,10 +18,11 @@ the scorer kind). Rules (episode/loop.py applies them turn by turn):
                 items greedy replies beat fresh samples: `trinity matrix`,
                 docs/turns.md). With no vote at all, the latest answering turn's reply.
     code        Answers are not compared (programs are judged by running them): every code
-                answer is run against the task's examples (`run_examples`) and a Verifier's
-                ACCEPT of code that fails them is refused. The answer is the latest code
-                that passes its examples, else the latest code answer. In `agree`, the first
-                code that passes its examples ends the episode.
+                answer is run against the task's examples (`run_examples`), and a Verifier
+                is only asked about code that passed them (episode/loop.py, rule 3).
+                The answer is the latest code that passes its examples, else the latest
+                code answer. In `agree`, the first code that passes its examples ends the
+                episode.
 
 Examples (`Examples`): the tests a code task shows in its own text, never the ones it is
 scored on (tasks/builtin.py: MBPP's first assert; HumanEval's `>>>` lines; a `file:` task's
