@@ -423,3 +423,14 @@ def test_pareto_front_keeps_rows_no_other_beats_on_both() -> None:
                "results": {"a": row(100, 0.4), "b": row(300, 0.5), "c": row(300, 0.45), "d": row(900, 0.5),
                            "e": row(800, 0.6)}}
     assert pareto_front(summary) == ["a", "b", "e"]  # c: b is better at the same cost; d: e is better and cheaper
+
+
+def test_cost_chart_moves_names_of_close_points_apart() -> None:
+    """Two heads at 985 and 988 tokens and 57.7% and 58.0% printed their names over each other
+    (run-17's cost.png); a close point's name goes one line down, a third close one two."""
+    from trinity_cli.runs.charts import _label_lines
+
+    points = [("agree", 885.0, 0.587), ("head:default", 985.0, 0.577), ("head:init-labels", 988.0, 0.580),
+              ("x", 990.0, 0.575), ("single", 200.0, 0.38), ("sc", 1573.0, 0.563)]
+    assert _label_lines(points) == [0, 0, 1, 2, 0, 0]
+    assert _label_lines([]) == []

@@ -87,10 +87,11 @@ def plot_cost(summary: dict[str, Any], path: Path) -> None:
               if m.get("mean_tokens") is not None and m.get("accuracy") is not None]
     front = pareto_front(summary)
     fig, ax = plt.subplots(figsize=(7.5, 4.5), dpi=100)
-    for name, tokens, accuracy in points:
+    for (name, tokens, accuracy), lines in zip(points, _label_lines(points), strict=True):
         on = name in front
         ax.scatter([tokens], [accuracy], color="tab:red" if on else "tab:blue", zorder=3)
-        ax.annotate(name, (tokens, accuracy), textcoords="offset points", xytext=(4, 4), fontsize="x-small")
+        ax.annotate(name, (tokens, accuracy), textcoords="offset points", xytext=(4, 4 - 9 * lines),
+                    fontsize="x-small")
     line = sorted((t, a) for n, t, a in points if n in front)
     if line:
         ax.step([t for t, _ in line], [a for _, a in line], where="post", color="tab:red", alpha=0.6,
@@ -102,6 +103,23 @@ def plot_cost(summary: dict[str, Any], path: Path) -> None:
     ax.set_title(f"trinity bench {summary['run']}: accuracy and cost")
     ax.grid(alpha=0.3)
     _save(plt, fig, path)
+
+
+def _label_lines(points: list[tuple[str, float, float]]) -> list[int]:
+    """How many label lines each point's name is moved down so that names of points that lie
+    close together (within 4% of the token range and 0.02 accuracy) do not print over each
+    other: the first keeps its place, each later close one takes the next free line."""
+    if not points:
+        return []
+    span = (max(t for _, t, _ in points) - min(t for _, t, _ in points)) or 1.0
+    placed: list[tuple[float, float, int]] = []
+    out = []
+    for _, tokens, accuracy in points:
+        taken = {line for t, a, line in placed if abs(t - tokens) <= 0.04 * span and abs(a - accuracy) <= 0.02}
+        line = next(n for n in range(len(placed) + 1) if n not in taken)
+        placed.append((tokens, accuracy, line))
+        out.append(line)
+    return out
 
 
 def plot_selection(summary: dict[str, Any], path: Path) -> None:
