@@ -427,10 +427,12 @@ def test_pareto_front_keeps_rows_no_other_beats_on_both() -> None:
 
 def test_cost_chart_moves_names_of_close_points_apart() -> None:
     """Two heads at 985 and 988 tokens and 57.7% and 58.0% printed their names over each other
-    (run-17's cost.png); a close point's name goes one line down, a third close one two."""
+    (a 300-item bench's cost.png); a name that would meet an earlier one goes a line lower, and
+    names far apart stay beside their points."""
     from trinity_cli.runs.charts import _label_lines
 
-    points = [("agree", 885.0, 0.587), ("head:default", 985.0, 0.577), ("head:init-labels", 988.0, 0.580),
-              ("x", 990.0, 0.575), ("single", 200.0, 0.38), ("sc", 1573.0, 0.563)]
-    assert _label_lines(points) == [0, 0, 1, 2, 0, 0]
+    points = [("agree", 885.0, 0.587), ("head:default", 862.0, 0.577), ("head:init-labels", 918.0, 0.580),
+              ("single", 200.0, 0.38), ("sc:best@4", 1573.0, 0.563), ("oracle", 864.0, 0.68)]
+    assert _label_lines(points) == [0, 1, 2, 0, 0, 0]
+    assert _label_lines([("a", 100.0, 0.5), ("b", 900.0, 0.5)]) == [0, 0]
     assert _label_lines([]) == []

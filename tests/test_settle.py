@@ -281,3 +281,38 @@ def test_rng_unused_by_fixed_procedures() -> None:
     # agree ignores the rng: the same transcript whatever the episode seed (a fixed procedure).
     decision = agree(["a", "b"]).decide("t", [], np.random.default_rng(1))
     assert decision.model == "a" and decision.alone and decision.role is Role.WORKER
+
+
+class HeadScript(Script):
+    """A Script that ends code episodes as a coordinator does (rule 5)."""
+
+    stop_when_code_passes = True
+
+
+def test_a_coordinators_code_episode_ends_at_the_first_code_that_passes_its_examples(tmp_path: Path) -> None:
+    pool = make_pool(tmp_path, {"w": [{"match": "Solve the task now", "reply": BAD}],
+                                "v": [{"match": "Give your verdict now", "reply": "Looks right.\nVerdict: ACCEPT"},
+                                      {"match": "Solve the task now", "reply": GOOD}]})
+    steps = [("w", Role.WORKER), ("v", Role.VERIFIER), ("v", Role.VERIFIER), ("w", Role.WORKER)]
+    examples = Examples("assert add(1, 2) == 3")
+    out = run_episode(ADD, pool, HeadScript(pool.names, steps), max_turns=4, kind="code", examples=examples)
+    assert [t.examples_passed for t in out.turns] == [False, True]
+    assert out.stop_reason == "agreed" and out.answer == GOOD and not out.accepted
+    # A fixed schedule goes on: a Verifier judges the passing code.
+    fixed = run_episode(ADD, pool, Script(pool.names, steps), max_turns=4, kind="code", examples=examples)
+    assert len(fixed.turns) == 3 and fixed.stop_reason == "accepted" and fixed.turns[2].verdict == "ACCEPT"
+
+
+def test_outside_code_a_coordinator_still_stops_on_an_accept_only(tmp_path: Path) -> None:
+    pool = make_pool(tmp_path, {"m0": solve("Answer: 7"), "m1": solve("Answer: 8")})
+    steps = [("m0", Role.WORKER), ("m1", Role.WORKER), ("m0", Role.WORKER)]
+    out = run_episode(TASK, pool, HeadScript(pool.names, steps), max_turns=3, kind="numeric")
+    assert len(out.turns) == 3 and out.stop_reason != "agreed"
+
+
+def test_the_coordinator_is_a_source_that_stops_at_passing_code() -> None:
+    from trinity_cli.coordinator.policy import Coordinator
+    from trinity_cli.episode.schedules import FixedSchedule
+
+    assert Coordinator.stop_when_code_passes is True
+    assert not getattr(FixedSchedule(["a"], "a", (Role.WORKER,)), "stop_when_code_passes", False)

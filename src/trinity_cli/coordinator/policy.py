@@ -156,7 +156,12 @@ class Coordinator:
 
     `backbone_ref` defaults to the head's own backbone. Loading the backbone (torch,
     transformers) is deferred until a non-zero head first needs a feature.
+
+    `stop_when_code_passes`: on a code task the episode ends at the first code that passes
+    the task's shown examples (episode/loop.py, rule 5).
     """
+
+    stop_when_code_passes = True
 
     def __init__(
         self,

@@ -30,7 +30,13 @@ proposed code (reason, direct: stated verdict) or tests it (program: its asserts
 a Verifier is never asked about code that failed them (rule 3). Without an ACCEPT the answer is the
 plurality of votes (code: the latest code passing its examples). A decision source with
 `stop_when_agreed` (the fixed `agree` procedure) also ends the episode at the first
-agreement (stop_reason "agreed").
+agreement (stop_reason "agreed"; on code, the first code that passes its examples).
+5. A decision source with `stop_when_code_passes` (the coordinator: every head, trained or
+   not) ends a code task's episode at the first code that passes the task's shown examples,
+   with that code as the answer (stop_reason "agreed", as `agree`'s code episodes end):
+   running the examples is the Verifier's check on code, and a Verifier asked about passing
+   code only added a turn (docs/heads.md, stage 6d). Fixed schedules (single, self-loops,
+   `sc`, the matrix) do not stop there.
 
 `kind` is the task's scorer kind ("numeric", "choice", "math", "exact", "code"; from the
 task item in evolve and bench, guessed from the task's wording in ask and serve): answers
@@ -155,7 +161,8 @@ def run_episode(
     masked = set(pool.names) - set(usable if usable is not None else usable_models(pool, task, exclude, context))
     play = _Play(pool, task, list(context), kind, examples)
     rng = np.random.default_rng(seed)
-    until_agreed = bool(getattr(coordinator, "stop_when_agreed", False))
+    until_agreed = bool(getattr(coordinator, "stop_when_agreed", False)) or (
+        kind == "code" and bool(getattr(coordinator, "stop_when_code_passes", False)))  # rule 5
     transcript = Transcript(task=task, context=list(context))
     spent: str | None = None  # which budget was reached: "token_budget" or "cost_budget"
     settled: str | None = None  # the answer agreed on, once there is one

@@ -106,18 +106,24 @@ def plot_cost(summary: dict[str, Any], path: Path) -> None:
 
 
 def _label_lines(points: list[tuple[str, float, float]]) -> list[int]:
-    """How many label lines each point's name is moved down so that names of points that lie
-    close together (within 4% of the token range and 0.02 accuracy) do not print over each
-    other: the first keeps its place, each later close one takes the next free line."""
+    """How many label lines each point's name is moved down so that names do not print over
+    each other. On `plot_cost`'s chart (7.5 x 4.5 in at 100 dpi, accuracy 0 to 1.05, x-small
+    names, lines 9 points apart) a name takes about 0.8% of the token range per character to
+    the right of its point, 0.029 of accuracy in height, and a line is 0.038; in order, each
+    name takes the first line (0: beside its point, n: n lines lower) where its box meets no
+    box placed before it."""
     if not points:
         return []
     span = (max(t for _, t, _ in points) - min(t for _, t, _ in points)) or 1.0
-    placed: list[tuple[float, float, int]] = []
+    height, step = 0.029, 0.038
+    placed: list[tuple[float, float, float]] = []  # left, right, label y
     out = []
-    for _, tokens, accuracy in points:
-        taken = {line for t, a, line in placed if abs(t - tokens) <= 0.04 * span and abs(a - accuracy) <= 0.02}
-        line = next(n for n in range(len(placed) + 1) if n not in taken)
-        placed.append((tokens, accuracy, line))
+    for name, tokens, accuracy in points:
+        left, right = tokens, tokens + 0.008 * span * len(name)
+        line = 0
+        while any(left < r and lo < right and abs(accuracy - line * step - y) < height for lo, r, y in placed):
+            line += 1
+        placed.append((left, right, accuracy - line * step))
         out.append(line)
     return out
 
