@@ -27,16 +27,18 @@ How answers are settled (turns/settle.py): outside code tasks a Verifier answers
 ACCEPTs when its answer equals any earlier answer, which becomes the episode's; on code
 tasks every code answer is run against the task's shown examples, a Verifier reads the
 proposed code (reason, direct: stated verdict) or tests it (program: its asserts run), and
-a Verifier is never asked about code that failed them (rule 3). Without an ACCEPT the answer is the
-plurality of votes (code: the latest code passing its examples). A decision source with
-`stop_when_agreed` (the fixed `agree` procedure) also ends the episode at the first
-agreement (stop_reason "agreed"; on code, the first code that passes its examples).
-5. A decision source with `stop_when_code_passes` (the coordinator: every head, trained or
-   not) ends a code task's episode at the first code that passes the task's shown examples,
-   with that code as the answer (stop_reason "agreed", as `agree`'s code episodes end):
-   running the examples is the Verifier's check on code, and a Verifier asked about passing
-   code only added a turn (docs/heads.md, stage 6d). Fixed schedules (single, self-loops,
-   `sc`, the matrix) do not stop there.
+a Verifier is never asked about code that failed them (rule 3). Without an ACCEPT the answer
+is the plurality of votes (code: the latest code passing its examples).
+
+Besides an ACCEPT and the budgets, two things end an episode early, both with stop_reason
+"agreed" and the agreed answer:
+- a decision source with `stop_when_agreed` (the fixed `agree` procedure): the first
+  agreement (on code, the first code that passes its examples);
+- rule 5, a decision source with `stop_when_code_passes` (the coordinator: every head,
+  trained or not): on a code task, the first code that passes the task's shown examples.
+  Running the examples is the Verifier's check on code; a Verifier asked about passing code
+  only added a turn (docs/heads.md, stage 6d). Fixed schedules (single, self-loops, `sc`,
+  the matrix) do not stop there.
 
 `kind` is the task's scorer kind ("numeric", "choice", "math", "exact", "code"; from the
 task item in evolve and bench, guessed from the task's wording in ask and serve): answers
