@@ -150,7 +150,7 @@ def run_episode(
     `token_budget` (prompt + completion tokens over all turns) and `cost_budget` (USD,
     priced models only) end the episode with stop_reason "token_budget" or "cost_budget"
     once reached. The turn that crosses the line is kept; if no Worker has answered by
-    then, one more turn is played as a Worker (rule 3), so a budget never leaves an
+    then, one more turn is played as a Worker (rule 4), so a budget never leaves an
     episode without an answer.
 
     `usable`: the members the caller found usable (`usable_models`, which checks `exclude`),

@@ -21,8 +21,8 @@ the scorer kind). Rules (episode/loop.py applies them turn by turn):
                 answer is run against the task's examples (`run_examples`), and a Verifier
                 is only asked about code that passed them (episode/loop.py, rule 3).
                 The answer is the latest code that passes its examples, else the latest
-                code answer. In `agree`, the first code that passes its examples ends the
-                episode.
+                code answer. In `agree` and in a head's episode (episode/loop.py, rule 5),
+                the first code that passes its examples ends the episode.
 
 Examples (`Examples`): the tests a code task shows in its own text, never the ones it is
 scored on (tasks/builtin.py: MBPP's first assert; HumanEval's `>>>` lines; a `file:` task's
