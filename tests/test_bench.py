@@ -194,7 +194,13 @@ def test_vote_and_best_per_task(tmp_path: Path) -> None:
                 for i, m in enumerate(("m0", "m1", "m2"))]
         assert data["best_per_task"][task] == max(accs)[2]
     assert data["best_per_task"][f"file:{second}"] == "m2"
-    assert "random routing" not in (result.run_dir / "report.md").read_text()  # none was run
+    report = (result.run_dir / "report.md").read_text()
+    assert "random routing" not in report  # none was run
+    # Where the cost goes, per task: tokens per question and turns (vote plays no turns).
+    cost = [data["results"][name]["per_task"][t] for name in ("vote", "best-per-task") for t in data["tasks"]]
+    assert "## Per task (tokens per question · turns)" in report
+    assert f"| vote | {cost[0]['mean_tokens']:.0f} · — | {cost[1]['mean_tokens']:.0f} · — |" in report
+    assert f"| best-per-task | {cost[2]['mean_tokens']:.0f} · 1.00 | {cost[3]['mean_tokens']:.0f} · 1.00 |" in report
     assert data["results"]["best-per-task"]["per_task"][f"file:{second}"]["accuracy"] == 1.0
     with pytest.raises(ConfigError, match="`systems`: unknown kind 'votes'"):
         bench(BenchOptions(pool=str(pool), tasks=f"file:{first}:test", systems=["votes"]))

@@ -50,7 +50,7 @@ def bench_tables(summary: dict[str, Any]) -> Group:
     view = reports.bench_view(summary)
     title = f"{summary['run']} · pool {summary['pool']['name']} · {len(summary['items'])} items"
     parts: list[Any] = [_table(view.accuracy, title)]
-    for extra in (view.gaps, view.paired, view.ends, view.workflows):
+    for extra in (view.per_task_cost, view.gaps, view.paired, view.ends, view.workflows):
         if extra is not None and extra.rows:
             parts.append(_table(extra, f"\n{extra.title}"))
     for sel in view.selection:

@@ -80,6 +80,7 @@ class BenchView:
     caption: str
     accuracy: TableView
     per_task: TableView | None
+    per_task_cost: TableView | None
     gaps: TableView | None
     paired: TableView | None
     selection: list[TableView]
@@ -109,6 +110,7 @@ def bench_view(summary: dict[str, Any]) -> BenchView:
                  + f" · seed {o['seed']}" + _decisions_caption(o)),
         accuracy=_accuracy_table(summary, task_names if several else []),
         per_task=_per_task_table(summary) if several else None,
+        per_task_cost=_per_task_cost_table(summary) if several else None,
         gaps=_gaps_table(summary, task_names if several else []),
         paired=_paired_table(summary), selection=selection,
         ends=ends_table(summary, task_names if several else []),
@@ -147,6 +149,22 @@ def _per_task_table(summary: dict[str, Any]) -> TableView:
         per_task.rows.append([system["name"], *cells])
         per_task.kinds.append(system["kind"])
     return per_task
+
+
+def _per_task_cost_table(summary: dict[str, Any]) -> TableView:
+    """Tokens and turns per question, per task: where each system's cost goes."""
+    task_names = summary["tasks"]
+    # Its own first header cell, so it is not read as the accuracy table of the same columns.
+    table = TableView("Per task (tokens per question · turns)",
+                      ["tokens · turns", *[short_task(t) for t in task_names]])
+    for system in summary["systems"]:
+        cells = []
+        for t in task_names:
+            m = summary["results"][system["name"]]["per_task"][t]
+            cells.append(f"{num(m.get('mean_tokens'), '{:.0f}')} · {num(m.get('mean_turns'))}")
+        table.rows.append([system["name"], *cells])
+        table.kinds.append(system["kind"])
+    return table
 
 
 def _gaps_table(summary: dict[str, Any], task_names: list[str]) -> TableView | None:
@@ -325,7 +343,8 @@ def report_markdown(summary: dict[str, Any]) -> str:
     """The bench report as Markdown: accuracy with CIs, costs, gaps, selection shares."""
     view = bench_view(summary)
     out = [f"# {view.heading}", "", view.caption]
-    for table in (view.accuracy, view.per_task, view.gaps, view.paired, view.ends, view.workflows):
+    for table in (view.accuracy, view.per_task, view.per_task_cost, view.gaps, view.paired, view.ends,
+                  view.workflows):
         if table is not None:
             out += ["", f"## {table.title}", "", *md_table(table)]
     if view.selection:
