@@ -17,7 +17,7 @@ curves. Their charts (PNG) are runs/charts.py's.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -139,30 +139,24 @@ def _accuracy_table(summary: dict[str, Any], per_task_cols: list[str]) -> TableV
 
 
 def _per_task_table(summary: dict[str, Any]) -> TableView:
-    task_names = summary["tasks"]
-    per_task = TableView("Per task (accuracy, 95% CI, n)", ["system", *[short_task(t) for t in task_names]])
-    for system in summary["systems"]:
-        cells = []
-        for t in task_names:
-            m = summary["results"][system["name"]]["per_task"][t]
-            cells.append(f"{pct(m['accuracy'])} ({interval(m)}, n={m['n']})")
-        per_task.rows.append([system["name"], *cells])
-        per_task.kinds.append(system["kind"])
-    return per_task
+    return _by_task(summary, "Per task (accuracy, 95% CI, n)", "system",
+                    lambda m: f"{pct(m['accuracy'])} ({interval(m)}, n={m['n']})")
 
 
 def _per_task_cost_table(summary: dict[str, Any]) -> TableView:
-    """Tokens and turns per question, per task: where each system's cost goes."""
+    """Tokens and turns per question, per task: where each system's cost goes. Its own first
+    header cell, so it is not read as the accuracy table of the same columns."""
+    return _by_task(summary, "Per task (tokens per question · turns)", "tokens · turns",
+                    lambda m: f"{num(m.get('mean_tokens'), '{:.0f}')} · {num(m.get('mean_turns'))}")
+
+
+def _by_task(summary: dict[str, Any], title: str, corner: str, cell: Callable[[dict[str, Any]], str]) -> TableView:
+    """A row per system, a column per task, each cell `cell` of that task's result."""
     task_names = summary["tasks"]
-    # Its own first header cell, so it is not read as the accuracy table of the same columns.
-    table = TableView("Per task (tokens per question · turns)",
-                      ["tokens · turns", *[short_task(t) for t in task_names]])
+    table = TableView(title, [corner, *[short_task(t) for t in task_names]])
     for system in summary["systems"]:
-        cells = []
-        for t in task_names:
-            m = summary["results"][system["name"]]["per_task"][t]
-            cells.append(f"{num(m.get('mean_tokens'), '{:.0f}')} · {num(m.get('mean_turns'))}")
-        table.rows.append([system["name"], *cells])
+        per_task = summary["results"][system["name"]]["per_task"]
+        table.rows.append([system["name"], *[cell(per_task[t]) for t in task_names]])
         table.kinds.append(system["kind"])
     return table
 
