@@ -163,8 +163,10 @@ def run_episode(
     masked = set(pool.names) - set(usable if usable is not None else usable_models(pool, task, exclude, context))
     play = _Play(pool, task, list(context), kind, examples)
     rng = np.random.default_rng(seed)
-    until_agreed = bool(getattr(coordinator, "stop_when_agreed", False)) or (
-        kind == "code" and bool(getattr(coordinator, "stop_when_code_passes", False)))  # rule 5
+    # The early endings (module docstring): agree's first agreement; rule 5, a head's first passing
+    # code, which is what `settle.agreement` finds on code.
+    stops_at_agreement = bool(getattr(coordinator, "stop_when_agreed", False)) or (
+        kind == "code" and bool(getattr(coordinator, "stop_when_code_passes", False)))
     transcript = Transcript(task=task, context=list(context))
     spent: str | None = None  # which budget was reached: "token_budget" or "cost_budget"
     settled: str | None = None  # the answer agreed on, once there is one
@@ -187,7 +189,7 @@ def run_episode(
             accepted = turns[turn.agreed_with] if turn.agreed_with is not None else proposed
             settled = accepted.reply if accepted is not None else None
             break
-        if until_agreed and (found := settle.agreement(turns, kind)) is not None:
+        if stops_at_agreement and (found := settle.agreement(turns, kind)) is not None:
             transcript.stop_reason, settled = "agreed", turns[found].reply
             break
         spent = spent or _budget_reached(transcript, token_budget, cost_budget)

@@ -90,7 +90,7 @@ def plot_cost(summary: dict[str, Any], path: Path) -> None:
     for (name, tokens, accuracy), lines in zip(points, _label_lines(points), strict=True):
         on = name in front
         ax.scatter([tokens], [accuracy], color="tab:red" if on else "tab:blue", zorder=3)
-        ax.annotate(name, (tokens, accuracy), textcoords="offset points", xytext=(4, 4 - 9 * lines),
+        ax.annotate(name, (tokens, accuracy), textcoords="offset points", xytext=(4, 4 - _NAME_LINE_PT * lines),
                     fontsize="x-small")
     line = sorted((t, a) for n, t, a in points if n in front)
     if line:
@@ -105,21 +105,25 @@ def plot_cost(summary: dict[str, Any], path: Path) -> None:
     _save(plt, fig, path)
 
 
+# cost.png's names: a line is this many points; on its axes (7.5 x 4.5 in at 100 dpi, accuracy
+# 0 to 1.05) that is _NAME_LINE_ACC of accuracy, and an x-small name is _NAME_HEIGHT_ACC high and
+# _NAME_CHAR_SPAN of the token range wide per character.
+_NAME_LINE_PT = 9
+_NAME_LINE_ACC, _NAME_HEIGHT_ACC, _NAME_CHAR_SPAN = 0.038, 0.029, 0.008
+
+
 def _label_lines(points: list[tuple[str, float, float]]) -> list[int]:
-    """How many label lines each point's name is moved down so that names do not print over
-    each other. On `plot_cost`'s chart (7.5 x 4.5 in at 100 dpi, accuracy 0 to 1.05, x-small
-    names, lines 9 points apart) a name takes about 0.8% of the token range per character to
-    the right of its point, 0.029 of accuracy in height, and a line is 0.038; in order, each
-    name takes the first line (0: beside its point, n: n lines lower) where its box meets no
-    box placed before it."""
+    """How many lines each point's name on `plot_cost`'s chart is moved down so that names do
+    not print over each other: in order, each name takes the first line (0: beside its point,
+    n: n lines lower) where its box (the constants above) meets no box placed before it."""
     if not points:
         return []
     span = (max(t for _, t, _ in points) - min(t for _, t, _ in points)) or 1.0
-    height, step = 0.029, 0.038
+    height, step = _NAME_HEIGHT_ACC, _NAME_LINE_ACC
     placed: list[tuple[float, float, float]] = []  # left, right, label y
     out = []
     for name, tokens, accuracy in points:
-        left, right = tokens, tokens + 0.008 * span * len(name)
+        left, right = tokens, tokens + _NAME_CHAR_SPAN * span * len(name)
         line = 0
         while any(left < r and lo < right and abs(accuracy - line * step - y) < height for lo, r, y in placed):
             line += 1
