@@ -276,3 +276,18 @@ def test_old_bench_runs_still_replay(tmp_path: Path, capsys, monkeypatch) -> Non
     results.replay_bench(record)
     shown = capsys.readouterr().out
     assert "head:hashy" in shown and "member as role" not in shown and "Paired test" not in shown
+
+
+def test_a_conductor_row_is_paired_with_each_head_row(tmp_path: Path) -> None:
+    pool, tasks = setup_files(tmp_path)
+    head = str(hash_head(tmp_path / "head"))
+    data = bench(options(pool, tasks, heads=[head], random_seeds=0,
+                         systems=["single", "agree", "head", "conductor"])).data
+    per_item = data["per_item"]
+    conductor = data["paired"]["conductor"]
+    assert set(conductor) == {"vs_best_single", "vs_best_selfloop", "vs_agree", "vs_best_sc", "vs_head:hashy"}
+    test = conductor["vs_head:hashy"]
+    mine, other = per_item["conductor"], per_item["head:hashy"]
+    assert test["other"] == "head:hashy" and test["n"] == 8
+    assert (test["b"], test["c"]) == (sum(mine[k] > other[k] for k in mine), sum(mine[k] < other[k] for k in mine))
+    assert "vs_conductor" not in data["paired"]["head:hashy"]  # the head rows keep their own tests

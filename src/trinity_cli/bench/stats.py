@@ -334,7 +334,8 @@ def _system_rows(system: System, by_system: dict[str, list[EpisodeResult]], sing
 def _paired(systems: Sequence[System], results: dict[str, Any], per_item: dict[str, dict[str, float]],
             models: Sequence[str], singles: list[str]) -> dict[str, dict[str, Any]]:
     """bench.json's "paired": each head and conductor row against the best single, self-loop
-    and sc rows and `agree` (and a head's other decision mode against its default one)."""
+    and sc rows and `agree` (and a head's other decision mode against its default one, a
+    conductor row against each head row: key `vs_head:NAME`)."""
     selfloops = [f"selfloop:{m}" for m in models if f"selfloop:{m}" in results]
     scs = [s.name for s in systems if s.kind == "sc"]
     against = {"vs_best_single": _best(results, singles), "vs_best_selfloop": _best(results, selfloops),
@@ -344,6 +345,13 @@ def _paired(systems: Sequence[System], results: dict[str, Any], per_item: dict[s
                  for key, other in against.items()}
         for s in systems if s.kind in ("head", "conductor")
     }
+    # A conductor row is also tested against each head row of the bench (`vs_head:NAME`): the
+    # two coordinators on the same items.
+    heads = [s.name for s in systems if s.kind == "head" and s.name in per_item]
+    for s in systems:
+        if s.kind == "conductor":
+            for head in heads:
+                paired[s.name][f"vs_{head}"] = paired_test(per_item[s.name], per_item[head], head)
     # A head's row in the other decision mode (`head:NAME/greedy`) is also tested against its
     # row in the default mode, on the same items and seeds.
     for name in paired:
