@@ -20,6 +20,9 @@ from trinity_cli.messages import Role, Turn
 
 torch = pytest.importorskip("torch")
 
+# The devices a backbone can run on here: the bit-for-bit claims below are checked on each
+# (a CUDA GPU runs them in float16, its own kernels).
+DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 TEXT = "You coordinate.\nTask: What is six times seven?\nworker (m0): 42\nNext:"
 
 
@@ -114,7 +117,8 @@ def test_svf_on_cuda_agrees_with_cpu(tiny_lm_dir: Path) -> None:
     assert np.allclose(features["cpu"], features["cuda"], rtol=2e-2, atol=2e-2)
 
 
-def test_svf_head_evolves_and_records_its_scaling(tmp_path: Path, tiny_lm_dir: Path) -> None:
+@pytest.mark.parametrize("device", DEVICES)
+def test_svf_head_evolves_and_records_its_scaling(tmp_path: Path, tiny_lm_dir: Path, device: str) -> None:
     from trinity_cli.evolve.evolution import evolve
     from trinity_cli.evolve.options import EvolveOptions
 
@@ -123,7 +127,7 @@ def test_svf_head_evolves_and_records_its_scaling(tmp_path: Path, tiny_lm_dir: P
     pool, tasks = setup_files(tmp_path)
     result = evolve(EvolveOptions(pool=str(pool), tasks=f"file:{tasks}:train", val_tasks=f"file:{tasks}:val:2",
                                   budget=8, minibatch=2, popsize=4, seed=1, max_turns=2, backbone=str(tiny_lm_dir),
-                                  device="cpu", svf=True, out=str(tmp_path / "head")))
+                                  device=device, svf=True, out=str(tmp_path / "head")))
     head = head_mod.Head.load(result.head_dir)
     assert head.manifest["svf"]["scale"] == "exp" and head.svf_offsets.size == sum(head.manifest["svf"]["sizes"])
     assert head.manifest["backbone"]["fingerprint"].startswith("dir:")
@@ -251,17 +255,20 @@ def growing_texts(n: int = 6) -> list[str]:
     return [coordinator_text("What is six times seven?", turns[:k]) for k in range(n + 1)]
 
 
-def test_incremental_features_equal_a_full_encode(tiny_lm_dir: Path) -> None:
+@pytest.mark.parametrize("device", DEVICES)
+def test_incremental_features_equal_a_full_encode(tiny_lm_dir: Path, device: str) -> None:
     """Texts that grow by appending: only their new blocks are encoded, each feature equals
     a single full pass over the whole text to float rounding, and bit for bit what the same
     text gives with nothing kept (so results do not depend on which episode ran first)."""
-    incremental, fresh = backbone(tiny_lm_dir, max_tokens=4096), backbone(tiny_lm_dir, max_tokens=4096)
+    incremental = backbone(tiny_lm_dir, device, max_tokens=4096)
+    fresh = backbone(tiny_lm_dir, device, max_tokens=4096)
     fresh.incremental = False
     texts = growing_texts()
+    tolerance = {"atol": 1e-5, "rtol": 1e-4} if device == "cpu" else {"atol": 2e-2, "rtol": 2e-2}  # float16
     for text in texts:
         mine = incremental.encode(text)
         assert np.array_equal(mine, fresh.encode(text))
-        np.testing.assert_allclose(mine, full_pass(fresh, text), atol=1e-5, rtol=1e-4)
+        np.testing.assert_allclose(mine, full_pass(fresh, text), **tolerance)
     total = sum(len(fresh.tokenizer(t)["input_ids"]) for t in texts)
     assert fresh.reused_tokens == 0 and fresh.encoded_tokens == total
     assert incremental.encoded_tokens + incremental.reused_tokens == total
@@ -285,14 +292,15 @@ def test_blocks_start_at_lines() -> None:
 
 def full_pass(bb, text: str) -> np.ndarray:
     """The feature from one forward pass over the whole text (no blocks)."""
-    ids = bb.tokenizer(text, return_tensors="pt", truncation=True, max_length=bb.max_tokens)
+    ids = bb.tokenizer(text, return_tensors="pt", truncation=True, max_length=bb.max_tokens).to(bb.device)
     with torch.inference_mode():
         hidden = bb.decoder(**ids).last_hidden_state[0]
-    return hidden[-2].float().numpy()
+    return hidden[-2].float().cpu().numpy()
 
 
-def test_a_prefix_is_reused_only_under_the_same_weights(tiny_lm_dir: Path) -> None:
-    bb = backbone(tiny_lm_dir, max_tokens=4096)
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_prefix_is_reused_only_under_the_same_weights(tiny_lm_dir: Path, device: str) -> None:
+    bb = backbone(tiny_lm_dir, device, max_tokens=4096)
     svf = svf_for(bb)
     texts = growing_texts(3)
     bb.encode(texts[1])
