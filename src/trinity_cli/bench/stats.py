@@ -347,11 +347,10 @@ def _paired(systems: Sequence[System], results: dict[str, Any], per_item: dict[s
     }
     # A conductor row is also tested against each head row of the bench (`vs_head:NAME`): the
     # two coordinators on the same items.
-    heads = [s.name for s in systems if s.kind == "head" and s.name in per_item]
-    for s in systems:
-        if s.kind == "conductor":
-            for head in heads:
-                paired[s.name][f"vs_{head}"] = paired_test(per_item[s.name], per_item[head], head)
+    heads = [s.name for s in systems if s.kind == "head"]
+    for conductor in (s.name for s in systems if s.kind == "conductor"):
+        for head in heads:
+            paired[conductor][f"vs_{head}"] = paired_test(per_item[conductor], per_item[head], head)
     # A head's row in the other decision mode (`head:NAME/greedy`) is also tested against its
     # row in the default mode, on the same items and seeds.
     for name in paired:
