@@ -188,6 +188,9 @@ def test_a_conductor_that_decodes_under_a_schema_is_given_the_workflow_schema(mo
     assert bound.workflow is not None and bound.workflow["constrained"] is True
     schema = json.loads(seen[0].json_schema)
     assert [len(s["properties"]["model_id"]["prefixItems"]) for s in schema["oneOf"]] == [1, 2, 3, 4, 5]
+    # the properties in the order they are to be written (a grammar follows this order): the
+    # steps' members and subtasks before the access lists that wire them
+    assert all(list(s["properties"]) == ["model_id", "subtasks", "access_list"] for s in schema["oneOf"])
     assert seen[0].max_tokens == max(512, SCHEMA_REPLY_TOKENS)
     assert all(p.json_schema is None for p in seen[1:])  # only the conductor's call is constrained
     assert rollout_request("f", [], seen[0])["params"]["json_schema"] == seen[0].json_schema

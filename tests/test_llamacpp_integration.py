@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -195,6 +196,10 @@ def test_conductor_mode_on_a_real_model_writes_a_workflow_under_its_schema_and_r
     assert flow["constrained"] is True and flow["fallback"] is None and flow["repairs"] == []
     assert record["transcript"]["stop_reason"] == "workflow"
     turns = record["transcript"]["turns"]
+    # the grammar writes the keys in the schema's order: members and subtasks, then the wiring
+    reply = turns[0]["reply"]
+    keys, _ = json.JSONDecoder(object_pairs_hook=lambda kv: [k for k, _ in kv]).raw_decode(reply, reply.index("{"))
+    assert keys == ["model_id", "subtasks", "access_list"], reply
     assert turns[0]["override"] == "conductor" and len(turns) == 1 + sum(len(s["turns"]) for s in flow["steps"])
     code, again, _ = run_main(args, monkeypatch, capsys)
     assert code == 0 and again == out

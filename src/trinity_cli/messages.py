@@ -45,8 +45,9 @@ class GenParams:
     top_p: float = 1.0
     seed: int | None = 0
     stop: tuple[str, ...] = ()
-    # A JSON schema (canonical JSON text) the reply must follow, for backends that can
-    # constrain decoding to it (Backend.supports_json_schema); None: free text.
+    # A JSON schema (JSON text, its objects' keys in the order the reply is to write them)
+    # the reply must follow, for backends that can constrain decoding to it
+    # (Backend.supports_json_schema); None: free text.
     json_schema: str | None = None
 
 

@@ -74,7 +74,6 @@ from trinity_cli.episode.schedules import AGREE_TURNS, agree
 from trinity_cli.episode.turn import Call, fit, play
 from trinity_cli.errors import ConfigError, ContextOverflow, did_you_mean, option
 from trinity_cli.events import ProgressFn, TurnPlayed, quiet
-from trinity_cli.keyed_cache import canonical_json
 from trinity_cli.messages import ChatMessage, Role, Transcript, Turn
 from trinity_cli.pool.pool import Pool
 from trinity_cli.turns import prompts
@@ -306,7 +305,10 @@ class _Conducting:
         cap = self.pool.params(self.conductor, Role.WORKER.value).max_tokens
         schema = None
         if self.pool.backend(self.conductor).supports_json_schema():
-            schema = canonical_json(workflow_schema(self.members, self.spec.max_steps, allow_self))
+            # Not canonical_json: sorted keys would reach the grammar as the properties'
+            # order, and the conductor would write its access lists before its steps.
+            schema = json.dumps(workflow_schema(self.members, self.spec.max_steps, allow_self),
+                                separators=(",", ":"), ensure_ascii=False)
             cap = max(cap, SCHEMA_REPLY_TOKENS)
         call = Call(model=self.conductor, role=Role.THINKER, messages=messages, answering=False, max_tokens=cap,
                     json_schema=schema, override="conductor" + (f" (depth {depth})" if depth else ""))
