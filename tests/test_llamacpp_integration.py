@@ -206,3 +206,40 @@ def test_conductor_mode_on_a_real_model_writes_a_workflow_under_its_schema_and_r
     assert all(t["cached"] for t in RunStore().load("run-2")["transcript"]["turns"])
     code, replay, _ = run_main(["inspect", "run-1"], monkeypatch, capsys)
     assert code == 0 and "workflow by smollm2-135m" in replay
+
+
+def test_greedy_decoding_under_a_grammar_matches_llama_cpp_python_s_own_sampler(backend, monkeypatch) -> None:
+    """A greedy call under a JSON schema checks only the best token against the grammar
+    (backends/llamacpp.GreedyGrammarSampler) and the whole vocabulary only when that token is
+    rejected; its replies are exactly those of llama-cpp-python's sampler chain, whichever
+    branch chose each token."""
+    from trinity_cli.backends import llamacpp
+    from trinity_cli.conductor.workflow import workflow_schema
+
+    chosen = {"tokens": 0, "whole vocabulary": 0}
+    sample, best = llamacpp.GreedyGrammarSampler.sample, llamacpp.GreedyGrammarSampler._best_accepted
+
+    def counted_sample(self, ctx, idx=-1):
+        chosen["tokens"] += 1
+        return sample(self, ctx, idx)
+
+    def counted_best(self, logits):
+        chosen["whole vocabulary"] += 1
+        return best(self, logits)
+
+    monkeypatch.setattr(llamacpp.GreedyGrammarSampler, "sample", counted_sample)
+    monkeypatch.setattr(llamacpp.GreedyGrammarSampler, "_best_accepted", counted_best)
+    schemas = [json.dumps(workflow_schema(["solver", "checker"])),
+               json.dumps({"type": "object", "properties": {"answer": {"type": "integer"}}, "required": ["answer"]})]
+    asks = ["Plan how a team of a solver and a checker answers: what is 12*7? Reply in JSON.",
+            "What is 12*7? Reply in JSON.", "Name a colour. Reply in JSON."]
+    llm = backend.load()
+    replies = {}
+    for fast in (True, False):
+        monkeypatch.setattr(type(llm), "fast_grammar", fast)
+        replies[fast] = [backend.chat([ChatMessage("user", a)], GenParams(max_tokens=96, json_schema=s)).text
+                         for s in schemas for a in asks]
+    assert replies[True] == replies[False]
+    assert all(r.lstrip().startswith("{") for r in replies[True])
+    # both branches ran: most tokens from the single check, some from the whole vocabulary
+    assert 0 < chosen["whole vocabulary"] < chosen["tokens"], chosen

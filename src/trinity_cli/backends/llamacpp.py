@@ -18,6 +18,7 @@ saves: docs/measurements.md#item-order-and-replies-that-do-not-depend-on-the-cal
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import threading
@@ -26,6 +27,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from trinity_cli.backends.base import Backend
 from trinity_cli.backends.gguf_file import MIN_REPLY_TOKENS, GGUFFile, package_version
 from trinity_cli.errors import AssetError, BackendError, ContextOverflow
@@ -33,13 +36,84 @@ from trinity_cli.messages import ChatMessage, Completion, GenParams
 from trinity_cli.pool_config import GGUFModel
 
 
+class GreedyGrammarSampler:
+    """Greedy decoding under a grammar, choosing exactly the token llama-cpp-python's sampler
+    chain (neutral penalties, grammar, greedy) chooses, without checking the whole vocabulary
+    against the grammar at every token.
+
+    The chain sets every token the grammar rejects to -inf, then takes the first token of
+    highest logit. So when the first token of highest logit over the whole vocabulary is one
+    the grammar accepts, it is the chain's choice; only when the grammar rejects it is the
+    whole vocabulary checked (the chain's own work). Most tokens thus cost one check instead of
+    one per vocabulary entry (about 150,000 for Qwen2.5; what it saves: docs/measurements.md).
+    Contract: `sample(ctx, idx)` returns the token and advances the grammar by it, as
+    `LlamaSampler.sample` does."""
+
+    def __init__(self, vocab: Any, grammar: Any) -> None:
+        import llama_cpp
+
+        self._lib = llama_cpp
+        self._sampler = llama_cpp.llama_sampler_init_grammar(
+            vocab, grammar._grammar.encode("utf-8"), grammar._root.encode("utf-8"))
+        if not self._sampler:
+            raise BackendError("llama.cpp could not build a grammar from the JSON schema")
+        self._n_vocab = int(llama_cpp.llama_vocab_n_tokens(vocab))
+        self._one = (llama_cpp.llama_token_data * 1)()
+        self._all: np.ndarray | None = None  # the whole vocabulary, made on first need
+
+    def sample(self, ctx: Any, idx: int = -1) -> int:
+        lib = self._lib
+        logits = np.ctypeslib.as_array(lib.llama_get_logits_ith(ctx.ctx, idx), shape=(self._n_vocab,))
+        token = int(np.argmax(logits))  # the first of the highest, as llama.cpp's greedy sampler
+        self._one[0] = lib.llama_token_data(token, float(logits[token]), 0.0)
+        lib.llama_sampler_apply(self._sampler, ctypes.byref(lib.llama_token_data_array(self._one, 1, -1, False)))
+        if self._one[0].logit == -np.inf:
+            token = self._best_accepted(logits)
+        lib.llama_sampler_accept(self._sampler, token)
+        return token
+
+    def _best_accepted(self, logits: np.ndarray) -> int:
+        """The first token of highest logit among those the grammar accepts (the chain's choice)."""
+        lib = self._lib
+        if self._all is None:
+            self._all = np.zeros(self._n_vocab, dtype=np.dtype(
+                [("id", np.int32), ("logit", np.float32), ("p", np.float32)], align=True))
+        cands = self._all
+        cands["id"] = np.arange(self._n_vocab, dtype=np.int32)
+        cands["logit"] = logits
+        cands["p"] = 0.0
+        data = ctypes.cast(cands.ctypes.data, ctypes.POINTER(lib.llama_token_data))
+        lib.llama_sampler_apply(self._sampler, ctypes.byref(lib.llama_token_data_array(data, self._n_vocab, -1, False)))
+        return int(cands["id"][int(np.argmax(cands["logit"]))])
+
+    def __del__(self) -> None:
+        if getattr(self, "_sampler", None):
+            self._lib.llama_sampler_free(self._sampler)
+            self._sampler = None
+
+
+def _plain_greedy(settings: dict[str, Any]) -> bool:
+    """Whether llama-cpp-python's sampler chain for these settings is grammar then greedy
+    alone: temperature 0, no logits processor, penalties that change nothing."""
+    return (settings.get("grammar") is not None and settings.get("temp") == 0.0
+            and settings.get("logits_processor") is None and settings.get("repeat_penalty", 1.0) == 1.0
+            and settings.get("frequency_penalty", 0.0) == 0.0 and settings.get("presence_penalty", 0.0) == 0.0)
+
+
 def _chunked_llama() -> type:
     """llama_cpp.Llama whose `generate` keeps only whole `n_batch` chunks of the previous
-    prompt (module docstring); imported lazily, like llama_cpp itself."""
+    prompt (module docstring) and whose greedy calls under a grammar use
+    `GreedyGrammarSampler`; imported lazily, like llama_cpp itself."""
     from llama_cpp import Llama
 
     class ChunkedLlama(Llama):  # type: ignore[misc]
         _reusable = 0  # tokens of the previous prompt in whole chunks: what a call may keep
+        fast_grammar = True  # False: llama-cpp-python's own chain (tests compare the two)
+
+        def _init_sampler(self, **settings: Any) -> Any:  # type: ignore[override]  # called with keywords
+            if self.fast_grammar and _plain_greedy(settings):
+                return GreedyGrammarSampler(self._model.vocab, settings["grammar"])
+            return super()._init_sampler(**settings)
 
         def generate(self, tokens: Sequence[int], **kwargs: Any) -> Any:  # type: ignore[override]  # called with keywords
             tokens = list(tokens)
