@@ -75,13 +75,12 @@ class GreedyGrammarSampler:
     def _best_accepted(self, logits: np.ndarray) -> int:
         """The first token of highest logit among those the grammar accepts (the chain's choice)."""
         lib = self._lib
-        if self._all is None:
+        if self._all is None:  # ids and p are set once: the grammar changes only logits
             self._all = np.zeros(self._n_vocab, dtype=np.dtype(
                 [("id", np.int32), ("logit", np.float32), ("p", np.float32)], align=True))
+            self._all["id"] = np.arange(self._n_vocab, dtype=np.int32)
         cands = self._all
-        cands["id"] = np.arange(self._n_vocab, dtype=np.int32)
         cands["logit"] = logits
-        cands["p"] = 0.0
         data = ctypes.cast(cands.ctypes.data, ctypes.POINTER(lib.llama_token_data))
         lib.llama_sampler_apply(self._sampler, ctypes.byref(lib.llama_token_data_array(data, self._n_vocab, -1, False)))
         return int(cands["id"][int(np.argmax(cands["logit"]))])
