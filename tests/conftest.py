@@ -24,6 +24,7 @@ def trinity_home(tmp_path: Path) -> Iterator[Path]:
         patched.delenv("TRINITY_DEBUG", raising=False)
         # Unset for every test, so one that sets it (`--replay-only` writes os.environ) has it undone after.
         patched.delenv("TRINITY_REPLAY_ONLY", raising=False)
+        patched.delenv("TRINITY_FILL_LOGPROBS", raising=False)
         yield home
 
 

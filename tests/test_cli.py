@@ -229,7 +229,7 @@ def test_model_text_prints_literally_in_bench_and_evolve(tmp_path, monkeypatch, 
                                "--random-seeds", "1", "--json"], monkeypatch, capsys)
     assert code == 0, err
     assert {e["answer"] for e in json.loads(out)["episodes"]} == {MARKUP}
-    code, out, err = run_main(["evolve", "--pool", str(pool), "--tasks", f"file:{tasks}:train",
+    code, out, err = run_main(["evolve", "--search-only", "--pool", str(pool), "--tasks", f"file:{tasks}:train",
                                "--val-tasks", f"file:{tasks}:val:2", "--budget", "4", "--minibatch", "2",
                                "--popsize", "2", "--max-turns", "2", "--backbone", "hash:16"], monkeypatch, capsys)
     assert code == 0, err
@@ -262,7 +262,8 @@ def test_evolve_budget_zero_needs_a_start_and_says_so_in_one_line(tmp_path, monk
     """`--budget 0` reaches the library (the validated --init-labels start is then the head);
     without --init-labels it is refused there, in one line naming both flags."""
     pool = scripted_pool(tmp_path)
-    code, out, err = run_main(["evolve", "--pool", str(pool), "--budget", "0", "-q"], monkeypatch, capsys)
+    code, out, err = run_main(["evolve", "--search-only",
+                               "--pool", str(pool), "--budget", "0", "-q"], monkeypatch, capsys)
     assert code == 2 and out == ""
     assert "--budget" in err and "--init-labels" in err and "may be 0" in err
     assert len(err.strip().splitlines()) <= 2 and "Traceback" not in err
@@ -292,7 +293,8 @@ def test_quiet_leaves_stderr_to_errors_and_json_replaces_the_result(tmp_path, mo
     tasks = tmp_path / "tasks.jsonl"
     tasks.write_text("".join(json.dumps({"id": f"q{i}", "prompt": f"Q{i}: 12*7?", "answer": 84,
                                          "scorer": "numeric"}) + "\n" for i in range(20)))
-    evolve = ["evolve", "--pool", str(pool), "--tasks", f"file:{tasks}:train", "--val-tasks", f"file:{tasks}:val:2",
+    evolve = ["evolve", "--search-only", "--pool", str(pool), "--tasks", f"file:{tasks}:train",
+              "--val-tasks", f"file:{tasks}:val:2",
               "--budget", "4", "--minibatch", "2", "--popsize", "2", "--max-turns", "2", "--backbone", "hash:16"]
     code, out, err = run_main([*evolve, "-q"], monkeypatch, capsys)
     assert code == 0 and err == "" and out.strip().endswith("evolved-run-2")
@@ -386,7 +388,8 @@ def test_without_a_terminal_progress_is_plain_lines_and_reports_are_markdown(tmp
     code, again, _ = run_main(["inspect", "run-1"], monkeypatch, capsys)
     assert code == 0 and again == out
 
-    code, out, err = run_main(["evolve", "--pool", str(pool), "--tasks", f"file:{tasks}:train", "--val-tasks",
+    code, out, err = run_main(["evolve", "--search-only", "--pool", str(pool), "--tasks", f"file:{tasks}:train",
+                               "--val-tasks",
                                f"file:{tasks}:val:2", "--budget", "4", "--minibatch", "2", "--popsize", "2",
                                "--max-turns", "2", "--backbone", "hash:16"], monkeypatch, capsys)
     assert code == 0, err
@@ -415,7 +418,7 @@ def test_library_errors_name_parameters_and_the_command_line_names_flags(tmp_pat
     assert str(exc) == "`input_dims` 3 needs more (lower `input_dims`)"
     assert exc.worded(cli.option_flags()) == ("--input-dims 3 needs more", "lower --input-dims")
     # The same library error through the entry point: the flags a user typed.
-    code, _, err = run_main(["evolve", "--pool", str(scripted_pool(tmp_path)), "--input-dims", "300",
+    code, _, err = run_main(["evolve", "--search-only", "--pool", str(scripted_pool(tmp_path)), "--input-dims", "300",
                              "--center-items", "10"], monkeypatch, capsys)
     assert code == 2 and "--input-dims 300 needs at least as many --center-items" in err
     assert "`" not in err and "\x1e" not in err

@@ -329,3 +329,41 @@ def test_embedded_backbones_resolve_to_files_of_the_hidden_size_they_declare(nam
     sizes = [int(f.parts[f.data[0]][0]) for key, f in reader.fields.items() if key.endswith(".embedding_length")]
     assert sizes == [backbone_refs.EMBEDDED_HIDDEN[name]]
     assert set(backbone_refs.EMBEDDED) == set(backbone_refs.EMBEDDED_HIDDEN)
+
+
+# -- recorded features without the backbone (issue 65.2) ------------------------------------
+def test_recorded_decisions_are_read_without_loading_the_backbone(tiny_lm_dir: Path, monkeypatch) -> None:
+    """A decision whose feature the hidden-state cache holds needs no backbone: its key is
+    known from the backbone's reference and the device, and the text it read from which
+    candidate was recorded (even a long transcript's shortened one, in replay-only mode)."""
+    from trinity_cli.coordinator import backbone as backbone_mod
+    from trinity_cli.coordinator.backbone_refs import describe
+    from trinity_cli.coordinator.policy import versions
+
+    ref = str(tiny_lm_dir)
+    head = head_mod.untrained("p", ["a", "b"], {"ref": ref, "fingerprint": describe(ref)[0], "hidden_size": 32}, 32)
+    head.weights[:] = np.random.default_rng(0).normal(0, 1, head.weights.shape).astype(np.float32)
+    head.manifest.update(name="h", trained=True, **versions())
+    task = "Compute the total cost of seven apples."
+    states = [[], [turn(0, 5)], [turn(i, 60) for i in range(6)]]  # the last must be shortened to fit
+
+    def play() -> tuple[list[tuple[str, str]], Coordinator]:
+        c = Coordinator(head, device="cpu", max_tokens=1024)
+        picks = [c.decide(task, turns, np.random.default_rng(0), greedy=True) for turns in states]
+        return [(d.model, d.role.value) for d in picks], c
+
+    recorded, first = play()
+    assert first._shared.backbone is not None and first.encode_calls == len(states)
+    first.close()
+
+    def no_load(*args, **kwargs):
+        raise AssertionError("the backbone was loaded")
+
+    monkeypatch.setattr(backbone_mod, "load", no_load)
+    monkeypatch.setenv("TRINITY_REPLAY_ONLY", "1")
+    replayed, again = play()
+    assert replayed == recorded and again._shared.backbone is None and again.cache_hits == len(states)
+    again.close()
+    monkeypatch.delenv("TRINITY_REPLAY_ONLY")
+    with pytest.raises(AssertionError, match="loaded"):  # outside replay-only the long state must count tokens
+        play()

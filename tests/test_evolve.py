@@ -51,7 +51,7 @@ def test_evolve_learns_to_route_and_writes_a_head(tmp_path: Path, monkeypatch) -
     result = evolve(options(pool, tasks, budget=160, out=str(tmp_path / "head")))
     assert result.spent == 160 and result.generations == 10
     head = Head.load(tmp_path / "head")
-    assert head.trained and head.models == ["m0", "m1"]
+    assert head.learned and head.models == ["m0", "m1"]
     assert head.manifest["training"]["budget"] == 160 and head.manifest["training"]["seed"] == 3
     assert (tmp_path / "head" / "curves.png").stat().st_size > 1000
     vals = [c["val"] for c in result.curves]
@@ -329,7 +329,7 @@ def test_budget_below_one_generation_is_refused_up_front(tmp_path: Path, monkeyp
         evolve(options(pool, tasks, budget=15, out=str(tmp_path / "h")))
     assert not (tmp_path / "h").exists() and not list((tmp_path / "home" / "runs").glob("run-*"))
     code, _, err = run_cli(monkeypatch, capsys, [
-        "evolve", "--pool", str(pool), "--tasks", f"file:{tasks}:train", "--backbone", "hash:16",
+        "evolve", "--search-only", "--pool", str(pool), "--tasks", f"file:{tasks}:train", "--backbone", "hash:16",
         "--popsize", "4", "--minibatch", "4", "--budget", "10"])
     assert code == 2 and "smaller than one generation" in err and "--budget 16" in err
 
@@ -539,3 +539,129 @@ def test_greedy_decisions_take_the_most_likely_model_and_role(tmp_path: Path, mo
     assert greedy.run_id != sampled.run_id  # another configuration, another run
     with pytest.raises(ConfigError, match="decisions"):
         evolve(options(pool, tasks, decisions="argmax"))
+
+
+def fruit_files(tmp_path: Path) -> tuple[Path, Path]:
+    """A pool whose right member depends on a word of the question, not on the task: m0
+    knows apples, m1 knows pears (each answers the other's questions wrong)."""
+    def knows(word: str) -> list[dict[str, str]]:
+        return [{"match": word, "reply": "Answer: 42"}, {"match": "Question", "reply": "Answer: 7"}]
+
+    pool = write_pool(tmp_path, {"name": "fruit", "max_resident": 1, "models": [
+        {"name": "m0", "kind": "scripted", "rules": knows("apple"), "default": "Plan: think."},
+        {"name": "m1", "kind": "scripted", "rules": knows("pear"), "default": "Plan: think."},
+    ]})
+    tasks = tmp_path / "fruit.jsonl"
+    tasks.write_text("".join(json.dumps({
+        "id": f"q{i}", "prompt": f"Question {i}: how many {'apple' if i % 2 else 'pear'} seeds?",
+        "answer": 42, "scorer": "numeric"}) + "\n" for i in range(80)))
+    return pool, tasks
+
+
+def test_evolve_learns_routing_that_depends_on_the_question(tmp_path: Path, monkeypatch, capsys) -> None:
+    """Any constant policy (a bias toward one member) is right on the share of questions its
+    member knows, about half; the head has to read the question to beat that."""
+    fruit_files(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    result = evolve(options(Path("pool.yaml"), Path("fruit.jsonl"), budget=240, minibatch=12, popsize=4,
+                            max_turns=1, val_tasks="file:fruit.jsonl:val:16", val_every=1))
+    from trinity_cli import tasks as task_mod
+
+    val = task_mod.sample_items(task_mod.parse_mix("file:fruit.jsonl:val:16"), seed=0)  # as evolve draws them
+    apples = sum("apple" in item.prompt for item in val) / len(val)
+    best_constant = max(apples, 1 - apples)  # always m0, or always m1
+    with capsys.disabled():
+        print(f"\ncontent routing: evolved head validates at {result.best_val:.3f}, "
+              f"the best constant policy scores {best_constant:.3f}")
+    assert result.best_val >= best_constant + 0.25
+
+
+def test_the_one_command_evolve_writes_the_head_that_validates_best_and_its_cost_was_foretold(
+        tmp_path: Path, monkeypatch, capsys) -> None:
+    """evolve/recipe.py on the fruit pool: matrix, fitted start, search, validation, verdict;
+    `--dry-run`'s call estimate against the calls the run then makes."""
+    fruit_files(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    args = ["evolve", "--pool", "pool.yaml", "--tasks", "file:fruit.jsonl:train:40", "--val-tasks",
+            "file:fruit.jsonl:val:16", "--budget", "640", "--popsize", "4", "--backbone", "hash:16"]
+    code, out, err = run_cli(monkeypatch, capsys, [*args, "--dry-run"])
+    assert code == 0 and "matrix" in err and "validate" in err and not (tmp_path / "home" / "runs").exists()
+    from trinity_cli.evolve import recipe
+    from trinity_cli.evolve.options import EvolveOptions
+    from trinity_cli.pool import pool as pool_mod
+
+    given = ["tasks", "val_tasks", "popsize", "backbone"]
+    options = EvolveOptions(pool="pool.yaml", tasks="file:fruit.jsonl:train:40", val_tasks="file:fruit.jsonl:val:16",
+                            budget=640, popsize=4, backbone="hash:16")
+    foretold = recipe.plan(recipe.recipe_options(options, given)).calls
+    original, made = pool_mod.Pool.chat, []
+
+    def counting(self, name, messages, params=None):
+        made.append(name)
+        return original(self, name, messages, params)
+
+    monkeypatch.setattr(pool_mod.Pool, "chat", counting)
+    code, out, err = run_cli(monkeypatch, capsys, args)
+    assert code == 0, err
+    with capsys.disabled():
+        print(f"\nrecipe: foretold {foretold} pool calls, made {len(made)} ({foretold / len(made) - 1:+.0%})")
+    assert abs(foretold / len(made) - 1) <= 0.25
+    head_dir = Path(out.strip().splitlines()[-1])
+    verdict = json.loads((head_dir / "verdict.json").read_text())
+    rows = {r["row"]: r for r in verdict["table"]}
+    assert set(rows) == {"single:m0", "single:m1", "agree", "head:fruit-recipe-start", "head:fruit-recipe-search"}
+    assert verdict["winner"] in ("head:fruit-recipe-start", "head:fruit-recipe-search")
+    best = max(r["accuracy"] for r in verdict["table"])
+    assert rows[verdict["winner"]]["accuracy"] == best > rows["agree"]["accuracy"] + 0.2
+    head = Head.load(head_dir)
+    assert head.manifest["recipe"]["winner"] == verdict["winner"] and head.learned
+    assert head.made == ("evolved" if verdict["winner"].endswith("search") else "fitted")
+    # The README's evolve section shows this table: its rows must be what this run gives.
+    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    for row in verdict["table"]:
+        line = next(x for x in readme.splitlines() if x.startswith(f" {row['row']} "))
+        assert f"{row['accuracy']:.1%}" in line and f"{row['correct']:g}/{row['n']}" in line, line
+    run = verdict["phases"]["search"]["run"]
+    code, out, _ = run_cli(monkeypatch, capsys, ["inspect", run])
+    assert code == 0 and "verdict" in out and "head:fruit-recipe-start" in out
+
+
+def test_when_nothing_beats_a_member_the_recipe_writes_no_head_and_says_so(tmp_path: Path, monkeypatch, capsys) -> None:
+    pool, tasks = setup_files(tmp_path)  # m0 always right: no coordination can beat it alone
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run_cli(monkeypatch, capsys, [
+        "evolve", "--pool", "pool.yaml", "--tasks", "file:tasks.jsonl:train:20", "--val-tasks",
+        "file:tasks.jsonl:val:6", "--budget", "0", "--backbone", "hash:16"])
+    assert code == 0, err
+    assert out.strip() == "single:m0" and "ask that member alone" in err
+    verdict = json.loads((tmp_path / "home" / "heads" / "duo-recipe.verdict.json").read_text())
+    assert verdict["winner"] == "single:m0" and verdict["head"] is None
+    assert not (tmp_path / "home" / "heads" / "duo-recipe").exists()
+
+
+def test_the_one_command_evolve_on_your_own_tasks_and_an_openai_compatible_member(
+        tmp_path: Path, monkeypatch, capsys) -> None:
+    """Issue 62.5: a user's JSONL and a pool with an API member (the scripted HTTP server), end
+    to end; the API member gives no log-probabilities, and nothing breaks for it."""
+    from .slow_openai import SlowOpenAI
+
+    pool, tasks = fruit_files(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    with SlowOpenAI(delay_s=0.0, reply="It is 42.\nAnswer: 42") as server:
+        api = server.models(1)[0]
+        write_pool(tmp_path, {"name": "mixed", "models": [
+            {"name": "m0", "kind": "scripted", "rules": [{"match": "apple", "reply": "Answer: 42"},
+                                                          {"match": "Question", "reply": "Answer: 7"}]}, api]},
+            name="mixed.yaml")
+        code, out, err = run_cli(monkeypatch, capsys, [
+            "evolve", "--pool", "mixed.yaml", "--tasks", "file:fruit.jsonl:train:12", "--val-tasks",
+            "file:fruit.jsonl:val:8", "--budget", "0", "--backbone", "hash:16"])
+        assert code == 0, err
+        assert server.requests > 0
+    verdict = json.loads((tmp_path / "home" / "heads" / "mixed-recipe.verdict.json").read_text())
+    rows = {r["row"]: r for r in verdict["table"]}
+    assert rows["single:api0"]["accuracy"] == 1.0 and verdict["winner"] == "single:api0"
+    assert out.strip() == "single:api0" and verdict["head"] is None
+    matrix = json.loads(Path(verdict["phases"]["matrix"]["file"]).read_text())["matrix"]
+    replies = [r for row in matrix.values() for m, rs in row.items() for r in rs]
+    assert {r["logprob_stats"] is None for r in replies} == {True, False}  # the API member gives none

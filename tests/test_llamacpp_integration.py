@@ -243,3 +243,31 @@ def test_greedy_decoding_under_a_grammar_matches_llama_cpp_python_s_own_sampler(
     assert all(r.lstrip().startswith("{") for r in replies[True])
     # both branches ran: most tokens from the single check, some from the whole vocabulary
     assert 0 < chosen["whole vocabulary"] < chosen["tokens"], chosen
+
+
+def test_log_probabilities_are_noted_where_tokens_are_drawn_and_match_llama_cpp_python_s_own(backend) -> None:
+    """backends/confidence.py's summary of a greedy reply, against the log-probabilities
+    llama-cpp-python itself reports when it keeps every position's logits (logits_all)."""
+    from llama_cpp import Llama
+
+    c = backend.chat(QUESTION, GenParams(max_tokens=24, temperature=0.0, seed=0))
+    stats = c.logprob_stats
+    assert stats is not None and stats["v"] == 1 and 0 < stats["n"] <= c.completion_tokens
+    assert stats["min"] <= stats["low"] <= stats["mean"] <= 0.0 and stats["entropy"] >= 0.0
+    again = backend.chat(QUESTION, GenParams(max_tokens=24, temperature=0.0, seed=0))
+    assert again.text == c.text and again.logprob_stats == stats  # a function of the call
+    reference = Llama(model_path=str(backend.path), n_ctx=backend.config.n_ctx, n_batch=backend.config.n_batch,
+                      n_threads=backend.threads, logits_all=True, chat_format=backend.config.chat_format,
+                      verbose=False)
+    try:
+        out = reference.create_chat_completion(
+            messages=[{"role": m.role, "content": m.content} for m in QUESTION], max_tokens=24,
+            temperature=0.0, seed=0, logprobs=True, top_logprobs=1)
+    finally:
+        reference.close()
+    choice = out["choices"][0]
+    assert (choice["message"]["content"] or "").strip() == c.text
+    theirs = [t["logprob"] for t in choice["logprobs"]["content"]][: stats["n"]]
+    assert len(theirs) == stats["n"]
+    assert stats["mean"] == pytest.approx(sum(theirs) / len(theirs), abs=2e-3)
+    assert stats["min"] == pytest.approx(min(theirs), abs=2e-3)

@@ -225,7 +225,8 @@ def test_sigkilled_parallel_run_resumes_from_the_cache(tmp_path: Path, monkeypat
     _, tasks = test_evolve.setup_files(tmp_path)
     slow = [dict(m, delay_s=0.03) for m in _duo_models()]
     pool = write_pool(tmp_path, {"name": "duo", "max_resident": 1, "models": slow}, name="slow.yaml")
-    args = ["evolve", "--pool", str(pool), "--tasks", f"file:{tasks}:train", "--val-tasks", f"file:{tasks}:val:6",
+    args = ["evolve", "--search-only",
+            "--pool", str(pool), "--tasks", f"file:{tasks}:train", "--val-tasks", f"file:{tasks}:val:6",
             "--budget", "48", "--minibatch", "4", "--popsize", "4", "--seed", "3", "--max-turns", "2",
             "--val-every", "1", "--backbone", "hash:16", "--sigma0", "1.0"]
     home_b = tmp_path / "home-b"
@@ -475,7 +476,7 @@ def test_cli_parallel_option_and_pool_default(tmp_path: Path, monkeypatch, capsy
     assert code == 2 and "parallel" in err and "Traceback" not in err
     evolve_pool, evolve_tasks = test_evolve.setup_files(tmp_path)
     code, out, err = test_bench.run_main(
-        ["evolve", "--pool", str(evolve_pool), "--tasks", f"file:{evolve_tasks}:train", "--val-tasks",
+        ["evolve", "--search-only", "--pool", str(evolve_pool), "--tasks", f"file:{evolve_tasks}:train", "--val-tasks",
          f"file:{evolve_tasks}:val:4", "--budget", "16", "--minibatch", "4", "--popsize", "4",
          "--backbone", "hash:16", "--parallel", "4"], monkeypatch, capsys)
     assert code == 0, err

@@ -179,7 +179,7 @@ def test_driver_sigkilled_then_resumed_on_the_cluster_redoes_no_call(cluster, tm
         env = {**os.environ, "TRINITY_HOME": str(home_b), "PYTHONUNBUFFERED": "1"}
         log = tmp_path / "killed.log"
         with open(log, "wb") as err:
-            proc = subprocess.Popen([sys.executable, "-m", "trinity_cli", "evolve", *args, "--out",
+            proc = subprocess.Popen([sys.executable, "-m", "trinity_cli", "evolve", "--search-only", *args, "--out",
                                      str(tmp_path / "b"), "--ray", cluster.address], env=env,
                                     stdout=subprocess.DEVNULL, stderr=err)
         try:
@@ -360,7 +360,8 @@ def test_ray_flags_that_do_not_go_together(tmp_path: Path, monkeypatch, capsys, 
                                           message: str) -> None:
     pool, tasks = test_evolve.setup_files(tmp_path)
     code, _, err = test_evolve.run_cli(monkeypatch, capsys, [
-        "evolve", "--pool", str(pool), "--tasks", f"file:{tasks}:train", "--backbone", "hash:16", *flags])
+        "evolve", "--search-only",
+        "--pool", str(pool), "--tasks", f"file:{tasks}:train", "--backbone", "hash:16", *flags])
     assert code == 2 and message in err and err.strip().count("\n") == 0
 
 

@@ -184,7 +184,7 @@ def _started(pool: Pool, coordinator: Coordinator | None, options: AskOptions) -
                           conductor_depth=options.conductor_depth)
     head = coordinator.head
     return AskStarted(pool=pool.config.name, models=tuple(pool.names), head=str(head.manifest.get("name")),
-                      trained=head.trained, excluded=tuple(options.exclude))
+                      trained=head.learned, excluded=tuple(options.exclude))
 
 
 def _answer(
@@ -210,7 +210,7 @@ def _answer(
         head = coordinator.head
         source, max_turns = coordinator, turn_budget(options.max_turns, head)
         greedy = options.greedy if options.greedy is not None else default_greedy(head)
-        how = {"mode": "coordinator", "head": {"name": head.manifest.get("name"), "trained": head.trained},
+        how = {"mode": "coordinator", "head": {"name": head.manifest.get("name"), "trained": head.learned},
                "backbone": coordinator.backbone_ref, "greedy": greedy}
     transcript = run_episode(question, pool, source, max_turns=max_turns, seed=episode_seed, kind=kind,
                              usable=usable, context=context, greedy=greedy, progress=progress,

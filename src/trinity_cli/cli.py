@@ -190,8 +190,13 @@ def evolve(
     as_json: Annotated[bool, typer.Option(
         "--json", help="Print the run as JSON on stdout instead of the head's directory.")] = False,
     quiet: QuietOpt = False,
+    search_only: Annotated[bool, typer.Option(
+        help="Run the search alone with these options, as before the recipe (no matrix, no verdict).")] = False,
+    dry_run: Annotated[bool, typer.Option(
+        help="Say what the recipe will cost (calls, tokens, hours, USD), then stop.")] = False,
 ) -> None:
-    """Evolve a coordinator head with sep-CMA-ES; killed runs resume where they stopped."""
+    """From a pool file to a validated head: the training matrix, a fitted start, the search, validation against
+    agree and each member, a verdict (options given override the recipe's settings); killed runs resume."""
     from trinity_cli.evaluators.ray_cluster import RayOptions
     from trinity_cli.evolve.evolution import evolve as run_evolve
     from trinity_cli.evolve.options import EvolveOptions
@@ -211,7 +216,19 @@ def evolve(
     sources = {p: ctx.get_parameter_source(p) for p in ctx.params}
     library_name = {parameter: library for library, parameter in PARAMETER_ALIASES.items()}
     given = [library_name.get(p, p) for p, source in sources.items()
-             if source is not None and source.name != "DEFAULT" and p not in ("as_json", "quiet")]
+             if source is not None and source.name != "DEFAULT"
+             and p not in ("as_json", "quiet", "search_only", "dry_run")]
+    if not (resume or search_only):
+        from trinity_cli.evolve import recipe
+
+        plan = recipe.recipe_options(options, given)
+        if dry_run:
+            results.recipe_plan(recipe.plan(plan).to_dict())
+            return
+        with render_progress.RecipeProgress(quiet=quiet) as progress:
+            done = recipe.run(plan, progress=progress, parallel=parallel, ray=cluster)
+        results.recipe_done(done, quiet=quiet)
+        return
     with render_progress.EvolveProgress(quiet=quiet) as progress:
         result = run_evolve(options, resume=resume, progress=progress, given=given, parallel=parallel, ray=cluster)
     if as_json:
@@ -292,6 +309,7 @@ def matrix(
     """Ask every member for k replies to each item, then score every fixed procedure on them (no further call)."""
     from pathlib import Path
 
+    from trinity_cli.bench import signals
     from trinity_cli.bench.matrix import MatrixOptions, sample_matrix
     from trinity_cli.bench.procedures import markdown
     from trinity_cli.render import console
@@ -301,7 +319,9 @@ def matrix(
     options = MatrixOptions(pool=pool, tasks=tasks, split=split, n=n, k=k, members=chosen, budget=budget, seed=seed)
     with render_progress.MatrixProgress(quiet=quiet) as progress:
         result = sample_matrix(options, out=Path(out) if out else None, progress=progress)
-    console.out.print(markdown(result), markup=False, highlight=False, soft_wrap=True)
+    text = (markdown(result) + "\n\nWhat a greedy reply shows (bench/signals.py):\n\n"
+            + signals.markdown(result["signals"]))
+    console.out.print(text, markup=False, highlight=False, soft_wrap=True)
 
 
 @app.command()

@@ -16,6 +16,7 @@ Who emits what:
                                           EvolveEpisodeFinished, GenerationFinished
     bench/runner.py                       BenchStarted, SystemStarted, BenchEpisodeFinished
     bench/matrix.py                       MatrixItemPlayed
+    evolve/recipe.py                      RecipePhase, then its phases' events (matrix, evolve, bench)
 With several episodes at once (threads or Ray) episodes finish out of order; `in_flight` is
 how many were running when the event was sent.
 """
@@ -254,11 +255,21 @@ class MatrixItemPlayed:
     cache_hits: int
 
 
+# -- trinity evolve as the recipe -----------------------------------------------------------
+@dataclass(frozen=True)
+class RecipePhase:
+    """A phase of the one-command evolve begins ("plan", "matrix", "search", "start",
+    "validate"): `detail` says what it does, in one line."""
+
+    name: str
+    detail: str
+
+
 Event = (DecisionMade | TurnPlayed | RunAllocated | AskStarted | ServeLoading | ServeStarted | RequestAnswered
          | RequestFailed | EpisodeStarted | EpisodeFinished | RunResumed | CentreFitting | StartFitted
          | RotationPlaying | RotationFitted | EvolveStarted | StartValidated | EvolveEpisodeStarted
          | EvolveEpisodeFinished | GenerationFinished | BenchStarted | SystemStarted | BenchEpisodeFinished
-         | MatrixItemPlayed)
+         | MatrixItemPlayed | RecipePhase)
 ProgressFn = Callable[[Event], None]
 EpisodeEvent = EpisodeStarted | EpisodeFinished
 EpisodeProgressFn = Callable[[EpisodeEvent], None]  # what an evaluator reports

@@ -63,6 +63,9 @@ class Completion:
     cost_usd: float | None = None
     cached: bool = False
     recorded: bool = False  # served from an entry imported from a recording (recordings/)
+    # How sure the model was of its tokens (backends/confidence.py's summary), or None when
+    # its backend gives none. An output of the call, never part of its cache key.
+    logprob_stats: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -109,6 +112,9 @@ class Turn:
     `agreed_with`, the index of the earlier turn whose answer a Verifier's agreed with.
     `max_tokens`: the reply cap the call was made with when it is not the member's cap for
     `role` (a conductor's workflow call, recorded as a Thinker: conductor/run.py), else None.
+    What the call itself showed: `finish_reason` ("stop", or "length" at the reply cap) and
+    `logprob_stats` (the member's confidence in its tokens: backends/confidence.py), None when
+    unknown (turns recorded before they were kept; a backend that gives none).
     """
 
     index: int
@@ -139,6 +145,8 @@ class Turn:
     vote: bool = False
     agreed_with: int | None = None
     max_tokens: int | None = None
+    finish_reason: str | None = None
+    logprob_stats: dict[str, Any] | None = None
 
     @property
     def examples_passed(self) -> bool | None:

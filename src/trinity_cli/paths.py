@@ -65,6 +65,16 @@ def replay_only() -> bool:
     return os.environ.get(REPLAY_ONLY_ENV, "").strip().lower() in ("1", "true", "yes", "on")
 
 
+FILL_LOGPROBS_ENV = "TRINITY_FILL_LOGPROBS"
+
+
+def fill_logprobs() -> bool:
+    """Whether a cached reply without log-probabilities is made again to fill them in
+    (TRINITY_FILL_LOGPROBS set to 1, true, yes or on): pool/pool.py, "Filling
+    log-probabilities"."""
+    return os.environ.get(FILL_LOGPROBS_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+
+
 def cache_dir(name: str) -> Path:
     return _directory(home() / "cache" / name)
 

@@ -226,6 +226,8 @@ class OpenAIModel(_ModelBase):
 class ScriptRule(_Strict):
     match: str
     reply: str
+    # The mean log-probability its tokens report (backends/confidence.py); None: 0.0.
+    logprob: float | None = Field(default=None, le=0)
 
     @model_validator(mode="after")
     def _regex(self) -> ScriptRule:
@@ -377,6 +379,8 @@ def load_pool(ref: str | None = None) -> PoolConfig:
         pools = available_pools()
         if ref in pools:
             path = pools[ref]
+        elif path.parent.name == "pools" and path.suffix in (".yaml", ".yml") and path.stem in pools:
+            path = pools[path.stem]  # `pools/local.yaml` of a checkout, named from anywhere: the installed one
         elif path.suffix in (".yaml", ".yml") or "/" in ref:
             raise NotFound(f"pool file {ref} does not exist", "check the path, or name a pool: " + ", ".join(pools))
         else:

@@ -22,6 +22,8 @@ class Backend(ABC):
 
     #: True when the model is loaded in this process and holds memory until `close()`.
     resident: bool = False
+    #: True when every reply carries `Completion.logprob_stats` (backends/confidence.py).
+    gives_logprobs: bool = False
 
     def __init__(self, name: str, n_ctx: int) -> None:
         self.name = name

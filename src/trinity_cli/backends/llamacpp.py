@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from trinity_cli.backends import confidence
 from trinity_cli.backends.base import Backend
 from trinity_cli.backends.gguf_file import MIN_REPLY_TOKENS, GGUFFile, package_version
 from trinity_cli.errors import AssetError, BackendError, ContextOverflow
@@ -91,6 +92,38 @@ class GreedyGrammarSampler:
             self._sampler = None
 
 
+class LogprobRecorder:
+    """A sampler that draws as the sampler it wraps does and notes, for each drawn token, its
+    log-probability under the model (log-softmax of the raw logits it was drawn from, before
+    temperature, top-p or a grammar) and that distribution's entropy; end-of-generation tokens
+    are left out. It only reads the logits, so the reply is the one the wrapped sampler gives.
+    Contract: `sample(ctx, idx)` as `LlamaSampler.sample`."""
+
+    def __init__(self, inner: Any, vocab: Any) -> None:
+        import llama_cpp
+
+        self._lib = llama_cpp
+        self._inner = inner
+        self._vocab = vocab
+        self._n_vocab = int(llama_cpp.llama_vocab_n_tokens(vocab))
+        self.logprobs: list[float] = []
+        self.entropies: list[float] = []
+
+    def sample(self, ctx: Any, idx: int = -1) -> int:
+        lib = self._lib
+        logits = np.ctypeslib.as_array(lib.llama_get_logits_ith(ctx.ctx, idx), shape=(self._n_vocab,))
+        top = float(logits.max())
+        shifted = np.exp(logits - top)  # float32, like the logits; one pass over the vocabulary
+        total = float(shifted.sum())
+        log_total = top + float(np.log(total))
+        entropy = log_total - float(np.dot(shifted, logits)) / total
+        token = int(self._inner.sample(ctx, idx))
+        if not lib.llama_vocab_is_eog(self._vocab, token):
+            self.logprobs.append(float(logits[token]) - log_total)
+            self.entropies.append(entropy)
+        return token
+
+
 def _plain_greedy(settings: dict[str, Any]) -> bool:
     """Whether llama-cpp-python's sampler chain for these settings is grammar then greedy
     alone: temperature 0, no logits processor, penalties that change nothing."""
@@ -108,11 +141,15 @@ def _chunked_llama() -> type:
     class ChunkedLlama(Llama):  # type: ignore[misc]
         _reusable = 0  # tokens of the previous prompt in whole chunks: what a call may keep
         fast_grammar = True  # False: llama-cpp-python's own chain (tests compare the two)
+        recorder: LogprobRecorder | None = None  # the last generation's (chat reads it)
 
         def _init_sampler(self, **settings: Any) -> Any:  # type: ignore[override]  # called with keywords
             if self.fast_grammar and _plain_greedy(settings):
-                return GreedyGrammarSampler(self._model.vocab, settings["grammar"])
-            return super()._init_sampler(**settings)
+                inner = GreedyGrammarSampler(self._model.vocab, settings["grammar"])
+            else:
+                inner = super()._init_sampler(**settings)
+            self.recorder = LogprobRecorder(inner, self._model.vocab)
+            return self.recorder
 
         def generate(self, tokens: Sequence[int], **kwargs: Any) -> Any:  # type: ignore[override]  # called with keywords
             tokens = list(tokens)
@@ -139,6 +176,7 @@ def llama_cpp_version() -> str:
 
 class LlamaCppBackend(GGUFFile, Backend):
     resident = True
+    gives_logprobs = True  # LogprobRecorder, on every call
 
     def __init__(self, config: GGUFModel) -> None:
         super().__init__(config.name, config.n_ctx)
@@ -215,6 +253,7 @@ class LlamaCppBackend(GGUFFile, Backend):
                     "shorten the question, or raise n_ctx for this model in the pool file",
                 )
             start = time.perf_counter()
+            llm.recorder = None
             try:
                 out = llm.create_chat_completion(
                     messages=[{"role": m.role, "content": m.content} for m in messages],
@@ -239,6 +278,7 @@ class LlamaCppBackend(GGUFFile, Backend):
             p_tok = int(usage.get("prompt_tokens", prompt_tokens))
             c_tok = int(usage.get("completion_tokens", 0))
             price = self.config.price
+            recorder = llm.recorder
             return Completion(
                 text=(choice["message"].get("content") or "").strip(),
                 prompt_tokens=p_tok,
@@ -246,6 +286,8 @@ class LlamaCppBackend(GGUFFile, Backend):
                 latency_s=latency,
                 finish_reason=choice.get("finish_reason") or "stop",
                 cost_usd=price.cost(p_tok, c_tok) if price else None,
+                logprob_stats=(confidence.summarize(recorder.logprobs, recorder.entropies)
+                               if recorder is not None else None),
             )
 
     def close(self) -> None:

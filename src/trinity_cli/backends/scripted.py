@@ -16,21 +16,27 @@ import re
 import time
 from collections.abc import Sequence
 
+from trinity_cli.backends import confidence
 from trinity_cli.backends.base import Backend
 from trinity_cli.messages import ChatMessage, Completion, GenParams
 from trinity_cli.pool_config import ScriptedModel
 
 
 class ScriptedBackend(Backend):
+    gives_logprobs = True  # each token at its rule's `logprob` (0.0 when it has none)
+
     def __init__(self, config: ScriptedModel) -> None:
         super().__init__(config.name, config.n_ctx)
         self.config = config
-        self.rules = [(re.compile(r.match, re.S), r.reply) for r in config.rules]
+        self.rules = [(re.compile(r.match, re.S), r.reply, r.logprob) for r in config.rules]
         self.calls: list[list[ChatMessage]] = []
 
     @property
     def fingerprint(self) -> str:
-        spec = json.dumps([[r.match, r.reply] for r in self.config.rules] + [self.config.default])
+        # A rule's `logprob` (an output, but a cached reply carries it) only where it is set,
+        # so the fingerprints of rules without one are as before it existed.
+        spec = json.dumps([[r.match, r.reply] + ([r.logprob] if r.logprob is not None else [])
+                           for r in self.config.rules] + [self.config.default])
         return "scripted:" + hashlib.sha256(spec.encode()).hexdigest()[:16]
 
     def count_tokens(self, text: str) -> int:
@@ -42,7 +48,8 @@ class ScriptedBackend(Backend):
             time.sleep(self.config.delay_s)
         self.calls.append(list(messages))
         last = messages[-1].content if messages else ""
-        text = next((reply for rx, reply in self.rules if rx.search(last)), self.config.default)
+        text, logprob = next(((reply, lp) for rx, reply, lp in self.rules if rx.search(last)),
+                             (self.config.default, None))
         text = text.replace("{seed}", str(params.seed)).replace("{name}", self.name)
         words = text.split()[: params.max_tokens]
         price = self.config.price
@@ -53,4 +60,5 @@ class ScriptedBackend(Backend):
             completion_tokens=len(words),
             latency_s=time.perf_counter() - start if self.config.delay_s else 0.0,
             cost_usd=price.cost(p_tok, len(words)) if price else None,
+            logprob_stats=confidence.constant(logprob or 0.0, len(words)),
         )

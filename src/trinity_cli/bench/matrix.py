@@ -12,9 +12,15 @@ tests. bench/procedures.py computes every fixed procedure from it at no further 
 Matrix file (`--out`; what `trinity evolve --init-labels` reads: evolve/label_fit.py):
     {"mix": "gsm8k:train:32,...",
      ... every key of the procedures result (bench/procedures.py, `analyse`) ...,
+     "signals": how well each reply feature tells right from wrong (bench/signals.py),
      "matrix": {item key: {member: [{"reply": str, "correct": bool, "examples": str | null,
-                                     "tokens": int, "seconds": float}, ...]}}}
-A member's list holds its replies in attempt order (greedy first). JSON, written atomically.
+                                     "tokens": int, "seconds": float,
+                                     "completion_tokens": int, "finish_reason": str | null,
+                                     "logprob_stats": dict | null}, ...]}}}
+A member's list holds its replies in attempt order (greedy first); `finish_reason` and
+`logprob_stats` (backends/confidence.py) are null for replies recorded before they were kept
+(TRINITY_FILL_LOGPROBS=1 makes those calls again to fill them: pool/pool.py). JSON, written
+atomically.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from typing import Any
 
 from trinity_cli import paths, tasks
 from trinity_cli.bench.procedures import Matrix, Reply, analyse
+from trinity_cli.bench.signals import signal_table
 from trinity_cli.bench.systems import sc_source
 from trinity_cli.episode.loop import run_episode
 from trinity_cli.errors import ConfigError, did_you_mean, option
@@ -91,7 +98,9 @@ def collect(items: Sequence[tasks.TaskItem], config: PoolConfig, k: int, progres
 def matrix_json(matrix: Matrix) -> dict[str, Any]:
     """The file's "matrix" field (module docstring)."""
     return {key: {m: [{"reply": r.turn.reply, "correct": r.correct, "examples": r.turn.examples,
-                       "tokens": r.turn.prompt_tokens + r.turn.completion_tokens, "seconds": r.turn.latency_s}
+                       "tokens": r.turn.prompt_tokens + r.turn.completion_tokens, "seconds": r.turn.latency_s,
+                       "completion_tokens": r.turn.completion_tokens, "finish_reason": r.turn.finish_reason,
+                       "logprob_stats": r.turn.logprob_stats}
                       for r in rs] for m, rs in row.items()} for key, row in matrix.items()}
 
 
@@ -105,7 +114,9 @@ def sample_matrix(options: MatrixOptions, out: Path | None = None, progress: Pro
     entries = tasks.parse_mix(mix)
     items = tasks.sample_items(entries, seed=options.seed)
     matrix = collect(items, config, options.k, progress)
-    result = {"mix": mix, **analyse(matrix, items, options.budget, [e.task for e in entries])}
+    order = [e.task for e in entries]
+    result = {"mix": mix, **analyse(matrix, items, options.budget, order),
+              "signals": signal_table(matrix, items, order)}
     if out is not None:
         paths.atomic_write_bytes(out, json.dumps({**result, "matrix": matrix_json(matrix)}, indent=1).encode())
     return result

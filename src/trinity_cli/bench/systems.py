@@ -109,7 +109,7 @@ def _heads(options: BenchOptions, pool_name: str, models: list[str]) -> tuple[li
     if options.heads:
         return [(ref, resolve_head(ref, pool_name, models, options.backbone)) for ref in options.heads], []
     head = resolve_head(None, pool_name, models, options.backbone)
-    if head.trained:
+    if head.learned:
         return [(None, head)], []
     return [], [f"no trained head ships for pool {pool_name!r}, so no head was benchmarked "
                 "(an untrained head routes like `random`); evolve one and pass --head"]
@@ -126,11 +126,11 @@ def _head_systems(options: BenchOptions, heads: list[tuple[str | None, Head]]) -
         while name in taken:
             name, k = f"{base}#{k}", k + 1
         taken.add(name)
-        info = {"name": head.manifest.get("name"), "trained": head.trained, "ref": head_ref}
+        info = {"name": head.manifest.get("name"), "trained": head.learned, "ref": head_ref}
         for mode in options.decision_modes():
             row = name if mode == DEFAULT_DECISIONS else f"{name}/{mode}"
             # Left to the default, an untrained head is sampled (head.default_greedy).
-            greedy = mode == "greedy" and (head.trained or options.decisions is not None)
+            greedy = mode == "greedy" and (head.learned or options.decisions is not None)
             systems.append(System(row, "head", head=info, max_turns=turn_budget(options.max_turns, head),
                                   stream="head", router=head, backbone=options.backbone, greedy=greedy))
     return systems

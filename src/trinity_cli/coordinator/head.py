@@ -25,7 +25,10 @@ Flat parameter vector (what sep-CMA-ES searches over), in this order:
 Without SVF the vector is W.ravel() then b. W has D columns (above).
 
 Head directory (`heads/NAME/`):
-    manifest.json   {"format": "trinity-head/3", "name", "trained": bool, "backbone":
+    manifest.json   {"format": "trinity-head/3", "name", "made": "untrained" | "fitted" |
+                     "evolved", "trained": bool (generations of the search were played: "made"
+                     is "evolved"; heads written before "made" existed say "trained": true for
+                     any head with weights, and read as "evolved"), "backbone":
                      {"ref", "fingerprint", "hidden_size"}, "pool": {"name", "models": [...]},
                      "roles": ["thinker", "worker", "verifier"], "svf": {"targets": [...],
                      "sizes": [...], "scale": "exp"} | null, "prompt_version",
@@ -103,8 +106,18 @@ class Head:
         return int(self.center.shape[0])
 
     @property
-    def trained(self) -> bool:
-        return bool(self.manifest.get("trained"))
+    def made(self) -> str:
+        """How its weights came to be: "untrained" (all zero), "fitted" (a start fitted to
+        labels or to a rotation, no generation of the search kept) or "evolved"."""
+        made = self.manifest.get("made")
+        if made in ("untrained", "fitted", "evolved"):
+            return str(made)
+        return "evolved" if self.manifest.get("trained") else "untrained"
+
+    @property
+    def learned(self) -> bool:
+        """Whether its weights read the conversation (fitted or evolved), not uniform."""
+        return self.made != "untrained"
 
     @property
     def svf_sizes(self) -> list[int]:
@@ -174,7 +187,7 @@ class Head:
     def stale_versions(self, versions: Mapping[str, str]) -> str | None:
         """Why a trained head does not fit `versions` (manifest key -> the version this code
         runs), or None when it does. Untrained heads fit any: their choices read no text."""
-        if not self.trained:
+        if not self.learned:
             return None
         name = self.manifest.get("name", "?")
         for key, current in versions.items():
@@ -300,7 +313,7 @@ DECISIONS = ("sampled", "greedy")
 def default_greedy(head: Head) -> bool:
     """Whether `head` takes greedy decisions when nobody said (DEFAULT_DECISIONS; an
     untrained head is sampled)."""
-    return head.trained and DEFAULT_DECISIONS == "greedy"
+    return head.learned and DEFAULT_DECISIONS == "greedy"
 
 
 def turn_budget(max_turns: int | None, head: Head | None) -> int:

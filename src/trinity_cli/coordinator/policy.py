@@ -92,6 +92,18 @@ def coordinator_text(
     and only then is the task clipped (from its end); the instruction and `Next:` always stay.
     """
 
+    texts = candidate_texts(task, turns, context)
+    if fits is None:
+        return texts[0]
+    return next((text for text in texts if fits(text)), texts[-1])
+
+
+def candidate_texts(task: str, turns: Sequence[Turn], context: Sequence[ChatMessage] = ()) -> list[str]:
+    """The texts `coordinator_text` chooses from, in its order of preference: every turn
+    (within TEXT_CHARS), then without the oldest turns one by one, then the task alone with
+    its length halved until one character is left; `coordinator_text` takes the first that
+    fits, else the last."""
+
     def build(task_chars: int, with_context: bool, lines: Sequence[str]) -> str:
         head = [INSTRUCTION]
         if context and with_context:
@@ -102,20 +114,13 @@ def coordinator_text(
     lines = [_turn_line(t) for t in turns]
     while lines and len(build(TASK_CHARS, True, lines)) > TEXT_CHARS:
         lines.pop(0)
-    text = build(TASK_CHARS, True, lines)
-    if fits is None:
-        return text
-    while lines and not fits(text):
-        lines.pop(0)
-        text = build(TASK_CHARS, True, lines)
-    if fits(text):
-        return text
+    texts = [build(TASK_CHARS, True, lines[i:]) for i in range(len(lines) + 1)]
     task_chars = TASK_CHARS
-    text = build(task_chars, False, [])
-    while not fits(text) and task_chars > 1:
+    while True:
+        texts.append(build(task_chars, False, []))
+        if task_chars <= 1:
+            return texts
         task_chars //= 2
-        text = build(task_chars, False, [])
-    return text
 
 
 def _turn_line(turn: Turn) -> str:
@@ -144,6 +149,7 @@ class _Shared:
 
     def __init__(self) -> None:
         self.backbone: Any = None
+        self.identity: tuple[str, str, int] | None = None  # Coordinator._identity, before a load
         self.svf: Any = None
         self.cache: Any = None
         self.lock = threading.RLock()
@@ -260,14 +266,36 @@ class Coordinator:
         """The hidden-state cache key of `text` (see module docstring)."""
         return content_key(HIDDEN_TAG, self._cache_request(text))
 
+    def _identity(self) -> tuple[str, str, int]:
+        """(fingerprint, dtype, token limit) of the backbone, as its hidden-state cache keys hold
+        them, known without loading it where that can be: a GGUF or Hugging Face backbone's
+        fingerprint is read off its file or reference (backbone_refs.describe), its dtype off
+        the device (float32 on CPU); the head is checked against them as a loaded backbone
+        checks it. A hash backbone costs nothing to load, so it is loaded."""
+        shared = self._shared
+        if shared.backbone is not None or self.backbone_ref.startswith("hash:"):
+            backbone = self.backbone
+            return backbone.fingerprint, backbone.dtype, backbone.max_tokens
+        if shared.identity is None:
+            with shared.lock:
+                if shared.identity is None:
+                    from trinity_cli.coordinator.backbone import pick_device
+                    from trinity_cli.coordinator.backbone_refs import describe
+
+                    dtype = "float32" if pick_device(self.device) == "cpu" else "float16"
+                    shared.identity = (describe(self.backbone_ref)[0], dtype, self.max_tokens)
+        if not self._checked:
+            self.head.check(self.head.manifest["pool"]["name"], self.models, shared.identity[0], versions())
+        return shared.identity
+
     def _cache_request(self, text: str) -> dict[str, Any]:
         """The payload the hidden-state cache key of `text` hashes (see module docstring)."""
-        backbone = self.backbone
+        fingerprint, dtype, max_tokens = self._identity()
         return {
-            "backbone": backbone.fingerprint,
-            "dtype": backbone.dtype,
+            "backbone": fingerprint,
+            "dtype": dtype,
             "coordinator": COORDINATOR_VERSION,
-            "max_tokens": backbone.max_tokens,
+            "max_tokens": max_tokens,
             "svf_targets": self.svf_targets,
             "svf": hashlib.sha256(self.head.svf_offsets.astype(np.float32).tobytes()).hexdigest(),
             "text": text,
@@ -291,8 +319,13 @@ class Coordinator:
         vector = hit["vector"] if isinstance(hit, dict) else hit
         return np.frombuffer(vector, dtype=np.float32).copy()
 
+    def _recorded(self, text: str) -> bool:
+        """Whether the hidden-state cache holds the feature of `text` (no backbone loaded)."""
+        return self.use_cache and self._hidden_cache().get(self._cache_key(text)) is not None
+
     def features(self, text: str) -> np.ndarray:
-        backbone = self.backbone
+        """The backbone's feature of `text`: from the hidden-state cache when it holds it (the
+        backbone is then not loaded), else encoded and cached."""
         shared = self._shared
         cache: Any = None
         key: str | None = None
@@ -316,6 +349,7 @@ class Coordinator:
                     "import a recording that holds it (trinity recordings import PATH), or run without "
                     "--replay-only to run the backbone",
                 )
+            backbone = self.backbone
             # The backbone's weights depend on the head's SVF offsets: set and encode together.
             if self.svf is not None:
                 self.svf.apply(self.head.svf_offsets)
@@ -328,10 +362,23 @@ class Coordinator:
     def state_feature(self, task: str, turns: Sequence[Turn] = (), context: Sequence[ChatMessage] = ()) -> np.ndarray:
         """What the head reads for this conversation state, before its centre: the backbone
         feature of the state's coordinator text, scaled to unit L2 norm."""
-        feature = self.features(coordinator_text(task, turns, context, fits=self.fits))
+        feature = self.features(self._text(task, turns, context))
         # Unit L2 norm, so a head weight of scale s gives logits of scale s whatever
         # the backbone's activation magnitudes (this is what sigma0 is relative to).
         return feature / (float(np.linalg.norm(feature)) + 1e-8)
+
+    def _text(self, task: str, turns: Sequence[Turn], context: Sequence[ChatMessage]) -> str:
+        """`coordinator_text` of this state, found without the backbone when a recorded
+        feature settles it: the first candidate, when recorded, fits (it was encoded); in
+        replay-only mode the first recorded candidate is the one the recording chose, since
+        a candidate is only ever encoded when every one before it did not fit."""
+        texts = candidate_texts(task, turns, context)
+        if self.use_cache and self._shared.backbone is None:
+            if self._recorded(texts[0]):
+                return texts[0]
+            if paths.replay_only():
+                return next((text for text in texts if self._recorded(text)), texts[0])
+        return coordinator_text(task, turns, context, fits=self.fits)
 
     def decide(
         self,

@@ -113,5 +113,6 @@ def play(pool: Pool, call: Call, index: int, salt: str, kind: str | None, exampl
         override=call.override, truncated_turns=call.dropped, execution=execution, verdict=verdict,
         verdict_source="executed" if verdict else None, alone=call.alone, attempt=call.attempt,
         temperature=params.temperature, sample_seed=params.seed if call.attempt else None, examples=example_run,
-        max_tokens=call.max_tokens,
+        max_tokens=call.max_tokens, finish_reason=completion.finish_reason,
+        logprob_stats=completion.logprob_stats,
     )

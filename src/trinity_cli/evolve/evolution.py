@@ -103,6 +103,9 @@ class EvolveResult:
     generations: int
     spent: int
     curves: list[dict[str, Any]] = field(default_factory=list)
+    # The fitted start (`init_labels`) as a head, "made": "fitted"; None for a zero start or a
+    # run whose checkpoint predates it.
+    start_head: head_mod.Head | None = None
 
 
 
@@ -259,7 +262,9 @@ class Evolution:
         o = self.options
         center = self._center()
         start = self._start(self._with_input(center)) if o.init_labels else np.zeros(self.n_params)
-        return strategy.new_state(start, o.sigma0, o.seed, self.popsize, self.base.svf_offsets.size, center)
+        state = strategy.new_state(start, o.sigma0, o.seed, self.popsize, self.base.svf_offsets.size, center)
+        state["start"] = start.copy()  # the start, kept whatever the search finds (EvolveResult.start_head)
+        return state
 
     def _with_input(self, center: dict[str, Any] | None) -> head_mod.Head:
         """The base head reading features through the run's input (None: uncentred)."""
@@ -426,10 +431,13 @@ class Evolution:
         start_val = reports.start_validation(state)
         head = self.base.with_flat(best["vector"])
         name = o.name or f"evolved-{self.run_dir.name}"
+        # A generation kept: evolved. Else the start: fitted when it was fitted to something.
+        made = "evolved" if best["generation"] >= 0 else ("fitted" if self.options.init_labels else "untrained")
         head.manifest = {
             **self.base.manifest,
             "name": name,
-            "trained": True,
+            "made": made,
+            "trained": made == "evolved",
             "prompt_version": prompts.PROMPT_VERSION,
             "coordinator_version": COORDINATOR_VERSION,
             "training": {
@@ -452,8 +460,14 @@ class Evolution:
             "best_generation": best["generation"], "start_val": start_val, "spent": state["spent"],
             "curves": state["curves"], **self.files.training_summary(self.config.names),
         })
+        start_head = None
+        if o.init_labels and state.get("start") is not None:
+            start_head = self.base.with_flat(state["start"])
+            start_head.manifest = {**head.manifest, "name": f"{name}-start", "made": "fitted", "trained": False,
+                                   "training": {**head.manifest["training"], "best_generation": -1,
+                                                "best_val": start_val, "curves": []}}
         return EvolveResult(self.run_dir.name, head_dir, best["val"], state["generation"], state["spent"],
-                            state["curves"])
+                            state["curves"], start_head)
 
 def evolve(options: EvolveOptions, resume: str | None = None, progress: ProgressFn | None = None,
            given: Collection[str] | None = None, parallel: int | None = None,

@@ -18,6 +18,15 @@ busy waits for one to finish, so `max_resident` holds with concurrent episodes t
 Replay-only (`paths.replay_only()`, or `replay_only=True`): a call the rollout cache does
 not hold raises `NotRecorded` naming the member and the call, and no model is loaded.
 
+Filling log-probabilities (`paths.fill_logprobs()`, or `fill_logprobs=True`): a cached reply
+without `logprob_stats` (recorded before they were kept) from a backend that gives them
+(`Backend.gives_logprobs`) is made again. When the new reply's text and finish reason are the
+recorded ones, the entry is rewritten under the same key with the stats filled in (the key
+never holds an output); when they differ, the recorded reply stays as it was, with
+`logprob_stats` {"v": 1, "unmatched": true} so it is not made again, and a warning is logged.
+Either way the caller gets the recorded text, so nothing a run computes changes. Never in
+replay-only mode.
+
 Single flight: concurrent calls with the same rollout cache key make one model call; the
 others wait for it and are then answered by the cache, exactly as they would have been
 had they come after it. So N episodes at once make the same model calls, and count the
@@ -27,10 +36,11 @@ same cache hits, as the same episodes one after another.
 from __future__ import annotations
 
 import json
+import logging
 import threading
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from trinity_cli import paths, seeds
 from trinity_cli.backends import registry
@@ -40,6 +50,8 @@ from trinity_cli.keyed_cache import content_key
 from trinity_cli.messages import ChatMessage, Completion, GenParams
 from trinity_cli.pool.rollout_cache import KEY_TAG, ReplyCache, RolloutCache, rollout_request
 from trinity_cli.pool_config import ModelConfig, PoolConfig
+
+log = logging.getLogger(__name__)
 
 
 def attempt_seed(seed: int | None, name: str, attempt: int, salt: str) -> int:
@@ -87,11 +99,15 @@ class Pool:
         backends: dict[str, Backend] | None = None,
         owns_cache: bool = False,
         replay_only: bool | None = None,
+        fill_logprobs: bool | None = None,
     ) -> None:
         """`owns_cache`: `close()` closes `cache` too (open_pool's pools own the cache they open);
-        `replay_only`: None reads TRINITY_REPLAY_ONLY (module docstring)."""
+        `replay_only`: None reads TRINITY_REPLAY_ONLY, `fill_logprobs`: None reads
+        TRINITY_FILL_LOGPROBS (module docstring)."""
         self.config = config
         self.replay_only = paths.replay_only() if replay_only is None else replay_only
+        fill = paths.fill_logprobs() if fill_logprobs is None else fill_logprobs
+        self.fill_logprobs = fill and not self.replay_only
         self.cache = cache
         self._owns_cache = owns_cache
         # Backends by load key; `backends` (tests) gives members' backends by member name.
@@ -260,6 +276,10 @@ class Pool:
                 continue  # its reply is in the cache now (or it failed, and this call leads)
             try:
                 hit = self.cache.get(key)
+                if hit is not None and self._to_fill(name, hit):
+                    completion = self._fill(name, messages, params, hit, key, request)
+                    self._count(completion)
+                    return completion
                 if hit is not None:
                     self._count(hit)
                     return hit
@@ -272,6 +292,25 @@ class Pool:
                 flight.set()
             self._count(completion)
             return completion
+
+    def _to_fill(self, name: str, hit: Completion) -> bool:
+        return self.fill_logprobs and hit.logprob_stats is None and self.backend(name).gives_logprobs
+
+    def _fill(self, name: str, messages: Sequence[ChatMessage], params: GenParams, hit: Completion,
+              key: str, request: dict) -> Completion:
+        """Make a recorded call again for its log-probabilities (module docstring); the
+        recorded reply, with them when the texts match, counted as a model call."""
+        assert self.cache is not None
+        again = self._call(name, messages, params)
+        recorded = replace(hit, cached=False, recorded=False, latency_s=again.latency_s)
+        if again.text == hit.text and again.finish_reason == hit.finish_reason:
+            filled = replace(recorded, logprob_stats=again.logprob_stats)
+        else:
+            log.warning("%s: a recorded reply made again came out different (%s); kept as recorded",
+                        name, key[:19])
+            filled = replace(recorded, logprob_stats={"v": 1, "unmatched": True})
+        self.cache.put(key, replace(filled, latency_s=hit.latency_s), request)
+        return filled
 
     def _refuse_unrecorded(self, name: str, messages: Sequence[ChatMessage], why: str) -> None:
         """In replay-only mode, end the command before a model is called: NotRecorded."""

@@ -20,7 +20,9 @@ holding UTF-8 JSON lines:
   S = the first 16 hex digits of sha256(canonical JSON of {"cache", "key", "request", "value"}).
 
 Lines within a member are sorted by key. Appending writes one new member holding only the
-keys the file does not hold yet, so earlier bytes never change (git stores the growth, not a
+keys the file does not hold yet, and the entries that fill a held one in (`fills`: the same
+reply with an output it lacked, such as `logprob_stats`; a later entry of a key that fills
+the earlier one is the one read), so earlier bytes never change (git stores the growth, not a
 new file) and exporting the same calls to an empty folder gives the same bytes. Reading
 checks each entry: a key that is not the hash of its request (filed under the wrong key) or
 a sum that does not match (edited or damaged text) refuses that entry, naming its key and
@@ -49,6 +51,11 @@ from trinity_cli.errors import RecordingError
 from trinity_cli.keyed_cache import canonical_json, content_key
 
 FORMAT = "trinity-recording/1"
+# Outputs of a call that a recorded reply may lack and the same call made again fills in
+# (backends/confidence.py); every other reply field must be equal for an entry to fill one.
+FILLED = ("logprob_stats",)
+# How long a call took is not part of what it gave: made again, it differs there.
+TIMING = ("latency_s", "duration_s")
 CALLS_FILE = "calls.jsonl.gz"
 TAGS = {"rollouts": "r2:", "hidden": "h2:", "sandbox": "s1:"}  # cache -> the key tag its entries carry
 
@@ -89,6 +96,17 @@ def vector_bytes(value: dict[str, Any]) -> bytes:
     return base64.b64decode(value["float32"])
 
 
+def fills(new: Entry, old: Entry) -> bool:
+    """Whether `new` is `old`'s reply with an output it lacked (`FILLED`) filled in."""
+    if new.cache != "rollouts" or new.key != old.key:
+        return False
+    if not any(old.value.get(f) is None and new.value.get(f) is not None for f in FILLED):
+        return False
+    skip = set(FILLED) | set(TIMING)
+    keys = (set(new.value) | set(old.value)) - skip
+    return all(new.value.get(k) == old.value.get(k) for k in keys)
+
+
 def check(entry: Entry) -> str | None:
     """Why `entry` cannot be imported as it stands, or None (its key must be its request's)."""
     tag = TAGS.get(entry.cache)
@@ -103,10 +121,11 @@ def check(entry: Entry) -> str | None:
 
 def read(path: Path) -> tuple[list[Entry], list[Refused]]:
     """Every entry of the recording file `path` that passes its checks, and those refused.
-    A later copy of a key already read is skipped (an append holds only new keys)."""
+    A later copy of a key already read is skipped unless it fills the earlier one in
+    (`fills`), which it then replaces."""
     entries: list[Entry] = []
     refused: list[Refused] = []
-    seen: set[str] = set()
+    seen: dict[str, int] = {}  # key -> its position in `entries`
     for number, raw in _lines(path):
         try:
             data = json.loads(raw)
@@ -132,8 +151,10 @@ def read(path: Path) -> tuple[list[Entry], list[Refused]]:
             refused.append(Refused(number, key, why))
             continue
         if key not in seen:
-            seen.add(key)
+            seen[key] = len(entries)
             entries.append(entry)
+        elif fills(entry, entries[seen[key]]):
+            entries[seen[key]] = entry
     return entries, refused
 
 
@@ -163,14 +184,14 @@ def member(entries: Iterable[Entry]) -> bytes:
 
 def append(path: Path, entries: Iterable[Entry]) -> tuple[int, int]:
     """Add to the file at `path` (created if absent) the entries whose keys it does not hold,
-    as one new member; the file is replaced atomically. Returns how many were added and how
-    many entries the file holds after."""
-    held: set[str] = set()
+    and those that fill a held entry in (`fills`), as one new member; the file is replaced
+    atomically. Returns how many were added and how many keys the file holds after."""
+    held: dict[str, Entry] = {}
     if path.exists():
-        held = {e.key for e in read(path)[0]}
-    new = {e.key: e for e in entries if e.key not in held}
+        held = {e.key: e for e in read(path)[0]}
+    new = {e.key: e for e in entries if e.key not in held or fills(e, held[e.key])}
     if not new:
         return 0, len(held)
     old = path.read_bytes() if path.exists() else b""
     paths.atomic_write_bytes(path, old + member(new.values()))
-    return len(new), len(held) + len(new)
+    return len(new), len(set(held) | set(new))

@@ -37,8 +37,7 @@ log = logging.getLogger(__name__)
 # As pool/rollout_cache.py, coordinator/policy.py and sandbox/recorded.py open them.
 SIZE_LIMITS = {"rollouts": 8 << 30, "hidden": 2 << 30, "sandbox": 1 << 30}
 WHAT = {"rollouts": "rollout cache", "hidden": "hidden-state cache", "sandbox": "sandbox run cache"}
-# How long a call or a run took is not part of what it gave: recorded twice, it differs there.
-_TIMING = ("latency_s", "duration_s")
+_TIMING = fileformat.TIMING
 
 
 def open_cache(name: str) -> KeyedCache:
@@ -151,6 +150,7 @@ class ImportResult:
     entries: int  # entries read whole
     added: Counter[str] = field(default_factory=Counter)  # cache -> entries written
     held: Counter[str] = field(default_factory=Counter)  # cache -> already held with the same reply
+    filled: int = 0  # of the held replies, those the recording filled in (fileformat.fills)
     conflicts: list[str] = field(default_factory=list)  # keys held here with a different reply
     refused: list[Refused] = field(default_factory=list)
     applies: Counter[str] = field(default_factory=Counter)  # pool -> rollout calls one of its members makes
@@ -169,8 +169,15 @@ def _same(cache_name: str, held: Any, entry: Entry) -> bool:
         vector = held["vector"] if isinstance(held, dict) else held
         return bool(vector == fileformat.vector_bytes(entry.value))
     reply = held["reply"] if "reply" in held else held
-    keep = [k for k in entry.value if k not in _TIMING]
+    keep = [k for k in entry.value if k not in _TIMING and k not in fileformat.FILLED]
     return all(reply.get(k) == entry.value[k] for k in keep)
+
+
+def _fills_held(held: Any, entry: Entry) -> bool:
+    """Whether `entry` fills in an output the held rollout lacks (fileformat.fills)."""
+    if entry.cache != "rollouts" or not isinstance(held, dict) or "request" not in held:
+        return False
+    return fileformat.fills(entry, Entry(entry.cache, entry.key, held["request"], held["reply"]))
 
 
 def _stored(entry: Entry) -> dict[str, Any]:
@@ -195,6 +202,13 @@ def import_recording(target: Path) -> ImportResult:
             if held is None:
                 cache.set(entry.key, _stored(entry))
                 result.added[entry.cache] += 1
+            elif _fills_held(held, entry):
+                stored = _stored(entry)
+                if "source" not in held:  # made here: it stays a call of this home's
+                    del stored["source"]
+                cache.set(entry.key, stored)
+                result.held[entry.cache] += 1
+                result.filled += 1
             elif _same(entry.cache, held, entry):
                 result.held[entry.cache] += 1
             else:

@@ -25,6 +25,7 @@ from trinity_cli.events import (
     EvolveStarted,
     GenerationFinished,
     MatrixItemPlayed,
+    RecipePhase,
     RotationFitted,
     RotationPlaying,
     RunResumed,
@@ -282,6 +283,36 @@ class BenchProgress(_LiveBar):
                     where = (_calls(event.pool_calls, event.cache_hits, event.recorded), self.system)
                     self.plain.update(self.done, self.total, " · ".join(x for x in where if x),
                                       computed=event.pool_calls - event.cache_hits)
+
+
+class RecipeProgress(EvolveProgress):
+    """Progress callback for the one-command evolve (evolve/recipe.py): a line per phase, the
+    matrix's and the validation's counts every `EVERY` items or episodes, and the search as
+    `EvolveProgress` shows it; nothing with `quiet`."""
+
+    EVERY = 12
+
+    def __init__(self, quiet: bool = False) -> None:
+        super().__init__(quiet)
+        self.played = 0
+
+    def __call__(self, event: Event) -> None:
+        if self.quiet:
+            return
+        match event:
+            case RecipePhase(name=name, detail=detail):
+                self.played = 0
+                console.err.print(Text(f"[{name}] {detail}", style="bold"))
+            case MatrixItemPlayed() if event.index % self.EVERY == 0 or event.index == event.total:
+                console.err.print(Text(f"  matrix {event.index}/{event.total} items · "
+                                       f"{_calls(event.calls, event.cache_hits)}", style="dim"))
+            case BenchEpisodeFinished():
+                self.played += 1
+                if self.played % (self.EVERY * 8) == 0:
+                    calls = _calls(event.pool_calls, event.cache_hits, event.recorded)
+                    console.err.print(Text(f"  validation {self.played} episodes · {calls}", style="dim"))
+            case _:
+                super().__call__(event)
 
 
 class MatrixProgress(_LiveBar):

@@ -12,7 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from trinity_cli.render import console
-from trinity_cli.runs import reports
+from trinity_cli.runs import reports, verdict
 
 
 def evolve_done(result: Any, as_json: bool = False, quiet: bool = False) -> None:
@@ -26,6 +26,33 @@ def evolve_done(result: Any, as_json: bool = False, quiet: bool = False) -> None
     console.err.print(Text(f"{result.run_id}: {result.generations} generations, {result.spent} training episodes, "
                    f"best validation score {val}", style="bold"))
     console.note(f"use it: trinity ask --head {result.head_dir} \"...\"   curves: {result.head_dir / 'curves.png'}")
+
+
+def recipe_plan(plan: dict[str, Any]) -> None:
+    """The cost plan of the one-command evolve (`--dry-run`, and a run's first lines), on stderr."""
+    console.err.print(_table(verdict.plan_view(plan)))
+    if plan["unmeasured"]:
+        console.note("no call of " + ", ".join(plan["unmeasured"]) + " has been timed here yet: their hours "
+                     "assume a 1.5B GGUF on 2 cores")
+
+
+def recipe_done(result: Any, quiet: bool = False) -> None:
+    """After the one-command evolve: what plays the winner on stdout (the head's directory,
+    or the pool line), the verdict table on stderr (unless `quiet`)."""
+    plays = (str(result.head_dir) if result.head_dir
+             else f"router: {result.router}" if result.router else result.winner)
+    console.out.print(Text(plays))
+    if quiet:
+        return
+    record = {"winner": result.winner, "table": result.table}
+    console.err.print(_table(verdict.verdict_view(record)))
+    if result.head_dir:
+        console.note(f"use it: trinity ask --head {result.head_dir} \"...\"   verdict: {result.verdict_path}")
+    elif result.router:
+        console.note(f"no head validates above {result.winner}: put `router: {result.router}` in the pool file "
+                     f"to play it (verdict: {result.verdict_path})")
+    else:
+        console.note(f"nothing validates above {result.winner}: ask that member alone (verdict: {result.verdict_path})")
 
 
 # Row styles of the bench tables by system kind; the cells come from reports.bench_view.
@@ -131,6 +158,9 @@ def replay_evolve(record: dict[str, Any]) -> None:
     if scopes:
         for view in reports.selection_tables("selection share over training episodes", scopes, models):
             _view_table(view, "\n" + view.title)
+    if record.get("recipe"):  # the one-command evolve's verdict (evolve/recipe.py)
+        view = verdict.verdict_view(record["recipe"])
+        console.out.print(_table(view, "\n" + view.title))
     console.note(f"an episode's transcript: trinity inspect {record['id']} --episode GEN/K")
     if record.get("resume"):
         console.note(f"finish it (same options, from its checkpoint): {record['resume']}")

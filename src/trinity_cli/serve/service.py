@@ -74,7 +74,7 @@ class ServedPool:
             else:
                 default = self.coordinator(None)
                 self.default_head = str(default.head.manifest.get("name"))
-                if default.head.trained:  # load it now, not on the first request
+                if default.head.learned:  # load it now, not on the first request
                     self.progress(ServeLoading("backbone", self.default_head))
                     _ = default.backbone
         except BaseException:

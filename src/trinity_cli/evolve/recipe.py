@@ -1,0 +1,260 @@
+"""The one-command evolve: `trinity evolve --pool P --budget N` from a pool file to a
+validated head, in phases, ending in a verdict that never ships a head below the simpler
+thing it would replace.
+
+Phases (each shown in progress as `RecipePhase` and recorded in the verdict file):
+  1. matrix      every member's greedy reply and `k`-1 fresh attempts from the question alone
+                 on the training items (bench/matrix.py; recorded calls replay); written to
+                 `<home>/matrices/<mix>-k<k>.json`.
+  2. start       the rotating start fitted to it (evolve/label_fit.py, rotation_fit.py:
+                 its first pick, then the other members until one agrees, as `agree` does),
+                 written as the head `<name>-start` (manifest "made": "fitted").
+  3. search      sep-CMA-ES from that start (evolve/evolution.py) with `SEARCH` settings
+                 unless overridden: greedy decisions (as `ask` plays a head, so a candidate's
+                 fitness on fixed items has no sampling noise), every training item in every
+                 generation, popsize 8, the whole hidden state as input, at most 4 turns, and
+                 a step size large enough to change decisions (`SEARCH["sigma0"]`: inputs are
+                 centred to unit RMS norm, so sigma0 moves a logit by about sigma0, against a
+                 fitted start's margins of about 3; run-4 at sigma0 1 had candidates whose
+                 rewards spread by one item in 96). Skipped when the budget is below one
+                 generation: the start is the search's result.
+  4. validate    `trinity bench` on the validation items (at least `MIN_VAL` by default):
+                 each member alone, `agree`, the start and the search's head, paired.
+  5. verdict     the winner is the most accurate row; a tie goes to the simpler one, in the
+                 order single member, `agree`, start, search. A winning head is written to
+                 `out` (default `<home>/heads/<name>`); when `agree` or a member wins, no head
+                 is written and the verdict says what plays it: the pool line `router:
+                 agree`, or that member asked alone.
+
+Verdict file (`verdict.json` beside the head, or in `<home>/heads/<name>.verdict.json`
+when no head is written): {"format": "trinity-recipe/1", "winner": row name, "head": path or
+null, "router": str or null, "phases": {name: {...counts, run ids, paths}}, "table": [{"row",
+"accuracy", "correct", "n", "tokens", "vs_agree": [b, c, p] | null, "vs_best_single": [b, c,
+p] | null}]}; the written head's manifest holds the same under "recipe", and so does the
+search run's run.json (`trinity inspect RUN` shows the table).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Collection
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from trinity_cli import paths, tasks
+from trinity_cli.bench.matrix import MatrixOptions, sample_matrix
+from trinity_cli.bench.options import BenchOptions
+from trinity_cli.bench.runner import bench
+from trinity_cli.coordinator.head import Head
+from trinity_cli.errors import ConfigError, option
+from trinity_cli.evaluators.ray_cluster import RayOptions, check_ray
+from trinity_cli.events import ProgressFn, RecipePhase, quiet
+from trinity_cli.evolve.cost import Estimate, estimate
+from trinity_cli.evolve.evolution import evolve
+from trinity_cli.evolve.options import EvolveOptions
+from trinity_cli.pool_config import load_pool
+from trinity_cli.runs.store import RunStore
+
+FORMAT = "trinity-recipe/1"
+TRAIN_PER_TASK = 32  # training items a task when --tasks names none
+MIN_VAL = 96  # validation items by default, split over the training tasks
+DEFAULT_TASKS = "gsm8k,arc-challenge,mbpp"
+# The search's settings (module docstring, phase 3); options the user gives override them.
+SEARCH: dict[str, Any] = {"init_rotate": True, "input_dims": 0, "decisions": "greedy", "max_turns": 4,
+                          "popsize": 8, "sigma0": 3.0, "val_every": 1, "cost_weight": 0.05}
+SIMPLICITY = ("single", "agree", "start", "search")  # ties go to the earlier
+
+
+@dataclass
+class RecipeOptions:
+    """`evolve` run as the recipe. `search`: the EvolveOptions fields the user set, which
+    override `SEARCH` and the recipe's own choices (tasks, validation, init_labels)."""
+
+    pool: str | None = None
+    budget: int = 2000
+    k: int = 2
+    seed: int = 0
+    name: str | None = None
+    out: str | None = None
+    search: dict[str, Any] = field(default_factory=dict)
+
+    def evolve_options(self) -> EvolveOptions:
+        """The search's options: the recipe's settings, then the user's."""
+        base = EvolveOptions(pool=self.pool, budget=self.budget, seed=self.seed)
+        tasks_mix = (self.search.get("tasks")
+                     or ",".join(f"{t}:train:{TRAIN_PER_TASK}" for t in DEFAULT_TASKS.split(",")))
+        settings = {**SEARCH, "tasks": tasks_mix, "val_size": MIN_VAL, **self.search}
+        opts = replace(base, **settings)
+        if "minibatch" not in self.search:
+            opts.minibatch = max(1, len(tasks.sample_items(tasks.parse_mix(opts.tasks), seed=opts.seed)))
+        return opts
+
+
+@dataclass
+class RecipeResult:
+    winner: str
+    head_dir: Path | None
+    router: str | None
+    verdict_path: Path
+    table: list[dict[str, Any]]
+    plan: Estimate
+    phases: dict[str, Any] = field(default_factory=dict)
+
+
+def _matrix(options: RecipeOptions, opts: EvolveOptions, progress: ProgressFn) -> Path:
+    """Phase 1: the training matrix file (bench/matrix.py), made or replayed."""
+    entries = tasks.parse_mix(opts.tasks)
+    counts = {e.n for e in entries}
+    if len(counts) != 1 or None in counts:
+        raise ConfigError(f"{option('tasks')} {opts.tasks!r}: the recipe's matrix needs the same count of every "
+                          "task (TASK:train:N)", f"e.g. {option('tasks')} gsm8k:train:32,mbpp:train:32, or give "
+                          f"{option('init_labels')} FILE made by trinity matrix")
+    n = counts.pop()
+    assert n is not None
+    names = ",".join(e.task for e in entries)
+    slug = "".join(c if c.isalnum() or c in "-_." else "_" for c in names)
+    out = paths.home() / "matrices" / f"{slug}-train-{n}x{options.k}-seed{opts.seed}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    progress(RecipePhase("matrix", f"{n} training items of {names}, {options.k} replies a member"))
+    sample_matrix(MatrixOptions(pool=options.pool, tasks=names, split="train", n=n, k=options.k,
+                                seed=opts.seed), out=out, progress=progress)
+    return out
+
+
+def _heads_dir(options: RecipeOptions, name: str) -> Path:
+    return Path(options.out).expanduser() if options.out else paths.user_heads_dir() / name
+
+
+def _validate(opts: EvolveOptions) -> None:
+    """The search's options checked as evolve checks them, the matrix standing in for
+    `init_labels` until phase 1 makes it."""
+    replace(opts, init_labels=opts.init_labels or "matrix").validate()
+
+
+def plan(options: RecipeOptions) -> Estimate:
+    """What a run of `options` will cost (evolve/cost.py); nothing is played or written."""
+    opts = options.evolve_options()
+    _validate(opts)
+    return estimate(opts, load_pool(options.pool), k=None if opts.init_labels else options.k)
+
+
+def run(options: RecipeOptions, progress: ProgressFn | None = None, parallel: int | None = None,
+        ray: RayOptions | None = None) -> RecipeResult:
+    """Every phase of the module docstring, episodes played `parallel` at once or on Ray
+    actors with `ray` (the search's and the validation's; the matrix plays in this process);
+    returns the verdict."""
+    check_ray(ray, parallel)
+    emit = progress or quiet
+    opts = options.evolve_options()
+    _validate(opts)
+    config = load_pool(options.pool)
+    name = options.name or f"{config.name}-recipe"
+    cost = estimate(opts, config, k=None if opts.init_labels else options.k)
+    emit(RecipePhase("plan", cost.summary()))
+    phases: dict[str, Any] = {}
+    if not opts.init_labels:
+        opts.init_labels = str(_matrix(options, opts, emit))
+    phases["matrix"] = {"file": opts.init_labels}
+    per_generation = (opts.popsize or 8) * opts.minibatch
+    if opts.budget < per_generation:  # no generation fits: the validated start is the search's result
+        phases["search"] = {"skipped": f"budget {opts.budget} is below one generation ({per_generation} episodes)"}
+        opts = replace(opts, budget=0)
+        emit(RecipePhase("start", "the rotating start, fitted to the matrix and validated (no search: "
+                                  + phases["search"]["skipped"] + ")"))
+    else:
+        emit(RecipePhase("search", f"the rotating start, then {opts.budget // per_generation} generations of "
+                                   f"{opts.popsize} candidates on {opts.minibatch} items"))
+    work = paths.home() / "recipe" / name
+    result = evolve(replace(opts, name=f"{name}-search", out=str(work / "search")), progress=progress,
+                    parallel=parallel, ray=ray)
+    if result.start_head is None:
+        raise ConfigError("the search kept no fitted start to validate against",
+                          f"give {option('init_labels')} FILE, or let the recipe make the matrix")
+    start_dir = work / "start"
+    result.start_head.manifest = {**result.start_head.manifest, "name": f"{name}-start"}
+    result.start_head.save(start_dir)
+    phases["start"] = {"run": result.run_id, "head": str(start_dir)}
+    searched = opts.budget > 0
+    if searched:
+        phases["search"] = {"run": result.run_id, "head": str(result.head_dir), "val": result.best_val,
+                            "generations": result.generations, "spent": result.spent}
+    emit(RecipePhase("validate", f"{opts.val_mix()}: each member alone, agree and the heads, paired"))
+    heads = [str(start_dir)] + ([str(result.head_dir)] if searched else [])
+    validation = BenchOptions(pool=options.pool, tasks=opts.val_mix(), heads=heads, systems=["single", "agree", "head"],
+                              random_seeds=0, decisions="greedy", max_turns=opts.max_turns, backbone=opts.backbone,
+                              device=opts.device)
+    checked = bench(validation, progress=progress, parallel=parallel, ray=ray)
+    phases["validate"] = {"run": checked.run_id}
+    rows = _table(checked.data, config.names, f"head:{name}-start", f"head:{name}-search")
+    return _verdict(options, name, rows, cost, phases, {"start": start_dir,
+                                                          "search": result.head_dir if searched else None})
+
+
+def _table(data: dict[str, Any], members: list[str], start: str, search: str) -> list[dict[str, Any]]:
+    """The verdict's rows from bench.json's results and paired tests (module docstring)."""
+    results, per_item = data["results"], data["per_item"]
+    from trinity_cli.bench.stats import paired_test
+
+    singles = [f"single:{m}" for m in members if f"single:{m}" in results]
+    best = max(singles, key=lambda s: (results[s]["overall"]["accuracy"] or 0.0, -singles.index(s)))
+    rows = []
+    for row, kind in [*((s, "single") for s in singles), ("agree", "agree"), (start, "start"), (search, "search")]:
+        if row not in results:
+            continue
+        overall = results[row]["overall"]
+
+        def vs(other: str, row: str = row) -> list[Any] | None:
+            if other == row or other not in per_item:
+                return None
+            test = paired_test(per_item[row], per_item[other], other)
+            return [test["b"], test["c"], test["p_value"]]
+
+        rows.append({"row": row, "kind": kind, "accuracy": overall["accuracy"], "correct": overall["correct"],
+                     "n": overall["n"], "tokens": overall["mean_tokens"], "vs_agree": vs("agree"),
+                     "vs_best_single": vs(best), "best_single": row == best})
+    return rows
+
+
+def _verdict(options: RecipeOptions, name: str, rows: list[dict[str, Any]], plan: Estimate,
+             phases: dict[str, Any], head_dirs: dict[str, Path | None]) -> RecipeResult:
+    """Phase 5: pick the winner (ties to the simpler), write it, record the verdict."""
+    candidates = [r for r in rows if r["kind"] in ("agree", "start", "search") or r["best_single"]]
+    winner = max(candidates, key=lambda r: (r["accuracy"] or 0.0, -SIMPLICITY.index(r["kind"])))
+    head_dir: Path | None = None
+    router: str | None = None
+    record = {"format": FORMAT, "winner": winner["row"], "phases": phases, "table": rows, "plan": plan.to_dict()}
+    if winner["kind"] in ("start", "search"):
+        source = head_dirs[winner["kind"]]
+        assert source is not None
+        head_dir = _heads_dir(options, name)
+        tmp = head_dir.with_name(head_dir.name + ".tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.copytree(source, tmp)
+        head = Head.load(tmp)
+        head.manifest = {**head.manifest, "name": name, "recipe": record}
+        head.save(tmp)
+        if head_dir.exists():
+            shutil.rmtree(head_dir)
+        tmp.rename(head_dir)
+        verdict_path = head_dir / "verdict.json"
+    else:
+        router = "agree" if winner["kind"] == "agree" else None  # a member alone: no pool line plays it
+        verdict_path = paths.user_heads_dir() / f"{name}.verdict.json"
+    record.update(head=str(head_dir) if head_dir else None, router=router)
+    paths.atomic_write_bytes(verdict_path, (json.dumps(record, indent=1) + "\n").encode())
+    store = RunStore()  # the search run's record shows the verdict (`trinity inspect RUN`)
+    run_dir = store.path(phases["start"]["run"])
+    store.save(run_dir, {**store.load(run_dir.name), "recipe": record})
+    return RecipeResult(winner["row"], head_dir, router, verdict_path, rows, plan, phases)
+
+
+def recipe_options(evolve_options: EvolveOptions, given: Collection[str], k: int = 2) -> RecipeOptions:
+    """The recipe's options from `trinity evolve`'s: the options in `given` (set by the user)
+    override the recipe's choices; pool, budget, seed, name and out are the recipe's own."""
+    own = {"pool", "budget", "seed", "name", "out"}
+    values = asdict(evolve_options)
+    search = {key: values[key] for key in given if key in values and key not in own}
+    return RecipeOptions(pool=evolve_options.pool, budget=evolve_options.budget, k=k, seed=evolve_options.seed,
+                         name=evolve_options.name, out=evolve_options.out, search=search)
