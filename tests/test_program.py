@@ -53,6 +53,8 @@ def test_run_tests_accepts_and_revises() -> None:
 class _Schedule:
     """Worker on model 0, then Verifier on model 1."""
 
+    stop_when_agreed = stop_when_code_passes = False
+
     def __init__(self, models: list[str]) -> None:
         self.models = models
 

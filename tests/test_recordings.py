@@ -108,7 +108,7 @@ def test_a_bench_exported_and_imported_replays_with_no_model_call(tmp_path: Path
     assert (first.run_dir / JOURNAL).is_file()
     code, _, err = run_main(["recordings", "export", first.run_id, "--to", str(tmp_path / "rec")], monkeypatch, capsys)
     assert code == 0, err
-    assert "written to" in err and "bytes per entry" in err
+    assert "written to" in err and "bytes per new entry" in err
     # A fresh home: import, then the same bench in replay-only mode.
     _home(monkeypatch, tmp_path / "home-b")
     code, _, err = run_main(["recordings", "import", str(tmp_path / "rec")], monkeypatch, capsys)
@@ -193,7 +193,8 @@ def test_an_evolve_run_killed_in_one_home_resumes_in_another_with_the_same_head(
     env = {**os.environ, "TRINITY_HOME": str(home_b), "PYTHONUNBUFFERED": "1"}
     log = tmp_path / "killed.log"
     with open(log, "wb") as err:
-        proc = subprocess.Popen([sys.executable, "-m", "trinity_cli", "evolve", *args, "--out", str(tmp_path / "b")],
+        proc = subprocess.Popen([sys.executable, "-m", "trinity_cli", "evolve", "--search-only", *args,
+                                 "--out", str(tmp_path / "b")],
                                 env=env, stdout=subprocess.DEVNULL, stderr=err)
     try:
         deadline = time.monotonic() + 60
@@ -376,3 +377,21 @@ def test_a_damaged_recording_is_refused_in_one_line(tmp_path: Path, monkeypatch,
     path.write_bytes(path.read_bytes()[:-40])
     code, _, err = run_main(["recordings", "import", str(tmp_path / "rec")], monkeypatch, capsys)
     assert code == 2 and "is not a whole recording" in err and len(err.strip().splitlines()) == 1
+
+
+def test_an_export_into_a_folder_adds_a_segment_and_never_rewrites_one(tmp_path: Path) -> None:
+    """Issue 64.4: a recording grows by its new calls, one new file per export."""
+    folder = tmp_path / "rec"
+    first, n, total = fileformat.append_segment(folder, [_entry(1), _entry(2)])
+    assert first == folder / fileformat.CALLS_FILE and (n, total) == (2, 2)
+    before = first.read_bytes()
+    second, n, total = fileformat.append_segment(folder, [_entry(1), _entry(2), _entry(3)])
+    assert second == folder / "calls-0001.jsonl.gz" and (n, total) == (1, 3)
+    assert fileformat.append_segment(folder, [_entry(3)]) == (None, 0, 3)  # nothing new: no file
+    third, _, _ = fileformat.append_segment(folder, [_entry(4)])
+    assert third == folder / "calls-0002.jsonl.gz" and first.read_bytes() == before
+    assert fileformat.segments(folder) == [first, second, third]
+    entries, refused = transfer.read_recording(folder)
+    assert sorted(e.key for e in entries) == sorted(_entry(i).key for i in (1, 2, 3, 4)) and not refused
+    # A changed reply under a held key is not a new call: the first one recorded stays.
+    assert fileformat.append_segment(folder, [_entry(1, "Answer: 7")]) == (None, 0, 4)

@@ -34,6 +34,7 @@ class Script:
         self.models = list(models)
         self.steps = list(steps)
         self.alone = alone
+        self.stop_when_agreed = self.stop_when_code_passes = False
 
     def decide(self, task, turns, rng, excluded=(), context=(), greedy=False) -> Decision:
         model, role = self.steps[len(turns)]
@@ -286,7 +287,9 @@ def test_rng_unused_by_fixed_procedures() -> None:
 class HeadScript(Script):
     """A Script that ends code episodes as a coordinator does (rule 5)."""
 
-    stop_when_code_passes = True
+    def __init__(self, models: Sequence[str], steps: Sequence[tuple[str, Role]], alone: bool = False) -> None:
+        super().__init__(models, steps, alone)
+        self.stop_when_code_passes = True
 
 
 def test_a_coordinators_code_episode_ends_at_the_first_code_that_passes_its_examples(tmp_path: Path) -> None:
@@ -315,4 +318,5 @@ def test_the_coordinator_is_a_source_that_stops_at_passing_code() -> None:
     from trinity_cli.episode.schedules import FixedSchedule
 
     assert Coordinator.stop_when_code_passes is True
-    assert not getattr(FixedSchedule(["a"], "a", (Role.WORKER,)), "stop_when_code_passes", False)
+    assert Coordinator.stop_when_agreed is False
+    assert FixedSchedule(["a"], "a", (Role.WORKER,)).stop_when_code_passes is False

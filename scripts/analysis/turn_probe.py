@@ -38,7 +38,7 @@ import numpy as np
 from trinity_cli.coordinator import head as head_mod
 from trinity_cli.evolve.input_fit import fit_input_features
 from trinity_cli.recordings import fileformat
-from trinity_cli.recordings.transfer import calls_path
+from trinity_cli.recordings.transfer import read_recording
 from trinity_cli.tasks.registry import TASKS, load_items
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -48,7 +48,7 @@ LAMBDAS = (1e-4, 1e-3, 1e-2, 1e-1, 1.0)
 
 def states(recording: Path, fingerprint: str) -> tuple[np.ndarray, list[list[str]], list[str]]:
     """Unit-norm features, the speakers of each text in order, and each text's task line."""
-    entries, _ = fileformat.read(calls_path(recording))
+    entries, _ = read_recording(recording)
     vectors, speakers, tasks = [], [], []
     for e in entries:
         if e.cache != "hidden" or e.request.get("backbone") != fingerprint:

@@ -32,6 +32,7 @@ import logging
 import shutil
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -77,6 +78,17 @@ def db_damage(db: Path) -> str | None:
     if pages and size < page_size * pages:
         return f"it is truncated ({size:,} bytes of the {page_size * pages:,} its header records)"
     return None
+
+
+FRESH_S = 5.0  # a database file changed this recently may be one another process is creating
+FRESH_WAIT_S = 0.5
+
+
+def _fresh(db: Path) -> bool:
+    try:
+        return time.time() - db.stat().st_mtime < FRESH_S
+    except OSError:
+        return False
 
 
 def _damage_error(exc: sqlite3.DatabaseError) -> bool:
@@ -177,6 +189,11 @@ class KeyedCache:
 
     def _open(self) -> None:
         why = db_damage(self.directory / DB_FILE)
+        if why is not None and _fresh(self.directory / DB_FILE):
+            # Another process may be writing a new database's first pages right now: a file
+            # that is still damaged a moment later is damaged.
+            time.sleep(FRESH_WAIT_S)
+            why = db_damage(self.directory / DB_FILE)
         if why is None:
             try:
                 self._cache = self._diskcache()

@@ -110,12 +110,18 @@ def sample_matrix(options: MatrixOptions, out: Path | None = None, progress: Pro
     if options.k < 1 or options.n < 1 or options.budget < 1:
         raise ConfigError(f"{option('n')}, {option('k')} and {option('budget')} must be at least 1")
     config = select_members(load_pool(options.pool), options.members)
-    mix = options.mix
+    return matrix_of(options.mix, config, options.k, options.budget, options.seed, out, progress)
+
+
+def matrix_of(mix: str, config: PoolConfig, k: int, budget: int = 5, seed: int = 0, out: Path | None = None,
+              progress: ProgressFn = quiet) -> dict[str, Any]:
+    """The matrix of the items of `mix` (drawn with `seed`, as bench and evolve draw them),
+    analysed, and written to `out` when given (module docstring)."""
     entries = tasks.parse_mix(mix)
-    items = tasks.sample_items(entries, seed=options.seed)
-    matrix = collect(items, config, options.k, progress)
+    items = tasks.sample_items(entries, seed=seed)
+    matrix = collect(items, config, k, progress)
     order = [e.task for e in entries]
-    result = {"mix": mix, **analyse(matrix, items, options.budget, order),
+    result = {"mix": mix, **analyse(matrix, items, budget, order),
               "signals": signal_table(matrix, items, order)}
     if out is not None:
         paths.atomic_write_bytes(out, json.dumps({**result, "matrix": matrix_json(matrix)}, indent=1).encode())

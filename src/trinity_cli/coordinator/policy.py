@@ -50,7 +50,7 @@ import numpy as np
 from trinity_cli import paths
 from trinity_cli.coordinator import head as head_mod
 from trinity_cli.coordinator.head import Head
-from trinity_cli.errors import ConfigError, HeadMismatch, NotRecorded
+from trinity_cli.errors import AssetError, ConfigError, HeadMismatch, NotRecorded
 from trinity_cli.keyed_cache import KeyedCache, content_key
 from trinity_cli.messages import ROLES, ChatMessage, Decision, Turn
 from trinity_cli.turns import prompts
@@ -167,6 +167,7 @@ class Coordinator:
     the task's shown examples (episode/loop.py, rule 5).
     """
 
+    stop_when_agreed = False
     stop_when_code_passes = True
 
     def __init__(
@@ -244,11 +245,14 @@ class Coordinator:
                     shared.svf = SVF(self.backbone, self.svf_targets)
         return shared.svf
 
+    def _short(self, text: str) -> bool:
+        """Whether `text` fits without counting: every token covers at least one UTF-8 byte,
+        and a tokenizer adds a few special tokens at most."""
+        return len(text.encode()) + 8 <= self.max_tokens
+
     def fits(self, text: str) -> bool:
         """Whether the backbone reads `text` whole (it clips longer texts from the left)."""
-        # Every token covers at least one UTF-8 byte, and a tokenizer adds a few special
-        # tokens at most: a text this short fits without loading the backbone to count.
-        if len(text.encode()) + 8 <= self.max_tokens:
+        if self._short(text):
             return True
         backbone = self.backbone
         if backbone.max_tokens <= 0:
@@ -282,8 +286,13 @@ class Coordinator:
                     from trinity_cli.coordinator.backbone import pick_device
                     from trinity_cli.coordinator.backbone_refs import describe
 
+                    try:
+                        fingerprint = describe(self.backbone_ref)[0]
+                    except AssetError:  # as a load would say it: let the load say it
+                        backbone = self.backbone
+                        return backbone.fingerprint, backbone.dtype, backbone.max_tokens
                     dtype = "float32" if pick_device(self.device) == "cpu" else "float16"
-                    shared.identity = (describe(self.backbone_ref)[0], dtype, self.max_tokens)
+                    shared.identity = (fingerprint, dtype, self.max_tokens)
         if not self._checked:
             self.head.check(self.head.manifest["pool"]["name"], self.models, shared.identity[0], versions())
         return shared.identity
@@ -373,6 +382,8 @@ class Coordinator:
         replay-only mode the first recorded candidate is the one the recording chose, since
         a candidate is only ever encoded when every one before it did not fit."""
         texts = candidate_texts(task, turns, context)
+        if self._short(texts[0]):
+            return texts[0]
         if self.use_cache and self._shared.backbone is None:
             if self._recorded(texts[0]):
                 return texts[0]

@@ -70,7 +70,13 @@ from trinity_cli.turns.settle import Examples
 
 class DecisionSource(Protocol):
     """What picks (model, role) each turn: the evolved `Coordinator`, or a fixed schedule
-    (bench's single-model and self-loop baselines)."""
+    (bench's single-model and self-loop baselines). Besides its picks, the loop obeys the two
+    endings it declares (module docstring): `stop_when_agreed`, the episode ends at the first
+    agreement (the fixed `agree`); `stop_when_code_passes`, on code, at the first code that
+    passes the task's shown examples (rule 5, every head)."""
+
+    stop_when_agreed: bool
+    stop_when_code_passes: bool
 
     @property
     def models(self) -> list[str]: ...
@@ -165,8 +171,7 @@ def run_episode(
     rng = np.random.default_rng(seed)
     # The early endings (module docstring): agree's first agreement; rule 5, a head's first passing
     # code, which is what `settle.agreement` finds on code.
-    stops_at_agreement = bool(getattr(coordinator, "stop_when_agreed", False)) or (
-        kind == "code" and bool(getattr(coordinator, "stop_when_code_passes", False)))
+    stops_at_agreement = coordinator.stop_when_agreed or (kind == "code" and coordinator.stop_when_code_passes)
     transcript = Transcript(task=task, context=list(context))
     spent: str | None = None  # which budget was reached: "token_budget" or "cost_budget"
     settled: str | None = None  # the answer agreed on, once there is one

@@ -14,7 +14,7 @@ from trinity_cli.messages import ROLES, ChatMessage, Decision, Role, Turn
 class FixedSchedule:
     """A decision source that needs no head: the members of `model` (one name, or several
     asked in turn, cycling) in the roles of `plan` taken in turn (cycling). It has what
-    `run_episode` uses of a coordinator, `models`, `decide` and `stop_when_agreed`, so
+    `run_episode` uses of a decision source (episode/loop.py's `DecisionSource`), so
     episodes run with it exactly as with a head.
 
     single:<m>   FixedSchedule(models, m, (Role.WORKER,)) with max_turns 1
@@ -29,6 +29,8 @@ class FixedSchedule:
     the episode ends at the first agreement (episode/loop.py). Members `run_episode` masks
     (their context cannot hold the task) are skipped; with none left, ContextOverflow.
     """
+
+    stop_when_code_passes = False  # rule 5 is a head's (episode/loop.py)
 
     def __init__(self, models: Sequence[str], model: str | Sequence[str], plan: Sequence[Role],
                  alone: bool = False, stop_when_agreed: bool = False) -> None:

@@ -4,8 +4,8 @@ thing it would replace.
 
 Phases (each shown in progress as `RecipePhase` and recorded in the verdict file):
   1. matrix      every member's greedy reply and `k`-1 fresh attempts from the question alone
-                 on the training items (bench/matrix.py; recorded calls replay); written to
-                 `<home>/matrices/<mix>-k<k>.json`.
+                 on the search's training items (bench/matrix.py; recorded calls replay);
+                 written to `<home>/matrices/<pool>-<hash of mix, k, seed>.json`.
   2. start       the rotating start fitted to it (evolve/label_fit.py, rotation_fit.py:
                  its first pick, then the other members until one agrees, as `agree` does),
                  written as the head `<name>-start` (manifest "made": "fitted").
@@ -44,9 +44,10 @@ from pathlib import Path
 from typing import Any
 
 from trinity_cli import paths, tasks
-from trinity_cli.bench.matrix import MatrixOptions, sample_matrix
+from trinity_cli.bench.matrix import matrix_of
 from trinity_cli.bench.options import BenchOptions
 from trinity_cli.bench.runner import bench
+from trinity_cli.bench.stats import paired_test
 from trinity_cli.coordinator.head import Head
 from trinity_cli.errors import ConfigError, option
 from trinity_cli.evaluators.ray_cluster import RayOptions, check_ray
@@ -54,6 +55,7 @@ from trinity_cli.events import ProgressFn, RecipePhase, quiet
 from trinity_cli.evolve.cost import Estimate, estimate
 from trinity_cli.evolve.evolution import evolve
 from trinity_cli.evolve.options import EvolveOptions
+from trinity_cli.keyed_cache import content_key
 from trinity_cli.pool_config import load_pool
 from trinity_cli.runs.store import RunStore
 
@@ -104,22 +106,15 @@ class RecipeResult:
 
 
 def _matrix(options: RecipeOptions, opts: EvolveOptions, progress: ProgressFn) -> Path:
-    """Phase 1: the training matrix file (bench/matrix.py), made or replayed."""
-    entries = tasks.parse_mix(opts.tasks)
-    counts = {e.n for e in entries}
-    if len(counts) != 1 or None in counts:
-        raise ConfigError(f"{option('tasks')} {opts.tasks!r}: the recipe's matrix needs the same count of every "
-                          "task (TASK:train:N)", f"e.g. {option('tasks')} gsm8k:train:32,mbpp:train:32, or give "
-                          f"{option('init_labels')} FILE made by trinity matrix")
-    n = counts.pop()
-    assert n is not None
-    names = ",".join(e.task for e in entries)
-    slug = "".join(c if c.isalnum() or c in "-_." else "_" for c in names)
-    out = paths.home() / "matrices" / f"{slug}-train-{n}x{options.k}-seed{opts.seed}.json"
+    """Phase 1: the training matrix file of the search's training items (bench/matrix.py),
+    made or replayed."""
+    config = load_pool(options.pool)
+    key = content_key("", {"mix": opts.tasks, "k": options.k, "seed": opts.seed})[:12]
+    out = paths.home() / "matrices" / f"{config.name}-{key}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    progress(RecipePhase("matrix", f"{n} training items of {names}, {options.k} replies a member"))
-    sample_matrix(MatrixOptions(pool=options.pool, tasks=names, split="train", n=n, k=options.k,
-                                seed=opts.seed), out=out, progress=progress)
+    n = len(tasks.sample_items(tasks.parse_mix(opts.tasks), seed=opts.seed))
+    progress(RecipePhase("matrix", f"{n} training items of {opts.tasks}, {options.k} replies a member"))
+    matrix_of(opts.tasks, config, options.k, seed=opts.seed, out=out, progress=progress)
     return out
 
 
@@ -195,8 +190,6 @@ def run(options: RecipeOptions, progress: ProgressFn | None = None, parallel: in
 def _table(data: dict[str, Any], members: list[str], start: str, search: str) -> list[dict[str, Any]]:
     """The verdict's rows from bench.json's results and paired tests (module docstring)."""
     results, per_item = data["results"], data["per_item"]
-    from trinity_cli.bench.stats import paired_test
-
     singles = [f"single:{m}" for m in members if f"single:{m}" in results]
     best = max(singles, key=lambda s: (results[s]["overall"]["accuracy"] or 0.0, -singles.index(s)))
     rows = []

@@ -29,6 +29,12 @@ a sum that does not match (edited or damaged text) refuses that entry, naming it
 line; a member that is not gzip or JSON ends the read with `RecordingError` naming the
 file and the line.
 
+Segments (a recording folder): `calls.jsonl.gz` is the first segment and each later export
+into the folder writes the next, `calls-0001.jsonl.gz`, `calls-0002.jsonl.gz`..., holding only
+what the earlier segments lack (`segments`, `append_segment`): an export never rewrites a file
+that exists, so git stores each export once, as one new file. A folder is read segment by
+segment in that order, as if they were one file.
+
 Why no tool version in the file: whatever shapes a reply is in its request (the backend
 fingerprint), so a recording made by an older trinity imports wherever the keys agree.
 """
@@ -57,6 +63,8 @@ FILLED = ("logprob_stats",)
 # How long a call took is not part of what it gave: made again, it differs there.
 TIMING = ("latency_s", "duration_s")
 CALLS_FILE = "calls.jsonl.gz"
+SEGMENT = "calls-{:04d}.jsonl.gz"  # a folder's later segments (module docstring)
+SEGMENT_GLOB = "calls-[0-9][0-9][0-9][0-9].jsonl.gz"
 TAGS = {"rollouts": "r2:", "hidden": "h2:", "sandbox": "s1:"}  # cache -> the key tag its entries carry
 
 
@@ -123,9 +131,20 @@ def read(path: Path) -> tuple[list[Entry], list[Refused]]:
     """Every entry of the recording file `path` that passes its checks, and those refused.
     A later copy of a key already read is skipped unless it fills the earlier one in
     (`fills`), which it then replaces."""
+    return read_many([path])
+
+
+def read_many(files: list[Path]) -> tuple[list[Entry], list[Refused]]:
+    """`read` over several files in order, as if they were one (a folder's segments)."""
     entries: list[Entry] = []
     refused: list[Refused] = []
     seen: dict[str, int] = {}  # key -> its position in `entries`
+    for path in files:
+        _read_into(path, entries, refused, seen)
+    return entries, refused
+
+
+def _read_into(path: Path, entries: list[Entry], refused: list[Refused], seen: dict[str, int]) -> None:
     for number, raw in _lines(path):
         try:
             data = json.loads(raw)
@@ -155,7 +174,6 @@ def read(path: Path) -> tuple[list[Entry], list[Refused]]:
             entries.append(entry)
         elif fills(entry, entries[seen[key]]):
             entries[seen[key]] = entry
-    return entries, refused
 
 
 def _lines(path: Path) -> Iterator[tuple[int, str]]:
@@ -180,6 +198,29 @@ def member(entries: Iterable[Entry]) -> bytes:
     with gzip.GzipFile(filename="", mode="wb", fileobj=buffer, mtime=0, compresslevel=9) as gz:
         gz.write(text.encode("utf-8"))
     return buffer.getvalue()
+
+
+def segments(folder: Path) -> list[Path]:
+    """The segment files of a recording folder, in reading order (module docstring)."""
+    numbered = sorted(p for p in folder.glob(SEGMENT_GLOB) if p.name[6:10].isdigit())
+    first = folder / CALLS_FILE
+    return ([first] if first.is_file() else []) + numbered
+
+
+def append_segment(folder: Path, entries: Iterable[Entry]) -> tuple[Path | None, int, int]:
+    """Write to a new segment of `folder` the entries its segments do not hold, and those
+    that fill a held entry in; nothing when there are none. Returns the segment written (or
+    None), how many entries it holds, and how many keys the folder holds after."""
+    files = segments(folder)
+    held = {e.key: e for e in read_many(files)[0]}
+    new = {e.key: e for e in entries if e.key not in held or fills(e, held[e.key])}
+    if not new:
+        return None, 0, len(held)
+    last = max((int(p.name[6:10]) for p in files if p.name != CALLS_FILE), default=0)
+    path = folder / (SEGMENT.format(last + 1) if files else CALLS_FILE)
+    folder.mkdir(parents=True, exist_ok=True)
+    paths.atomic_write_bytes(path, member(new.values()))
+    return path, len(new), len(set(held) | set(new))
 
 
 def append(path: Path, entries: Iterable[Entry]) -> tuple[int, int]:

@@ -1,7 +1,8 @@
 """Export cache entries to a recording, import a recording into the caches, and say which
 installed pool each recorded call applies to.
 
-A recording folder holds `calls.jsonl.gz` (recordings/fileformat.py) and, when runs were
+A recording folder holds `calls.jsonl.gz` and its later segments (recordings/fileformat.py)
+and, when runs were
 carried, `runs/run-N/` (recordings/carry.py). Export reads the rollout and hidden-state
 caches of this `TRINITY_HOME`: the entries a run's journal names (`runs/run-N/calls.log`,
 keyed_cache.journal_to), or every entry. Import writes each entry the caches do not hold,
@@ -45,8 +46,21 @@ def open_cache(name: str) -> KeyedCache:
 
 
 def calls_path(target: Path) -> Path:
-    """The calls file of a recording given as a folder or as the file itself."""
+    """The (first) calls file of a recording given as a folder or as the file itself."""
     return target if target.name.endswith(".gz") else target / CALLS_FILE
+
+
+def recording_files(target: Path) -> list[Path]:
+    """The calls files of a recording, in reading order: a file alone, or a folder's segments
+    (fileformat.segments; its first file named even when absent, so a read says it is missing)."""
+    if target.name.endswith(".gz"):
+        return [target]
+    return fileformat.segments(target) or [target / CALLS_FILE]
+
+
+def read_recording(target: Path) -> tuple[list[Entry], list[Refused]]:
+    """Every entry of the recording at `target` (a folder's segments read as one file)."""
+    return fileformat.read_many(recording_files(target))
 
 
 @dataclass
@@ -56,7 +70,7 @@ class ExportResult:
     added: int  # of those, new to the file
     missing: int  # keys a journal names that the caches no longer hold
     no_request: int  # entries written before requests were kept: they cannot travel
-    bytes: int  # the file's size after the export
+    bytes: int  # what the export wrote: the new segment (a folder) or the file after it (a .gz)
     total: int  # entries the file holds after the export
     runs: list[str] = field(default_factory=list)  # run directories carried (carry.py)
 
@@ -128,18 +142,24 @@ def _run_dir(store: RunStore, run_id: str) -> Path:
 
 
 def export(target: Path, run_ids: list[str] | None, carry_runs: bool = True) -> ExportResult:
-    """Append to the recording at `target` (a folder, created if needed, or a .gz file) the
-    calls of `run_ids` (their journals), or of the whole caches when `run_ids` is None; with
+    """Add to the recording at `target` (a folder, created if needed: a new segment; or a .gz
+    file: a new gzip member) the calls of `run_ids` (their journals), or of the whole caches
+    when `run_ids` is None, that it does not hold yet (fileformat.py); with
     `carry_runs` and a folder, the runs' directories go into it too (carry.py)."""
     check_target(target)
     keys = None if run_ids is None else run_keys(run_ids)
     entries, missing, no_request = collect(keys)
-    path = calls_path(target)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    added, total = fileformat.append(path, entries)
-    result = ExportResult(path, len(entries), added, missing, no_request,
-                          path.stat().st_size if path.exists() else 0, total)
-    if run_ids and carry_runs and path != target:
+    if target.name.endswith(".gz"):
+        path = target
+        path.parent.mkdir(parents=True, exist_ok=True)
+        added, total = fileformat.append(path, entries)
+        size = path.stat().st_size if path.exists() else 0
+    else:
+        written, added, total = fileformat.append_segment(target, entries)
+        path = written or calls_path(target)
+        size = written.stat().st_size if written else 0
+    result = ExportResult(path, len(entries), added, missing, no_request, size, total)
+    if run_ids and carry_runs and not target.name.endswith(".gz"):
         result.runs = carry.export_runs(run_ids, target)
     return result
 
@@ -191,9 +211,8 @@ def _stored(entry: Entry) -> dict[str, Any]:
 def import_recording(target: Path) -> ImportResult:
     """Import the calls of the recording at `target` into this home's caches (module
     docstring), and a folder's runs into its runs/ (carry.py); idempotent."""
-    path = calls_path(target)
-    entries, refused = fileformat.read(path)
-    result = ImportResult(path, len(entries), refused=refused)
+    entries, refused = read_recording(target)
+    result = ImportResult(calls_path(target), len(entries), refused=refused)
     caches = {name: open_cache(name) for name in fileformat.TAGS}
     try:
         for entry in entries:
@@ -225,9 +244,8 @@ def import_recording(target: Path) -> ImportResult:
 def describe_file(target: Path) -> ImportResult:
     """What importing `target` would bring, without writing anything: entries, refusals and
     which installed pool each call applies to (`added`/`held`/`conflicts` stay empty)."""
-    path = calls_path(target)
-    entries, refused = fileformat.read(path)
-    result = ImportResult(path, len(entries), refused=refused)
+    entries, refused = read_recording(target)
+    result = ImportResult(calls_path(target), len(entries), refused=refused)
     _where(entries, result)
     return result
 

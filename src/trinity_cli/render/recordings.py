@@ -18,9 +18,9 @@ def exported(result: Any) -> None:
     """An ExportResult: what was written where, and what could not travel."""
     line = Text(f"{result.added} new of {result.entries} entries written to ", style="bold")
     line.append(str(result.path))
-    if result.total:  # the file's size per entry: what a recording costs the repository
-        line.append(f" (now {result.total:,} entries, {_size(result.bytes)}, "
-                    f"{result.bytes / result.total:,.0f} bytes per entry)")
+    if result.added:  # what this export adds to the repository
+        line.append(f" ({_size(result.bytes)}, {result.bytes / result.added:,.0f} bytes per new entry; "
+                    f"the recording now holds {result.total:,})")
     console.err.print(line, soft_wrap=True)
     if result.runs:
         console.note("runs carried: " + ", ".join(result.runs))
