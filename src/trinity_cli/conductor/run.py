@@ -226,7 +226,6 @@ class _Conducting:
     kind: str | None
     examples: Examples | None
     salt: str = ""
-    strict: bool = False
 
     def workflow(self, task: str, depth: int, emit: Callable[[list[Turn]], None] | None = None) -> _Done:
         """Write and run one workflow for `task` at `depth` (module docstring)."""
@@ -387,7 +386,7 @@ def run_conductor(
     usable = set(usable if usable is not None else usable_models(pool, task, exclude, context))
     members = [m for m in pool.names if m in usable]
     play = _Conducting(pool, spec, conductor, members, task, list(context), kind, examples,
-                       salt=attempt_salt(task, context), strict=pool.config.sandbox == "strict")
+                       salt=attempt_salt(task, context))
     numbered: list[Turn] = []
 
     def emit(batch: list[Turn]) -> None:

@@ -8,10 +8,10 @@ worker, verifier; D the head's input size: H, the backbone's hidden size, or K w
 projection P (K, H); `b` has M + 3 values. Excluded models are masked out of the model softmax.
 The centre c (H values) and scale s are fixed when a run starts (evolve/evolution.py: the mean of
 the turn-0 features of some training tasks, and their RMS distance from it) and are not
-searched: every feature of one backbone shares most of its direction (cosine about 0.9),
-so without centring any change to W mostly shifts every state's logits alike, and the
-search finds a fixed mix of models and roles rather than choices that depend on the
-conversation. c = 0, s = 1 (heads made before centring, untrained heads) reads h as is.
+searched: every feature of one backbone shares most of its direction, so without centring
+any change to W mostly shifts every state's logits alike, and the search finds a fixed mix
+of models and roles rather than choices that depend on the conversation. c = 0, s = 1
+(untrained heads, and heads of format /1) reads h as is.
 The projection P (optional, fixed like c; `fit_basis`) keeps the K principal directions of
 those centred turn-0 features, scaled together so that the projected features keep a total
 variance of 1: the search then has (M + 3) x K weights instead of (M + 3) x H, all of them

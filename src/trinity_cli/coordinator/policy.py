@@ -261,11 +261,6 @@ class Coordinator:
         with self._shared.lock:
             return bool(backbone.count_tokens(text) <= backbone.max_tokens)
 
-    def set_head(self, head: Head) -> None:
-        """Swap in new parameters of the same layout (one episode at a time; concurrent
-        episodes each use a `view`)."""
-        self.head = head
-
     def _cache_key(self, text: str) -> str:
         """The hidden-state cache key of `text` (see module docstring)."""
         return content_key(HIDDEN_TAG, self._cache_request(text))

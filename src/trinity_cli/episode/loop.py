@@ -37,7 +37,7 @@ Besides an ACCEPT and the budgets, two things end an episode early, both with st
 - rule 5, a decision source with `stop_when_code_passes` (the coordinator: every head,
   trained or not): on a code task, the first code that passes the task's shown examples.
   Running the examples is the Verifier's check on code; a Verifier asked about passing code
-  only added a turn (docs/heads.md, stage 6d). Fixed schedules (single, self-loops, `sc`,
+  would only add a turn. Fixed schedules (single, self-loops, `sc`,
   the matrix) do not stop there.
 
 `kind` is the task's scorer kind ("numeric", "choice", "math", "exact", "code"; from the

