@@ -46,12 +46,13 @@ such a file once, and `max_resident` counts loaded files, not members.
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError, model_validator
 
 from trinity_cli import paths
 from trinity_cli.errors import ConfigError, NotFound, did_you_mean
@@ -125,6 +126,7 @@ RoleName = Literal["thinker", "worker", "verifier"]
 
 
 class _ModelBase(_Strict):
+    kind: str  # each kind's model narrows it to its name (a plugin's: any installed kind)
     name: str = Field(pattern=NAME_PATTERN)
     style: Style = "reason"
     # One line on what the member is good at, shown to a Conductor writing workflows
@@ -143,6 +145,14 @@ class _ModelBase(_Strict):
     # server's seed is a hint, so their sampled replies are never cached nor reproducible.
     retry_temperature: float = Field(default=0.7, ge=0)
     price: Price | None = None
+
+    #: The member runs on this machine's cores (a local Ray instance sizes its actors to them).
+    runs_locally: ClassVar[bool] = False
+
+    def load_key(self) -> str:
+        """Members with equal keys share one backend (pool/pool.py): by default, each member
+        is its own."""
+        return f"{self.kind}:{self.name}"
 
 
 class NgramDraft(_Strict):
@@ -179,6 +189,7 @@ class GGUFModel(_ModelBase):
 """
 
     kind: Literal["gguf"]
+    runs_locally: ClassVar[bool] = True
     weights: Weights
     n_ctx: int = Field(default=4096, ge=256)
     n_threads: int | None = Field(default=None, ge=1)
@@ -198,6 +209,13 @@ class GGUFModel(_ModelBase):
         if isinstance(data, dict) and data.get("runtime") == "server" and data.get("n_batch") is None:
             data = {**data, "n_batch": 512}
         return data
+
+    def load_key(self) -> str:
+        """The weights and every setting llama.cpp is loaded with (`runtime: server` members
+        sharing a file share one server and its slots)."""
+        fields = self.model_dump(include={"weights", "n_ctx", "n_threads", "n_batch", "chat_format", "seed",
+                                          "runtime", "slots"})
+        return "gguf:" + json.dumps(fields, sort_keys=True, default=str)
 
     @model_validator(mode="after")
     def _speculative_needs_server(self) -> GGUFModel:
@@ -248,7 +266,40 @@ class ScriptedModel(_ModelBase):
     delay_s: float = Field(default=0.0, ge=0)  # each reply takes this long: a slow model, for tests and demos
 
 
-ModelConfig = Annotated[GGUFModel | OpenAIModel | ScriptedModel, Field(discriminator="kind")]
+# The fields every member has: a plugin backend's `config_model` subclasses it
+# (backends/registry.py, docs/extending.md).
+MemberBase = _ModelBase
+
+
+class PluginModel(_ModelBase):
+    """A member of a kind an installed package registers (entry-point group `BACKEND_GROUP`):
+    the common fields are checked here, the kind's own fields by its backend's
+    `config_model` when the backend is made (backends/registry.py)."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+BUILT_IN_KINDS = ("gguf", "openai", "scripted")
+BACKEND_GROUP = "trinity_cli.backends"  # entry points: kind name -> "module:BackendClass"
+
+
+def plugin_kinds() -> list[str]:
+    """The model kinds installed packages register (their entry points; none is imported)."""
+    from importlib.metadata import entry_points
+
+    return sorted({ep.name for ep in entry_points(group=BACKEND_GROUP)} - set(BUILT_IN_KINDS))
+
+
+def _kind_tag(value: Any) -> str:
+    kind = value.get("kind") if isinstance(value, dict) else getattr(value, "kind", None)
+    return kind if kind in BUILT_IN_KINDS else "plugin"
+
+
+ModelConfig = Annotated[
+    Annotated[GGUFModel, Tag("gguf")] | Annotated[OpenAIModel, Tag("openai")]
+    | Annotated[ScriptedModel, Tag("scripted")] | Annotated[PluginModel, Tag("plugin")],
+    Discriminator(_kind_tag),
+]
 
 
 class PoolConfig(_Strict):
@@ -280,6 +331,15 @@ class PoolConfig(_Strict):
         if isinstance(self.conductor, str) and self.conductor not in self.names:
             raise ValueError(f"conductor: the pool has no model {self.conductor!r} "
                              f"({did_you_mean(self.conductor, self.names)})")
+        unknown = [m for m in self.all_models if isinstance(m, PluginModel)]
+        if unknown:
+            installed = plugin_kinds()
+            for model in unknown:
+                if model.kind not in installed:
+                    kinds = [*BUILT_IN_KINDS, *installed]
+                    raise ValueError(f"model {model.name!r}: unknown kind {model.kind!r} "
+                                     f"({did_you_mean(model.kind, kinds)}; a package can add kinds: "
+                                     f"docs/extending.md)")
         return self
 
     @property

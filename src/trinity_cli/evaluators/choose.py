@@ -13,7 +13,7 @@ from trinity_cli.errors import option
 from trinity_cli.evaluators.local import Evaluator, Runtime, make_evaluator
 from trinity_cli.evaluators.ray_actors import RayEvaluator
 from trinity_cli.evaluators.ray_cluster import RayOptions
-from trinity_cli.pool_config import GGUFModel, PoolConfig
+from trinity_cli.pool_config import PoolConfig
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +42,7 @@ def open_evaluator(runtime: Runtime, parallel: int, ray: RayOptions | None) -> t
 
 
 def _has_gguf(config: PoolConfig) -> bool:
-    return any(isinstance(m, GGUFModel) for m in config.all_models)
+    return any(m.runs_locally for m in config.all_models)
 
 
 # The fewest cores a local Ray actor gets when the pool has GGUF members: their decoding runs

@@ -35,7 +35,6 @@ same cache hits, as the same episodes one after another.
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 from collections import Counter
@@ -61,14 +60,9 @@ def attempt_seed(seed: int | None, name: str, attempt: int, salt: str) -> int:
 
 
 def load_key(model: ModelConfig) -> str:
-    """Members with equal keys share one backend: for GGUF members, the weights and every
-    setting llama.cpp is loaded with (`runtime: server` members sharing a file share one
-    server and its slots); any other member is its own backend."""
-    if model.kind != "gguf":
-        return f"{model.kind}:{model.name}"
-    fields = model.model_dump(include={"weights", "n_ctx", "n_threads", "n_batch", "chat_format", "seed",
-                                       "runtime", "slots"})
-    return "gguf:" + json.dumps(fields, sort_keys=True, default=str)
+    """Members with equal keys share one backend (the model config's own `load_key`: GGUF
+    members of one weights file and load settings share one loaded model)."""
+    return model.load_key()
 
 
 @dataclass
