@@ -665,3 +665,27 @@ def test_the_one_command_evolve_on_your_own_tasks_and_an_openai_compatible_membe
     matrix = json.loads(Path(verdict["phases"]["matrix"]["file"]).read_text())["matrix"]
     replies = [r for row in matrix.values() for m, rs in row.items() for r in rs]
     assert {r["logprob_stats"] is None for r in replies} == {True, False}  # the API member gives none
+
+
+def test_the_recipe_stops_at_its_call_cap_and_the_same_command_goes_on(tmp_path: Path, monkeypatch, capsys) -> None:
+    fruit_files(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    args = ["evolve", "--pool", "pool.yaml", "--tasks", "file:fruit.jsonl:train:12", "--val-tasks",
+            "file:fruit.jsonl:val:6", "--budget", "0", "--backbone", "hash:16"]
+    from trinity_cli.backends.scripted import ScriptedBackend
+
+    original, made = ScriptedBackend.chat, []
+    monkeypatch.setattr(ScriptedBackend, "chat", lambda self, m, p: made.append(1) or original(self, m, p))
+    monkeypatch.setenv("TRINITY_HOME", str(tmp_path / "uncapped"))
+    code, whole, err = run_cli(monkeypatch, capsys, args)
+    assert code == 0, err
+    needed, made[:] = len(made), []
+    assert needed > 30
+    monkeypatch.setenv("TRINITY_HOME", str(tmp_path / "capped"))
+    code, out, err = run_cli(monkeypatch, capsys, [*args, "--max-calls", "30"])
+    assert code == 2 and "30 model calls made, the cap --max-calls 30" in err and len(made) == 30
+    assert "Traceback" not in err and err.strip().splitlines()[-1].startswith("error:") and "higher cap" in err
+    code, out, err = run_cli(monkeypatch, capsys, args)
+    assert code == 0, err
+    assert out.replace(str(tmp_path / "capped"), "") == whole.replace(str(tmp_path / "uncapped"), "")
+    assert len(made) == needed  # the 30 made before the cap replay: none is made twice

@@ -194,6 +194,10 @@ def evolve(
         help="Run the search alone with these options, as before the recipe (no matrix, no verdict).")] = False,
     dry_run: Annotated[bool, typer.Option(
         help="Say what the recipe will cost (calls, tokens, hours, USD), then stop.")] = False,
+    max_calls: Annotated[int | None, typer.Option(
+        min=1, help="Stop the recipe after this many model calls (cached calls are free); rerun to go on.")] = None,
+    max_usd: Annotated[float | None, typer.Option(
+        min=0, help="Stop the recipe once priced members' calls cost this many dollars; rerun to go on.")] = None,
 ) -> None:
     """From a pool file to a validated head: the training matrix, a fitted start, the search, validation against
     agree and each member, a verdict (options given override the recipe's settings); killed runs resume."""
@@ -217,11 +221,11 @@ def evolve(
     library_name = {parameter: library for library, parameter in PARAMETER_ALIASES.items()}
     given = [library_name.get(p, p) for p, source in sources.items()
              if source is not None and source.name != "DEFAULT"
-             and p not in ("as_json", "quiet", "search_only", "dry_run")]
+             and p not in ("as_json", "quiet", "search_only", "dry_run", "max_calls", "max_usd")]
     if not (resume or search_only):
         from trinity_cli.evolve import recipe
 
-        plan = recipe.recipe_options(options, given)
+        plan = recipe.recipe_options(options, given, max_calls=max_calls, max_usd=max_usd)
         if dry_run:
             results.recipe_plan(recipe.plan(plan).to_dict())
             return

@@ -120,6 +120,10 @@ class NotRecorded(TrinityError):
     """Replay-only mode (TRINITY_REPLAY_ONLY): a call no imported recording holds."""
 
 
+class SpendingCapReached(TrinityError):
+    """A command reached its cap on model calls or dollars (pool/pool.py, `Spending`)."""
+
+
 class RecordingError(TrinityError):
     """A recording file cannot be read or written (not a recording, damaged, wrong version)."""
 

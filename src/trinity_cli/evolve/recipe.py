@@ -56,6 +56,7 @@ from trinity_cli.evolve.cost import Estimate, estimate
 from trinity_cli.evolve.evolution import evolve
 from trinity_cli.evolve.options import EvolveOptions
 from trinity_cli.keyed_cache import content_key
+from trinity_cli.pool.pool import limit_spending
 from trinity_cli.pool_config import load_pool
 from trinity_cli.runs.store import RunStore
 
@@ -76,6 +77,8 @@ class RecipeOptions:
 
     pool: str | None = None
     budget: int = 2000
+    max_calls: int | None = None  # caps on what the run spends on model calls (pool/pool.py)
+    max_usd: float | None = None
     k: int = 2
     seed: int = 0
     name: str | None = None
@@ -138,9 +141,16 @@ def plan(options: RecipeOptions) -> Estimate:
 def run(options: RecipeOptions, progress: ProgressFn | None = None, parallel: int | None = None,
         ray: RayOptions | None = None) -> RecipeResult:
     """Every phase of the module docstring, episodes played `parallel` at once or on Ray
-    actors with `ray` (the search's and the validation's; the matrix plays in this process);
-    returns the verdict."""
+    actors with `ray` (the search's and the validation's; the matrix plays in this process),
+    under the options' caps on model calls and dollars (SpendingCapReached when one is
+    reached; Ray actors' calls are not counted); returns the verdict."""
     check_ray(ray, parallel)
+    with limit_spending(options.max_calls, options.max_usd):
+        return _run(options, progress, parallel, ray)
+
+
+def _run(options: RecipeOptions, progress: ProgressFn | None, parallel: int | None,
+         ray: RayOptions | None) -> RecipeResult:
     emit = progress or quiet
     opts = options.evolve_options()
     _validate(opts)
@@ -243,11 +253,13 @@ def _verdict(options: RecipeOptions, name: str, rows: list[dict[str, Any]], plan
     return RecipeResult(winner["row"], head_dir, router, verdict_path, rows, plan, phases)
 
 
-def recipe_options(evolve_options: EvolveOptions, given: Collection[str], k: int = 2) -> RecipeOptions:
+def recipe_options(evolve_options: EvolveOptions, given: Collection[str], k: int = 2, max_calls: int | None = None,
+                   max_usd: float | None = None) -> RecipeOptions:
     """The recipe's options from `trinity evolve`'s: the options in `given` (set by the user)
     override the recipe's choices; pool, budget, seed, name and out are the recipe's own."""
     own = {"pool", "budget", "seed", "name", "out"}
     values = asdict(evolve_options)
     search = {key: values[key] for key in given if key in values and key not in own}
-    return RecipeOptions(pool=evolve_options.pool, budget=evolve_options.budget, k=k, seed=evolve_options.seed,
+    return RecipeOptions(pool=evolve_options.pool, budget=evolve_options.budget, max_calls=max_calls,
+                         max_usd=max_usd, k=k, seed=evolve_options.seed,
                          name=evolve_options.name, out=evolve_options.out, search=search)

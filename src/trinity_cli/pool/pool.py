@@ -27,6 +27,12 @@ never holds an output); when they differ, the recorded reply stays as it was, wi
 Either way the caller gets the recorded text, so nothing a run computes changes. Never in
 replay-only mode.
 
+Spending caps (`limit_spending`, the one-command evolve's --max-calls and --max-usd): calls
+made to a model (not served from a cache) and their dollars are counted over every pool of the
+process while a cap is set; a call that would start after the cap is reached raises
+`SpendingCapReached` instead. What was made is cached, so the same command with a higher cap
+goes on from there.
+
 Single flight: concurrent calls with the same rollout cache key make one model call; the
 others wait for it and are then answered by the cache, exactly as they would have been
 had they come after it. So N episodes at once make the same model calls, and count the
@@ -38,13 +44,14 @@ from __future__ import annotations
 import logging
 import threading
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 
 from trinity_cli import paths, seeds
 from trinity_cli.backends import registry
 from trinity_cli.backends.base import Backend
-from trinity_cli.errors import ConfigError, NotRecorded, did_you_mean, option
+from trinity_cli.errors import ConfigError, NotRecorded, SpendingCapReached, did_you_mean, option
 from trinity_cli.keyed_cache import content_key
 from trinity_cli.messages import ChatMessage, Completion, GenParams
 from trinity_cli.pool.rollout_cache import KEY_TAG, ReplyCache, RolloutCache, rollout_request
@@ -63,6 +70,46 @@ def load_key(model: ModelConfig) -> str:
     """Members with equal keys share one backend (the model config's own `load_key`: GGUF
     members of one weights file and load settings share one loaded model)."""
     return model.load_key()
+
+
+@dataclass
+class Spending:
+    """Model calls made and their dollars while a cap is set (module docstring)."""
+
+    max_calls: int | None = None
+    max_usd: float | None = None
+    calls: int = 0
+    usd: float = 0.0
+
+    def check(self) -> None:
+        if self.max_calls is not None and self.calls >= self.max_calls:
+            raise SpendingCapReached(f"{self.calls} model calls made, the cap {option('max_calls')} {self.max_calls}",
+                                     "what was made is cached: run the same command with a higher cap to go on")
+        if self.max_usd is not None and self.usd >= self.max_usd:
+            raise SpendingCapReached(f"${self.usd:.4f} spent on model calls, the cap {option('max_usd')} "
+                                     f"{self.max_usd}",
+                                     "what was made is cached: run the same command with a higher cap to go on")
+
+    def charge(self, completion: Completion) -> None:
+        self.calls += 1
+        self.usd += completion.cost_usd or 0.0
+
+
+_SPENDING = Spending()
+_SPENDING_LOCK = threading.Lock()
+
+
+@contextmanager
+def limit_spending(max_calls: int | None = None, max_usd: float | None = None) -> Iterator[Spending]:
+    """Cap the model calls (and dollars) of every pool in this process until the block ends."""
+    global _SPENDING
+    with _SPENDING_LOCK:
+        before, _SPENDING = _SPENDING, Spending(max_calls, max_usd)
+    try:
+        yield _SPENDING
+    finally:
+        with _SPENDING_LOCK:
+            _SPENDING = before
 
 
 @dataclass
@@ -320,11 +367,16 @@ class Pool:
         )
 
     def _call(self, name: str, messages: Sequence[ChatMessage], params: GenParams) -> Completion:
+        with _SPENDING_LOCK:
+            _SPENDING.check()
         backend = self._acquire(name)
         try:
-            return backend.chat(messages, params)
+            completion = backend.chat(messages, params)
         finally:
             self._release(name)
+        with _SPENDING_LOCK:
+            _SPENDING.charge(completion)
+        return completion
 
     def _count(self, completion: Completion) -> None:
         with self._lock:
