@@ -67,7 +67,8 @@ def test_members_choose_and_order_the_columns(tmp_path: Path) -> None:
     pool, task_file = _pool_and_tasks(tmp_path)
     result = sample_matrix(MatrixOptions(pool=str(pool), tasks=f"file:{task_file}", split="train", n=2, k=1,
                                          members=("m1",)))
-    assert result["models"] == ["m1"] and set(result["table"]) == {"single:m1", "agree:m1", "vote-all"}
+    assert result["models"] == ["m1"]
+    assert set(result["table"]) == {"single:m1", "agree:m1", "vote-all", "cvote-all", "mux-all"}
 
 
 @pytest.mark.parametrize("args, says", [
@@ -82,3 +83,34 @@ def test_bad_input_is_one_line(tmp_path: Path, monkeypatch, capsys, args: list[s
     assert code != 0 and stdout == ""
     assert says in stderr and "Traceback" not in stderr
     assert len(stderr.strip().splitlines()) == 1
+
+
+def _reply(answer: str, correct: bool, mean: float | None = None, passed: bool | None = None) -> object:
+    from trinity_cli.bench.procedures import Reply
+    from trinity_cli.messages import Role, Turn
+
+    turn = Turn(index=0, model="m", role=Role.WORKER, chosen_role=Role.WORKER, model_probs=[], role_probs=[],
+                messages=[], reply=f"So it is {answer}.\nAnswer: {answer}", prompt_tokens=10, completion_tokens=5,
+                latency_s=0.0, coordinator_s=0.0, vote=True,
+                logprob_stats=None if mean is None else {"v": 1, "n": 5, "mean": mean},
+                examples=None if passed is None else {"passed": passed})
+    return Reply(turn, correct)
+
+
+def test_the_confidence_weighted_vote_and_the_most_consistent_member() -> None:
+    """cvote-all and mux-all (bench/procedures.py) on one item of three members, two replies each."""
+    from trinity_cli.bench.procedures import play
+
+    row = {  # two unsure replies say 7; one sure reply says 42, which is right
+        "a": [_reply("7", False, -2.0), _reply("42", True, -0.05)],
+        "b": [_reply("7", False, -1.5), _reply("9", False, -3.0)],
+        "c": [_reply("42", True, -0.1), _reply("42", True, -0.2)],
+    }
+    assert not play("vote-all", {"a": row["a"], "b": row["b"]}, "numeric", 5).correct  # 7 twice, 42 once
+    assert play("cvote-all", {"a": row["a"], "b": row["b"]}, "numeric", 5).correct  # 0.95 beats 0.14 + 0.22
+    mux = play("mux-all", row, "numeric", 5)
+    assert mux.correct and mux.calls == 6  # c agrees with itself; a and b do not
+    # Code: among replies that pass their examples, the most confident.
+    code = {"a": [_reply("x", False, -0.1, passed=True)], "b": [_reply("y", True, -0.01, passed=True)],
+            "c": [_reply("z", False, -0.001, passed=False)]}
+    assert play("cvote-all", code, "code", 5).correct

@@ -9,6 +9,14 @@ procedure, per task, settled by turns/settle.py's own rules:
     agree:M1>M2..     members in that order, round-robin from the task alone, until two answers
                       agree (code: until one passes its examples); plurality at `budget` calls
     vote-all          plurality over every reply of every member
+    cvote-all         the same, each reply weighing exp(its tokens' mean log-probability) (CISC's
+                      confidence-weighted self-consistency; a reply without log-probabilities
+                      weighs 1); code: the most confident reply among those passing their
+                      examples (else among all)
+    mux-all           the member whose own replies agree most (SLM-MUX): per member, the share
+                      of its replies giving its plurality answer (code: passing its examples);
+                      the highest share wins, ties to the most confident member, then pool
+                      order; its plurality answer (code: its most confident passing reply)
     any-right         an item counts when any reply is right (a bound, not a procedure)
 
 how well the shown examples tell right code from wrong (replies passing them, right or
@@ -31,6 +39,7 @@ Result (`analyse`; the matrix file holds it too): {"paired", "models", "k", "bud
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -98,7 +107,61 @@ def procedures(models: Sequence[str], k: int) -> list[str]:
     names += [f"sc:{m}@{j}" for m in models for j in range(2, k + 1)]
     for size in range(1, len(models) + 1):
         names += ["agree:" + ">".join(order) for order in itertools.permutations(models, size)]
-    return [*names, "vote-all"]
+    return [*names, "vote-all", "cvote-all", "mux-all"]
+
+
+def weight(reply: Reply) -> float:
+    """How much a reply weighs in `cvote-all`: exp(mean log-probability of its tokens), 1
+    without log-probabilities."""
+    mean = (reply.turn.logprob_stats or {}).get("mean")
+    return math.exp(mean) if mean is not None else 1.0
+
+
+def _groups(seq: Sequence[Reply], kind: str) -> list[list[Reply]]:
+    """The answering replies of `seq` grouped by their final answer (not code)."""
+    groups: list[list[Reply]] = []
+    for reply in seq:
+        mine = settle.answer_of(reply.turn, kind)
+        if mine is None:
+            continue
+        for group in groups:
+            theirs = settle.answer_of(group[0].turn, kind)
+            if theirs is not None and same_answer(mine, theirs):
+                group.append(reply)
+                break
+        else:
+            groups.append([reply])
+    return groups
+
+
+def _most_confident(seq: Sequence[Reply], kind: str) -> Reply | None:
+    """The reply the confidence-weighted plurality settles on (module docstring, cvote-all)."""
+    if kind == "code":
+        passing = [r for r in seq if r.turn.examples_passed]
+        pool = passing or list(seq)
+        return max(pool, key=weight) if pool else None
+    groups = _groups(seq, kind)
+    if not groups:
+        return None
+    best = max(groups, key=lambda g: sum(weight(r) for r in g))
+    return max(best, key=weight)
+
+
+def _mux(row: dict[str, list[Reply]], kind: str) -> Outcome:
+    """SLM-MUX over the members' own replies (module docstring, mux-all)."""
+    scored = []
+    for i, (member, replies) in enumerate(row.items()):
+        if kind == "code":
+            share = sum(bool(r.turn.examples_passed) for r in replies) / len(replies)
+        else:
+            groups = _groups(replies, kind)
+            share = max((len(g) for g in groups), default=0) / len(replies)
+        confidence = sum(weight(r) for r in replies) / len(replies)
+        scored.append((share, confidence, -i, member))
+    member = max(scored)[3]
+    chosen = _most_confident(row[member], kind)
+    everything = [r for replies in row.values() for r in replies]
+    return _outcome(everything, chosen.turn.reply if chosen else None)
 
 
 def play(name: str, row: dict[str, list[Reply]], kind: str, budget: int) -> Outcome:
@@ -109,7 +172,12 @@ def play(name: str, row: dict[str, list[Reply]], kind: str, budget: int) -> Outc
         return settle_all(row[model][: int(j)], kind)
     if name.startswith("agree:"):
         return until_agreement(row, name[6:].split(">"), kind, budget)
+    if name == "mux-all":
+        return _mux(row, kind)
     ordered = [r for attempt in itertools.zip_longest(*row.values()) for r in attempt if r is not None]
+    if name == "cvote-all":
+        chosen = _most_confident(ordered, kind)
+        return _outcome(ordered, chosen.turn.reply if chosen else None)
     return settle_all(ordered, kind)
 
 
