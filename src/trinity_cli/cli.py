@@ -85,6 +85,9 @@ def ask(
              "router: agree.")] = None,
     conductor: ConductorOpt = None,
     conductor_depth: ConductorDepthOpt = 1,
+    warm: Annotated[bool, typer.Option(
+        "--warm/--no-warm", help="Answer through a running `trinity serve` of the same pool and head, whose "
+                                 "models stay loaded (default), or always in this process.")] = True,
 ) -> None:
     """Ask the coordinated pool a question; the answer alone goes to stdout."""
     from trinity_cli.ask import AskOptions
@@ -94,8 +97,14 @@ def ask(
     options = AskOptions(pool=pool, head=head, backbone=backbone, device=device, max_turns=max_turns,
                          seed=seed, exclude=exclude or [], greedy=greedy, use_cache=not no_cache, mode=mode,
                          conductor=conductor, conductor_depth=conductor_depth)
+    server = None
+    if warm:
+        from trinity_cli.serve import warm as warm_mod
+
+        server = warm_mod.find(options)
     with terminal.LiveTurns(quiet=quiet) as live:
-        result = run_ask(question, options, live)
+        result = run_ask(question, options, live) if server is None else warm_mod.ask_warm(question, options,
+                                                                                             server, live)
     terminal.ask_done(result, as_json=as_json, quiet=quiet, show_work=show_work)
 
 

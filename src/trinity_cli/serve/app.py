@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hmac
+import json
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -16,6 +17,7 @@ from starlette.exceptions import HTTPException
 from starlette.responses import Response, StreamingResponse
 
 from trinity_cli.ask import AskResult
+from trinity_cli.errors import TrinityError
 from trinity_cli.events import (
     DecisionMade,
     Event,
@@ -25,6 +27,7 @@ from trinity_cli.events import (
     RunAllocated,
     TurnPlayed,
 )
+from trinity_cli.serve import warm
 from trinity_cli.serve.protocol import (
     ApiError,
     ChatRequest,
@@ -93,6 +96,40 @@ async def stream_episode(served: ServedPool, request: ChatRequest) -> Response:
     return StreamingResponse(chunks(first), media_type="text/event-stream", headers=headers)
 
 
+async def stream_warm_ask(served: ServedPool, question: str, fields: dict[str, Any]) -> Response:
+    """A `trinity ask` from a warm client (serve/warm.py): its events as JSON lines, then
+    {"done": RUN_ID} or {"error": {"message", "hint"}}. The episode runs to its end in a
+    worker thread even if the client goes away (its run is saved)."""
+    served.admit()
+    loop = asyncio.get_running_loop()
+    lines: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
+
+    def emit(event: Event) -> None:  # called from the worker thread
+        line = warm.event_line(event)
+        if line is not None:
+            loop.call_soon_threadsafe(lines.put_nowait, line)
+
+    def finished(future: asyncio.Future[AskResult]) -> None:  # on the event loop
+        served.finish()
+        exc = None if future.cancelled() else future.exception()
+        if exc is None:
+            lines.put_nowait({"done": future.result().run_id})
+        elif isinstance(exc, TrinityError):
+            # With their option marks: the client names the flags that set them (errors.py).
+            lines.put_nowait({"error": {"message": exc.raw_message, "hint": exc.raw_hint}})
+        else:
+            lines.put_nowait({"error": {"message": f"the warm trinity failed: {exc}", "hint": None}})
+        lines.put_nowait(None)
+
+    loop.run_in_executor(None, served.ask_warm, question, fields, emit).add_done_callback(finished)
+
+    async def body() -> AsyncIterator[bytes]:
+        while (line := await lines.get()) is not None:
+            yield (json.dumps(line) + "\n").encode()
+
+    return StreamingResponse(body(), media_type="application/x-ndjson", headers={"Cache-Control": "no-cache"})
+
+
 # Long on purpose: the routes are closures over the served pool and its lock; each route is a
 # few lines and splitting them out would pass that state around instead.
 def create_app(options: ServeOptions, progress: ProgressFn | None = None) -> FastAPI:
@@ -151,6 +188,20 @@ def create_app(options: ServeOptions, progress: ProgressFn | None = None) -> Fas
         kind = "not_found_error" if exc.status_code == 404 else "invalid_request_error"
         body = ApiError(exc.status_code, str(exc.detail), kind).body()
         return JSONResponse(body, exc.status_code, dict(exc.headers or {}))
+
+    @app.get("/health")
+    async def health() -> JSONResponse:
+        return JSONResponse({"ok": True, "pool": served.config.name})
+
+    @app.post("/trinity/ask")
+    async def warm_ask(request: Request) -> Response:
+        check_auth(request)
+        try:
+            body = json.loads(await read_body(request))
+            question, fields = str(body["question"]), dict(body["options"])
+        except (ValueError, KeyError, TypeError):
+            raise ApiError(400, "a warm ask request is {\"question\": ..., \"options\": {...}}") from None
+        return await stream_warm_ask(served, question, fields)
 
     @app.get("/v1/models")
     async def list_models(request: Request) -> JSONResponse:

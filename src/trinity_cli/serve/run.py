@@ -9,6 +9,7 @@ import socket
 
 from trinity_cli.errors import ConfigError, option
 from trinity_cli.events import ProgressFn, ServeStarted, quiet
+from trinity_cli.serve import warm
 from trinity_cli.serve.app import create_app
 from trinity_cli.serve.protocol import MAX_TURNS_LIMIT
 from trinity_cli.serve.service import ServedPool, ServeOptions
@@ -60,6 +61,7 @@ def run(options: ServeOptions, progress: ProgressFn | None = None) -> None:
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", options.api_key_env or "X"):
         raise ConfigError(f"{option('api_key_env')} {options.api_key_env!r} is not an environment variable name")
     sock = _bind(options.host, options.port)
+    record = None
     try:
         app = create_app(options, progress)
         port = sock.getsockname()[1]
@@ -70,6 +72,12 @@ def run(options: ServeOptions, progress: ProgressFn | None = None) -> None:
             head=served.default_head, auth=bool(served.token), host=options.host))
         config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on",
                                 timeout_graceful_shutdown=10)
+        # `trinity ask` of the same pool and head answers through this server (serve/warm.py).
+        local = "127.0.0.1" if options.host in ("0.0.0.0", "::", "") else options.host
+        record = warm.write_record(_url(local, port).removesuffix("/v1"), served.config, options.head,
+                                   options.backbone, options.device, options.use_cache, options.api_key_env)
         uvicorn.Server(config).run(sockets=[sock])
     finally:
+        if record is not None:
+            record.unlink(missing_ok=True)
         sock.close()

@@ -8,6 +8,7 @@ import logging
 import os
 import threading
 from dataclasses import dataclass
+from typing import Any
 
 from trinity_cli import ask as ask_mod
 from trinity_cli.conductor.run import DEFAULT_DEPTH, ConductorSpec
@@ -18,6 +19,7 @@ from trinity_cli.events import ProgressFn, RequestAnswered, RequestFailed, Serve
 from trinity_cli.pool.pool import open_pool
 from trinity_cli.pool_config import load_pool
 from trinity_cli.serve.protocol import AGREE_MODEL, CONDUCTOR_MODEL, MODEL, ApiError, ChatRequest
+from trinity_cli.serve.warm import REQUEST_FIELDS
 
 log = logging.getLogger("trinity_cli.serve")
 
@@ -165,6 +167,20 @@ class ServedPool:
             raise
         self.progress(RequestAnswered(result))
         return result
+
+    def ask_warm(self, question: str, fields: dict[str, Any], progress: ProgressFn | None = None) -> ask_mod.AskResult:
+        """Answer a `trinity ask` that came to this warm server (serve/warm.py) as `ask.ask`
+        answers it in process: the server's pool and head, the request's `fields`
+        (warm.REQUEST_FIELDS), the same run saved."""
+        unknown = set(fields) - set(REQUEST_FIELDS)
+        if unknown:
+            raise ConfigError(f"a warm ask request with unknown fields: {', '.join(sorted(unknown))}")
+        options = ask_mod.AskOptions(pool=self.options.pool, head=self.options.head, backbone=self.options.backbone,
+                                     device=self.options.device, use_cache=self.options.use_cache, **fields)
+        mode = ask_mod.answer_mode(options, self.config)
+        coordinator = self.coordinator(None) if mode == "coordinator" else None
+        with self._episode_lock:
+            return ask_mod.ask(question, options, progress, built=(self.pool, coordinator))
 
     def close(self, wait_s: float = 30.0) -> None:
         """Free the models, after the running episode (if any) ends; a model is never

@@ -1,0 +1,197 @@
+"""Warm models between questions: `trinity ask` answers through a running `trinity serve` of
+the same pool and head, so the pool's model and the coordinator's backbone stay loaded from
+one question to the next (as Ollama keeps a model loaded), and in its own process otherwise.
+
+The record of a warm server (`TRINITY_HOME/warm/serve-<pid>.json`, written atomically by
+`trinity serve` once it listens, removed when it stops; serve/run.py):
+    {"format": "trinity-warm/1", "pid", "url": "http://HOST:PORT", "pool_source": the pool
+     file's path, "pool_sha": sha256 of its bytes, "head": --head or null, "backbone": --backbone
+     or null, "device", "use_cache", "api_key_env": the variable holding its token, or null}
+A question goes to a warm server when its pool file (by path and bytes), head, backbone,
+device and cache use are those the server was started with; everything else (the question,
+--mode, --max-turns, --seed, --greedy, --exclude) travels with the request. The server answers
+it with `ask.ask` on its loaded pool and coordinator, so the run it saves, its answer and
+`trinity inspect` are those an in-process `ask` gives; its events stream back as JSON lines and
+are shown as they come (ask's live view).
+
+A record whose process is gone, or whose server does not answer `GET /health` within
+`PROBE_TIMEOUT_S`, is stale: it is removed, one warning line says so, and the question is
+answered in process. The request itself (POST /trinity/ask, JSON lines back: each event as
+{"event": NAME, "data": ...}, then {"done": RUN_ID} or {"error": {"message", "hint"}}) has no
+time limit: an episode takes as long as its model calls.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+from collections.abc import Iterator
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from trinity_cli import paths
+from trinity_cli.ask import AskOptions, AskResult, read_question
+from trinity_cli.errors import TrinityError
+from trinity_cli.events import AskStarted, DecisionMade, Event, ProgressFn, RunAllocated, TurnPlayed, quiet
+from trinity_cli.messages import Decision, Role, Turn
+from trinity_cli.pool_config import PoolConfig, load_pool
+from trinity_cli.runs.store import RunStore
+
+log = logging.getLogger(__name__)
+
+FORMAT = "trinity-warm/1"
+PROBE_TIMEOUT_S = 1.0
+# What a question carries to the warm server (the rest must match the server's own options).
+REQUEST_FIELDS = ("max_turns", "seed", "exclude", "greedy", "token_budget", "cost_budget", "mode", "conductor",
+                  "conductor_depth")
+
+
+def warm_dir() -> Path:
+    return paths.home() / "warm"
+
+
+def pool_sha(config: PoolConfig) -> str:
+    source = Path(config.source) if config.source else None
+    data = source.read_bytes() if source is not None and source.is_file() else b""
+    return hashlib.sha256(data).hexdigest()
+
+
+def write_record(url: str, config: PoolConfig, head: str | None, backbone: str | None, device: str,
+                 use_cache: bool, api_key_env: str | None) -> Path:
+    """Announce a listening server (module docstring); returns the record's path."""
+    path = warm_dir() / f"serve-{os.getpid()}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    record = {"format": FORMAT, "pid": os.getpid(), "url": url, "pool_source": config.source,
+              "pool_sha": pool_sha(config), "head": head, "backbone": backbone, "device": device,
+              "use_cache": use_cache, "api_key_env": api_key_env}
+    paths.atomic_write_bytes(path, json.dumps(record).encode())
+    return path
+
+
+def _records() -> Iterator[tuple[Path, dict[str, Any]]]:
+    directory = warm_dir()
+    if not directory.is_dir():
+        return
+    for path in sorted(directory.glob("serve-*.json")):
+        try:
+            record = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(record, dict) and record.get("format") == FORMAT:
+            yield path, record
+
+
+def _alive(pid: Any) -> bool:
+    try:
+        os.kill(int(pid), 0)
+    except (OSError, ValueError, TypeError):
+        return False
+    return True
+
+
+def find(options: AskOptions) -> dict[str, Any] | None:
+    """The record of a live warm server that can answer `options`, or None (module
+    docstring); stale records met on the way are removed, each with one warning line."""
+    if not options.use_cache:
+        return None
+    config = load_pool(options.pool)
+    wanted = {"pool_source": config.source, "pool_sha": pool_sha(config), "head": options.head,
+              "backbone": options.backbone, "device": options.device, "use_cache": options.use_cache}
+    for path, record in _records():
+        if any(record.get(key) != value for key, value in wanted.items()):
+            continue
+        if _alive(record.get("pid")) and _healthy(record):
+            return record
+        log.warning("the warm trinity at %s (process %s) does not answer: answering in this process",
+                    record.get("url"), record.get("pid"))
+        path.unlink(missing_ok=True)
+    return None
+
+
+def _headers(record: dict[str, Any]) -> dict[str, str]:
+    var = record.get("api_key_env")
+    token = os.environ.get(var) if var else None
+    return {"Authorization": f"Bearer {token}"} if token else {}
+
+
+def _healthy(record: dict[str, Any]) -> bool:
+    import httpx
+
+    try:
+        reply = httpx.get(f"{record['url']}/health", timeout=PROBE_TIMEOUT_S, headers=_headers(record))
+    except httpx.HTTPError:
+        return False
+    return reply.status_code == 200
+
+
+def request_body(question: str, options: AskOptions) -> dict[str, Any]:
+    fields = asdict(options)
+    return {"question": question, "options": {k: (list(fields[k]) if k == "exclude" else fields[k])
+                                              for k in REQUEST_FIELDS}}
+
+
+def event_line(event: Event) -> dict[str, Any] | None:
+    """An ask event as a JSON line (None for events a client does not show)."""
+    if isinstance(event, DecisionMade):
+        return {"event": "DecisionMade", "data": {"index": event.index, "decision": asdict(event.decision)}}
+    if isinstance(event, TurnPlayed):
+        return {"event": "TurnPlayed", "data": event.turn.to_dict()}
+    if isinstance(event, RunAllocated):
+        return {"event": "RunAllocated", "data": {"run": event.run}}
+    if isinstance(event, AskStarted):
+        return {"event": "AskStarted", "data": asdict(event)}
+    return None
+
+
+def read_event(line: dict[str, Any]) -> Event | None:
+    name, data = line.get("event"), line.get("data") or {}
+    if name == "DecisionMade":
+        decision = dict(data["decision"])
+        decision["role"] = Role(decision["role"])
+        return DecisionMade(data["index"], Decision(**decision))
+    if name == "TurnPlayed":
+        return TurnPlayed(Turn.from_dict(data))
+    if name == "RunAllocated":
+        return RunAllocated(data["run"])
+    if name == "AskStarted":
+        values: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items()}
+        return AskStarted(**values)
+    return None
+
+
+def ask_warm(question: str | None, options: AskOptions, record: dict[str, Any],
+             progress: ProgressFn | None = None) -> AskResult:
+    """Answer through the warm server of `record` (module docstring): its events go to
+    `progress` as they come, and the result is read from the run it saved."""
+    import httpx
+
+    emit = progress or quiet
+    text = read_question(question)
+    with httpx.stream("POST", f"{record['url']}/trinity/ask", json=request_body(text, options), timeout=None,
+                      headers=_headers(record)) as reply:
+        for raw in reply.iter_lines():
+            if not raw.strip():
+                continue
+            line = json.loads(raw)
+            if "error" in line:
+                raise TrinityError(line["error"]["message"], line["error"].get("hint"))
+            if "done" in line:
+                return result_of(line["done"])
+            event = read_event(line)
+            if event is not None:
+                emit(event)
+    raise TrinityError(f"the warm trinity at {record['url']} stopped before it answered",
+                       "ask again: the question is then answered in this process")
+
+
+def result_of(run_id: str) -> AskResult:
+    """The AskResult of a saved ask run (what `ask.ask` returns)."""
+    from trinity_cli.messages import Transcript
+
+    record = RunStore().load(run_id)
+    head = record["head"] or {"name": None, "trained": False}
+    return AskResult(run_id, Transcript.from_dict(record["transcript"]), head["name"], bool(head["trained"]),
+                     float(record["wall_s"]), record["answer"], record)

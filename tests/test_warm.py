@@ -1,0 +1,102 @@
+"""`trinity ask` through a warm `trinity serve` (serve/warm.py): the same answer and run as in
+process, and a dead server bypassed with one line, never a hang."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from .conftest import run_main, scripted_pool
+
+QUESTION = "What is 12*7?"
+
+
+def _start(pool: Path, home: Path) -> tuple[subprocess.Popen, Path]:
+    env = {**os.environ, "TRINITY_HOME": str(home)}
+    process = subprocess.Popen([sys.executable, "-m", "trinity_cli", "serve", "--pool", str(pool), "--port", "0"],
+                               env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               stdin=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        records = list((home / "warm").glob("serve-*.json")) if (home / "warm").is_dir() else []
+        if records:
+            return process, records[0]
+        if process.poll() is not None:
+            raise AssertionError("trinity serve ended before it listened")
+        time.sleep(0.1)
+    process.kill()
+    raise AssertionError("trinity serve wrote no warm record within 60 s")
+
+
+def _essentials(record: dict) -> dict:
+    """What an answer is made of, not how long it took or what the cache held."""
+    turns = [(t["model"], t["role"], t["reply"], t["verdict"]) for t in record["transcript"]["turns"]]
+    keep = ("question", "pool", "mode", "head", "backbone", "seed", "episode_seed", "greedy", "answer", "max_turns")
+    return {"turns": turns, **{k: record[k] for k in keep}}
+
+
+@pytest.mark.slow
+def test_ask_answers_through_a_warm_server_as_it_would_in_process(tmp_path: Path, monkeypatch, capsys,
+                                                                  trinity_home: Path) -> None:
+    pool = scripted_pool(tmp_path)
+    process, record_file = _start(pool, trinity_home)
+    try:
+        from trinity_cli import ask as ask_mod
+
+        def no_pool_here(*args, **kwargs):
+            raise AssertionError("the question was answered in this process")
+
+        with monkeypatch.context() as patched:
+            patched.setattr(ask_mod, "build", no_pool_here)
+            code, warm_out, err = run_main(["ask", "--pool", str(pool), QUESTION], monkeypatch, capsys)
+        assert code == 0, err
+        code, local_out, err = run_main(["ask", "--pool", str(pool), "--no-warm", QUESTION], monkeypatch, capsys)
+        assert code == 0, err
+        assert warm_out == local_out and warm_out.strip().endswith("84")
+        code, listing, _ = run_main(["inspect", "--json"], monkeypatch, capsys)
+        runs = [r["id"] for r in json.loads(listing) if r["kind"] == "ask"]
+        assert len(runs) == 2
+        records = []
+        for run in runs:
+            code, shown, _ = run_main(["inspect", run, "--json"], monkeypatch, capsys)
+            records.append(json.loads(shown))
+        assert _essentials(records[0]) == _essentials(records[1])
+        assert "via" not in records[0] and "via" not in records[1]  # the run is ask's own
+    finally:
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+    # The server is gone, its record left behind: one line, then the answer from this process.
+    assert record_file.exists()
+    code, out, err = run_main(["ask", "--pool", str(pool), "-q", QUESTION], monkeypatch, capsys)
+    assert code == 0 and out.strip().endswith("84")
+    assert err.count("does not answer: answering in this process") == 1 and not record_file.exists()
+
+
+def test_a_server_of_another_pool_is_not_used_and_a_silent_one_is_bypassed(tmp_path: Path, caplog,
+                                                                          trinity_home: Path) -> None:
+    from trinity_cli.ask import AskOptions
+    from trinity_cli.pool_config import load_pool
+    from trinity_cli.serve import warm
+
+    pool = scripted_pool(tmp_path)
+    (tmp_path / "other").mkdir()
+    other = scripted_pool(tmp_path / "other")
+    record = warm.write_record("http://127.0.0.1:9", load_pool(str(other)), None, None, "auto", True, None)
+    assert warm.find(AskOptions(pool=str(pool))) is None and record.exists()  # not this pool: left alone
+    record.unlink()
+    # This pool's record, its process alive (this one) but nothing listening: stale, removed.
+    record = warm.write_record("http://127.0.0.1:9", load_pool(str(pool)), None, None, "auto", True, None)
+    started = time.monotonic()
+    assert warm.find(AskOptions(pool=str(pool))) is None and not record.exists()
+    assert time.monotonic() - started < 10 and "does not answer" in caplog.text
+    # Another head, or no cache: not the server's question either.
+    record = warm.write_record("http://127.0.0.1:9", load_pool(str(pool)), None, None, "auto", True, None)
+    assert warm.find(AskOptions(pool=str(pool), head="untrained")) is None and record.exists()
+    assert warm.find(AskOptions(pool=str(pool), use_cache=False)) is None and record.exists()
