@@ -100,3 +100,30 @@ def test_a_server_of_another_pool_is_not_used_and_a_silent_one_is_bypassed(tmp_p
     record = warm.write_record("http://127.0.0.1:9", load_pool(str(pool)), None, None, "auto", True, None)
     assert warm.find(AskOptions(pool=str(pool), head="untrained")) is None and record.exists()
     assert warm.find(AskOptions(pool=str(pool), use_cache=False)) is None and record.exists()
+
+
+@pytest.mark.slow
+def test_keep_warm_starts_a_server_that_answers_the_next_question_then_stops_when_idle(
+        tmp_path: Path, monkeypatch, capsys, trinity_home: Path) -> None:
+    pool = scripted_pool(tmp_path)
+    code, first, err = run_main(["ask", "--pool", str(pool), "--keep-warm", "3", "-q", QUESTION], monkeypatch, capsys)
+    assert code == 0 and first.strip().endswith("84"), err
+    records = list((trinity_home / "warm").glob("serve-*.json"))
+    assert len(records) == 1
+    pid = json.loads(records[0].read_text())["pid"]
+    try:
+        from trinity_cli import ask as ask_mod
+
+        with monkeypatch.context() as patched:
+            patched.setattr(ask_mod, "build", lambda *a, **k: (_ for _ in ()).throw(AssertionError("in process")))
+            code, second, err = run_main(["ask", "--pool", str(pool), "-q", QUESTION], monkeypatch, capsys)
+        assert code == 0 and second == first, err
+        deadline = time.monotonic() + 30  # idle for 3 s: it stops and takes its record away
+        while records[0].exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not records[0].exists()
+    finally:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass

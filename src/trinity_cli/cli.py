@@ -88,6 +88,9 @@ def ask(
     warm: Annotated[bool, typer.Option(
         "--warm/--no-warm", help="Answer through a running `trinity serve` of the same pool and head, whose "
                                  "models stay loaded (default), or always in this process.")] = True,
+    keep_warm: Annotated[float | None, typer.Option(
+        min=1, help="With no warm server, start one in the background that stays up this many seconds after "
+                    "its last question, and answer through it.")] = None,
 ) -> None:
     """Ask the coordinated pool a question; the answer alone goes to stdout."""
     from trinity_cli.ask import AskOptions
@@ -102,6 +105,8 @@ def ask(
         from trinity_cli.serve import warm as warm_mod
 
         server = warm_mod.find(options)
+        if server is None and keep_warm is not None:
+            server = warm_mod.start(options, keep_warm)
     with terminal.LiveTurns(quiet=quiet) as live:
         result = run_ask(question, options, live) if server is None else warm_mod.ask_warm(question, options,
                                                                                              server, live)
@@ -369,6 +374,8 @@ def serve(
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not read or write the rollout cache.")] = False,
     conductor: ConductorOpt = None,
     conductor_depth: ConductorDepthOpt = 1,
+    idle_exit: Annotated[float | None, typer.Option(
+        min=1, help="Stop after this many seconds without a request (default: run until Ctrl-C).")] = None,
 ) -> None:
     """Serve the coordinated pool as one OpenAI-compatible model (/v1/chat/completions) until Ctrl-C."""
     from trinity_cli.render import terminal
@@ -377,7 +384,7 @@ def serve(
 
     run_server(ServeOptions(pool=pool, head=head, host=host, port=port, api_key_env=api_key_env,
                             max_turns=max_turns, backbone=backbone, device=device, use_cache=not no_cache,
-                            conductor=conductor, conductor_depth=conductor_depth),
+                            conductor=conductor, conductor_depth=conductor_depth, idle_exit_s=idle_exit),
                terminal.serve_progress)
 
 

@@ -6,6 +6,8 @@ import errno
 import ipaddress
 import re
 import socket
+import threading
+import time
 
 from trinity_cli.errors import ConfigError, option
 from trinity_cli.events import ProgressFn, ServeStarted, quiet
@@ -49,6 +51,20 @@ def _url(host: str, port: int) -> str:
     return f"http://{shown}:{port}/v1"
 
 
+def _exit_when_idle(server: object, served: ServedPool, idle_s: float) -> None:
+    """Stop `server` (uvicorn's) once no request has come for `idle_s` seconds (a warm server
+    `trinity ask --keep-warm` started: serve/warm.py)."""
+
+    def watch() -> None:
+        while not getattr(server, "should_exit", False):
+            if served.idle_for() >= idle_s:
+                server.should_exit = True  # type: ignore[attr-defined]  # uvicorn's own stop flag
+                return
+            time.sleep(min(1.0, idle_s / 4))
+
+    threading.Thread(target=watch, name="trinity-idle-exit", daemon=True).start()
+
+
 def run(options: ServeOptions, progress: ProgressFn | None = None) -> None:
     """Serve until Ctrl-C: load the pool, bind, report ServeStarted, run uvicorn; `progress`
     also receives start-up's ServeLoading steps and each request's RequestAnswered or
@@ -76,7 +92,10 @@ def run(options: ServeOptions, progress: ProgressFn | None = None) -> None:
         local = "127.0.0.1" if options.host in ("0.0.0.0", "::", "") else options.host
         record = warm.write_record(_url(local, port).removesuffix("/v1"), served.config, options.head,
                                    options.backbone, options.device, options.use_cache, options.api_key_env)
-        uvicorn.Server(config).run(sockets=[sock])
+        server = uvicorn.Server(config)
+        if options.idle_exit_s is not None:
+            _exit_when_idle(server, served, options.idle_exit_s)
+        server.run(sockets=[sock])
     finally:
         if record is not None:
             record.unlink(missing_ok=True)

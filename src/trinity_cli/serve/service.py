@@ -7,6 +7,7 @@ import json
 import logging
 import os
 import threading
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,6 +42,7 @@ class ServeOptions:
     max_queue: int = 64
     conductor: str | None = None  # who conducts for "trinity/conductor" (None: the pool's)
     conductor_depth: int = DEFAULT_DEPTH
+    idle_exit_s: float | None = None  # stop after this long without a request (None: never)
 
 
 class ServedPool:
@@ -65,6 +67,7 @@ class ServedPool:
         self._heads_lock = threading.Lock()
         self._episode_lock = threading.Lock()
         self.pending = 0  # requests admitted and not finished (admit / finish); on the event loop only
+        self.last_active = time.monotonic()  # when a request last came or ended (serve/run.py's idle exit)
         # "trinity" answers as ask does without --mode (ask.answer_mode): a head, or the agree procedure.
         self.default_agree = ask_mod.answer_mode(ask_mod.AskOptions(head=options.head), self.config) == "agree"
         try:
@@ -122,10 +125,16 @@ class ServedPool:
                 headers={"Retry-After": "5"},
             )
         self.pending += 1
+        self.last_active = time.monotonic()
 
     def finish(self) -> None:
         """An admitted request is answered (or failed)."""
         self.pending -= 1
+        self.last_active = time.monotonic()
+
+    def idle_for(self) -> float:
+        """Seconds since the last request came or ended, 0 while one is running."""
+        return 0.0 if self.pending else time.monotonic() - self.last_active
 
     def answer(self, request: ChatRequest, progress: ProgressFn | None = None) -> ask_mod.AskResult:
         """Run one episode for `request` and save it (blocking). `progress` receives the

@@ -14,6 +14,9 @@ it with `ask.ask` on its loaded pool and coordinator, so the run it saves, its a
 `trinity inspect` are those an in-process `ask` gives; its events stream back as JSON lines and
 are shown as they come (ask's live view).
 
+`trinity ask --keep-warm SECONDS` starts such a server when none is running (`start`): it stops
+by itself SECONDS after its last question (`trinity serve --idle-exit`), as Ollama's keep-alive.
+
 A record whose process is gone, or whose server does not answer `GET /health` within
 `PROBE_TIMEOUT_S`, is stale: it is removed, one warning line says so, and the question is
 answered in process. The request itself (POST /trinity/ask, JSON lines back: each event as
@@ -27,6 +30,9 @@ import hashlib
 import json
 import logging
 import os
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
@@ -44,6 +50,7 @@ log = logging.getLogger(__name__)
 
 FORMAT = "trinity-warm/1"
 PROBE_TIMEOUT_S = 1.0
+START_TIMEOUT_S = 600.0  # a first start may assemble the pool's model files and convert the backbone
 # What a question carries to the warm server (the rest must match the server's own options).
 REQUEST_FIELDS = ("max_turns", "seed", "exclude", "greedy", "token_budget", "cost_budget", "mode", "conductor",
                   "conductor_depth")
@@ -108,6 +115,39 @@ def find(options: AskOptions) -> dict[str, Any] | None:
         log.warning("the warm trinity at %s (process %s) does not answer: answering in this process",
                     record.get("url"), record.get("pid"))
         path.unlink(missing_ok=True)
+    return None
+
+
+def start(options: AskOptions, idle_s: float) -> dict[str, Any] | None:
+    """Start a warm server for `options` in the background (`trinity serve --port 0
+    --idle-exit IDLE_S`, its output in `warm/serve-<pid>.log`) and wait for it to listen (its
+    pool and backbone load first, up to `START_TIMEOUT_S`); its record, or None with one
+    warning line when it could not start (the question is then answered in process)."""
+    args = [sys.executable, "-m", "trinity_cli", "serve", "--port", "0", "--idle-exit", str(idle_s),
+            "--device", options.device]
+    for flag, value in (("--pool", options.pool), ("--head", options.head), ("--backbone", options.backbone)):
+        if value is not None:
+            args += [flag, value]
+    warm_dir().mkdir(parents=True, exist_ok=True)
+    log_file = warm_dir() / f"serve-start-{os.getpid()}.log"
+    log.info("starting a warm trinity that stays up %.0f s after its last question", idle_s)
+    with open(log_file, "wb") as out:
+        process = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                   start_new_session=True)
+    record_path = warm_dir() / f"serve-{process.pid}.json"
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if record_path.is_file():
+            record = next((r for p, r in _records() if p == record_path), None)
+            if record is not None and _healthy(record):
+                log_file.rename(warm_dir() / f"serve-{process.pid}.log")
+                return record
+        if process.poll() is not None:
+            break
+        time.sleep(0.2)
+    else:
+        process.kill()
+    log.warning("the warm trinity did not start (see %s): answering in this process", log_file)
     return None
 
 
