@@ -1,7 +1,7 @@
-"""Every results table in README.md is replayed from the repository's recordings: a README
-number the code does not reproduce fails here.
+"""Every results table in README.md and docs/results.md is replayed from the repository's
+recordings: a number the code does not reproduce fails here.
 
-A replayed table is marked in the README by a comment before its command block:
+A replayed table is marked by a comment before its command block:
 
     <!-- replay: recordings/readme -->
     ```bash
@@ -13,7 +13,8 @@ command's output, run in a fresh TRINITY_HOME that imported the recording, in re
 mode (TRINITY_REPLAY_ONLY=1: a call the recording does not hold fails the command; no model
 is loaded for a pool call). A README table may show a selection of the output's rows: each
 README row must equal, cell for cell, the output row with the same first cell, under the
-same header. Every table of the README's results section must be covered by a marker.
+same header. Every table of the README's results section, and every table of docs/results.md,
+must be covered by a marker.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
+RESULTS_PAGE = ROOT / "docs" / "results.md"
 MARKER = re.compile(r"<!-- replay: (\S+) -->")
 RESULTS = "## Results"
 
@@ -65,8 +67,11 @@ def tables_in(lines: list[str]) -> list[Table]:
     return out
 
 
-def replayed_blocks(text: str) -> list[Replayed]:
-    """The README's replay markers, each with its command and the tables it covers."""
+def replayed_blocks(text: str, sections: bool = True) -> list[Replayed]:
+    """A page's replay markers, each with its command and the tables it covers (up to the next
+    command block or marker, and with `sections` the next `## ` heading too: the README's
+    results section ends there; docs/results.md is one results section, its `## ` headings
+    inside it)."""
     lines = text.splitlines()
     blocks: list[Replayed] = []
     i = 0
@@ -84,7 +89,7 @@ def replayed_blocks(text: str) -> list[Replayed]:
             j += 1
         k = j + 1
         while (k < len(lines) and lines[k].strip() != "```bash" and not MARKER.search(lines[k])
-               and not lines[k].startswith("## ")):
+               and not (sections and lines[k].startswith("## "))):
             k += 1
         blocks.append(Replayed(match.group(1), " ".join(command), tables_in(lines[j + 1:k]), start + 1))
         i = k
@@ -128,11 +133,13 @@ def test_every_results_table_is_replayed() -> None:
     text = README.read_text(encoding="utf-8")
     section = text[text.index(RESULTS):]
     section = section[:section.index("\n## ", 1)] if "\n## " in section[1:] else section
-    all_tables = tables_in(section.splitlines())
-    covered = [t for block in replayed_blocks(section) for t in block.tables]
-    assert all_tables and len(covered) == len(all_tables), "a README results table has no replay marker"
-    for block in replayed_blocks(text):
-        assert (ROOT / block.recording / "calls.jsonl.gz").is_file(), f"README line {block.line}: no {block.recording}"
+    page = RESULTS_PAGE.read_text(encoding="utf-8")
+    for name, part in (("README.md", section), ("docs/results.md", page)):
+        all_tables = tables_in(part.splitlines())
+        covered = [t for block in replayed_blocks(part, sections=name == "README.md") for t in block.tables]
+        assert all_tables and len(covered) == len(all_tables), f"a results table of {name} has no replay marker"
+    for block in [*replayed_blocks(text), *replayed_blocks(page, sections=False)]:
+        assert (ROOT / block.recording / "calls.jsonl.gz").is_file(), f"line {block.line}: no {block.recording}"
 
 
 def test_compare_catches_an_edited_number() -> None:
@@ -161,8 +168,10 @@ def _run(argv: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[st
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("block", replayed_blocks(README.read_text(encoding="utf-8")),
-                         ids=lambda b: f"line{b.line}")
+@pytest.mark.parametrize("block", [
+    *(pytest.param(b, id=f"README-line{b.line}") for b in replayed_blocks(README.read_text(encoding="utf-8"))),
+    *(pytest.param(b, id=f"results-line{b.line}")
+      for b in replayed_blocks(RESULTS_PAGE.read_text(encoding="utf-8"), sections=False))])
 def test_readme_table_replays_from_its_recording(block: Replayed, tmp_path: Path) -> None:
     env = {**os.environ, "TRINITY_HOME": str(tmp_path / "home"), "TRINITY_REPLAY_ONLY": "1", "COLUMNS": "400"}
     imported = _run([sys.executable, "-m", "trinity_cli", "recordings", "import", str(ROOT / block.recording)], env)
