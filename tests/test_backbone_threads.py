@@ -26,7 +26,7 @@ if os.environ.get("PRESET_TORCH_THREADS"):
     torch.set_num_threads(int(os.environ["PRESET_TORCH_THREADS"]))
 from trinity_cli import tasks
 from trinity_cli.coordinator import backbone
-from trinity_cli.coordinator.policy import coordinator_text
+from trinity_cli.coordinator.text import coordinator_text
 bb = backbone.load("smollm2-135m", device="cpu")
 bb.incremental = False
 digest = hashlib.sha256()

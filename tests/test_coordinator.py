@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 from trinity_cli.coordinator import head as head_mod
-from trinity_cli.coordinator.policy import INSTRUCTION, Coordinator, coordinator_text
+from trinity_cli.coordinator.policy import Coordinator
+from trinity_cli.coordinator.text import INSTRUCTION, coordinator_text
 from trinity_cli.errors import AssetError
 from trinity_cli.messages import Role, Turn
 

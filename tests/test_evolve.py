@@ -463,7 +463,8 @@ def test_input_dims_refused_before_anything_runs(tmp_path: Path) -> None:
 def test_head_input_is_centred_on_turn0_features_of_training_tasks(tmp_path: Path) -> None:
     from trinity_cli import tasks as tasks_mod
     from trinity_cli.coordinator.head import untrained
-    from trinity_cli.coordinator.policy import Coordinator, coordinator_text
+    from trinity_cli.coordinator.policy import Coordinator
+    from trinity_cli.coordinator.text import coordinator_text
 
     pool, task_file = setup_files(tmp_path)
     opts = options(pool, task_file, budget=16, center_items=1000, out=str(tmp_path / "head"))

@@ -29,7 +29,8 @@ import numpy as np
 from trinity_cli.coordinator import head as head_mod
 from trinity_cli.coordinator.backbone import Backbone
 from trinity_cli.coordinator.backbone_refs import describe
-from trinity_cli.coordinator.policy import TEXT_CHARS, TURN_CHARS, Coordinator, coordinator_text
+from trinity_cli.coordinator.policy import Coordinator
+from trinity_cli.coordinator.text import TEXT_CHARS, TURN_CHARS, coordinator_text
 from trinity_cli.messages import ChatMessage, Role, Turn
 from trinity_cli.pool_config import load_pool
 

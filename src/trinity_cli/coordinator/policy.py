@@ -1,15 +1,8 @@
 """The coordinator policy: transcript -> text -> hidden state -> head -> (model, role).
 
-Input text (version `COORDINATOR_VERSION`): a short dispatcher instruction, the task, and
-the conversation as plain `role (model): content` lines (no chat template: it hurt role
-accuracy in the paper's code), each followed by how the turn was settled when it was (c2:
-`[ACCEPT]` / `[REVISE]` for a Verifier, `[examples passed]` / `[examples failed]` for a code
-answer run against the task's examples), ending with the line `Next:`. The feature is the
+Input text (version `COORDINATOR_VERSION`): coordinator/text.py. The feature is the
 backbone's last-layer hidden state at the penultimate token of that text, scaled to
-unit L2 norm before the head reads it (and centres it: coordinator/head.py). A long text
-is shortened to the backbone's token limit by dropping the oldest turns first (then the
-earlier context, then the end of the task): the instruction, the task and `Next:` are
-never the part that goes.
+unit L2 norm before the head reads it (and centres it: coordinator/head.py).
 
 Hidden states are cached on disk (`cache/hidden/`), keyed by
 "h2:" + sha256(canonical JSON of {backbone fingerprint, dtype, COORDINATOR_VERSION,
@@ -41,7 +34,7 @@ import hashlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 import numpy as np
@@ -50,6 +43,7 @@ import numpy as np
 from trinity_cli import paths
 from trinity_cli.coordinator import head as head_mod
 from trinity_cli.coordinator.head import Head
+from trinity_cli.coordinator.text import candidate_texts, coordinator_text
 from trinity_cli.errors import AssetError, ConfigError, HeadMismatch, NotRecorded
 from trinity_cli.keyed_cache import KeyedCache, content_key
 from trinity_cli.messages import ROLES, ChatMessage, Decision, Turn
@@ -59,79 +53,9 @@ log = logging.getLogger(__name__)
 
 COORDINATOR_VERSION = "c2"
 HIDDEN_TAG = "h2:"  # the hidden-state cache's key tag
-INSTRUCTION = (
-    "You coordinate a team of language models. Read the task and the conversation so far, "
-    "then decide which model acts next and in which role: thinker (plans or critiques), "
-    "worker (solves) or verifier (checks the latest answer)."
-)
-TASK_CHARS = 2000
-TURN_CHARS = 600
-TEXT_CHARS = 6000
-
-
-def _one_line(text: str, limit: int) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[:limit] + " …"
-
-
 def versions() -> dict[str, str]:
     """Head manifest keys -> the versions this code runs: a trained head must match them."""
     return {"prompt_version": prompts.PROMPT_VERSION, "coordinator_version": COORDINATOR_VERSION}
-
-
-def coordinator_text(
-    task: str,
-    turns: Sequence[Turn],
-    context: Sequence[ChatMessage] = (),
-    fits: Callable[[str], bool] | None = None,
-) -> str:
-    """The text the backbone reads (see module docstring).
-
-    At most TEXT_CHARS characters and, given `fits` (whether the backbone reads a text
-    whole), a text that fits: the oldest turns are dropped first, then the earlier context,
-    and only then is the task clipped (from its end); the instruction and `Next:` always stay.
-    """
-
-    texts = candidate_texts(task, turns, context)
-    if fits is None:
-        return texts[0]
-    return next((text for text in texts if fits(text)), texts[-1])
-
-
-def candidate_texts(task: str, turns: Sequence[Turn], context: Sequence[ChatMessage] = ()) -> list[str]:
-    """The texts `coordinator_text` chooses from, in its order of preference: every turn
-    (within TEXT_CHARS), then without the oldest turns one by one, then the task alone with
-    its length halved until one character is left; `coordinator_text` takes the first that
-    fits, else the last."""
-
-    def build(task_chars: int, with_context: bool, lines: Sequence[str]) -> str:
-        head = [INSTRUCTION]
-        if context and with_context:
-            head.append("Earlier: " + _one_line(" ".join(f"{m.role}: {m.content}" for m in context), TURN_CHARS))
-        head.append("Task: " + _one_line(task, task_chars))
-        return "\n".join([*head, *lines, "Next:"])
-
-    lines = [_turn_line(t) for t in turns]
-    while lines and len(build(TASK_CHARS, True, lines)) > TEXT_CHARS:
-        lines.pop(0)
-    texts = [build(TASK_CHARS, True, lines[i:]) for i in range(len(lines) + 1)]
-    task_chars = TASK_CHARS
-    while True:
-        texts.append(build(task_chars, False, []))
-        if task_chars <= 1:
-            return texts
-        task_chars //= 2
-
-
-def _turn_line(turn: Turn) -> str:
-    """One turn as the coordinator reads it (module docstring): role, model, reply, outcome."""
-    marks = []
-    if turn.verdict is not None:
-        marks.append(turn.verdict)
-    if turn.examples_passed is not None:
-        marks.append("examples passed" if turn.examples_passed else "examples failed")
-    suffix = "".join(f" [{m}]" for m in marks)
-    return f"{turn.role.value} ({turn.model}): {_one_line(turn.reply, TURN_CHARS)}{suffix}"
 
 
 def _softmax(logits: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
