@@ -97,7 +97,7 @@ OWNERS = {
     "sse_starlette": ("serve",),
     "uvicorn": ("serve",),
     "rich": ("render/",),
-    "typer": ("cli.py",),
+    "typer": ("cli/",),
 }
 
 

@@ -1,4 +1,4 @@
-"""The console entry point (`trinity`, `python -m trinity_cli`): run cli.py's Typer app and turn
+"""The console entry point (`trinity`, `python -m trinity_cli`): run cli/'s Typer app and turn
 whatever it raises into one line on stderr and an exit code (TrinityError: its message and hint;
 Ctrl-C and SIGTERM: "interrupted", 130; a bad option: click's message naming it; anything else:
 "unexpected ...", 1); `TRINITY_DEBUG=1` re-raises instead. The library's warnings are routed to

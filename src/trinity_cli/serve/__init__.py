@@ -9,7 +9,7 @@ Modules, each with one job:
                  streaming); pool loaded and default head resolved up front, so a bad
                  pool, head or key variable fails at start, not on the first request
     run.py       run(options): bind the socket, serve with uvicorn until Ctrl-C
-FastAPI, Starlette and uvicorn are imported under this package alone, which `cli.py`
+FastAPI, Starlette and uvicorn are imported under this package alone, which `cli/`
 imports only inside the `serve` command, so `trinity --help` stays instant. Nothing here
 prints: what the server reports goes to callbacks (render/terminal.py draws them).
 
