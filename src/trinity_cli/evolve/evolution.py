@@ -39,14 +39,10 @@ on every minibatch item, or the mean on the validation slice) and reads the outc
 that order. `parallel` plays that many at once, `ray` plays them on Ray actors; neither is part
 of the configuration hash, and seeds, candidates, cache keys, fitness and head are the same.
 
-Its run directory and the curves it records: docs/files.md#evolve-runs. Resume: `--resume
-RUN` takes every option from the run (evolve/options.py: which may change, the refusals).
-Re-running the same command also resumes: it finds the oldest unfinished run (by number)
-with the same config hash. Either way the checkpoint is restored, so the interrupted
-generation asks the same candidates again and every episode that had finished is served
-from the rollout cache: zero pool calls for it, and the same final head as an
-uninterrupted run. Runs of another format, pool, backbone, head size, SVF layout, prompt
-or coordinator version are refused.
+Its run directory and curves: docs/files.md#evolve-runs. Resume (`--resume RUN`, or the same
+command again: the oldest unfinished run with the same config hash; evolve/options.py) restores
+the checkpoint, so the interrupted generation asks the same candidates again and every finished
+episode replays from the rollout cache: the same final head as an uninterrupted run.
 """
 
 from __future__ import annotations
@@ -89,10 +85,9 @@ from trinity_cli.runs.run_files import EvolveRun
 from trinity_cli.runs.store import JOURNAL, RunStore
 from trinity_cli.turns import prompts
 
-# Seed stream of validation episodes (training generations use their own index).
-VAL_STREAM = 2**31 - 1
-# Seed stream of the rotation episodes an `init_rotate` start is fitted to (input_fit.py's is 2**31 - 2).
-ROTATION_STREAM = 2**31 - 3
+# Seed streams: validation episodes, and the rotation episodes an `init_rotate` start is fitted
+# to (training generations use their own index; input_fit.py's is 2**31 - 2).
+VAL_STREAM, ROTATION_STREAM = 2**31 - 1, 2**31 - 3
 
 
 @dataclass
@@ -106,28 +101,6 @@ class EvolveResult:
     # The fitted start (`init_labels`) as a head, "made": "fitted"; None for a zero start or a
     # run whose checkpoint predates it.
     start_head: head_mod.Head | None = None
-
-
-
-
-@dataclass
-class _Tally:
-    """This process's work on the generation being played, after what earlier processes
-    stopped during it had done (runs/run_files.EvolveRun.partial)."""
-
-    generation: int
-    earlier: list[dict[str, Any]]
-    before: dict[str, int]  # the pool counters when this process began the generation
-    started: float  # time.perf_counter() then
-    episodes: int = 0
-
-    def episode_finished(self, counters: dict[str, int]) -> list[dict[str, Any]]:
-        """Count one more finished episode; every process's counts so far, oldest first (what
-        runs/run_files.EvolveRun.write_partial records)."""
-        self.episodes += 1
-        mine = {"episodes": self.episodes, "seconds": round(time.perf_counter() - self.started, 3),
-                **{key: counters[key] - self.before[key] for key in strategy.COUNTERS}}
-        return [*self.earlier, mine]
 
 
 def _episode_seed(seed: int, generation: int, j: int) -> int:
@@ -179,7 +152,7 @@ class Evolution:
             raise
         self.files = EvolveRun(self.run_dir)
         # The generation being played, while it is; None between them.
-        self._tally: _Tally | None = None
+        self._tally: strategy.GenerationTally | None = None
 
     def _plan(self) -> None:
         """The pool file and the run's items, checked; nothing is loaded or written."""
@@ -253,11 +226,10 @@ class Evolution:
                 f"use {option('budget')} {per_gen} or more, or a smaller {option('popsize')} / {option('minibatch')}",
             )
 
-    # -- run directory ----------------------------------------------------------------
+    # -- run directory and checkpoint ---------------------------------------------------
     def _config_hash(self) -> str:
         return config_hash(self.options, self.config.source, self.manifest)
 
-    # -- checkpoint -------------------------------------------------------------------
     def _new_state(self) -> dict[str, Any]:
         o = self.options
         center = self._center()
@@ -397,7 +369,7 @@ class Evolution:
         before = self._counters()
         # Earlier processes stopped during this generation: their counts go into its curve.
         earlier = self.files.partial(g)
-        self._tally = _Tally(g, earlier, before, started)
+        self._tally = strategy.GenerationTally(g, earlier, before, started)
         rng = np.random.default_rng([o.seed, g])
         idx = rng.choice(len(self.train_items), size=min(o.minibatch, len(self.train_items)), replace=False)
         batch = [self.train_items[i] for i in idx]
@@ -460,9 +432,8 @@ class Evolution:
             "best_generation": best["generation"], "start_val": start_val, "spent": state["spent"],
             "curves": state["curves"], **self.files.training_summary(self.config.names),
         })
-        start_head = None
-        if o.init_labels and state.get("start") is not None:
-            start_head = self.base.with_flat(state["start"])
+        start_head = None if not o.init_labels or state.get("start") is None else self.base.with_flat(state["start"])
+        if start_head is not None:
             start_head.manifest = {**head.manifest, "name": f"{name}-start", "made": "fitted", "trained": False,
                                    "training": {**head.manifest["training"], "best_generation": -1,
                                                 "best_val": start_val, "curves": []}}

@@ -15,7 +15,9 @@ Checkpoint state (a plain dict, pickled by runs/store.py; fields: docs/files.md#
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -110,3 +112,23 @@ def curve(state: dict[str, Any], generation: int, scores: Sequence[float], val: 
     if interrupted:
         out["interrupted"] = [dict(p) for p in interrupted]
     return out
+
+
+@dataclass
+class GenerationTally:
+    """This process's work on the generation being played, after what earlier processes
+    stopped during it had done (runs/run_files.EvolveRun.partial)."""
+
+    generation: int
+    earlier: list[dict[str, Any]]
+    before: dict[str, int]  # the pool counters when this process began the generation
+    started: float  # time.perf_counter() then
+    episodes: int = 0
+
+    def episode_finished(self, counters: dict[str, int]) -> list[dict[str, Any]]:
+        """Count one more finished episode; every process's counts so far, oldest first (what
+        runs/run_files.EvolveRun.write_partial records)."""
+        self.episodes += 1
+        mine = {"episodes": self.episodes, "seconds": round(time.perf_counter() - self.started, 3),
+                **{key: counters[key] - self.before[key] for key in COUNTERS}}
+        return [*self.earlier, mine]
