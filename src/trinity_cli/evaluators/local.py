@@ -1,7 +1,7 @@
 """Play a batch of episodes and return their outcomes in the order they were asked for.
 
-evolve and bench only say *what* to play: a list of `EpisodeSpec` (a router — a head, or
-a fixed schedule —, an item, a seed, a turn budget). An evaluator decides *where*:
+evolve and bench only say *what* to play: a list of `EpisodeSpec` (a policy — a head, a
+fixed schedule, the conductor: policies/ —, an item, a seed, a turn budget). An evaluator decides *where*:
 `SerialEvaluator` plays them one after another in this thread, `ThreadEvaluator` on up to
 N threads sharing one pool and one coordinator backbone per backbone reference (the work
 is in llama.cpp, HTTP and torch, which release the GIL). This is EvoTorch's split between
@@ -47,16 +47,19 @@ import threading
 from collections.abc import Collection, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from trinity_cli import tasks
-from trinity_cli.conductor.run import ConductorSpec, run_conductor
+from trinity_cli.conductor.run import ConductorSpec
 from trinity_cli.coordinator.head import Head
 from trinity_cli.coordinator.policy import Coordinator
-from trinity_cli.episode.loop import DecisionSource, run_episode, turn_params
+from trinity_cli.episode.loop import turn_params
+from trinity_cli.episode.schedules import FixedSchedule
 from trinity_cli.errors import ContextOverflow
 from trinity_cli.events import EpisodeFinished, EpisodeProgressFn, EpisodeStarted, Event, quiet
 from trinity_cli.messages import Transcript
+from trinity_cli.policies.base import Episode, Policy
+from trinity_cli.policies.registry import policy_of
 from trinity_cli.pool.pool import Pool
 from trinity_cli.pool_config import PoolConfig
 from trinity_cli.turns.settle import Examples
@@ -66,20 +69,28 @@ from trinity_cli.turns.settle import Examples
 class EpisodeSpec:
     """One episode to play.
 
-    `router` is a `Head` (read by the coordinator backbone `backbone`, None meaning the
-    head's own), any other decision source that needs no backbone and holds no state
-    between episodes, such as `schedules.FixedSchedule`, or a `ConductorSpec` (the item is
-    answered in conductor mode: conductor/run.py, `max_turns` unused); it must pickle for a
-    cluster evaluator. `greedy` takes the most likely model and role instead of sampling.
+    `router` is the policy that plays it (policies/): given as a policy, or as what one plays
+    (a `Head`, read by the coordinator backbone `backbone`, None meaning the head's own; a
+    `FixedSchedule`; a `ConductorSpec`), which becomes its policy here (policies/registry.py).
+    It must pickle for a cluster evaluator. `greedy` takes the most likely model and role
+    instead of sampling.
     """
 
     item: tasks.TaskItem
     seed: int
-    router: Head | DecisionSource | ConductorSpec
+    router: Policy | Head | FixedSchedule | ConductorSpec
     max_turns: int
     backbone: str | None = None
     greedy: bool = False
     overflow_scores_zero: bool = False
+
+    def __post_init__(self) -> None:
+        self.router = policy_of(self.router, self.backbone)
+
+    @property
+    def policy(self) -> Policy:
+        """The spec's policy (`__post_init__` made `router` one)."""
+        return cast(Policy, self.router)
 
 
 @dataclass
@@ -133,14 +144,10 @@ class Runtime:
         with self._lock:
             self._engines.setdefault(key, coordinator)
 
-    def router(self, spec: EpisodeSpec) -> DecisionSource:
-        """The decision source of one episode: a head's own view of the shared coordinator,
-        or the spec's router itself (not for a `ConductorSpec`, which `play` runs)."""
-        assert not isinstance(spec.router, ConductorSpec)
-        if not isinstance(spec.router, Head):
-            return spec.router
-        head = spec.router
-        ref = spec.backbone or head.manifest["backbone"]["ref"]
+    def coordinator(self, head: Head, backbone: str | None = None) -> Coordinator:
+        """`head`'s own view of the coordinator shared by every head of its backbone (`backbone`,
+        None: the head's own) and SVF targets (policies/base.py's `Engines`)."""
+        ref = backbone or head.manifest["backbone"]["ref"]
         key = (ref, tuple((head.manifest.get("svf") or {}).get("targets", [])))
         with self._lock:
             engine = self._engines.get(key)
@@ -159,14 +166,10 @@ class Runtime:
 
         examples = Examples.from_reference(spec.item.reference)
         try:
-            if isinstance(spec.router, ConductorSpec):
-                check(None)
-                transcript = run_conductor(spec.item.prompt, self.pool, spec.router, kind=spec.item.scorer,
-                                           examples=examples)
-            else:
-                transcript = run_episode(spec.item.prompt, self.pool, self.router(spec), max_turns=spec.max_turns,
-                                         seed=spec.seed, greedy=spec.greedy, kind=spec.item.scorer,
-                                         progress=check, examples=examples)
+            check(None)
+            transcript = spec.policy.play(self, Episode(spec.item.prompt, seed=spec.seed, max_turns=spec.max_turns,
+                                                        greedy=spec.greedy, kind=spec.item.scorer, examples=examples,
+                                                        progress=check))
         except ContextOverflow as exc:
             if not spec.overflow_scores_zero:
                 raise

@@ -1,0 +1,58 @@
+"""The policy seam: one protocol for whatever plays an episode, and what it plays with.
+
+A `Policy` turns one question into a transcript: `play(engines, episode)`. Everything an
+episode needs besides the policy is in `Episode` (the task, its seed, turn budget, how
+decisions are taken, the scorer kind and shown examples, the earlier conversation, the
+members left out, budgets and progress). `Engines` is where a policy finds the pool and, for
+a head, the coordinator that reads it (evaluators/local.Runtime shares one backbone per
+reference between episodes; `ask` gives the one it built). A policy is plain data that
+pickles, so it travels to threads and Ray actors inside an `EpisodeSpec`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from trinity_cli.coordinator.head import Head
+from trinity_cli.coordinator.policy import Coordinator
+from trinity_cli.events import ProgressFn
+from trinity_cli.messages import ChatMessage, Transcript
+from trinity_cli.pool.pool import Pool
+from trinity_cli.turns.settle import Examples
+
+
+@dataclass(frozen=True)
+class Episode:
+    """One question to play (episode/loop.run_episode's parameters: its docstring)."""
+
+    task: str
+    seed: int = 0
+    max_turns: int = 5
+    greedy: bool = False
+    kind: str | None = None
+    examples: Examples | None = None
+    context: Sequence[ChatMessage] = ()
+    exclude: Collection[str] = ()
+    usable: Collection[str] | None = None
+    progress: ProgressFn | None = None
+    token_budget: int | None = None
+    cost_budget: float | None = None
+
+
+class Engines(Protocol):
+    """What a policy plays with: the pool, and the coordinator that reads a head."""
+
+    @property
+    def pool(self) -> Pool: ...
+
+    def coordinator(self, head: Head, backbone: str | None = None) -> Coordinator: ...
+
+
+class Policy(Protocol):
+    """Whatever plays an episode (module docstring). `name`: its registry name."""
+
+    name: str
+
+    def play(self, engines: Engines, episode: Episode) -> Transcript: ...
