@@ -69,3 +69,23 @@ def test_the_example_ollama_pool_is_an_openai_compatible_pool() -> None:
     config = load_pool("example-ollama")
     assert {m.kind for m in config.models} == {"openai"} and config.router == "agree"
     assert all(m.base_url.startswith("http://127.0.0.1:") for m in config.models)  # type: ignore[union-attr]
+
+
+def test_a_policy_from_the_guide_is_played_by_the_evaluator(tmp_path: Path) -> None:
+    """docs/extending.md's policy, played through the evaluator bench and evolve use."""
+    from trinity_cli import tasks
+    from trinity_cli.evaluators.local import EpisodeSpec, Runtime
+    from trinity_cli.pool.pool import open_pool
+
+    from .conftest import write_pool
+
+    namespace: dict = {}
+    exec(compile(_block("python", 1), "trinity_numeric.py", "exec"), namespace)  # noqa: S102 - the guide's code
+    pool_file = write_pool(tmp_path, {"name": "duo", "models": [
+        {"name": "words", "kind": "scripted", "default": "I would rather not say."},
+        {"name": "numbers", "kind": "scripted", "default": "Six times seven.\nAnswer: 42"}]})
+    item = tasks.TaskItem(task="file:x", id="q1", prompt="What is six times seven?", reference="42", scorer="numeric")
+    with open_pool(load_pool(str(pool_file))) as pool:
+        runtime = Runtime(pool)
+        outcome = runtime.play(EpisodeSpec(item=item, seed=0, router=namespace["UntilNumber"](), max_turns=3))
+    assert outcome.reward == 1.0 and [t.model for t in outcome.transcript.turns] == ["numbers"]

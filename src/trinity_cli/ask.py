@@ -42,15 +42,17 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from trinity_cli import seeds
-from trinity_cli.conductor.run import DEFAULT_DEPTH, ConductorSpec, run_conductor
-from trinity_cli.coordinator.head import default_greedy, turn_budget
+from trinity_cli.conductor.run import DEFAULT_DEPTH, ConductorSpec
+from trinity_cli.coordinator.head import Head, default_greedy, turn_budget
 from trinity_cli.coordinator.policy import Coordinator, resolve_head
-from trinity_cli.episode.loop import run_episode, usable_models
-from trinity_cli.episode.schedules import AGREE_TURNS, FixedSchedule, agree
+from trinity_cli.episode.loop import usable_models
+from trinity_cli.episode.schedules import AGREE_TURNS, agree
 from trinity_cli.errors import ConfigError, option
 from trinity_cli.events import AskStarted, ProgressFn, RunAllocated, quiet
 from trinity_cli.keyed_cache import journal_to
 from trinity_cli.messages import ChatMessage, Transcript
+from trinity_cli.policies import registry
+from trinity_cli.policies.base import Episode, Policy
 from trinity_cli.pool.pool import Pool, open_pool
 from trinity_cli.pool_config import PoolConfig, load_pool
 from trinity_cli.runs.store import JOURNAL, RunStore
@@ -187,36 +189,55 @@ def _started(pool: Pool, coordinator: Coordinator | None, options: AskOptions) -
                       trained=head.learned, excluded=tuple(options.exclude))
 
 
+@dataclass
+class _Built:
+    """The engines of one ask (policies/base.py): its pool and the coordinator it built."""
+
+    pool: Pool
+    built: Coordinator | None
+
+    def coordinator(self, head: Head, backbone: str | None = None) -> Coordinator:
+        assert self.built is not None and head is self.built.head
+        return self.built
+
+
+def answering_policy(options: AskOptions, pool: Pool, coordinator: Coordinator | None) -> tuple[Policy, int, bool,
+                                                                                                 dict[str, Any]]:
+    """Who answers (`answer_mode`) as a policy (policies/), with its turn budget, decision mode
+    and the run record's fields that say how (module docstring)."""
+    mode = answer_mode(options, pool.config)
+    if mode == "conductor":
+        spec = options.conductor_spec()
+        how = {"mode": "conductor", "conductor_depth": spec.depth, "head": None, "backbone": None, "greedy": None,
+               "max_turns": None}
+        return registry.make("conductor", spec), 0, False, how
+    if mode == "agree":
+        max_turns = options.max_turns or AGREE_TURNS
+        how = {"mode": "agree", "head": None, "backbone": None, "greedy": None, "max_turns": max_turns}
+        return registry.make("fixed", agree(pool.names)), max_turns, False, how
+    assert coordinator is not None
+    head = coordinator.head
+    max_turns = turn_budget(options.max_turns, head)
+    greedy = options.greedy if options.greedy is not None else default_greedy(head)
+    how = {"mode": "coordinator", "head": {"name": head.manifest.get("name"), "trained": head.learned},
+           "backbone": coordinator.backbone_ref, "greedy": greedy, "max_turns": max_turns}
+    return registry.make("head", head, coordinator.backbone_ref), max_turns, greedy, how
+
+
 def _answer(
     question: str, pool: Pool, coordinator: Coordinator | None, options: AskOptions, context: Sequence[ChatMessage],
     kind: str | None, examples: Examples | None, episode_seed: int, usable: set[str], progress: ProgressFn,
 ) -> tuple[Transcript, dict[str, Any]]:
-    """Play the question: the agree procedure or a conductor run without a coordinator, else
-    an episode of the head. Returns the transcript and the run record's fields that say how
-    (module docstring)."""
-    if coordinator is None and answer_mode(options, pool.config) != "agree":
-        spec = options.conductor_spec()
-        transcript = run_conductor(question, pool, spec, context=context, kind=kind, examples=examples,
-                                   progress=progress, usable=usable)
-        assert transcript.workflow is not None
-        return transcript, {"mode": "conductor", "conductor": transcript.workflow["conductor"],
-                            "conductor_depth": spec.depth,
-                            "head": None, "backbone": None, "greedy": None, "max_turns": None}
-    source: Coordinator | FixedSchedule
-    if coordinator is None:  # agree mode
-        source, max_turns, greedy = agree(pool.names), options.max_turns or AGREE_TURNS, False
-        how: dict[str, Any] = {"mode": "agree", "head": None, "backbone": None, "greedy": None}
-    else:
-        head = coordinator.head
-        source, max_turns = coordinator, turn_budget(options.max_turns, head)
-        greedy = options.greedy if options.greedy is not None else default_greedy(head)
-        how = {"mode": "coordinator", "head": {"name": head.manifest.get("name"), "trained": head.learned},
-               "backbone": coordinator.backbone_ref, "greedy": greedy}
-    transcript = run_episode(question, pool, source, max_turns=max_turns, seed=episode_seed, kind=kind,
-                             usable=usable, context=context, greedy=greedy, progress=progress,
-                             token_budget=options.token_budget, cost_budget=options.cost_budget,
-                             examples=examples)
-    return transcript, {**how, "max_turns": max_turns}
+    """Play the question with the answering policy. Returns the transcript and the run
+    record's fields that say how (module docstring)."""
+    policy, max_turns, greedy, how = answering_policy(options, pool, coordinator)
+    episode = Episode(question, seed=episode_seed, max_turns=max_turns, greedy=greedy, kind=kind, examples=examples,
+                      context=context, usable=usable, progress=progress, token_budget=options.token_budget,
+                      cost_budget=options.cost_budget)
+    transcript = policy.play(_Built(pool, coordinator), episode)
+    if transcript.workflow is not None:  # the conductor that wrote it
+        how = {**how, "conductor": transcript.workflow["conductor"]}
+    return transcript, how
 
 
 def _record(question: str, pool: Pool, how: dict[str, Any], options: AskOptions, episode_seed: int, kind: str | None,
