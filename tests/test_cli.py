@@ -361,9 +361,9 @@ def test_ask_library_reads_the_question_and_closes_what_it_built(tmp_path, monke
     kinds = [type(e) for e in events[2:]]
     assert kinds == [DecisionMade, TurnPlayed] * len(result.transcript.turns)
     assert [e.turn for e in events if isinstance(e, TurnPlayed)] == result.transcript.turns
-    from trinity_cli.policies import head as head_policy
+    from trinity_cli.policies import base as policy_base
 
-    monkeypatch.setattr(head_policy, "run_episode", broken_episode)
+    monkeypatch.setattr(policy_base, "run_episode", broken_episode)
     with pytest.raises(RuntimeError):
         ask_mod.ask("Q", options)
     assert sorted(closed) == ["coordinator", "coordinator", "pool", "pool"]

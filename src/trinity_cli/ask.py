@@ -111,6 +111,14 @@ class AskResult:
     answer: str = ""
     record: dict[str, Any] = field(default_factory=dict)
 
+    @classmethod
+    def of_record(cls, run_id: str, record: dict[str, Any]) -> AskResult:
+        """The result of the ask run `run_id` from its record (run.json)."""
+        head = record["head"] or {"name": None, "trained": False}
+        name = head["name"]
+        return cls(run_id, Transcript.from_dict(record["transcript"]), None if name is None else str(name),
+                   bool(head["trained"]), float(record["wall_s"]), record["answer"], record)
+
 
 def question_seed(seed: int, question: str, context: Sequence[ChatMessage] = ()) -> int:
     """The episode seed of `question` (after earlier `context`) under `seed`: the first 4
@@ -309,7 +317,4 @@ def ask(
             pool.close()
             if coordinator is not None:
                 coordinator.close()
-    head_info = record["head"] or {"name": None, "trained": False}
-    name = head_info["name"]
-    return AskResult(run_dir.name, transcript, None if name is None else str(name), bool(head_info["trained"]),
-                     wall, answer, record)
+    return AskResult.of_record(run_dir.name, record)

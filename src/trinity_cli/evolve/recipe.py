@@ -57,7 +57,7 @@ from trinity_cli.evolve.evolution import evolve
 from trinity_cli.evolve.options import EvolveOptions
 from trinity_cli.keyed_cache import content_key
 from trinity_cli.pool.pool import limit_spending
-from trinity_cli.pool_config import load_pool
+from trinity_cli.pool_config import PoolConfig, load_pool
 from trinity_cli.runs.store import RunStore
 
 FORMAT = "trinity-recipe/1"
@@ -108,10 +108,9 @@ class RecipeResult:
     phases: dict[str, Any] = field(default_factory=dict)
 
 
-def _matrix(options: RecipeOptions, opts: EvolveOptions, progress: ProgressFn) -> Path:
+def _matrix(options: RecipeOptions, opts: EvolveOptions, config: PoolConfig, progress: ProgressFn) -> Path:
     """Phase 1: the training matrix file of the search's training items (bench/matrix.py),
     made or replayed."""
-    config = load_pool(options.pool)
     key = content_key("", {"mix": opts.tasks, "k": options.k, "seed": opts.seed})[:12]
     out = paths.home() / "matrices" / f"{config.name}-{key}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -160,7 +159,7 @@ def _run(options: RecipeOptions, progress: ProgressFn | None, parallel: int | No
     emit(RecipePhase("plan", cost.summary()))
     phases: dict[str, Any] = {}
     if not opts.init_labels:
-        opts.init_labels = str(_matrix(options, opts, emit))
+        opts.init_labels = str(_matrix(options, opts, config, emit))
     phases["matrix"] = {"file": opts.init_labels}
     per_generation = (opts.popsize or 8) * opts.minibatch
     if opts.budget < per_generation:  # no generation fits: the validated start is the search's result

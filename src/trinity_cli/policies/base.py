@@ -17,6 +17,7 @@ from typing import Protocol
 
 from trinity_cli.coordinator.head import Head
 from trinity_cli.coordinator.policy import Coordinator
+from trinity_cli.episode.loop import DecisionSource, run_episode
 from trinity_cli.events import ProgressFn
 from trinity_cli.messages import ChatMessage, Transcript
 from trinity_cli.pool.pool import Pool
@@ -39,6 +40,14 @@ class Episode:
     progress: ProgressFn | None = None
     token_budget: int | None = None
     cost_budget: float | None = None
+
+
+def play_loop(pool: Pool, source: DecisionSource, episode: Episode) -> Transcript:
+    """`episode` played by the turn loop (episode/loop.py) with `source` deciding each turn."""
+    e = episode
+    return run_episode(e.task, pool, source, max_turns=e.max_turns, seed=e.seed, exclude=e.exclude,
+                       context=e.context, greedy=e.greedy, progress=e.progress, token_budget=e.token_budget,
+                       cost_budget=e.cost_budget, kind=e.kind, examples=e.examples, usable=e.usable)
 
 
 class Engines(Protocol):

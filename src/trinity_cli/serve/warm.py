@@ -229,9 +229,4 @@ def ask_warm(question: str | None, options: AskOptions, record: dict[str, Any],
 
 def result_of(run_id: str) -> AskResult:
     """The AskResult of a saved ask run (what `ask.ask` returns)."""
-    from trinity_cli.messages import Transcript
-
-    record = RunStore().load(run_id)
-    head = record["head"] or {"name": None, "trained": False}
-    return AskResult(run_id, Transcript.from_dict(record["transcript"]), head["name"], bool(head["trained"]),
-                     float(record["wall_s"]), record["answer"], record)
+    return AskResult.of_record(run_id, RunStore().load(run_id))
