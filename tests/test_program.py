@@ -12,6 +12,7 @@ from trinity_cli.pool_config import load_pool
 from trinity_cli.tasks import score_item
 from trinity_cli.tasks.items import TaskItem
 from trinity_cli.turns import program
+from trinity_cli.turns.endings import Endings
 
 from .conftest import write_pool
 
@@ -50,15 +51,14 @@ def test_run_tests_accepts_and_revises() -> None:
     assert program.run_tests(proposed, "```python\nimport sys\nsys.exit(0)\n```")[0] == "REVISE"
 
 
-class _Schedule:
+class _Schedule(Endings):
     """Worker on model 0, then Verifier on model 1."""
 
-    stop_when_agreed = stop_when_code_passes = False
 
     def __init__(self, models: list[str]) -> None:
         self.models = models
 
-    def decide(self, task, turns, rng, excluded=(), context=(), greedy=False):
+    def decide(self, task, turns, rng, excluded=(), context=(), greedy=False, kind=None):
         from trinity_cli.messages import Decision
 
         role = Role.WORKER if not turns else Role.VERIFIER

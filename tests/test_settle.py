@@ -20,6 +20,7 @@ from trinity_cli.pool_config import load_pool
 from trinity_cli.tasks import builtin
 from trinity_cli.tasks.doctests import examples_in_text
 from trinity_cli.turns import settle
+from trinity_cli.turns.endings import Endings
 from trinity_cli.turns.settle import Examples
 
 from .conftest import write_pool
@@ -27,16 +28,15 @@ from .conftest import write_pool
 TASK = "What is 6*7?\n\nEnd your reply with a line of the form 'Answer: <number>'."
 
 
-class Script:
+class Script(Endings):
     """Plays (model, role) steps in order; `alone` marks Decisions asked from the task alone."""
 
     def __init__(self, models: Sequence[str], steps: Sequence[tuple[str, Role]], alone: bool = False) -> None:
         self.models = list(models)
         self.steps = list(steps)
         self.alone = alone
-        self.stop_when_agreed = self.stop_when_code_passes = False
 
-    def decide(self, task, turns, rng, excluded=(), context=(), greedy=False) -> Decision:
+    def decide(self, task, turns, rng, excluded=(), context=(), greedy=False, kind=None) -> Decision:
         model, role = self.steps[len(turns)]
         return Decision(model, role, [float(m == model) for m in self.models], [float(r is role) for r in ROLES],
                         alone=self.alone)

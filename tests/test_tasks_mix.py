@@ -33,8 +33,8 @@ def numeric_file(tmp_path: Path) -> Path:
 
 def test_parse_mix() -> None:
     assert parse_mix("gsm8k:train,arc-challenge:test:200") == [
-        ("gsm8k", "train", None),
-        ("arc-challenge", "test", 200),
+        ("gsm8k", "train", None, 1),
+        ("arc-challenge", "test", 200, 1),
     ]
     assert parse_mix(" mmlu : validation , humaneval:test:5 ,") == [
         MixEntry("mmlu", "val", None),
@@ -59,9 +59,9 @@ def test_parse_mix_file_entries(numeric_file: Path) -> None:
         ("gsm8:train", "unknown task 'gsm8'", "gsm8k"),
         ("gsm8k", "names no split", "gsm8k:train"),
         ("gsm8k:trian", "unknown split 'trian'", "train"),
-        ("gsm8k:train:0", "not a positive integer", "gsm8k:train:100"),
-        ("gsm8k:train:ten", "not a positive integer", ""),
-        ("gsm8k:train:-3", "not a positive integer", ""),
+        ("gsm8k:train:0", "neither a positive integer", "gsm8k:train:100"),
+        ("gsm8k:train:ten", "neither a positive integer", ""),
+        ("gsm8k:train:-3", "neither a positive integer", ""),
         ("gsm8k:train:5:6", "too many", "TASK:SPLIT"),
         ("", "empty", "TASK:SPLIT"),
         (" , ", "empty", ""),
@@ -226,3 +226,16 @@ def test_user_file_code_examples_are_kept_apart_from_the_tests(tmp_path: Path) -
 def test_missing_user_file() -> None:
     with pytest.raises(ConfigError, match="task file not found"):
         load_jsonl("/no/such/tasks.jsonl")
+
+
+def test_a_range_takes_the_items_ranked_between_its_ends() -> None:
+    assert parse_mix("gsm8k:test:101-200") == [("gsm8k", "test", 100, 101)]
+    assert str(parse_mix("gsm8k:test:101-200")[0]) == "gsm8k:test:101-200"
+    first, rest, both = (sample_items(m, seed=3) for m in ("gsm8k:test:100", "gsm8k:test:101-200", "gsm8k:test:200"))
+    assert len(rest) == 100
+    assert {i.id for i in rest} == {i.id for i in both} - {i.id for i in first}
+    for bad in ("gsm8k:test:200-101", "gsm8k:test:0-5", "gsm8k:test:a-b"):
+        with pytest.raises(ConfigError, match="neither a positive integer nor a range"):
+            parse_mix(bad)
+    with pytest.raises(ConfigError, match="up to rank"):
+        sample_items("gsm8k:test:50-100000", seed=0)

@@ -45,6 +45,7 @@ from trinity_cli import seeds
 from trinity_cli.conductor.run import DEFAULT_DEPTH, ConductorSpec
 from trinity_cli.coordinator.head import Head, default_greedy, turn_budget
 from trinity_cli.coordinator.policy import Coordinator, resolve_head
+from trinity_cli.coordinator.reader import ReaderSource
 from trinity_cli.episode.loop import usable_models
 from trinity_cli.episode.schedules import AGREE_TURNS, agree
 from trinity_cli.errors import ConfigError, option
@@ -156,7 +157,7 @@ def clean_question(question: str) -> str:
     return question
 
 
-def build(options: AskOptions) -> tuple[Pool, Coordinator | None]:
+def build(options: AskOptions) -> tuple[Pool, Coordinator | ReaderSource | None]:
     """Pool and coordinator for `options` (no coordinator in conductor mode); the head, or
     the conductor, is checked against the pool here, before anything runs. Model files are
     located later, once the question is known to fit (`ask`)."""
@@ -178,10 +179,10 @@ def build(options: AskOptions) -> tuple[Pool, Coordinator | None]:
     except BaseException:
         pool.close()
         raise
-    return pool, Coordinator(head, backbone_ref=options.backbone, device=options.device)
+    return pool, registry.engine_of(head, options.backbone, options.device)
 
 
-def _started(pool: Pool, coordinator: Coordinator | None, options: AskOptions) -> AskStarted:
+def _started(pool: Pool, coordinator: Coordinator | ReaderSource | None, options: AskOptions) -> AskStarted:
     """Who answers: the pool and head, the agree procedure, or in conductor mode the conductor."""
     if answer_mode(options, pool.config) == "agree":
         return AskStarted(pool=pool.config.name, models=tuple(pool.names), head=None, trained=False,
@@ -202,15 +203,15 @@ class _Built:
     """The engines of one ask (policies/base.py): its pool and the coordinator it built."""
 
     pool: Pool
-    built: Coordinator | None
+    built: Coordinator | ReaderSource | None
 
     def coordinator(self, head: Head, backbone: str | None = None) -> Coordinator:
-        assert self.built is not None and head is self.built.head
+        assert isinstance(self.built, Coordinator) and head is self.built.head
         return self.built
 
 
-def answering_policy(options: AskOptions, pool: Pool, coordinator: Coordinator | None) -> tuple[Policy, int, bool,
-                                                                                                 dict[str, Any]]:
+def answering_policy(options: AskOptions, pool: Pool,
+                     coordinator: Coordinator | ReaderSource | None) -> tuple[Policy, int, bool, dict[str, Any]]:
     """Who answers (`answer_mode`) as a policy (policies/), with its turn budget, decision mode
     and the run record's fields that say how (module docstring)."""
     mode = answer_mode(options, pool.config)
@@ -229,11 +230,12 @@ def answering_policy(options: AskOptions, pool: Pool, coordinator: Coordinator |
     greedy = options.greedy if options.greedy is not None else default_greedy(head)
     how = {"mode": "coordinator", "head": {"name": head.manifest.get("name"), "trained": head.learned},
            "backbone": coordinator.backbone_ref, "greedy": greedy, "max_turns": max_turns}
-    return registry.make("head", head, coordinator.backbone_ref), max_turns, greedy, how
+    return registry.policy_of(head, coordinator.backbone_ref), max_turns, greedy, how
 
 
 def _answer(
-    question: str, pool: Pool, coordinator: Coordinator | None, options: AskOptions, context: Sequence[ChatMessage],
+    question: str, pool: Pool, coordinator: Coordinator | ReaderSource | None, options: AskOptions,
+    context: Sequence[ChatMessage],
     kind: str | None, examples: Examples | None, episode_seed: int, usable: set[str], progress: ProgressFn,
 ) -> tuple[Transcript, dict[str, Any]]:
     """Play the question with the answering policy. Returns the transcript and the run
@@ -278,7 +280,7 @@ def ask(
     progress: ProgressFn | None = None,
     context: Sequence[ChatMessage] = (),
     store: RunStore | None = None,
-    built: tuple[Pool, Coordinator | None] | None = None,
+    built: tuple[Pool, Coordinator | ReaderSource | None] | None = None,
     extra: dict[str, Any] | None = None,
 ) -> AskResult:
     """Answer `question` (None or "-": read it from stdin, see `read_question`) with the

@@ -16,6 +16,7 @@ Who emits what:
                                           EvolveEpisodeFinished, GenerationFinished
     bench/runner.py                       BenchStarted, SystemStarted, BenchEpisodeFinished
     bench/matrix.py                       MatrixItemPlayed
+    evolve/reader_fit.py                  ReaderGeneration
     evolve/recipe.py                      RecipePhase, then its phases' events (matrix, evolve, bench)
 With several episodes at once (threads or Ray) episodes finish out of order; `in_flight` is
 how many were running when the event was sent.
@@ -255,6 +256,20 @@ class MatrixItemPlayed:
     cache_hits: int
 
 
+@dataclass(frozen=True)
+class ReaderGeneration:
+    """A reader's search (evolve/reader_fit.py) finished `generation` of `generations`: its
+    mean's training and validation accuracy and validation tokens a question; `kept`, the
+    generation whose mean scores best on the training items so far (0: the start)."""
+
+    generation: int
+    generations: int
+    train: float
+    val: float
+    val_tokens: float
+    kept: int
+
+
 # -- trinity evolve as the recipe -----------------------------------------------------------
 @dataclass(frozen=True)
 class RecipePhase:
@@ -269,7 +284,7 @@ Event = (DecisionMade | TurnPlayed | RunAllocated | AskStarted | ServeLoading | 
          | RequestFailed | EpisodeStarted | EpisodeFinished | RunResumed | CentreFitting | StartFitted
          | RotationPlaying | RotationFitted | EvolveStarted | StartValidated | EvolveEpisodeStarted
          | EvolveEpisodeFinished | GenerationFinished | BenchStarted | SystemStarted | BenchEpisodeFinished
-         | MatrixItemPlayed | RecipePhase)
+         | MatrixItemPlayed | RecipePhase | ReaderGeneration)
 ProgressFn = Callable[[Event], None]
 EpisodeEvent = EpisodeStarted | EpisodeFinished
 EpisodeProgressFn = Callable[[EpisodeEvent], None]  # what an evaluator reports

@@ -9,8 +9,9 @@ every call lands in the rollout cache, a rerun replays it, and so does a later
 whose episodes ask the same questions alone. Each reply is scored on the item's hidden
 tests. bench/procedures.py computes every fixed procedure from it at no further call.
 
-Matrix file (`--out`; what `trinity evolve --init-labels` reads: evolve/label_fit.py):
-    {"mix": "gsm8k:train:32,...",
+Matrix file (`--out`; what `trinity evolve --init-labels` and `--reader` read:
+evolve/label_fit.py, evolve/reader_fit.py):
+    {"mix": "gsm8k:train:32,...", "seed": the seed its items were drawn with (absent: 0),
      ... every key of the procedures result (bench/procedures.py, `analyse`) ...,
      "signals": how well each reply feature tells right from wrong (bench/signals.py),
      "matrix": {item key: {member: [{"reply": str, "correct": bool, "examples": str | null,
@@ -46,7 +47,8 @@ from trinity_cli.turns.settle import Examples
 @dataclass(frozen=True)
 class MatrixOptions:
     """What `trinity matrix` samples: `n` items of each of `tasks` (comma-separated names)
-    from `split`, drawn with `seed` as bench draws them; `k` replies per member and item;
+    from `split`, drawn with `seed` as bench draws them, from the one ranked `first` on
+    (tasks/mix.py); `k` replies per member and item;
     `members` (default: all) in the order the agree procedures try them; the agree
     procedures stop at `budget` calls."""
 
@@ -54,6 +56,7 @@ class MatrixOptions:
     tasks: str = "gsm8k,arc-challenge,mbpp"
     split: str = "test"
     n: int = 20
+    first: int = 1
     k: int = 4
     members: tuple[str, ...] = ()
     budget: int = 5
@@ -61,7 +64,8 @@ class MatrixOptions:
 
     @property
     def mix(self) -> str:
-        return ",".join(f"{t.strip()}:{self.split}:{self.n}" for t in self.tasks.split(",") if t.strip())
+        count = str(self.n) if self.first == 1 else f"{self.first}-{self.first + self.n - 1}"
+        return ",".join(f"{t.strip()}:{self.split}:{count}" for t in self.tasks.split(",") if t.strip())
 
 
 def select_members(config: PoolConfig, members: Sequence[str]) -> PoolConfig:
@@ -121,7 +125,7 @@ def matrix_of(mix: str, config: PoolConfig, k: int, budget: int = 5, seed: int =
     items = tasks.sample_items(entries, seed=seed)
     matrix = collect(items, config, k, progress)
     order = [e.task for e in entries]
-    result = {"mix": mix, **analyse(matrix, items, budget, order),
+    result = {"mix": mix, "seed": seed, **analyse(matrix, items, budget, order),
               "signals": signal_table(matrix, items, order)}
     if out is not None:
         paths.atomic_write_bytes(out, json.dumps({**result, "matrix": matrix_json(matrix)}, indent=1).encode())

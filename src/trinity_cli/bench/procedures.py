@@ -69,7 +69,7 @@ class Outcome:
     seconds: float
 
 
-def _outcome(seq: Sequence[Reply], answer: str | None) -> Outcome:
+def outcome(seq: Sequence[Reply], answer: str | None) -> Outcome:
     chosen = next((r for r in reversed(seq) if r.turn.reply == answer), None)
     return Outcome(bool(chosen and chosen.correct), len(seq),
                    sum(r.turn.prompt_tokens + r.turn.completion_tokens for r in seq),
@@ -82,7 +82,7 @@ def _renumber(seq: Sequence[Reply]) -> list[Turn]:
 
 def settle_all(seq: Sequence[Reply], kind: str) -> Outcome:
     """Plurality over `seq` (code: the latest passing its examples), as an episode ends."""
-    return _outcome(seq, settle.settled_answer(_renumber(seq), kind))
+    return outcome(seq, settle.settled_answer(_renumber(seq), kind))
 
 
 def until_agreement(row: dict[str, list[Reply]], order: Sequence[str], kind: str, budget: int) -> Outcome:
@@ -98,7 +98,7 @@ def until_agreement(row: dict[str, list[Reply]], order: Sequence[str], kind: str
         turns = _renumber(seq)
         found = settle.agreement(turns, kind)
         if found is not None:
-            return _outcome(seq, turns[found].reply)
+            return outcome(seq, turns[found].reply)
     return settle_all(seq, kind)
 
 
@@ -161,12 +161,12 @@ def _mux(row: dict[str, list[Reply]], kind: str) -> Outcome:
     member = max(scored)[3]
     chosen = _most_confident(row[member], kind)
     everything = [r for replies in row.values() for r in replies]
-    return _outcome(everything, chosen.turn.reply if chosen else None)
+    return outcome(everything, chosen.turn.reply if chosen else None)
 
 
 def play(name: str, row: dict[str, list[Reply]], kind: str, budget: int) -> Outcome:
     if name.startswith("single:"):
-        return _outcome(row[name[7:]][:1], row[name[7:]][0].turn.reply)
+        return outcome(row[name[7:]][:1], row[name[7:]][0].turn.reply)
     if name.startswith("sc:"):
         model, j = name[3:].rsplit("@", 1)
         return settle_all(row[model][: int(j)], kind)
@@ -177,7 +177,7 @@ def play(name: str, row: dict[str, list[Reply]], kind: str, budget: int) -> Outc
     ordered = [r for attempt in itertools.zip_longest(*row.values()) for r in attempt if r is not None]
     if name == "cvote-all":
         chosen = _most_confident(ordered, kind)
-        return _outcome(ordered, chosen.turn.reply if chosen else None)
+        return outcome(ordered, chosen.turn.reply if chosen else None)
     return settle_all(ordered, kind)
 
 
@@ -193,9 +193,9 @@ def analyse(matrix: Matrix, items: Sequence[tasks.TaskItem], budget: int, order:
         per_task: dict[str, list[Outcome]] = {t: [] for t in task_names}
         right[name] = {}
         for item in items:
-            outcome = play(name, matrix[item.key], item.scorer, budget)
-            per_task[item.task].append(outcome)
-            right[name][item.key] = float(outcome.correct)
+            out = play(name, matrix[item.key], item.scorer, budget)
+            per_task[item.task].append(out)
+            right[name][item.key] = float(out.correct)
         table[name] = {t: _summary(outs) for t, outs in per_task.items()}
         table[name]["all"] = _summary([o for outs in per_task.values() for o in outs])
     bound = {t: sum(any(r.correct for rs in matrix[i.key].values() for r in rs) for i in items if i.task == t)

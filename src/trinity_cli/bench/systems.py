@@ -11,6 +11,7 @@ from trinity_cli.bench.options import ANSWER_CHARS, DERIVED, NEEDS_SINGLES, Benc
 from trinity_cli.conductor.run import ConductorSpec
 from trinity_cli.coordinator.head import DEFAULT_DECISIONS, Head, turn_budget
 from trinity_cli.coordinator.policy import resolve_head
+from trinity_cli.coordinator.reader import Reader
 from trinity_cli.episode.schedules import FixedSchedule, agree
 from trinity_cli.errors import ConfigError, did_you_mean, option
 from trinity_cli.evaluators.local import EpisodeSpec
@@ -19,8 +20,8 @@ from trinity_cli.pool.pool import Pool
 from trinity_cli.tasks import TaskItem
 
 # What a row's episodes are played by (EpisodeSpec.router): a head (read by the row's
-# `backbone`), a fixed schedule, or the conductor.
-Router = Head | FixedSchedule | ConductorSpec
+# `backbone`), a reader, a fixed schedule, or the conductor.
+Router = Head | Reader | FixedSchedule | ConductorSpec
 
 
 @dataclass
@@ -104,7 +105,8 @@ def episode_seed(seed: int, stream: str, item_key: str) -> int:
     return seeds.seed(f"{seed}:{stream}:{item_key}")
 
 
-def _heads(options: BenchOptions, pool_name: str, models: list[str]) -> tuple[list[tuple[str | None, Head]], list[str]]:
+def _heads(options: BenchOptions, pool_name: str,
+           models: list[str]) -> tuple[list[tuple[str | None, Head | Reader]], list[str]]:
     """The heads to benchmark with the refs they were named by (None: the shipped head)."""
     if options.heads:
         return [(ref, resolve_head(ref, pool_name, models, options.backbone)) for ref in options.heads], []
@@ -115,7 +117,7 @@ def _heads(options: BenchOptions, pool_name: str, models: list[str]) -> tuple[li
                 "(an untrained head routes like `random`); evolve one and pass --head"]
 
 
-def _head_systems(options: BenchOptions, heads: list[tuple[str | None, Head]]) -> list[System]:
+def _head_systems(options: BenchOptions, heads: list[tuple[str | None, Head | Reader]]) -> list[System]:
     """A row per head and decision mode: `head:<name>` in the default mode, `head:<name>/<mode>`
     in the other (`--decisions both`); both modes play the same episode seeds."""
     systems: list[System] = []

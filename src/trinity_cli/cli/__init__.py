@@ -205,6 +205,15 @@ def evolve(
         help="Run the search alone with these options, as before the recipe (no matrix, no verdict).")] = False,
     dry_run: Annotated[bool, typer.Option(
         help="Say what the recipe will cost (calls, tokens, hours, USD), then stop.")] = False,
+    reader: Annotated[bool, typer.Option(
+        help="Make a reader instead of a head: it reads what the replies show (confidence, agreement, shown "
+             "examples) and decides whom to ask, when to stop and which answer is final; searched on the "
+             "members' recorded replies, with no model call past the two matrices.")] = False,
+    train_matrix: Annotated[str | None, typer.Option(
+        help="--reader: the training matrix file (`trinity matrix --split train --k 1 --out FILE`).")] = None,
+    val_matrix: Annotated[str | None, typer.Option(
+        help="--reader: the validation matrix file (`trinity matrix --split val --k 1 --out FILE`).")] = None,
+    generations: Annotated[int, typer.Option(min=1, help="--reader: generations of the search.")] = 40,
     max_calls: Annotated[int | None, typer.Option(
         min=1, help="Stop the recipe after this many model calls (cached calls are free); rerun to go on.")] = None,
     max_usd: Annotated[float | None, typer.Option(
@@ -233,6 +242,26 @@ def evolve(
     given = [library_name.get(p, p) for p, source in sources.items()
              if source is not None and source.name != "DEFAULT"
              and p not in ("as_json", "quiet", "search_only", "dry_run", "max_calls", "max_usd")]
+    if reader:
+        from trinity_cli.evolve import reader_recipe
+
+        plan_r = reader_recipe.ReaderRecipeOptions(
+            pool=pool, train_matrix=train_matrix, val_matrix=val_matrix, generations=generations, seed=seed,
+            name=name, out=out, max_calls=max_calls, max_usd=max_usd)
+        # The search's own defaults unless typed (evolve's defaults are the head search's).
+        if "popsize" in given and popsize is not None:
+            plan_r.popsize = popsize
+        if "sigma0" in given:
+            plan_r.sigma0 = sigma0
+        if "cost_weight" in given:
+            plan_r.cost_weight = cost_weight
+        if dry_run:
+            results.recipe_plan(reader_recipe.plan(plan_r).to_dict())
+            return
+        with render_progress.RecipeProgress(quiet=quiet) as progress:
+            done = reader_recipe.run(plan_r, progress=progress)
+        results.recipe_done(done, quiet=quiet)
+        return
     if not (resume or search_only):
         from trinity_cli.evolve import recipe
 
@@ -312,6 +341,8 @@ def matrix(
     tasks: Annotated[str, typer.Option(help="Tasks, comma-separated.")] = "gsm8k,arc-challenge,mbpp",
     split: Annotated[str, typer.Option(help="Split the items come from: train, val or test.")] = "test",
     n: Annotated[int, typer.Option(min=1, help="Items per task.")] = 20,
+    first: Annotated[int, typer.Option(
+        min=1, help="Rank of each task's first item (101 with --n 100: the items drawn after the first 100).")] = 1,
     k: Annotated[int, typer.Option(min=1, help="Replies per member and item: the greedy one and k-1 fresh.")] = 4,
     members: Annotated[str | None, typer.Option(
         help="Only these members, comma-separated, in this order (default: the pool's, in pool order).")] = None,
@@ -331,7 +362,8 @@ def matrix(
     from trinity_cli.render import progress as render_progress
 
     chosen = tuple(m.strip() for m in members.split(",") if m.strip()) if members else ()
-    options = MatrixOptions(pool=pool, tasks=tasks, split=split, n=n, k=k, members=chosen, budget=budget, seed=seed)
+    options = MatrixOptions(pool=pool, tasks=tasks, split=split, n=n, first=first, k=k, members=chosen, budget=budget,
+                            seed=seed)
     with render_progress.MatrixProgress(quiet=quiet) as progress:
         result = sample_matrix(options, out=Path(out) if out else None, progress=progress)
     text = (markdown(result) + "\n\nWhat a greedy reply shows (bench/signals.py):\n\n"

@@ -54,7 +54,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -310,13 +310,23 @@ DEFAULT_DECISIONS = "greedy"
 DECISIONS = ("sampled", "greedy")
 
 
-def default_greedy(head: Head) -> bool:
+class Routes(Protocol):
+    """What a turn budget and a decision mode are read from: a head or a reader."""
+
+    @property
+    def learned(self) -> bool: ...
+
+    @property
+    def trained_max_turns(self) -> int | None: ...
+
+
+def default_greedy(head: Routes) -> bool:
     """Whether `head` takes greedy decisions when nobody said (DEFAULT_DECISIONS; an
     untrained head is sampled)."""
     return head.learned and DEFAULT_DECISIONS == "greedy"
 
 
-def turn_budget(max_turns: int | None, head: Head | None) -> int:
+def turn_budget(max_turns: int | None, head: Routes | None) -> int:
     """The turn budget of an episode: `max_turns` when given, else the head's training
     max_turns, else DEFAULT_MAX_TURNS."""
     if max_turns is not None:

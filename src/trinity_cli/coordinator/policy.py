@@ -42,12 +42,15 @@ import numpy as np
 # prompts only holds prompt text (it imports messages alone): read for PROMPT_VERSION.
 from trinity_cli import paths
 from trinity_cli.coordinator import head as head_mod
+from trinity_cli.coordinator import reader as reader_mod
 from trinity_cli.coordinator.head import Head
+from trinity_cli.coordinator.reader import Reader
 from trinity_cli.coordinator.text import candidate_texts, coordinator_text
 from trinity_cli.errors import AssetError, ConfigError, HeadMismatch, NotRecorded
 from trinity_cli.keyed_cache import KeyedCache, content_key
 from trinity_cli.messages import ROLES, ChatMessage, Decision, Turn
 from trinity_cli.turns import prompts
+from trinity_cli.turns.endings import Endings
 
 log = logging.getLogger(__name__)
 
@@ -81,14 +84,14 @@ class _Shared:
         self.cache_hits = 0
 
 
-class Coordinator:
+class Coordinator(Endings):
     """Chooses (model, role) each turn from the transcript.
 
     `backbone_ref` defaults to the head's own backbone. Loading the backbone (torch,
     transformers) is deferred until a non-zero head first needs a feature.
 
-    `stop_when_code_passes`: on a code task the episode ends at the first code that passes
-    the task's shown examples (episode/loop.py, rule 5).
+    Its endings (turns/endings.py): on a code task the episode ends at the first code that
+    passes the task's shown examples (rule 5, episode/loop.py); otherwise plurality.
     """
 
     stop_when_agreed = False
@@ -318,6 +321,7 @@ class Coordinator:
         excluded: Collection[str] = (),
         context: Sequence[ChatMessage] = (),
         greedy: bool = False,
+        kind: str | None = None,
     ) -> Decision:
         start = time.perf_counter()
         mask = np.array([m not in excluded for m in self.models])
@@ -356,16 +360,26 @@ class Coordinator:
 DEFAULT_HEAD = "default"
 
 
-def resolve_head(ref: str | None, pool_name: str, models: list[str], backbone_ref: str | None = None) -> Head:
+def resolve_head(ref: str | None, pool_name: str, models: list[str],
+                 backbone_ref: str | None = None) -> Head | Reader:
     """The head to use: `ref` (a name, a directory or 'untrained'); None means the shipped
-    default head when it was made for this pool, else the untrained one. A trained head is
-    checked here, before anything runs, against the pool, the versions and the backbone it
-    will read (`backbone_ref`, else its own: the file's fingerprint, not the model)."""
+    default head when it was made for this pool, else the untrained one. A head directory
+    may hold a reader (coordinator/reader.py), checked against the pool alone. A trained
+    head is checked here, before anything runs, against the pool, the versions and the
+    backbone it will read (`backbone_ref`, else its own: the file's fingerprint, not the
+    model)."""
     from trinity_cli.coordinator.backbone_refs import DEFAULT_BACKBONE, describe, hidden_size_of
 
     if ref is None:
         heads = head_mod.available_heads()
-        if DEFAULT_HEAD in heads:
+        if DEFAULT_HEAD in heads and reader_mod.is_reader(heads[DEFAULT_HEAD]):
+            default = reader_mod.load(heads[DEFAULT_HEAD])
+            try:
+                default.check(pool_name, models)
+                return default
+            except HeadMismatch as exc:
+                log.warning("not using head %r: %s; using the untrained head", DEFAULT_HEAD, exc.message)
+        elif DEFAULT_HEAD in heads:
             candidate = Head.load(heads[DEFAULT_HEAD])
             if candidate.models == models and candidate.manifest["pool"].get("name") == pool_name:
                 stale = candidate.stale_versions(versions())
@@ -386,6 +400,11 @@ def resolve_head(ref: str | None, pool_name: str, models: list[str], backbone_re
         hidden = hidden_size_of(bref)
         info = {"ref": bref, "fingerprint": None, "hidden_size": hidden}
         return head_mod.untrained(pool_name, models, info, hidden)
-    head = Head.load(head_mod.find_head(ref))
+    where = head_mod.find_head(ref)
+    if reader_mod.is_reader(where):
+        reader = reader_mod.load(where)
+        reader.check(pool_name, models)
+        return reader
+    head = Head.load(where)
     head.check(pool_name, models, describe(backbone_ref or head.manifest["backbone"]["ref"])[0], versions=versions())
     return head

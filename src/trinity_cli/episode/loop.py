@@ -30,15 +30,15 @@ proposed code (reason, direct: stated verdict) or tests it (program: its asserts
 a Verifier is never asked about code that failed them (rule 3). Without an ACCEPT the answer
 is the plurality of votes (code: the latest code passing its examples).
 
-Besides an ACCEPT and the budgets, two things end an episode early, both with stop_reason
-"agreed" and the agreed answer:
-- a decision source with `stop_when_agreed` (the fixed `agree` procedure): the first
-  agreement (on code, the first code that passes its examples);
-- rule 5, a decision source with `stop_when_code_passes` (the coordinator: every head,
-  trained or not): on a code task, the first code that passes the task's shown examples.
-  Running the examples is the Verifier's check on code; a Verifier asked about passing code
-  would only add a turn. Fixed schedules (single, self-loops, `sc`,
-  the matrix) do not stop there.
+Besides an ACCEPT and the budgets, the episode ends when its decision source says so
+(`stop`, stop_reason "agreed", that turn's reply the answer), and without either its
+source's `final` settles the answer (turns/endings.py). The sources declare: the fixed
+`agree` stops at the first agreement (on code, the first code that passes its examples);
+every head stops, on a code task, at the first code that passes the task's shown examples
+(rule 5: running the examples is the Verifier's check on code; a Verifier asked about
+passing code would only add a turn); a reader (coordinator/reader.py) stops and picks the
+final answer by the score of what the replies show. Fixed schedules (single, self-loops,
+`sc`, the matrix) do not stop early.
 
 `kind` is the task's scorer kind ("numeric", "choice", "math", "exact", "code"; from the
 task item in evolve and bench, guessed from the task's wording in ask and serve): answers
@@ -69,14 +69,15 @@ from trinity_cli.turns.settle import Examples
 
 
 class DecisionSource(Protocol):
-    """What picks (model, role) each turn: the evolved `Coordinator`, or a fixed schedule
-    (bench's single-model and self-loop baselines). Besides its picks, the loop obeys the two
-    endings it declares (module docstring): `stop_when_agreed`, the episode ends at the first
-    agreement (the fixed `agree`); `stop_when_code_passes`, on code, at the first code that
-    passes the task's shown examples (rule 5, every head)."""
+    """What picks (model, role) each turn: the evolved `Coordinator`, a reader, or a fixed
+    schedule (bench's single-model and self-loop baselines), told the task's scorer `kind`
+    (the one the episode settles answers by). Besides its picks, the loop
+    obeys the endings it declares (turns/endings.py): `stop`, whether the episode ends after
+    the latest turn and on which turn's reply; `final`, the answer when it ends otherwise."""
 
-    stop_when_agreed: bool
-    stop_when_code_passes: bool
+    def stop(self, turns: Sequence[Turn], kind: str | None) -> int | None: ...
+
+    def final(self, turns: Sequence[Turn], kind: str | None) -> str | None: ...
 
     @property
     def models(self) -> list[str]: ...
@@ -89,6 +90,7 @@ class DecisionSource(Protocol):
         excluded: Collection[str] = (),
         context: Sequence[ChatMessage] = (),
         greedy: bool = False,
+        kind: str | None = None,
     ) -> Decision: ...
 
 
@@ -169,15 +171,12 @@ def run_episode(
     masked = set(pool.names) - set(usable if usable is not None else usable_models(pool, task, exclude, context))
     play = _Play(pool, task, list(context), kind, examples)
     rng = np.random.default_rng(seed)
-    # The early endings (module docstring): agree's first agreement; rule 5, a head's first passing
-    # code, which is what `settle.agreement` finds on code.
-    stops_at_agreement = coordinator.stop_when_agreed or (kind == "code" and coordinator.stop_when_code_passes)
     transcript = Transcript(task=task, context=list(context))
     spent: str | None = None  # which budget was reached: "token_budget" or "cost_budget"
     settled: str | None = None  # the answer agreed on, once there is one
     emit = progress or quiet
     for index in range(max_turns):
-        decision = coordinator.decide(task, transcript.turns, rng, masked, context, greedy)
+        decision = coordinator.decide(task, transcript.turns, rng, masked, context, greedy, kind)
         emit(DecisionMade(index, decision))
         turns = transcript.turns
         proposed = rules.latest_proposal(turns)
@@ -194,14 +193,14 @@ def run_episode(
             accepted = turns[turn.agreed_with] if turn.agreed_with is not None else proposed
             settled = accepted.reply if accepted is not None else None
             break
-        if stops_at_agreement and (found := settle.agreement(turns, kind)) is not None:
+        if (found := coordinator.stop(turns, kind)) is not None:
             transcript.stop_reason, settled = "agreed", turns[found].reply
             break
         spent = spent or _budget_reached(transcript, token_budget, cost_budget)
         if spent is not None and rules.latest_proposal(turns) is not None:
             transcript.stop_reason = spent
             break
-    transcript.answer = settled if settled is not None else settle.settled_answer(transcript.turns, kind)
+    transcript.answer = settled if settled is not None else coordinator.final(transcript.turns, kind)
     return transcript
 
 

@@ -9,9 +9,10 @@ import numpy as np
 
 from trinity_cli.errors import ConfigError, ContextOverflow
 from trinity_cli.messages import ROLES, ChatMessage, Decision, Role, Turn
+from trinity_cli.turns.endings import Endings
 
 
-class FixedSchedule:
+class FixedSchedule(Endings):
     """A decision source that needs no head: the members of `model` (one name, or several
     asked in turn, cycling) in the roles of `plan` taken in turn (cycling). It has what
     `run_episode` uses of a decision source (episode/loop.py's `DecisionSource`), so
@@ -26,7 +27,7 @@ class FixedSchedule:
                  alone, until two answers agree (code: one passes its examples)
 
     `alone`: every call is made from the task alone (Decision.alone); `stop_when_agreed`:
-    the episode ends at the first agreement (episode/loop.py). Members `run_episode` masks
+    the episode ends at the first agreement (turns/endings.py). Members `run_episode` masks
     (their context cannot hold the task) are skipped; with none left, ContextOverflow.
     """
 
@@ -55,6 +56,7 @@ class FixedSchedule:
         excluded: Collection[str] = (),
         context: Sequence[ChatMessage] = (),
         greedy: bool = False,
+        kind: str | None = None,
     ) -> Decision:
         usable = [m for m in self.order if m not in excluded]
         if not usable:

@@ -53,6 +53,7 @@ from trinity_cli import tasks
 from trinity_cli.conductor.run import ConductorSpec
 from trinity_cli.coordinator.head import Head
 from trinity_cli.coordinator.policy import Coordinator
+from trinity_cli.coordinator.reader import Reader
 from trinity_cli.episode.loop import turn_params
 from trinity_cli.episode.schedules import FixedSchedule
 from trinity_cli.errors import ContextOverflow
@@ -78,7 +79,7 @@ class EpisodeSpec:
 
     item: tasks.TaskItem
     seed: int
-    router: Policy | Head | FixedSchedule | ConductorSpec
+    router: Policy | Head | Reader | FixedSchedule | ConductorSpec
     max_turns: int
     backbone: str | None = None
     greedy: bool = False

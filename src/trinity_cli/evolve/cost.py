@@ -111,6 +111,13 @@ def estimate(options: EvolveOptions, config: PoolConfig, k: int | None) -> Estim
         "search": round((n_train + validations * n_val + generations * per_gen) * turns),
         "validate": round(n_val * (len(members) + 3 * turns)),
     }
+    return of_calls(config, calls)
+
+
+def of_calls(config: PoolConfig, calls: dict[str, int]) -> Estimate:
+    """The cost of `calls` pool calls per phase (name -> calls, phases with none left out),
+    each call as the module docstring counts one."""
+    members = config.models
     speeds = measured_speed(config)
     per_call = sum(PROMPT_TOKENS + REPLY_SHARE * m.max_tokens for m in members) / len(members)
     seconds_per_token = sum(0.0 if m.kind == "scripted" else 1.0 / speeds.get(m.name, DEFAULT_TOKENS_PER_S)

@@ -159,7 +159,7 @@ class Evolution:
         options = self.options
         self.config = load_pool(options.pool)
         self.train_mix = tasks.parse_mix(options.tasks)
-        for task, split, _ in self.train_mix:
+        for task, split, *_ in self.train_mix:
             if split != "train":
                 raise ConfigError(f"{option('tasks')} {task}:{split}: evolve trains on train splits only",
                                   f"use {task}:train (validation uses the val split automatically)")

@@ -9,6 +9,8 @@ from typing import Any
 
 from trinity_cli.conductor.run import ConductorSpec
 from trinity_cli.coordinator.head import Head
+from trinity_cli.coordinator.policy import Coordinator
+from trinity_cli.coordinator.reader import Reader, ReaderSource
 from trinity_cli.episode.schedules import FixedSchedule
 from trinity_cli.errors import ConfigError, did_you_mean
 from trinity_cli.policies.base import Policy
@@ -17,6 +19,7 @@ POLICIES: dict[str, str] = {
     "head": "trinity_cli.policies.head:HeadPolicy",
     "fixed": "trinity_cli.policies.fixed:FixedPolicy",
     "conductor": "trinity_cli.policies.conductor:ConductorPolicy",
+    "reader": "trinity_cli.policies.reader:ReaderPolicy",
 }
 
 
@@ -34,15 +37,26 @@ def make(name: str, *args: Any, **kwargs: Any) -> Policy:
     return policy
 
 
+def engine_of(head: Head | Reader, backbone: str | None = None, device: str = "auto") -> Coordinator | ReaderSource:
+    """What reads the conversation for `head`, as `ask` and `serve` keep it between questions:
+    the coordinator that reads a head with its backbone, or a reader's decision source (no
+    backbone). Either has `head`, `backbone_ref` and `close()`."""
+    if isinstance(head, Reader):
+        return ReaderSource(head)
+    return Coordinator(head, backbone_ref=backbone, device=device)
+
+
 def policy_of(router: Any, backbone: str | None = None) -> Policy:
-    """The policy that plays `router`: a head (read by `backbone`), a fixed schedule, the
-    conductor's spec, or a policy already."""
+    """The policy that plays `router`: a head (read by `backbone`), a reader, a fixed schedule,
+    the conductor's spec, or a policy already."""
     if isinstance(router, Head):
         return make("head", router, backbone)
     if isinstance(router, FixedSchedule):
         return make("fixed", router)
     if isinstance(router, ConductorSpec):
         return make("conductor", router)
+    if isinstance(router, Reader):
+        return make("reader", router)
     if callable(getattr(router, "play", None)):
         policy: Policy = router
         return policy

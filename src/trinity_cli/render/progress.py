@@ -25,6 +25,7 @@ from trinity_cli.events import (
     EvolveStarted,
     GenerationFinished,
     MatrixItemPlayed,
+    ReaderGeneration,
     RecipePhase,
     RotationFitted,
     RotationPlaying,
@@ -306,6 +307,10 @@ class RecipeProgress(EvolveProgress):
             case MatrixItemPlayed() if event.index % self.EVERY == 0 or event.index == event.total:
                 console.err.print(Text(f"  matrix {event.index}/{event.total} items · "
                                        f"{_calls(event.calls, event.cache_hits)}", style="dim"))
+            case ReaderGeneration() if event.generation % 5 == 0 or event.generation == event.generations:
+                console.err.print(Text(f"  generation {event.generation}/{event.generations} · train "
+                                       f"{event.train:.1%} · validation {event.val:.1%} at {event.val_tokens:,.0f} "
+                                       f"tokens · kept: generation {event.kept}", style="dim"))
             case BenchEpisodeFinished():
                 self.played += 1
                 if self.played % (self.EVERY * 8) == 0:

@@ -15,15 +15,21 @@ def _paired(test: list[Any] | None) -> str:
 def verdict_view(record: dict[str, Any]) -> TableView:
     """The verdict table: each validated row's accuracy, tokens and paired counts (b items
     only this row got right, c only the other) against `agree` and the best member."""
+    rows = record["table"]
+    fitness = any("fitness" in r for r in rows)  # a reader's recipe (evolve/reader_recipe.py)
+    best = any("vs_best_single" in r for r in rows)
+    header = ["row", "accuracy", "right", "tokens", *(["fitness"] if fitness else []), "vs agree",
+              *(["vs best member"] if best else [])]
     view = TableView(f"verdict: {record['winner']} validates best (paired: b/c, items only this row / only the "
-                     "other got right)", ["row", "accuracy", "right", "tokens", "vs agree", "vs best member"])
-    for row in record["table"]:
+                     "other got right)", header)
+    for row in rows:
         winner = row["row"] == record["winner"]
         view.rows.append([row["row"] + (" *" if winner else ""),
                           "—" if row["accuracy"] is None else f"{row['accuracy']:.1%}",
                           f"{row['correct']:g}/{row['n']}", f"{row['tokens']:,.0f}",
-                          _paired(row["vs_agree"]), _paired(row["vs_best_single"])])
-        view.kinds.append("head" if row["kind"] in ("start", "search") else row["kind"])
+                          *([f"{row['fitness']:.3f}"] if fitness else []), _paired(row["vs_agree"]),
+                          *([_paired(row.get("vs_best_single"))] if best else [])])
+        view.kinds.append("head" if row["kind"] in ("start", "search", "reader") else row["kind"])
     return view
 
 

@@ -15,8 +15,10 @@ from trinity_cli import ask as ask_mod
 from trinity_cli.conductor.run import DEFAULT_DEPTH, ConductorSpec
 from trinity_cli.coordinator.head import available_heads
 from trinity_cli.coordinator.policy import Coordinator, resolve_head
+from trinity_cli.coordinator.reader import ReaderSource
 from trinity_cli.errors import ConfigError, TrinityError, option
 from trinity_cli.events import ProgressFn, RequestAnswered, RequestFailed, ServeLoading, quiet
+from trinity_cli.policies import registry
 from trinity_cli.pool.pool import open_pool
 from trinity_cli.pool_config import load_pool
 from trinity_cli.serve.protocol import AGREE_MODEL, CONDUCTOR_MODEL, MODEL, ApiError, ChatRequest
@@ -63,7 +65,7 @@ class ServedPool:
         self.token = _read_token(options.api_key_env)
         self.config = load_pool(options.pool)
         self.pool = open_pool(self.config, options.use_cache)
-        self._coordinators: dict[str | None, Coordinator] = {}
+        self._coordinators: dict[str | None, Coordinator | ReaderSource] = {}
         self._heads_lock = threading.Lock()
         self._episode_lock = threading.Lock()
         self.pending = 0  # requests admitted and not finished (admit / finish); on the event loop only
@@ -79,7 +81,7 @@ class ServedPool:
             else:
                 default = self.coordinator(None)
                 self.default_head = str(default.head.manifest.get("name"))
-                if default.head.learned:  # load it now, not on the first request
+                if default.head.learned and default.backbone_ref is not None:  # load it now, not on the first request
                     self.progress(ServeLoading("backbone", self.default_head))
                     _ = default.backbone
         except BaseException:
@@ -103,15 +105,14 @@ class ServedPool:
         fixed = (CONDUCTOR_MODEL, AGREE_MODEL)
         return [MODEL, *(f"{MODEL}/{h}" for h in heads if f"{MODEL}/{h}" not in fixed), *fixed]
 
-    def coordinator(self, head: str | None) -> Coordinator:
-        """The coordinator for head name `head` (None: --head, else the default head)."""
+    def coordinator(self, head: str | None) -> Coordinator | ReaderSource:
+        """What reads the conversation for head name `head` (None: --head, else the default
+        head): its coordinator, or a reader's decision source (policies/registry.engine_of)."""
         key = head if head is not None else self.options.head
         with self._heads_lock:
             if key not in self._coordinators:
                 found = resolve_head(key, self.config.name, self.config.names, self.options.backbone)
-                self._coordinators[key] = Coordinator(
-                    found, backbone_ref=self.options.backbone, device=self.options.device
-                )
+                self._coordinators[key] = registry.engine_of(found, self.options.backbone, self.options.device)
             return self._coordinators[key]
 
     def admit(self) -> None:

@@ -6,8 +6,10 @@ A mix is a comma-separated list of `TASK:SPLIT[:N]` entries:
 
 TASK is a registered task or `file:PATH` (the path may contain ":" but not ","), SPLIT is
 train, val, test or all ("validation" and "dev" mean val), and N, if given, draws N items
-of that split instead of taking all of them. A task may appear with several splits, but not
-twice with the same split, nor with `all` and another split.
+of that split instead of taking all of them; `A-B` instead of N takes the items ranked A to
+B (1-based, both included: `gsm8k:test:101-200` is the 100 items drawn after the first 100).
+A task may appear with several splits, but not twice with the same split, nor with `all`
+and another split.
 
 Sampling is a pure function of (mix, seed) and the task data; it uses no random-number
 generator state at all. Each item gets the rank sha256("<seed>:<task>:<split>:<id>") and an
@@ -31,13 +33,17 @@ MIX_HINT = "write TASK:SPLIT[:N] entries separated by commas, e.g. gsm8k:train,m
 
 
 class MixEntry(NamedTuple):
-    """One entry of a mix: take `n` items (all when None) of `task`'s `split`."""
+    """One entry of a mix: take `n` items (all when None) of `task`'s `split`, from the one
+    ranked `first` (1-based) on."""
 
     task: str
     split: str
     n: int | None = None
+    first: int = 1
 
     def __str__(self) -> str:
+        if self.n is not None and self.first != 1:
+            return f"{self.task}:{self.split}:{self.first}-{self.first + self.n - 1}"
         return f"{self.task}:{self.split}" + (f":{self.n}" if self.n is not None else "")
 
 
@@ -62,7 +68,7 @@ def format_mix(entries: Sequence[MixEntry]) -> str:
 def _parse_entry(raw: str) -> MixEntry:
     if raw.startswith(FILE_PREFIX):
         parts = raw[len(FILE_PREFIX) :].split(":")
-        n = _parse_n(parts.pop(), raw) if len(parts) > 2 and parts[-1].strip().isdigit() else None
+        n, first = _parse_n(parts.pop(), raw) if len(parts) > 2 and _is_count(parts[-1]) else (None, 1)
         if len(parts) < 2:
             raise ConfigError(f"mix entry {raw!r} names no split", hint=f"write {raw}:test, {raw}:all ...")
         split = _parse_split(parts.pop(), raw)
@@ -73,7 +79,7 @@ def _parse_entry(raw: str) -> MixEntry:
             )
         if not Path(path).expanduser().is_file():
             raise ConfigError(f"task file not found: {path}", hint=f"check the path in mix entry {raw!r}")
-        return MixEntry(FILE_PREFIX + path, split, n)
+        return MixEntry(FILE_PREFIX + path, split, n, first)
     parts = [part.strip() for part in raw.split(":")]
     task = parts[0]
     if task not in TASKS:
@@ -87,8 +93,8 @@ def _parse_entry(raw: str) -> MixEntry:
     if len(parts) > 3:
         raise ConfigError(f"mix entry {raw!r} has too many ':' parts", hint=MIX_HINT)
     split = _parse_split(parts[1], raw)
-    n = _parse_n(parts[2], raw) if len(parts) == 3 else None
-    return MixEntry(task, split, n)
+    n, first = _parse_n(parts[2], raw) if len(parts) == 3 else (None, 1)
+    return MixEntry(task, split, n, first)
 
 
 def _parse_split(text: str, raw: str) -> str:
@@ -101,14 +107,23 @@ def _parse_split(text: str, raw: str) -> str:
         ) from None
 
 
-def _parse_n(text: str, raw: str) -> int:
+def _is_count(text: str) -> bool:
+    a, dash, b = text.strip().partition("-")
+    return a.isdigit() and (not dash or b.isdigit())
+
+
+def _parse_n(text: str, raw: str) -> tuple[int, int]:
+    """The count and first rank of an `N` or `A-B` part."""
     text = text.strip()
+    a, dash, b = text.partition("-")
+    if dash and a.isdigit() and b.isdigit() and 1 <= int(a) <= int(b):
+        return int(b) - int(a) + 1, int(a)
     if not text.isdigit() or int(text) == 0:
         raise ConfigError(
-            f"item count {text!r} in mix entry {raw!r} is not a positive integer",
-            hint="write e.g. gsm8k:train:100, or leave the count out to take the whole split",
+            f"item count {text!r} in mix entry {raw!r} is neither a positive integer nor a range A-B",
+            hint="write e.g. gsm8k:train:100 or gsm8k:test:101-200, or leave the count out to take the whole split",
         )
-    return int(text)
+    return int(text), 1
 
 
 def _check_overlaps(entries: Sequence[MixEntry]) -> None:
@@ -138,7 +153,7 @@ def sample_items(mix: str | Sequence[MixEntry], seed: int) -> list[TaskItem]:
         raise ConfigError(f"seed must be an integer, got {seed!r}", hint=f"e.g. {option('seed')} 0")
     entries = parse_mix(mix) if isinstance(mix, str) else [MixEntry(*entry) for entry in mix]
     if not isinstance(mix, str):
-        entries = [MixEntry(e.task, normalize_split(e.split), e.n) for e in entries]
+        entries = [MixEntry(e.task, normalize_split(e.split), e.n, e.first) for e in entries]
         _check_overlaps(entries)
     chosen: list[TaskItem] = []
     for entry in entries:
@@ -146,11 +161,13 @@ def sample_items(mix: str | Sequence[MixEntry], seed: int) -> list[TaskItem]:
         if entry.n is None:
             chosen.extend(items)
             continue
-        if entry.n > len(items):
+        last = entry.first - 1 + entry.n
+        if last > len(items):
+            asks = f"{entry.n} items" if entry.first == 1 else f"items up to rank {last}"
             raise ConfigError(
-                f"mix entry {entry} asks for {entry.n} items but the split has {len(items)}",
+                f"mix entry {entry} asks for {asks} but the split has {len(items)}",
                 hint=f"ask for at most {len(items)}, or leave the count out",
             )
         ranked = sorted(items, key=lambda item: _rank(seed, entry.task, entry.split, item.id))
-        chosen.extend(ranked[: entry.n])
+        chosen.extend(ranked[entry.first - 1 : last])
     return sorted(chosen, key=lambda item: _rank(seed, "mix", item.task, item.id))

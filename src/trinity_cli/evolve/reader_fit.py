@@ -1,0 +1,175 @@
+"""A reader's search (coordinator/reader.py) on sample matrices (bench/matrix.py), at no model
+call: every episode a reader plays is a row of the matrix read in the order it asks, so a
+candidate is scored on every training item in milliseconds, through the reader's own
+`decide`, `stop` and `final` (what `trinity ask` and bench play live).
+
+The search: separable CMA-ES (evolve/strategy.py) over the reader's weights from its start
+(`Reader.agree_start`: `agree`), fitness = mean reward - cost_weight * mean tokens / 1000
+over all training items every generation; the reader kept is the distribution's mean of the
+generation whose mean scores best on the training items (ties to the earlier, so the start
+unless a generation beats it). The validation matrix is scored along (the curves) but chooses
+nothing, so the verdict on it (evolve/reader_recipe.py) is not biased by the choice.
+Reproducible from `seed`.
+
+Result (`ReaderSearch`): the reader, its curves ({"generation", "best_fitness",
+"mean_fitness", "spread", "train", "val", "val_tokens"} per generation, generation 0 the
+start), the generation kept and the start's scores.
+
+Matrix files are read back with `read_matrix` (the file's "mix" and "seed" name its items:
+they are drawn again as bench draws them, for each item's task and scorer).
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from trinity_cli import tasks
+from trinity_cli.bench.procedures import Matrix, Outcome, Reply, outcome
+from trinity_cli.coordinator.reader import FAMILIES, Reader, ReaderSource, family
+from trinity_cli.errors import ConfigError
+from trinity_cli.events import ProgressFn, ReaderGeneration, quiet
+from trinity_cli.messages import Role, Turn
+from trinity_cli.turns import settle
+
+
+@dataclass(frozen=True)
+class Items:
+    """A matrix and the items it was sampled on (item.key -> its row)."""
+
+    matrix: Matrix
+    items: list[tasks.TaskItem]
+
+
+def read_matrix(path: str | Path) -> Items:
+    """A matrix file's replies as turns (asked alone, as a Worker, attempt order), with its items."""
+    where = Path(path)
+    try:
+        doc = json.loads(where.read_text(encoding="utf-8"))
+        mix, rows, seed = doc["mix"], doc["matrix"], int(doc.get("seed", 0))
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise ConfigError(f"cannot read matrix file {where}: {e}", "write it with `trinity matrix --out FILE`") from e
+    items = [i for i in tasks.sample_items(mix, seed=seed) if i.key in rows]
+    matrix: Matrix = {}
+    for item in items:
+        matrix[item.key] = {m: [_reply(r, m, n, item.scorer) for n, r in enumerate(replies)]
+                            for m, replies in rows[item.key].items()}
+    return Items(matrix, items)
+
+
+def _reply(entry: dict[str, Any], member: str, attempt: int, kind: str) -> Reply:
+    completion = int(entry.get("completion_tokens") or 0)
+    turn = Turn(index=attempt, model=member, role=Role.WORKER, chosen_role=Role.WORKER, model_probs=[], role_probs=[],
+                messages=[], reply=entry["reply"], prompt_tokens=int(entry["tokens"]) - completion,
+                completion_tokens=completion, latency_s=float(entry.get("seconds") or 0.0), coordinator_s=0.0,
+                alone=True, attempt=attempt, examples=entry.get("examples"), finish_reason=entry.get("finish_reason"),
+                logprob_stats=entry.get("logprob_stats"))
+    turn.vote = settle.is_vote([], turn, kind)
+    return Reply(turn, bool(entry["correct"]))
+
+
+def play(reader: Reader, row: dict[str, list[Reply]], kind: str) -> Outcome:
+    """The episode `reader` plays on one item, read off its matrix row (module docstring)."""
+    source = ReaderSource(reader)
+    turns: list[Turn] = []
+    seq: list[Reply] = []
+    answer: str | None = None
+    for n in range(source.max_calls):
+        model = source.next_member(turns, kind).model
+        asked = sum(t.model == model for t in turns)
+        if asked >= len(row[model]):
+            break
+        reply = row[model][asked]
+        seq.append(reply)
+        turns.append(replace(reply.turn, index=n))
+        found = source.stop(turns, kind)
+        if found is not None:
+            answer = turns[found].reply
+            break
+    else:
+        answer = source.final(turns, kind)
+    if answer is None and turns:
+        answer = source.final(turns, kind)
+    return outcome(seq, answer)
+
+
+@dataclass(frozen=True)
+class Score:
+    accuracy: float
+    tokens: float
+    rewards: list[float]
+
+    def fitness(self, cost_weight: float) -> float:
+        return self.accuracy - cost_weight * self.tokens / 1000
+
+
+def score(reader: Reader, data: Items) -> Score:
+    """Accuracy, mean tokens and per-item rewards (item order) of `reader` on `data`."""
+    outs = [play(reader, data.matrix[i.key], i.scorer) for i in data.items]
+    rewards = [float(o.correct) for o in outs]
+    return Score(float(np.mean(rewards)), float(np.mean([o.tokens for o in outs])), rewards)
+
+
+def centres(data: Items, models: Sequence[str]) -> dict[str, dict[str, dict[str, float]]]:
+    """Per family and member, the median mean and low-window log-probability of its replies."""
+    out: dict[str, dict[str, dict[str, float]]] = {}
+    for fam in FAMILIES:
+        for m in models:
+            stats = [s for i in data.items if family(i.scorer) == fam for r in data.matrix[i.key][m]
+                     if (s := r.turn.logprob_stats) and not s.get("unmatched") and s.get("mean") is not None]
+            if stats:
+                out.setdefault(fam, {})[m] = {"mean": statistics.median(s["mean"] for s in stats),
+                                              "low": statistics.median(s["low"] for s in stats)}
+    return out
+
+
+@dataclass
+class ReaderSearch:
+    reader: Reader
+    start: Reader
+    curves: list[dict[str, Any]] = field(default_factory=list)
+    kept_generation: int = 0
+
+
+def search(train: Items, val: Items, pool: str, models: Sequence[str], generations: int = 40, popsize: int = 16,
+           sigma0: float = 0.5, seed: int = 0, cost_weight: float = 0.05,
+           progress: ProgressFn = quiet) -> ReaderSearch:
+    """CMA-ES from `agree` on `train`, the best generation on `train` kept; `val` scored
+    along, for the curves (module docstring)."""
+    from trinity_cli.evolve.strategy import new_state
+
+    if generations < 1 or popsize < 2:
+        raise ConfigError("a reader's search needs at least 1 generation and a population of 2")
+    start = Reader.agree_start(pool, models, centres(train, models))
+    state = new_state(start.flat(), sigma0, seed, popsize, 0, None)
+    es = state["es"]
+    first_train, first_val = score(start, train), score(start, val)
+    best = (first_train.fitness(cost_weight), 0, start)
+    result = ReaderSearch(start, start)
+    result.curves.append(_curve(0, [first_train.fitness(cost_weight)], first_train, first_val, 0.0))
+    for generation in range(1, generations + 1):
+        candidates = es.ask()
+        scores = [score(start.with_flat(c), train).fitness(cost_weight) for c in candidates]
+        es.tell(candidates, [-s for s in scores])
+        mean = start.with_flat(es.mean)
+        on_train, on_val = score(mean, train), score(mean, val)
+        curve = _curve(generation, scores, on_train, on_val, float(es.sigma))
+        result.curves.append(curve)
+        if on_train.fitness(cost_weight) > best[0]:
+            best = (on_train.fitness(cost_weight), generation, mean)
+        progress(ReaderGeneration(generation=generation, generations=generations, train=on_train.accuracy,
+                                  val=on_val.accuracy, val_tokens=on_val.tokens, kept=best[1]))
+    result.reader, result.kept_generation = best[2], best[1]
+    return result
+
+
+def _curve(generation: int, scores: Sequence[float], on_train: Score, on_val: Score, sigma: float) -> dict[str, Any]:
+    return {"generation": generation, "best_fitness": max(scores), "mean_fitness": float(np.mean(scores)),
+            "spread": float(np.std(scores)), "sigma": sigma, "train": on_train.accuracy,
+            "train_tokens": on_train.tokens, "val": on_val.accuracy, "val_tokens": on_val.tokens}

@@ -1,0 +1,208 @@
+"""`trinity evolve --reader`: from a pool file to a validated reader (coordinator/reader.py)
+in one command, ending in a verdict that never ships a reader below the fixed procedure it
+would replace.
+
+Phases (each shown in progress as `RecipePhase`, recorded in the verdict):
+  1. matrix      every member's greedy reply from the question alone on the training items
+                 (default: TRAIN_PER_TASK a task of DEFAULT_TASKS) and on the validation items
+                 (default: VAL_PER_TASK a task), bench/matrix.py, k = 1; recorded calls replay.
+                 Written to `<home>/matrices/<pool>-<hash of mix and seed>.json`, or read from
+                 the files given (`train_matrix`, `val_matrix`).
+  2. search      the reader's CMA-ES on the training matrix from `agree`, the generation best
+                 on the training items kept (evolve/reader_fit.py): no model call; the
+                 validation matrix chooses nothing before the verdict.
+  3. verdict     on the validation matrix, every row below scored on the same replies, each
+                 paired with `agree` (exact McNemar: bench/stats.py):
+                     single:M     member M's reply
+                     route        per family of task, the member whose reply is right most
+                                  often on the training matrix (a fixed router: the
+                                  question's family decides, nothing the reply shows)
+                     agree        the members in pool order until two answers agree (code: one
+                                  passes its examples), one call each: the reader's start
+                     cvote-all    every member asked, confidence-weighted plurality (CISC)
+                     mux-all      every member asked, the most self-consistent member (SLM-MUX)
+                     reader       the search's reader
+                 The winner is the row with the highest validation fitness (accuracy -
+                 cost_weight x tokens / 1000: what the search maximises); ties go to the
+                 simpler, in SIMPLICITY order. The reader is written to `out` (default
+                 `<home>/heads/<name>`) only when it wins; otherwise the verdict says which row
+                 did and nothing is written but the verdict.
+
+Verdict file (`verdict.json` beside the reader, else `<home>/heads/<name>.verdict.json`):
+{"format": "trinity-reader-recipe/1", "winner", "head", "phases", "curves", "kept_generation",
+"cost_weight", "table": [{"row", "kind", "accuracy", "correct", "n", "tokens", "fitness",
+"vs_agree": [b, c, p] | null}]}; the reader's manifest holds it under "recipe".
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from trinity_cli import paths, tasks
+from trinity_cli.bench.matrix import matrix_of
+from trinity_cli.bench.procedures import play as play_procedure
+from trinity_cli.bench.stats import paired_test
+from trinity_cli.coordinator import reader as reader_mod
+from trinity_cli.coordinator.reader import FAMILIES, family
+from trinity_cli.errors import ConfigError, option
+from trinity_cli.events import ProgressFn, RecipePhase, quiet
+from trinity_cli.evolve.cost import Estimate, of_calls
+from trinity_cli.evolve.reader_fit import Items, play, read_matrix, search
+from trinity_cli.evolve.recipe import DEFAULT_TASKS, RecipeResult
+from trinity_cli.keyed_cache import content_key
+from trinity_cli.pool.pool import limit_spending
+from trinity_cli.pool_config import PoolConfig, load_pool
+
+FORMAT = "trinity-reader-recipe/1"
+TRAIN_PER_TASK = 32
+VAL_PER_TASK = 98
+SIMPLICITY = ("single", "route", "agree", "cvote", "mux", "reader")  # ties go to the earlier
+FIXED = {"cvote": "cvote-all", "mux": "mux-all"}
+
+
+@dataclass
+class ReaderRecipeOptions:
+    pool: str | None = None
+    tasks: str = DEFAULT_TASKS
+    train_per_task: int = TRAIN_PER_TASK
+    val_per_task: int = VAL_PER_TASK
+    train_matrix: str | None = None
+    val_matrix: str | None = None
+    generations: int = 40
+    popsize: int = 16
+    sigma0: float = 0.5
+    cost_weight: float = 0.05
+    seed: int = 0
+    name: str | None = None
+    out: str | None = None
+    max_calls: int | None = None
+    max_usd: float | None = None
+
+    def mix(self, split: str, n: int) -> str:
+        return ",".join(f"{t.strip()}:{split}:{n}" for t in self.tasks.split(",") if t.strip())
+
+    def validate(self) -> None:
+        if self.generations < 1 or self.popsize < 2:
+            raise ConfigError(f"{option('generations')} must be at least 1 and {option('popsize')} at least 2")
+        if self.train_per_task < 1 or self.val_per_task < 1:
+            raise ConfigError("the reader's recipe needs at least one training and one validation item a task")
+        if self.cost_weight < 0:
+            raise ConfigError(f"{option('cost_weight')} must be 0 or more")
+
+
+def plan(options: ReaderRecipeOptions) -> Estimate:
+    """What a run will cost: the two matrices' calls (the search makes none)."""
+    options.validate()
+    config = load_pool(options.pool)
+    calls = {}
+    for phase, given, split, n in (("train matrix", options.train_matrix, "train", options.train_per_task),
+                                   ("val matrix", options.val_matrix, "val", options.val_per_task)):
+        if not given:
+            calls[phase] = len(tasks.sample_items(options.mix(split, n), seed=options.seed)) * len(config.models)
+    return of_calls(config, calls)
+
+
+def _matrix(options: ReaderRecipeOptions, config: PoolConfig, split: str, n: int, given: str | None,
+            progress: ProgressFn) -> Path:
+    if given:
+        return Path(given).expanduser()
+    mix = options.mix(split, n)
+    key = content_key("", {"mix": mix, "k": 1, "seed": options.seed})[:12]
+    out = paths.home() / "matrices" / f"{config.name}-{key}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    progress(RecipePhase("matrix", f"{split}: every member's greedy reply on {mix}"))
+    matrix_of(mix, config, 1, seed=options.seed, out=out, progress=progress)
+    return out
+
+
+def run(options: ReaderRecipeOptions, progress: ProgressFn | None = None) -> RecipeResult:
+    """Every phase of the module docstring under the options' caps on calls and dollars."""
+    options.validate()
+    emit = progress or quiet
+    config = load_pool(options.pool)
+    name = options.name or f"{config.name}-reader"
+    cost = plan(options)
+    emit(RecipePhase("plan", cost.summary() if cost.phases else "both matrices given: no model call"))
+    with limit_spending(options.max_calls, options.max_usd):
+        train_file = _matrix(options, config, "train", options.train_per_task, options.train_matrix, emit)
+        val_file = _matrix(options, config, "val", options.val_per_task, options.val_matrix, emit)
+    train, val = read_matrix(train_file), read_matrix(val_file)
+    for label, data in (("training", train), ("validation", val)):
+        if not data.items or list(next(iter(data.matrix.values()))) != config.names:
+            raise ConfigError(f"the {label} matrix holds no items of pool {config.name!r}'s members {config.names}",
+                              "make it with `trinity matrix --pool` this pool")
+    emit(RecipePhase("search", f"{options.generations} generations of {options.popsize} readers on "
+                               f"{len(train.items)} training items, validated on {len(val.items)} (no model call)"))
+    found = search(train, val, config.name, config.names, options.generations, options.popsize, options.sigma0,
+                   options.seed, options.cost_weight, emit)
+    emit(RecipePhase("verdict", f"{len(val.items)} validation items: each member, route, agree, cvote-all, mux-all "
+                                "and the reader, paired with agree"))
+    rows = table(found.reader, train, val, config.names, options.cost_weight)
+    winner = max(rows, key=lambda r: (round(r["fitness"], 9), -SIMPLICITY.index(r["kind"])))
+    phases = {"matrix": {"train": str(train_file), "val": str(val_file)},
+              "search": {"generations": options.generations, "popsize": options.popsize, "sigma0": options.sigma0,
+                         "seed": options.seed, "kept_generation": found.kept_generation}}
+    record = {"format": FORMAT, "winner": winner["row"], "phases": phases, "curves": found.curves,
+              "kept_generation": found.kept_generation, "cost_weight": options.cost_weight, "table": rows}
+    head_dir: Path | None = None
+    if winner["kind"] == "reader":
+        head_dir = Path(options.out).expanduser() if options.out else paths.user_heads_dir() / name
+        reader = found.reader
+        reader.manifest = {**reader.manifest, "name": name, "made": "evolved" if found.kept_generation else "agree",
+                           "trained": bool(found.kept_generation), "recipe": record}
+        record["head"] = str(head_dir)
+        reader_mod.save(reader, head_dir)
+        verdict_path = head_dir / "verdict.json"
+    else:
+        record["head"] = None
+        verdict_path = paths.user_heads_dir() / f"{name}.verdict.json"
+        verdict_path.parent.mkdir(parents=True, exist_ok=True)
+    paths.atomic_write_bytes(verdict_path, (json.dumps(record, indent=1) + "\n").encode())
+    router = "agree" if winner["kind"] == "agree" else None
+    return RecipeResult(winner["row"], head_dir, router, verdict_path, rows, cost, phases)
+
+
+def route_members(train: Items, models: list[str]) -> dict[str, str]:
+    """Per family, the member right most often on the training matrix (ties: pool order)."""
+    picks = {}
+    for fam in FAMILIES:
+        items = [i for i in train.items if family(i.scorer) == fam]
+        picks[fam] = max(models, key=lambda m: (sum(train.matrix[i.key][m][0].correct for i in items),
+                                                -models.index(m)))
+    return picks
+
+
+def table(reader: reader_mod.Reader, train: Items, val: Items, models: list[str],
+          cost_weight: float) -> list[dict[str, Any]]:
+    """The verdict's rows on the validation matrix (module docstring)."""
+    per_row: dict[str, tuple[str, list[bool], list[int]]] = {}
+    order = ">".join(models)
+    routes = route_members(train, models)
+    for m in models:
+        outs = [play_procedure(f"single:{m}", val.matrix[i.key], i.scorer, len(models)) for i in val.items]
+        per_row[f"single:{m}"] = ("single", [o.correct for o in outs], [o.tokens for o in outs])
+    outs = [play_procedure(f"single:{routes[family(i.scorer)]}", val.matrix[i.key], i.scorer, 1) for i in val.items]
+    per_row["route"] = ("route", [o.correct for o in outs], [o.tokens for o in outs])
+    outs = [play_procedure(f"agree:{order}", val.matrix[i.key], i.scorer, len(models)) for i in val.items]
+    per_row["agree"] = ("agree", [o.correct for o in outs], [o.tokens for o in outs])
+    for kind, name in FIXED.items():
+        outs = [play_procedure(name, val.matrix[i.key], i.scorer, len(models)) for i in val.items]
+        per_row[name] = (kind, [o.correct for o in outs], [o.tokens for o in outs])
+    outs = [play(reader, val.matrix[i.key], i.scorer) for i in val.items]
+    per_row["reader"] = ("reader", [o.correct for o in outs], [o.tokens for o in outs])
+    agree_right = {i.key: float(c) for i, c in zip(val.items, per_row["agree"][1], strict=True)}
+    rows = []
+    for row, (kind, right, tokens) in per_row.items():
+        n = len(right)
+        accuracy = sum(right) / n
+        mean_tokens = sum(tokens) / n
+        test = None if row == "agree" else paired_test(
+            {i.key: float(c) for i, c in zip(val.items, right, strict=True)}, agree_right, "agree")
+        rows.append({"row": row, "kind": kind, "accuracy": accuracy, "correct": sum(right), "n": n,
+                     "tokens": mean_tokens, "fitness": accuracy - cost_weight * mean_tokens / 1000,
+                     "vs_agree": None if test is None else [test["b"], test["c"], test["p_value"]],
+                     "route": routes if kind == "route" else None})
+    return rows

@@ -1,0 +1,190 @@
+"""A reader (coordinator/reader.py): its start plays `agree`, a live episode is the matrix
+play (evolve/reader_fit.py), its search learns to trust a member by what its replies show,
+its file, and `trinity evolve --reader` / `trinity ask --head` with one."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from trinity_cli import tasks
+from trinity_cli.bench.matrix import matrix_of
+from trinity_cli.bench.procedures import play as play_procedure
+from trinity_cli.coordinator import reader as reader_mod
+from trinity_cli.coordinator.reader import Reader, ReaderSource
+from trinity_cli.errors import ConfigError, HeadMismatch
+from trinity_cli.evolve import reader_fit
+from trinity_cli.evolve.reader_recipe import ReaderRecipeOptions, run
+from trinity_cli.policies.base import Episode
+from trinity_cli.policies.registry import policy_of
+from trinity_cli.pool.pool import open_pool
+from trinity_cli.pool_config import load_pool
+from trinity_cli.turns.settle import Examples
+
+from .conftest import run_main, write_pool
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _pool_and_tasks(tmp_path: Path, n: int = 120) -> tuple[Path, Path]:
+    """Two members, neither right on every item, and no answer they agree on: `sure` answers
+    Alpha items right, sure of itself (log-probability -0.05 a token), and Beta items wrong,
+    unsure (-2.0); `other` is wrong on Alpha and right on Beta, always at -1.0. Only the
+    confidence of `sure`'s reply tells which member to trust; the question's family does not."""
+    rules = {"sure": [{"match": "Alpha", "reply": "Answer: 42", "logprob": -0.05},
+                      {"match": "Beta", "reply": "Answer: 7", "logprob": -2.0}],
+             "other": [{"match": "Alpha", "reply": "Answer: 9", "logprob": -1.0},
+                       {"match": "Beta", "reply": "Answer: 42", "logprob": -1.0}]}
+    pool = write_pool(tmp_path, {"name": "duo", "models": [
+        {"name": m, "kind": "scripted", "rules": r, "default": "Answer: 0"} for m, r in rules.items()]})
+    task_file = tmp_path / "tasks.jsonl"
+    lines = [{"id": f"q{i}", "prompt": f"{'Alpha' if i % 2 else 'Beta'} {i}: what is six times seven?",
+              "answer": 42, "scorer": "numeric"} for i in range(n)]
+    task_file.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return pool, task_file
+
+
+def _matrices(tmp_path: Path) -> tuple[Path, Path, Path]:
+    pool, task_file = _pool_and_tasks(tmp_path)
+    config = load_pool(str(pool))
+    files = []
+    for split in ("train", "val"):
+        out = tmp_path / f"{split}.json"
+        matrix_of(f"file:{task_file}:{split}", config, 1, out=out)
+        files.append(out)
+    return pool, files[0], files[1]
+
+
+def test_the_start_plays_agree_on_every_recorded_training_item() -> None:
+    data = reader_fit.read_matrix(ROOT / "recordings" / "local" / "matrix-train-32x2.json")
+    models = list(next(iter(data.matrix.values())))
+    start = Reader.agree_start("local", models, reader_fit.centres(data, models))
+    assert len(data.items) == 96
+    for item in data.items:
+        row = {m: replies[:1] for m, replies in data.matrix[item.key].items()}
+        mine = reader_fit.play(start, row, item.scorer)
+        theirs = play_procedure("agree:" + ">".join(models), row, item.scorer, 5)
+        assert (mine.correct, mine.calls, mine.tokens) == (theirs.correct, theirs.calls, theirs.tokens), item.key
+
+
+def test_the_search_learns_whom_to_trust_from_a_reply_s_confidence(tmp_path: Path) -> None:
+    _, train_file, val_file = _matrices(tmp_path)
+    train, val = reader_fit.read_matrix(train_file), reader_fit.read_matrix(val_file)
+    assert len(train.items) >= 40 and len(val.items) >= 10
+    found = reader_fit.search(train, val, "duo", ["sure", "other"], generations=30, popsize=12, seed=0)
+    start, learned = reader_fit.score(found.start, val), reader_fit.score(found.reader, val)
+    # agree never sees two answers agree and settles on sure's: right on the Alpha half only.
+    assert start.accuracy == pytest.approx(0.5, abs=0.15)
+    assert learned.accuracy == 1.0
+    # It stops after sure's reply when sure is confident: fewer calls than asking both.
+    assert learned.tokens < start.tokens
+    assert found.kept_generation > 0 and found.curves[0]["generation"] == 0
+    assert len(found.curves) == 31
+    again = reader_fit.search(train, val, "duo", ["sure", "other"], generations=30, popsize=12, seed=0)
+    assert again.reader.flat().tolist() == found.reader.flat().tolist()  # reproducible from its seed
+
+
+def test_a_live_episode_is_what_the_matrix_play_foretold(tmp_path: Path) -> None:
+    pool_file, train_file, val_file = _matrices(tmp_path)
+    train, val = reader_fit.read_matrix(train_file), reader_fit.read_matrix(val_file)
+    found = reader_fit.search(train, val, "duo", ["sure", "other"], generations=10, popsize=8, seed=1)
+    pool = open_pool(load_pool(str(pool_file)))
+    policy = policy_of(found.reader)
+    assert policy.name == "reader"
+
+    class Engines:
+        def __init__(self) -> None:
+            self.pool = pool
+
+    try:
+        for item in val.items:
+            foretold = reader_fit.play(found.reader, val.matrix[item.key], item.scorer)
+            transcript = policy.play(Engines(), Episode(item.prompt, max_turns=5, kind=item.scorer,  # type: ignore[arg-type]
+                                                        examples=Examples.from_reference(item.reference)))
+            assert len(transcript.turns) == foretold.calls
+            assert (tasks.score_item(item, transcript.answer or "") == 1.0) == foretold.correct
+            assert all(t.alone and t.role.value == "worker" for t in transcript.turns)
+    finally:
+        pool.close()
+
+
+def test_the_reader_file_round_trips_and_damage_is_one_line(tmp_path: Path) -> None:
+    reader = Reader.agree_start("duo", ["sure", "other"], {"answer": {"sure": {"mean": -0.5, "low": -1.0}}})
+    moved = reader.with_flat(reader.flat() + 0.25)
+    moved.manifest["name"] = "mine"
+    reader_mod.save(moved, tmp_path / "r")
+    again = reader_mod.load(tmp_path / "r")
+    assert again.flat().tolist() == moved.flat().tolist() and again.centres == moved.centres
+    assert reader_mod.is_reader(tmp_path / "r") and again.manifest["name"] == "mine"
+    with pytest.raises(HeadMismatch):
+        again.check("duo", ["other", "sure"])
+    with pytest.raises(ConfigError, match="weights"):
+        reader.with_flat(reader.flat()[:-1])
+    (tmp_path / "r" / "manifest.json").write_text('{"policy": "reader", "format": 99}')
+    with pytest.raises(ConfigError, match="is not a reader of format 1"):
+        reader_mod.load(tmp_path / "r")
+
+
+def test_a_member_without_log_probabilities_reads_as_its_centre() -> None:
+    reader = Reader.agree_start("duo", ["sure", "other"], {"answer": {"sure": {"mean": -0.5, "low": -1.0}}})
+    source = ReaderSource(reader)
+    decision = source.next_member([], "numeric")
+    assert decision.model == "sure" and decision.alone
+    from trinity_cli.messages import Role, Turn
+
+    turn = Turn(index=0, model="sure", role=Role.WORKER, chosen_role=Role.WORKER, model_probs=[], role_probs=[],
+                messages=[], reply="Answer: 4", prompt_tokens=5, completion_tokens=3, latency_s=0.1,
+                coordinator_s=0.0, alone=True, vote=True)
+    features = reader.features(turn, "numeric")
+    assert not features.measured and features.confidence == 0.0 and features.low == 0.0
+    turn.logprob_stats = {"v": 1, "n": 3, "mean": -0.25, "low": -0.75}
+    features = reader.features(turn, "numeric")
+    assert features.measured and features.confidence == pytest.approx(0.25) and features.low == pytest.approx(0.25)
+
+
+def test_evolve_reader_writes_a_reader_that_ask_plays(tmp_path: Path, monkeypatch, capsys) -> None:
+    pool_file, train_file, val_file = _matrices(tmp_path)
+    out = tmp_path / "heads" / "duo-reader"
+    code, stdout, stderr = run_main(["evolve", "--reader", "--pool", str(pool_file), "--train-matrix", str(train_file),
+                                     "--val-matrix", str(val_file), "--generations", "30", "--popsize", "12",
+                                     "--out", str(out)], monkeypatch, capsys)
+    assert code == 0, stderr
+    assert stdout.strip() == str(out)
+    assert "reader *" in stderr and "agree" in stderr and "cvote-all" in stderr
+    verdict = json.loads((out / "verdict.json").read_text())
+    assert verdict["winner"] == "reader" and verdict["head"] == str(out)
+    rows = {r["row"]: r for r in verdict["table"]}
+    assert rows["reader"]["accuracy"] == 1.0 and rows["agree"]["accuracy"] < 0.7
+    assert rows["reader"]["tokens"] < rows["cvote-all"]["tokens"]
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["policy"] == "reader" and manifest["made"] == "evolved" and manifest["recipe"]["winner"] == "reader"
+    code, stdout, stderr = run_main(["ask", "--pool", str(pool_file), "--head", str(out),
+                                     "Alpha 3: what is six times seven?"], monkeypatch, capsys)
+    assert code == 0, stderr
+    assert "42" in stdout
+    code, stdout, stderr = run_main(["ask", "--pool", str(pool_file), "--head", str(out),
+                                     "Beta 4: what is six times seven?"], monkeypatch, capsys)
+    assert code == 0, stderr
+    assert "42" in stdout
+
+
+def test_a_verdict_without_a_winning_reader_writes_no_reader(tmp_path: Path) -> None:
+    """Where nothing the replies show tells right from wrong, the search cannot beat the
+    simpler rows, and the recipe writes only the verdict."""
+    rules = {"a": [{"match": "Alpha", "reply": "Answer: 42"}], "b": [{"match": "Beta", "reply": "Answer: 42"}]}
+    pool = write_pool(tmp_path, {"name": "flat", "models": [
+        {"name": m, "kind": "scripted", "rules": r, "default": "Answer: 1"} for m, r in rules.items()]})
+    task_file = tmp_path / "t.jsonl"
+    task_file.write_text("".join(json.dumps({"id": f"q{i}", "prompt": f"{'Alpha' if i % 2 else 'Beta'} {i}?",
+                                             "answer": 42, "scorer": "numeric"}) + "\n" for i in range(60)))
+    config = load_pool(str(pool))
+    files = []
+    for split in ("train", "val"):
+        files.append(tmp_path / f"{split}.json")
+        matrix_of(f"file:{task_file}:{split}", config, 1, out=files[-1])
+    done = run(ReaderRecipeOptions(pool=str(pool), train_matrix=str(files[0]), val_matrix=str(files[1]),
+                                   generations=5, popsize=6, out=str(tmp_path / "never")))
+    assert done.winner != "reader" and done.head_dir is None
+    assert not (tmp_path / "never").exists() and done.verdict_path.is_file()
