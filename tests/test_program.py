@@ -12,7 +12,7 @@ from trinity_cli.pool_config import load_pool
 from trinity_cli.tasks import score_item
 from trinity_cli.tasks.items import TaskItem
 from trinity_cli.turns import program
-from trinity_cli.turns.endings import Endings
+from trinity_cli.turns.source_rules import SourceRules
 
 from .conftest import write_pool
 
@@ -51,7 +51,7 @@ def test_run_tests_accepts_and_revises() -> None:
     assert program.run_tests(proposed, "```python\nimport sys\nsys.exit(0)\n```")[0] == "REVISE"
 
 
-class _Schedule(Endings):
+class _Schedule(SourceRules):
     """Worker on model 0, then Verifier on model 1."""
 
 

@@ -20,15 +20,15 @@ from trinity_cli.pool_config import load_pool
 from trinity_cli.tasks import builtin
 from trinity_cli.tasks.doctests import examples_in_text
 from trinity_cli.turns import settle
-from trinity_cli.turns.endings import Endings
 from trinity_cli.turns.settle import Examples
+from trinity_cli.turns.source_rules import SourceRules
 
 from .conftest import write_pool
 
 TASK = "What is 6*7?\n\nEnd your reply with a line of the form 'Answer: <number>'."
 
 
-class Script(Endings):
+class Script(SourceRules):
     """Plays (model, role) steps in order; `alone` marks Decisions asked from the task alone."""
 
     def __init__(self, models: Sequence[str], steps: Sequence[tuple[str, Role]], alone: bool = False) -> None:
@@ -70,6 +70,33 @@ def test_a_member_asked_again_samples_from_a_derived_seed_and_is_cached(tmp_path
     assert not any(t.cached for t in turns)
     again = run_episode(TASK, pool, Script(["m0"], steps, alone=True), max_turns=3, kind="numeric", seed=99)
     assert [t.reply for t in again.turns] == [t.reply for t in turns] and all(t.cached for t in again.turns)
+
+
+def test_the_loop_obeys_the_rules_its_source_declares(tmp_path: Path) -> None:
+    """Which role acts, when the episode stops and which answer is final are the source's
+    (turns/source_rules.py), not the loop's."""
+
+    class Mine(Script):
+        def acting_role(self, decision, suggested, proposed, last, spent, kind):
+            return Role.WORKER, "mine: always a worker"
+
+        def stop(self, turns, kind):
+            return 0 if len(turns) == 2 else None  # after two turns, the first answer
+
+    pool = make_pool(tmp_path, {"m0": solve("Answer: 1"), "m1": solve("Answer: 2")})
+    steps = [("m0", Role.VERIFIER), ("m1", Role.THINKER), ("m0", Role.WORKER)]
+    transcript = run_episode(TASK, pool, Mine(["m0", "m1"], steps), max_turns=3, kind="numeric")
+    assert [t.role for t in transcript.turns] == [Role.WORKER, Role.WORKER]
+    assert {t.override for t in transcript.turns} == {"mine: always a worker"}
+    assert transcript.stop_reason == "agreed" and transcript.answer == "Answer: 1"
+
+    class Last(Script):
+        def final(self, turns, kind):
+            return turns[-1].reply
+
+    transcript = run_episode(TASK, pool, Last(["m0", "m1"], [("m0", Role.WORKER), ("m1", Role.WORKER)]),
+                             max_turns=2, kind="numeric")
+    assert transcript.answer == "Answer: 2"  # plurality would have taken the first, a tie
 
 
 def test_retry_temperature_zero_repeats_the_first_reply(tmp_path: Path) -> None:

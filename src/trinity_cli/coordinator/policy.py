@@ -50,7 +50,7 @@ from trinity_cli.errors import AssetError, ConfigError, HeadMismatch, NotRecorde
 from trinity_cli.keyed_cache import KeyedCache, content_key
 from trinity_cli.messages import ROLES, ChatMessage, Decision, Turn
 from trinity_cli.turns import prompts
-from trinity_cli.turns.endings import Endings
+from trinity_cli.turns.source_rules import SourceRules
 
 log = logging.getLogger(__name__)
 
@@ -84,14 +84,14 @@ class _Shared:
         self.cache_hits = 0
 
 
-class Coordinator(Endings):
+class Coordinator(SourceRules):
     """Chooses (model, role) each turn from the transcript.
 
     `backbone_ref` defaults to the head's own backbone. Loading the backbone (torch,
     transformers) is deferred until a non-zero head first needs a feature.
 
-    Its endings (turns/endings.py): on a code task the episode ends at the first code that
-    passes the task's shown examples (rule 5, episode/loop.py); otherwise plurality.
+    Its endings (turns/source_rules.py): on a code task the episode ends at the first code that
+    passes the task's shown examples (rule 5, turns/source_rules.py); otherwise plurality.
     """
 
     stop_when_agreed = False

@@ -56,7 +56,7 @@ from trinity_cli.errors import ConfigError, HeadMismatch
 from trinity_cli.messages import ROLES, ChatMessage, Decision, Role, Turn
 from trinity_cli.tasks.answers import same_answer
 from trinity_cli.turns import rules, settle
-from trinity_cli.turns.endings import Endings
+from trinity_cli.turns.source_rules import SourceRules
 
 FEATURES_VERSION = "reply-features v1"
 FORMAT = 1
@@ -213,7 +213,7 @@ class Reader:
         return max(range(len(groups)), key=lambda i: (groups[i][0], -i))
 
 
-class ReaderSource(Endings):
+class ReaderSource(SourceRules):
     """A reader as the turn loop's decision source (episode/loop.py's `DecisionSource`); what
     `ask` and `serve` hold for a reader where they hold a `Coordinator` for a head (`head`,
     `backbone_ref`: None, it reads no backbone; `close`)."""

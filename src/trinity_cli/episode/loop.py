@@ -1,20 +1,13 @@
 """One multi-turn episode: decide -> build prompt -> call the pool -> record, until a
-Verifier accepts or a budget (turns, tokens or cost) is spent.
+Verifier accepts, the decision source says stop, or a budget (turns, tokens or cost) is spent.
 
-Rules, applied in this order after the coordinator's pick (each recorded in `Turn.override`):
-1. A Thinker's `Next: <role>` suggestion replaces the role of the following turn; the
-   coordinator still picks the model.
-2. A Verifier picked before any answer exists acts as a Worker instead (there is
-   nothing to verify; the turn is not wasted).
-3. On a code task, after the latest proposed code failed the task's shown examples, the
-   next Worker writes code from the task alone (a fresh attempt), and a Verifier picked then
-   acts as such a Worker: its verdict is known already (an ACCEPT of failing code is not
-   taken). Without this rule a head that keeps picking Verifiers re-judges the same failing
-   code until the turns run out, and a Worker shown failing code repeats it.
-4. On the last turn, if no answer exists yet, the role is Worker, so every episode ends
-   with an answer. The last turn is turn `max_turns`, or the turn after the one that
-   reached the token or cost budget: a budget reached while an answer exists ends the
-   episode at once; reached before any Worker turn, it allows one more turn, a Worker.
+After the source's pick, the role that acts is the one the source's rules give
+(`acting_role`, turns/source_rules.py: a Thinker's suggestion, no Verifier before an answer
+or of code that failed its examples, a Worker on the last turn without an answer), recorded
+in `Turn.override` when it differs. After code that failed its examples, the next Worker
+writes code from the task alone (a fresh attempt: shown the failing code, members repeat
+it). A budget reached while an answer exists ends the episode at once; reached before any
+Worker turn, it allows one more turn, the last.
 
 Each member is asked in its own style (prompts.py). A member asked before in the episode
 makes a fresh attempt: sampled at its `retry_temperature` from a seed derived from its seed,
@@ -27,12 +20,12 @@ How answers are settled (turns/settle.py): outside code tasks a Verifier answers
 ACCEPTs when its answer equals any earlier answer, which becomes the episode's; on code
 tasks every code answer is run against the task's shown examples, a Verifier reads the
 proposed code (reason, direct: stated verdict) or tests it (program: its asserts run), and
-a Verifier is never asked about code that failed them (rule 3). Without an ACCEPT the answer
+a Verifier is never asked about code that failed them (rule 3, turns/source_rules.py). Without an ACCEPT the answer
 is the plurality of votes (code: the latest code passing its examples).
 
 Besides an ACCEPT and the budgets, the episode ends when its decision source says so
 (`stop`, stop_reason "agreed", that turn's reply the answer), and without either its
-source's `final` settles the answer (turns/endings.py). The sources declare: the fixed
+source's `final` settles the answer (turns/source_rules.py). The sources declare: the fixed
 `agree` stops at the first agreement (on code, the first code that passes its examples);
 every head stops, on a code task, at the first code that passes the task's shown examples
 (rule 5: running the examples is the Verifier's check on code; a Verifier asked about
@@ -72,8 +65,12 @@ class DecisionSource(Protocol):
     """What picks (model, role) each turn: the evolved `Coordinator`, a reader, or a fixed
     schedule (bench's single-model and self-loop baselines), told the task's scorer `kind`
     (the one the episode settles answers by). Besides its picks, the loop
-    obeys the endings it declares (turns/endings.py): `stop`, whether the episode ends after
-    the latest turn and on which turn's reply; `final`, the answer when it ends otherwise."""
+    obeys the rules it declares (turns/source_rules.py): `acting_role`, the role that acts
+    after its pick; `stop`, whether the episode ends after the latest turn and on which
+    turn's reply; `final`, the answer when it ends otherwise."""
+
+    def acting_role(self, decision: Decision, suggested: Role | None, proposed: Turn | None, last: bool,
+                    spent: str | None, kind: str | None) -> tuple[Role, str | None]: ...
 
     def stop(self, turns: Sequence[Turn], kind: str | None) -> int | None: ...
 
@@ -158,7 +155,7 @@ def run_episode(
     `token_budget` (prompt + completion tokens over all turns) and `cost_budget` (USD,
     priced models only) end the episode with stop_reason "token_budget" or "cost_budget"
     once reached. The turn that crosses the line is kept; if no Worker has answered by
-    then, one more turn is played as a Worker (rule 4), so a budget never leaves an
+    then, one more turn is played as a Worker (rule 4, turns/source_rules.py), so a budget never leaves an
     episode without an answer.
 
     `usable`: the members the caller found usable (`usable_models`, which checks `exclude`),
@@ -181,8 +178,8 @@ def run_episode(
         turns = transcript.turns
         proposed = rules.latest_proposal(turns)
         last = index == max_turns - 1 or spent is not None
-        role, override = _acting_role(decision, turns[-1].suggestion if turns else None, proposed, last, spent,
-                                      kind)
+        role, override = coordinator.acting_role(decision, turns[-1].suggestion if turns else None, proposed, last,
+                                                 spent, kind)
         turn = play.turn(turns, index, decision, role, override, proposed)
         _judge(turn, turns, kind)
         turns.append(turn)
@@ -202,24 +199,6 @@ def run_episode(
             break
     transcript.answer = settled if settled is not None else coordinator.final(transcript.turns, kind)
     return transcript
-
-
-def _acting_role(
-    decision: Decision, suggested: Role | None, proposed: Turn | None, last: bool, spent: str | None,
-    kind: str | None,
-) -> tuple[Role, str | None]:
-    """The role that acts this turn and why it differs from the decision's (rules 1-4)."""
-    role, override = decision.role, None
-    if suggested is not None and suggested is not role:
-        role, override = suggested, f"thinker suggested {suggested.value}"
-    if role is Role.VERIFIER and proposed is None:
-        role, override = Role.WORKER, "no answer to verify yet: verifier acts as worker"
-    if role is Role.VERIFIER and kind == "code" and proposed is not None and proposed.examples_passed is False:
-        role, override = Role.WORKER, "the proposed code failed its examples: verifier acts as worker, alone"
-    if last and proposed is None and role is not Role.WORKER:
-        why = "last turn" if spent is None else f"{spent.replace('_', ' ')} spent"
-        role, override = Role.WORKER, f"{why} and no answer yet: worker"
-    return role, override
 
 
 @dataclass

@@ -9,10 +9,10 @@ import numpy as np
 
 from trinity_cli.errors import ConfigError, ContextOverflow
 from trinity_cli.messages import ROLES, ChatMessage, Decision, Role, Turn
-from trinity_cli.turns.endings import Endings
+from trinity_cli.turns.source_rules import SourceRules
 
 
-class FixedSchedule(Endings):
+class FixedSchedule(SourceRules):
     """A decision source that needs no head: the members of `model` (one name, or several
     asked in turn, cycling) in the roles of `plan` taken in turn (cycling). It has what
     `run_episode` uses of a decision source (episode/loop.py's `DecisionSource`), so
@@ -27,11 +27,11 @@ class FixedSchedule(Endings):
                  alone, until two answers agree (code: one passes its examples)
 
     `alone`: every call is made from the task alone (Decision.alone); `stop_when_agreed`:
-    the episode ends at the first agreement (turns/endings.py). Members `run_episode` masks
+    the episode ends at the first agreement (turns/source_rules.py). Members `run_episode` masks
     (their context cannot hold the task) are skipped; with none left, ContextOverflow.
     """
 
-    stop_when_code_passes = False  # rule 5 is a head's (episode/loop.py)
+    stop_when_code_passes = False  # rule 5 is a head's (turns/source_rules.py)
 
     def __init__(self, models: Sequence[str], model: str | Sequence[str], plan: Sequence[Role],
                  alone: bool = False, stop_when_agreed: bool = False) -> None:

@@ -13,7 +13,7 @@ The fit (`fit_start`), for the items of the matrix that are training items of th
     the label of the member each held-out item would pick; then scaled so the spread of the
     model logits around their per-item mean is `margin`;
   - role rows: no weights, bias `margin` on Verifier. An episode's first turn has nothing to
-    verify, so it is played by a Worker (episode/loop.py's rule); every later turn is then a
+    verify, so it is played by a Worker (turns/source_rules.py's rule 2); every later turn is then a
     Verifier, which outside code answers alone and accepts on agreement (turns/settle.py): the
     start plays "ask the member predicted best, then check it by agreement", the procedure
     bench's `agree` row plays with a fixed order;

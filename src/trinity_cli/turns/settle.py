@@ -19,9 +19,9 @@ the scorer kind). Rules (episode/loop.py applies them turn by turn):
                 docs/turns.md). With no vote at all, the latest answering turn's reply.
     code        Answers are not compared (programs are judged by running them): every code
                 answer is run against the task's examples (`run_examples`), and a Verifier
-                is only asked about code that passed them (episode/loop.py, rule 3).
+                is only asked about code that passed them (turns/source_rules.py, rule 3).
                 The answer is the latest code that passes its examples, else the latest
-                code answer. In `agree` and in a head's episode (episode/loop.py, rule 5),
+                code answer. In `agree` and in a head's episode (turns/source_rules.py, rule 5),
                 the first code that passes its examples ends the episode.
 
 Examples (`Examples`): the tests a code task shows in its own text, never the ones it is

@@ -1,0 +1,66 @@
+"""The rules a decision source declares and the turn loop (episode/loop.py) obeys: which role
+acts after the source's pick, when the episode ends early, and which answer is final. The
+loop decides none of them itself.
+
+`SourceRules` holds the rules every fixed schedule and head plays by; a source overrides what
+it decides otherwise (a reader, coordinator/reader.py, decides stop and final answer).
+
+    acting_role(...)    the role that acts this turn and why it differs from the source's
+                        pick (None: it does not). Applied in this order:
+        1. A Thinker's `Next: <role>` suggestion replaces the role of the following turn;
+           the source still picks the model.
+        2. A Verifier picked before any answer exists acts as a Worker instead (there is
+           nothing to verify; the turn is not wasted).
+        3. On a code task, after the latest proposed code failed the task's shown examples,
+           a Verifier picked then acts as a Worker from the task alone: its verdict is
+           known already (an ACCEPT of failing code is not taken). Without this rule a head
+           that keeps picking Verifiers re-judges the same failing code until the turns run
+           out. (The next Worker then writes from the task alone: episode/loop.py.)
+        4. On the last turn, if no answer exists yet, the role is Worker, so every episode
+           ends with an answer. The last turn is turn `max_turns`, or the turn after the one
+           that reached the token or cost budget (`spent`).
+    stop(turns, kind)   after each turn: the index of the turn whose reply ends the episode
+                        now ("agreed"), or None to go on. With `stop_when_agreed` (the fixed
+                        `agree`): the first agreement (turns/settle.agreement; on code, the
+                        first code passing its shown examples). With `stop_when_code_passes`
+                        (rule 5, every head): on code only, the first code passing them.
+    final(turns, kind)  at the end without an ACCEPT or a stop: the episode's answer, the
+                        plurality of votes (turns/settle.settled_answer).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from trinity_cli.messages import Decision, Role, Turn
+from trinity_cli.turns import settle
+
+
+class SourceRules:
+    """The rules of a decision source (module docstring)."""
+
+    stop_when_agreed: bool = False
+    stop_when_code_passes: bool = False
+
+    def acting_role(self, decision: Decision, suggested: Role | None, proposed: Turn | None, last: bool,
+                    spent: str | None, kind: str | None) -> tuple[Role, str | None]:
+        """Rules 1-4 (module docstring): the acting role and why it differs from the pick."""
+        role, override = decision.role, None
+        if suggested is not None and suggested is not role:
+            role, override = suggested, f"thinker suggested {suggested.value}"
+        if role is Role.VERIFIER and proposed is None:
+            role, override = Role.WORKER, "no answer to verify yet: verifier acts as worker"
+        if role is Role.VERIFIER and kind == "code" and proposed is not None and proposed.examples_passed is False:
+            role, override = Role.WORKER, "the proposed code failed its examples: verifier acts as worker, alone"
+        if last and proposed is None and role is not Role.WORKER:
+            why = "last turn" if spent is None else f"{spent.replace('_', ' ')} spent"
+            role, override = Role.WORKER, f"{why} and no answer yet: worker"
+        return role, override
+
+    def stop(self, turns: Sequence[Turn], kind: str | None) -> int | None:
+        if self.stop_when_agreed or (kind == "code" and self.stop_when_code_passes):
+            return settle.agreement(turns, kind)
+        return None
+
+    def final(self, turns: Sequence[Turn], kind: str | None) -> str | None:
+        return settle.settled_answer(turns, kind)
