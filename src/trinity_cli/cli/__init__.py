@@ -64,7 +64,7 @@ def ask(
     greedy: Annotated[bool | None, typer.Option(
         "--greedy/--sample",
         help="Take the head's most likely model and role, or sample them from the seed (default: the mode "
-             "measured best: docs/heads.md).")] = None,
+             "measured best: docs/history/head-campaign.md).")] = None,
     show_work: Annotated[bool, typer.Option(
         "--show-work", help="Print the whole answering reply (working, program, output), not the answer alone."
     )] = False,

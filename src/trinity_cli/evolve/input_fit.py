@@ -4,7 +4,7 @@ and fitting it (the centre, scale and optional projection of coordinator/head.py
 Fitted on the unit-norm turn-0 features (the task alone, no turns yet, so no model is
 called) of `center_tasks`: min(n, all) training tasks drawn with rng([seed, CENTER_STREAM]).
 evolve/evolution.py fits it once before generation 0 and keeps it in the checkpoint. Why a
-head's input is centred: docs/heads.md, "The p3 head".
+head's input is centred: docs/history/head-campaign.md, "The p3 head".
 """
 
 from __future__ import annotations
