@@ -5,7 +5,8 @@ reach.
 
 A linear head can rotate only if its input says who spoke last; the full hidden state says it
 far more often than a projection on a few principal directions of turn-0 features does
-(measured on recorded states: docs/history/head-campaign.md), so a rotating start wants `--input-dims 0` (or a wide projection).
+(measured on recorded states: docs/history/head-campaign.md), so a rotating start wants
+`--input-dims 0` (or a wide projection).
 
 The fit (`fit_rotation`), on the states of rotation episodes played on the labelled training
 items (`rotation_schedule`: the first member as Worker, then Verifiers, the order
