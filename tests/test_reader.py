@@ -188,3 +188,25 @@ def test_a_verdict_without_a_winning_reader_writes_no_reader(tmp_path: Path) -> 
                                    generations=5, popsize=6, out=str(tmp_path / "never")))
     assert done.winner != "reader" and done.head_dir is None
     assert not (tmp_path / "never").exists() and done.verdict_path.is_file()
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--reader", "--reader-weights", "conf,nope"], "--reader-weights: no weight group 'nope'"),
+    (["--generations", "3"], "--generations is an option of --reader"),
+    (["--reader", "--train-matrix", "missing.json", "--val-matrix", "missing.json"], "cannot read matrix file"),
+])
+def test_bad_reader_options_are_one_line(tmp_path: Path, monkeypatch, capsys, args: list[str], says: str) -> None:
+    pool, _ = _pool_and_tasks(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    code, stdout, stderr = run_main(["evolve", "--pool", str(pool), *args], monkeypatch, capsys)
+    assert code != 0 and says in stderr and "Traceback" not in stderr
+    assert len([line for line in stderr.splitlines() if line.strip()]) <= 2
+
+
+def test_the_search_moves_only_the_weight_groups_it_is_given(tmp_path: Path) -> None:
+    _, train_file, val_file = _matrices(tmp_path)
+    train, val = reader_fit.read_matrix(train_file), reader_fit.read_matrix(val_file)
+    found = reader_fit.search(train, val, "duo", ["sure", "other"], generations=8, popsize=8, free=("conf", "margin"))
+    start, moved = found.start.flat(), found.reader.flat()
+    mask = found.start.mask(("conf", "margin"))
+    assert (start[~mask] == moved[~mask]).all() and (start[mask] != moved[mask]).any()

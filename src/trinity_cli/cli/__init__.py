@@ -214,6 +214,9 @@ def evolve(
     val_matrix: Annotated[str | None, typer.Option(
         help="--reader: the validation matrix file (`trinity matrix --split val --k 1 --out FILE`).")] = None,
     generations: Annotated[int, typer.Option(min=1, help="--reader: generations of the search.")] = 40,
+    reader_weights: Annotated[str | None, typer.Option(
+        help="--reader: the weight groups the search moves, comma-separated, of priority, member, conf, low, "
+             "capped_w, examples_w, margin (default: all).")] = None,
     max_calls: Annotated[int | None, typer.Option(
         min=1, help="Stop the recipe after this many model calls (cached calls are free); rerun to go on.")] = None,
     max_usd: Annotated[float | None, typer.Option(
@@ -242,6 +245,12 @@ def evolve(
     given = [library_name.get(p, p) for p, source in sources.items()
              if source is not None and source.name != "DEFAULT"
              and p not in ("as_json", "quiet", "search_only", "dry_run", "max_calls", "max_usd")]
+    reader_only = [p for p in ("train_matrix", "val_matrix", "generations", "reader_weights") if p in given]
+    if reader_only and not reader:
+        from trinity_cli.errors import ConfigError, option
+
+        raise ConfigError(f"{option(reader_only[0])} is an option of {option('reader')}",
+                          f"add {option('reader')}, or leave {option(reader_only[0])} out")
     if reader:
         from trinity_cli.evolve import reader_recipe
 
@@ -255,6 +264,8 @@ def evolve(
             plan_r.sigma0 = sigma0
         if "cost_weight" in given:
             plan_r.cost_weight = cost_weight
+        if reader_weights is not None:
+            plan_r.weights = tuple(w.strip() for w in reader_weights.split(",") if w.strip())
         if dry_run:
             results.recipe_plan(reader_recipe.plan(plan_r).to_dict())
             return

@@ -63,6 +63,7 @@ FORMAT = 1
 FAMILIES = ("answer", "choice", "code")
 PER_MEMBER = ("priority", "member", "conf", "low")
 SCALARS = ("capped_w", "examples_w")
+WEIGHT_GROUPS = (*PER_MEMBER, *SCALARS, "margin")
 
 
 def family(kind: str | None) -> str:
@@ -150,6 +151,19 @@ class Reader:
             parts += [w[key] for key in SCALARS]
             parts += w["margin"]
         return np.asarray(parts, dtype=float)
+
+    def mask(self, groups: Collection[str]) -> np.ndarray:
+        """Which entries of `flat()` belong to the weight groups named (WEIGHT_GROUPS)."""
+        unknown = sorted(set(groups) - set(WEIGHT_GROUPS))
+        if unknown:
+            raise ConfigError(f"no weight group {unknown[0]!r} in a reader", f"name some of {', '.join(WEIGHT_GROUPS)}")
+        m, out = len(self.models), []
+        for _ in FAMILIES:
+            for key in PER_MEMBER:
+                out += [key in groups] * m
+            out += [key in groups for key in SCALARS]
+            out += ["margin" in groups] * (m - 1)
+        return np.asarray(out, dtype=bool)
 
     def with_flat(self, vector: np.ndarray) -> Reader:
         values = [float(v) for v in np.asarray(vector, dtype=float).ravel()]

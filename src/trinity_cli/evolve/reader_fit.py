@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 import statistics
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -32,7 +32,7 @@ import numpy as np
 
 from trinity_cli import tasks
 from trinity_cli.bench.procedures import Matrix, Outcome, Reply, outcome
-from trinity_cli.coordinator.reader import FAMILIES, Reader, ReaderSource, family
+from trinity_cli.coordinator.reader import FAMILIES, WEIGHT_GROUPS, Reader, ReaderSource, family
 from trinity_cli.errors import ConfigError
 from trinity_cli.events import ProgressFn, ReaderGeneration, quiet
 from trinity_cli.messages import Role, Turn
@@ -138,16 +138,29 @@ class ReaderSearch:
 
 
 def search(train: Items, val: Items, pool: str, models: Sequence[str], generations: int = 40, popsize: int = 16,
-           sigma0: float = 0.5, seed: int = 0, cost_weight: float = 0.05,
+           sigma0: float = 0.5, seed: int = 0, cost_weight: float = 0.05, free: Collection[str] = WEIGHT_GROUPS,
            progress: ProgressFn = quiet) -> ReaderSearch:
     """CMA-ES from `agree` on `train`, the best generation on `train` kept; `val` scored
-    along, for the curves (module docstring)."""
+    along, for the curves (module docstring). `free`: the weight groups the search moves
+    (coordinator/reader.WEIGHT_GROUPS); the others keep their start values."""
     from trinity_cli.evolve.strategy import new_state
 
     if generations < 1 or popsize < 2:
         raise ConfigError("a reader's search needs at least 1 generation and a population of 2")
-    start = Reader.agree_start(pool, models, centres(train, models))
-    state = new_state(start.flat(), sigma0, seed, popsize, 0, None)
+    base = Reader.agree_start(pool, models, centres(train, models))
+    mask = base.mask(free)
+    if not mask.any():
+        raise ConfigError("the reader's search moves no weight", "name at least one weight group")
+    fixed = base.flat()
+
+    def reader_at(moved: np.ndarray) -> Reader:
+        """The reader whose free weights are `moved`, the others the start's."""
+        full = fixed.copy()
+        full[mask] = moved
+        return base.with_flat(full)
+
+    start = base
+    state = new_state(fixed[mask], sigma0, seed, popsize, 0, None)
     es = state["es"]
     first_train, first_val = score(start, train), score(start, val)
     best = (first_train.fitness(cost_weight), 0, start)
@@ -155,9 +168,9 @@ def search(train: Items, val: Items, pool: str, models: Sequence[str], generatio
     result.curves.append(_curve(0, [first_train.fitness(cost_weight)], first_train, first_val, 0.0))
     for generation in range(1, generations + 1):
         candidates = es.ask()
-        scores = [score(start.with_flat(c), train).fitness(cost_weight) for c in candidates]
+        scores = [score(reader_at(c), train).fitness(cost_weight) for c in candidates]
         es.tell(candidates, [-s for s in scores])
-        mean = start.with_flat(es.mean)
+        mean = reader_at(es.mean)
         on_train, on_val = score(mean, train), score(mean, val)
         curve = _curve(generation, scores, on_train, on_val, float(es.sigma))
         result.curves.append(curve)

@@ -10,7 +10,8 @@ Phases (each shown in progress as `RecipePhase`, recorded in the verdict):
                  the files given (`train_matrix`, `val_matrix`).
   2. search      the reader's CMA-ES on the training matrix from `agree`, the generation best
                  on the training items kept (evolve/reader_fit.py): no model call; the
-                 validation matrix chooses nothing before the verdict.
+                 validation matrix chooses nothing before the verdict. `weights`: the weight
+                 groups it moves (default all; few training items call for fewer).
   3. verdict     on the validation matrix, every row below scored on the same replies, each
                  paired with `agree` (exact McNemar: bench/stats.py):
                      single:M     member M's reply
@@ -46,7 +47,7 @@ from trinity_cli.bench.matrix import matrix_of
 from trinity_cli.bench.procedures import play as play_procedure
 from trinity_cli.bench.stats import paired_test
 from trinity_cli.coordinator import reader as reader_mod
-from trinity_cli.coordinator.reader import FAMILIES, family
+from trinity_cli.coordinator.reader import FAMILIES, WEIGHT_GROUPS, family
 from trinity_cli.errors import ConfigError, option
 from trinity_cli.events import ProgressFn, RecipePhase, quiet
 from trinity_cli.evolve.cost import Estimate, of_calls
@@ -80,6 +81,7 @@ class ReaderRecipeOptions:
     out: str | None = None
     max_calls: int | None = None
     max_usd: float | None = None
+    weights: tuple[str, ...] = WEIGHT_GROUPS  # the weight groups the search moves
 
     def mix(self, split: str, n: int) -> str:
         return ",".join(f"{t.strip()}:{split}:{n}" for t in self.tasks.split(",") if t.strip())
@@ -91,6 +93,11 @@ class ReaderRecipeOptions:
             raise ConfigError("the reader's recipe needs at least one training and one validation item a task")
         if self.cost_weight < 0:
             raise ConfigError(f"{option('cost_weight')} must be 0 or more")
+        unknown = sorted(set(self.weights) - set(WEIGHT_GROUPS))
+        if unknown or not self.weights:
+            raise ConfigError(f"{option('reader_weights')}: " + (f"no weight group {unknown[0]!r}" if unknown
+                                                                 else "name at least one weight group"),
+                              f"name some of {','.join(WEIGHT_GROUPS)}")
 
 
 def plan(options: ReaderRecipeOptions) -> Estimate:
@@ -137,14 +144,15 @@ def run(options: ReaderRecipeOptions, progress: ProgressFn | None = None) -> Rec
     emit(RecipePhase("search", f"{options.generations} generations of {options.popsize} readers on "
                                f"{len(train.items)} training items, validated on {len(val.items)} (no model call)"))
     found = search(train, val, config.name, config.names, options.generations, options.popsize, options.sigma0,
-                   options.seed, options.cost_weight, emit)
+                   options.seed, options.cost_weight, options.weights, emit)
     emit(RecipePhase("verdict", f"{len(val.items)} validation items: each member, route, agree, cvote-all, mux-all "
                                 "and the reader, paired with agree"))
     rows = table(found.reader, train, val, config.names, options.cost_weight)
     winner = max(rows, key=lambda r: (round(r["fitness"], 9), -SIMPLICITY.index(r["kind"])))
     phases = {"matrix": {"train": str(train_file), "val": str(val_file)},
               "search": {"generations": options.generations, "popsize": options.popsize, "sigma0": options.sigma0,
-                         "seed": options.seed, "kept_generation": found.kept_generation}}
+                         "seed": options.seed, "weights": list(options.weights),
+                         "kept_generation": found.kept_generation}}
     record = {"format": FORMAT, "winner": winner["row"], "phases": phases, "curves": found.curves,
               "kept_generation": found.kept_generation, "cost_weight": options.cost_weight, "table": rows}
     head_dir: Path | None = None
