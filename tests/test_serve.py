@@ -136,6 +136,23 @@ def test_agree_answers_trinity_agree_and_is_the_default_where_the_pool_says_so(t
     assert RunStore().load(by_head.headers["X-Trinity-Run"])["mode"] == "coordinator"
 
 
+def test_a_reader_is_served_by_name_and_reads_no_backbone(pool_file: Path) -> None:
+    from trinity_cli.coordinator import reader as reader_mod
+
+    reader = reader_mod.Reader.agree_start("scripted", ["m0", "m1", "m2"])
+    reader.manifest["name"] = "reads"
+    reader_mod.save(reader, paths.user_heads_dir() / "reads")
+    with TestClient(create_app(ServeOptions(pool=str(pool_file), head="reads"))) as client:
+        listing = [m["id"] for m in client.get("/v1/models").json()["data"]]
+        reply = client.post("/v1/chat/completions", json={"model": "trinity", "messages": QUESTION})
+    assert "trinity/reads" in listing
+    assert reply.status_code == 200, reply.text
+    body = reply.json()
+    record = RunStore().load(reply.headers["X-Trinity-Run"])
+    assert body["trinity"]["head"] == "reads" and record["backbone"] is None
+    assert all(t["alone"] and t["role"] == "worker" for t in record["transcript"]["turns"])
+
+
 def test_completion_answers_with_usage_header_and_an_inspectable_run(client: TestClient) -> None:
     messages = [
         {"role": "system", "content": "Be brief."},

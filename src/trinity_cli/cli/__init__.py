@@ -216,7 +216,7 @@ def evolve(
     generations: Annotated[int, typer.Option(min=1, help="--reader: generations of the search.")] = 40,
     reader_weights: Annotated[str | None, typer.Option(
         help="--reader: the weight groups the search moves, comma-separated, of priority, member, conf, low, "
-             "capped_w, examples_w, margin (default: all).")] = None,
+             "capped_w, examples_w, margin (default: conf,margin; `all` for every one).")] = None,
     max_calls: Annotated[int | None, typer.Option(
         min=1, help="Stop the recipe after this many model calls (cached calls are free); rerun to go on.")] = None,
     max_usd: Annotated[float | None, typer.Option(
@@ -265,7 +265,8 @@ def evolve(
         if "cost_weight" in given:
             plan_r.cost_weight = cost_weight
         if reader_weights is not None:
-            plan_r.weights = tuple(w.strip() for w in reader_weights.split(",") if w.strip())
+            named = tuple(w.strip() for w in reader_weights.split(",") if w.strip())
+            plan_r.weights = reader_recipe.WEIGHT_GROUPS if named == ("all",) else named
         if dry_run:
             results.recipe_plan(reader_recipe.plan(plan_r).to_dict())
             return

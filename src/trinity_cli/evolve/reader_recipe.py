@@ -11,7 +11,7 @@ Phases (each shown in progress as `RecipePhase`, recorded in the verdict):
   2. search      the reader's CMA-ES on the training matrix from `agree`, the generation best
                  on the training items kept (evolve/reader_fit.py): no model call; the
                  validation matrix chooses nothing before the verdict. `weights`: the weight
-                 groups it moves (default all; few training items call for fewer).
+                 groups it moves (DEFAULT_WEIGHTS: the confidence weights and stop margins).
   3. verdict     on the validation matrix, every row below scored on the same replies, each
                  paired with `agree` (exact McNemar: bench/stats.py):
                      single:M     member M's reply
@@ -62,6 +62,12 @@ TRAIN_PER_TASK = 32
 VAL_PER_TASK = 98
 SIMPLICITY = ("single", "route", "agree", "cvote", "mux", "reader")  # ties go to the earlier
 FIXED = {"cvote": "cvote-all", "mux": "mux-all"}
+# The weight groups the search moves by default: each member's confidence weight and the stop
+# margins, every other weight at its `agree` value. Chosen on training items alone: 4-fold
+# cross-validation on the 96 items of recordings/local/matrix-train-32x2.json
+# (`scripts/analysis/reader_cv.py`; docs/heads.md#readers) held out 0.486 fitness against 0.457
+# for all 48 weights, 0.479 for the margins alone and 0.474 for `agree`.
+DEFAULT_WEIGHTS = ("conf", "margin")
 
 
 @dataclass
@@ -81,7 +87,7 @@ class ReaderRecipeOptions:
     out: str | None = None
     max_calls: int | None = None
     max_usd: float | None = None
-    weights: tuple[str, ...] = WEIGHT_GROUPS  # the weight groups the search moves
+    weights: tuple[str, ...] = DEFAULT_WEIGHTS  # the weight groups the search moves
 
     def mix(self, split: str, n: int) -> str:
         return ",".join(f"{t.strip()}:{split}:{n}" for t in self.tasks.split(",") if t.strip())
