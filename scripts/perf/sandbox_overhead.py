@@ -6,8 +6,8 @@ Times `run_python("pass")` (a trivial program) and the scoring of a right answer
 HumanEval-style item (`score_code`, what a code task pays per episode), each `--runs` times in
 both modes, after one warm-up run (the one-off bwrap probe). The limits-only mode is forced by
 hiding bwrap from PATH. The extra cost of isolation is then set against one episode of
-`--episode-s` seconds (default: the 3-turn `ask` episode on the default pool measured by
-`scripts/perf/coordinator_latency.py --episode`, see README). Target (issue 10): under 5 %.
+`--episode-s` seconds (default: the 3-turn `ask` episode on the default pool, as
+docs/measurements.md measured it). Target (issue 10): under 5 %.
 """
 
 from __future__ import annotations
