@@ -106,6 +106,8 @@ def test_a_live_episode_is_what_the_matrix_play_foretold(tmp_path: Path) -> None
             assert len(transcript.turns) == foretold.calls
             assert (tasks.score_item(item, transcript.answer or "") == 1.0) == foretold.correct
             assert all(t.alone and t.role.value == "worker" for t in transcript.turns)
+            if foretold.calls < 2:  # it stopped before asking every member: its score said so
+                assert transcript.stop_reason == "read"
     finally:
         pool.close()
 

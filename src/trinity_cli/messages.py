@@ -177,7 +177,8 @@ class Transcript:
 
     `answer` is the reply turns/settle.py settles on (None only if no turn ever answered);
     `stop_reason` is "accepted" (a Verifier said ACCEPT), "agreed" (two independent answers
-    agreed, or a code answer passed its examples, in the fixed `agree` procedure),
+    agreed, or a code answer passed its examples, in the fixed `agree` procedure), "read" (a
+    reader's score of the replies said stop: coordinator/reader.py),
     "max_turns", "token_budget" or "cost_budget" (episode.run_episode's `token_budget` /
     `cost_budget` was reached), or in conductor mode "workflow" (the conductor's workflow
     ran) or "fallback" (it could not be read, and a one-step workflow ran instead).

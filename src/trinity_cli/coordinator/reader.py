@@ -232,6 +232,7 @@ class ReaderSource(SourceRules):
     `ask` and `serve` hold for a reader where they hold a `Coordinator` for a head (`head`,
     `backbone_ref`: None, it reads no backbone; `close`)."""
 
+    stop_reason = "read"  # its score said stop (module docstring)
     backbone_ref = None
     backbone = None  # a coordinator's backbone, loaded on first use; a reader reads none
 

@@ -24,7 +24,8 @@ a Verifier is never asked about code that failed them (rule 3, turns/source_rule
 is the plurality of votes (code: the latest code passing its examples).
 
 Besides an ACCEPT and the budgets, the episode ends when its decision source says so
-(`stop`, stop_reason "agreed", that turn's reply the answer), and without either its
+(`stop`, stop_reason the source's: "agreed", a reader's "read"; that turn's reply the answer),
+and without either its
 source's `final` settles the answer (turns/source_rules.py). The sources declare: the fixed
 `agree` stops at the first agreement (on code, the first code that passes its examples);
 every head stops, on a code task, at the first code that passes the task's shown examples
@@ -71,6 +72,8 @@ class DecisionSource(Protocol):
 
     def acting_role(self, decision: Decision, suggested: Role | None, proposed: Turn | None, last: bool,
                     spent: str | None, kind: str | None) -> tuple[Role, str | None]: ...
+
+    stop_reason: str
 
     def stop(self, turns: Sequence[Turn], kind: str | None) -> int | None: ...
 
@@ -191,7 +194,7 @@ def run_episode(
             settled = accepted.reply if accepted is not None else None
             break
         if (found := coordinator.stop(turns, kind)) is not None:
-            transcript.stop_reason, settled = "agreed", turns[found].reply
+            transcript.stop_reason, settled = coordinator.stop_reason, turns[found].reply
             break
         spent = spent or _budget_reached(transcript, token_budget, cost_budget)
         if spent is not None and rules.latest_proposal(turns) is not None:

@@ -136,6 +136,7 @@ def ask_header(pool: str, models: Sequence[str], head: str, trained: bool, exclu
 STOP_REASONS = {
     "accepted": "accepted by a verifier",
     "agreed": "two answers agreed",
+    "read": "the reader's score of the replies said stop",
     "max_turns": "turn budget spent",
     "token_budget": "token budget spent",
     "cost_budget": "cost budget spent",

@@ -284,25 +284,29 @@ METHOD_NOTES = (
 )
 
 
-# How an episode ended (Transcript.stop_reason), as a column.
-END_COLUMNS = {"agreed": "agreed", "accepted": "accepted", "max_turns": "turn budget"}
+# How an episode ended (Transcript.stop_reason), as a column; the optional ones only where some
+# episode ended so.
+END_COLUMNS = {"agreed": "agreed", "read": "reader stopped", "accepted": "accepted", "max_turns": "turn budget"}
+OPTIONAL_ENDS = ("read",)
 
 
 def ends_table(summary: dict[str, Any], task_names: Sequence[str]) -> TableView | None:
     """How each routed system's episodes ended, overall and per task: shares of agreement,
     a Verifier's ACCEPT and the turn budget (other reasons as "other"), and mean turns; None
     for bench runs recorded before these counts."""
-    table = TableView("How episodes ended (share of episodes; mean turns)",
-                      ["system", "tasks", "episodes", *END_COLUMNS.values(), "other", "mean turns"], numeric_from=2)
     conducted = summary.get("workflows") or {}  # conductor rows: their own table (workflows_table)
+    seen = {r for sel in summary["selection"].values() if "ends" in sel for r in sel["ends"]["overall"]["reasons"]}
+    columns = {r: label for r, label in END_COLUMNS.items() if r not in OPTIONAL_ENDS or r in seen}
+    table = TableView("How episodes ended (share of episodes; mean turns)",
+                      ["system", "tasks", "episodes", *columns.values(), "other", "mean turns"], numeric_from=2)
     for name, sel in summary["selection"].items():
         if "ends" not in sel or name in conducted:
             continue
         scopes = [("all", sel["ends"]["overall"])] + [(short_task(t), sel["ends"]["per_task"][t]) for t in task_names]
         for label, e in scopes:
             reasons = e["reasons"]
-            other = sum(v for r, v in reasons.items() if r not in END_COLUMNS)
-            table.rows.append([name, label, str(e["episodes"]), *[pct(reasons.get(r, 0.0)) for r in END_COLUMNS],
+            other = sum(v for r, v in reasons.items() if r not in columns)
+            table.rows.append([name, label, str(e["episodes"]), *[pct(reasons.get(r, 0.0)) for r in columns],
                                pct(other), num(e["mean_turns"])])
             table.kinds.append("")
     return table if table.rows else None

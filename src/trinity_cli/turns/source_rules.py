@@ -20,7 +20,7 @@ it decides otherwise (a reader, coordinator/reader.py, decides stop and final an
            ends with an answer. The last turn is turn `max_turns`, or the turn after the one
            that reached the token or cost budget (`spent`).
     stop(turns, kind)   after each turn: the index of the turn whose reply ends the episode
-                        now ("agreed"), or None to go on. With `stop_when_agreed` (the fixed
+                        now (stop_reason `stop_reason`, "agreed"), or None to go on. With `stop_when_agreed` (the fixed
                         `agree`): the first agreement (turns/settle.agreement; on code, the
                         first code passing its shown examples). With `stop_when_code_passes`
                         (rule 5, every head): on code only, the first code passing them.
@@ -41,6 +41,7 @@ class SourceRules:
 
     stop_when_agreed: bool = False
     stop_when_code_passes: bool = False
+    stop_reason = "agreed"  # the Transcript.stop_reason of an episode `stop` ends
 
     def acting_role(self, decision: Decision, suggested: Role | None, proposed: Turn | None, last: bool,
                     spent: str | None, kind: str | None) -> tuple[Role, str | None]:
