@@ -175,6 +175,22 @@ def test_evolve_reader_writes_a_reader_that_ask_plays(tmp_path: Path, monkeypatc
     assert "42" in stdout
 
 
+def test_bench_plays_a_reader_as_a_head_row(tmp_path: Path, monkeypatch, capsys) -> None:
+    pool_file, train_file, val_file = _matrices(tmp_path)
+    train, val = reader_fit.read_matrix(train_file), reader_fit.read_matrix(val_file)
+    found = reader_fit.search(train, val, "duo", ["sure", "other"], generations=30, popsize=12, seed=0)
+    found.reader.manifest["name"] = "duo-reader"
+    reader_mod.save(found.reader, tmp_path / "reader")
+    task_file = tmp_path / "tasks.jsonl"
+    code, stdout, stderr = run_main(["bench", "--pool", str(pool_file), "--tasks", f"file:{task_file}:test",
+                                     "--head", str(tmp_path / "reader"), "--systems", "single,agree,head",
+                                     "--random-seeds", "0", "--json"], monkeypatch, capsys)
+    assert code == 0, stderr
+    results = json.loads(stdout)["results"]
+    assert results["head:duo-reader"]["overall"]["accuracy"] == 1.0
+    assert results["agree"]["overall"]["accuracy"] < 0.7
+
+
 def test_a_verdict_without_a_winning_reader_writes_no_reader(tmp_path: Path) -> None:
     """Where nothing the replies show tells right from wrong, the search cannot beat the
     simpler rows, and the recipe writes only the verdict."""
