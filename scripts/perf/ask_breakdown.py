@@ -1,0 +1,126 @@
+"""Where the seconds of a `trinity ask` go: new process against warm process, and each head.
+
+Usage: python scripts/perf/ask_breakdown.py [--pool local] [--head default --head local-reader]
+                                            [--repeats 3] [--cold]
+
+For each head (`--head`, repeatable; "agree" means `--mode agree`), asks `--repeats` questions
+(arithmetic with fresh numbers, so no reply comes from the rollout cache: `--no-cache`):
+  new process    `trinity ask --no-warm --no-cache` in a subprocess: the models load every time
+                 (the disk is warm: model files assembled, backbone converted);
+  warm process   `trinity serve` of the same pool and head started once and waited for, then
+                 `trinity ask --no-cache` in a subprocess, which answers through it (serve/warm.py).
+Each ask's saved run gives the seconds of its pool calls (the turns' `latency_s`) and of its
+coordinator's decisions (`coordinator_s`); the rest of the wall time is setup: process start,
+imports, loading, saving. Printed per head and mode: medians of wall, pool and coordinator
+seconds, and wall / pool (the targets of issue 65: new process <= 1.25, warm process <= 1.10).
+`--cold` first asks once in a fresh TRINITY_HOME (model files assembled, backbone converted).
+
+Runs real models: never beside another model workload (llama.cpp threads spin-wait).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from trinity_cli import paths
+
+TRINITY = [sys.executable, "-m", "trinity_cli"]
+
+
+def _latest_run(home: Path) -> dict:
+    runs = sorted((home / "runs").iterdir(), key=lambda p: p.stat().st_mtime)
+    return json.loads((runs[-1] / "run.json").read_text())
+
+
+def _question(i: int) -> str:
+    a, b = 17 + 7 * i, 23 + 11 * i
+    return f"A farmer has {a} cows and buys {b} more. How many cows does he have? Answer with a number."
+
+
+def _head_args(head: str) -> list[str]:
+    return ["--mode", "agree"] if head == "agree" else ["--head", head]
+
+
+def ask_once(pool: str, head: str, question: str, warm: bool, env: dict[str, str]) -> dict[str, float]:
+    home = Path(env["TRINITY_HOME"])
+    args = [*TRINITY, "ask", "--pool", pool, *_head_args(head), "--no-cache", "--quiet"]
+    if not warm:
+        args.append("--no-warm")
+    start = time.perf_counter()
+    subprocess.run([*args, question], env=env, check=True, stdout=subprocess.DEVNULL)
+    wall = time.perf_counter() - start
+    record = _latest_run(home)
+    turns = record["transcript"]["turns"]
+    return {"wall": wall, "pool": sum(t["latency_s"] for t in turns),
+            "coordinator": sum(t.get("coordinator_s") or 0.0 for t in turns), "turns": len(turns)}
+
+
+def start_server(pool: str, head: str, env: dict[str, str]) -> subprocess.Popen:
+    args = [*TRINITY, "serve", "--pool", pool, "--port", "0", "--no-cache"]
+    if head != "agree":
+        args += ["--head", head]
+    server = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              start_new_session=True)
+    warm = Path(env["TRINITY_HOME"]) / "warm"
+    deadline = time.time() + 600
+    while time.time() < deadline:
+        if any(warm.glob(f"serve-{server.pid}.json")):
+            return server
+        if server.poll() is not None:
+            raise SystemExit(f"trinity serve exited with {server.returncode}")
+        time.sleep(0.5)
+    raise SystemExit("trinity serve did not start in 10 minutes")
+
+
+def summary(label: str, rows: list[dict[str, float]]) -> str:
+    med = {k: statistics.median(r[k] for r in rows) for k in ("wall", "pool", "coordinator")}
+    ratios = [r["wall"] / r["pool"] for r in rows if r["pool"] > 0]
+    ratio = f"{statistics.median(ratios):.2f}" if ratios else "—"  # scripted members take no time
+    return (f"| {label} | {len(rows)} | {med['wall']:.1f} | {med['pool']:.1f} | {med['coordinator']:.2f} | "
+            f"{med['wall'] - med['pool'] - med['coordinator']:.1f} | {ratio} |")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--pool", default="local")
+    parser.add_argument("--head", action="append", default=None)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--cold", action="store_true")
+    args = parser.parse_args()
+    heads = args.head or ["default"]
+    env = {**os.environ, "TRINITY_HOME": str(paths.home())}
+    lines = ["| head · mode | asks | wall s | pool s | coordinator s | setup s | wall / pool |",
+             "|---|---|---|---|---|---|---|"]
+    if args.cold:
+        fresh = tempfile.mkdtemp(prefix="trinity-cold-")
+        try:
+            lines.append(summary(f"{heads[0]} · cold (fresh home)",
+                                 [ask_once(args.pool, heads[0], _question(99), False, {**env, "TRINITY_HOME": fresh})]))
+        finally:
+            shutil.rmtree(fresh, ignore_errors=True)
+    for head in heads:
+        rows = [ask_once(args.pool, head, _question(i), False, env) for i in range(args.repeats)]
+        lines.append(summary(f"{head} · new process", rows))
+        server = start_server(args.pool, head, env)
+        try:
+            ask_once(args.pool, head, _question(50), True, env)  # the server's first question loads its pool's model
+            rows = [ask_once(args.pool, head, _question(100 + i), True, env) for i in range(args.repeats)]
+            lines.append(summary(f"{head} · warm process", rows))
+        finally:
+            os.killpg(server.pid, signal.SIGTERM)
+            server.wait(timeout=60)
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
