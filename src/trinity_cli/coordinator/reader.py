@@ -221,7 +221,7 @@ class Reader:
                 group[1].append(turn)
         return [(sum(self.reply_score(t, kind) for t in g), g) for _, g in found]
 
-    def _best(self, groups: list[tuple[float, list[Turn]]], kind: str | None) -> int:
+    def best(self, groups: list[tuple[float, list[Turn]]], kind: str | None) -> int:
         if kind == "code":  # ties to the latest
             return max(range(len(groups)), key=lambda i: (groups[i][0], i))
         return max(range(len(groups)), key=lambda i: (groups[i][0], -i))
@@ -281,7 +281,7 @@ class ReaderSource(SourceRules):
         groups = self.reader.groups(turns, kind)
         if not groups:
             return None
-        best = self.reader._best(groups, kind)
+        best = self.reader.best(groups, kind)
         second = max((s for i, (s, _) in enumerate(groups) if i != best), default=0.0)
         if groups[best][0] - second >= margins[n - 1]:
             return groups[best][1][0].index
@@ -290,7 +290,7 @@ class ReaderSource(SourceRules):
     def final(self, turns: Sequence[Turn], kind: str | None) -> str | None:
         groups = self.reader.groups(turns, kind)
         if groups:
-            return groups[self.reader._best(groups, kind)][1][0].reply
+            return groups[self.reader.best(groups, kind)][1][0].reply
         answering = [t for t in turns if rules.proposes_answer(t)]
         return answering[-1].reply if answering else None
 

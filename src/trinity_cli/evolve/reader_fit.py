@@ -79,7 +79,7 @@ def play(reader: Reader, row: dict[str, list[Reply]], kind: str) -> Outcome:
     source = ReaderSource(reader)
     turns: list[Turn] = []
     seq: list[Reply] = []
-    answer: str | None = None
+    answer: str | None = None  # the reply a stop settled on; else the reader's final answer
     for n in range(source.max_calls):
         model = source.next_member(turns, kind).model
         asked = sum(t.model == model for t in turns)
@@ -92,9 +92,7 @@ def play(reader: Reader, row: dict[str, list[Reply]], kind: str) -> Outcome:
         if found is not None:
             answer = turns[found].reply
             break
-    else:
-        answer = source.final(turns, kind)
-    if answer is None and turns:
+    if answer is None:
         answer = source.final(turns, kind)
     return outcome(seq, answer)
 

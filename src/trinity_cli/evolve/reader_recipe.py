@@ -38,12 +38,14 @@ Verdict file (`verdict.json` beside the reader, else `<home>/heads/<name>.verdic
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from trinity_cli import paths, tasks
 from trinity_cli.bench.matrix import matrix_of
+from trinity_cli.bench.procedures import Outcome
 from trinity_cli.bench.procedures import play as play_procedure
 from trinity_cli.bench.stats import paired_test
 from trinity_cli.coordinator import reader as reader_mod
@@ -56,6 +58,7 @@ from trinity_cli.evolve.recipe import DEFAULT_TASKS, RecipeResult
 from trinity_cli.keyed_cache import content_key
 from trinity_cli.pool.pool import limit_spending
 from trinity_cli.pool_config import PoolConfig, load_pool
+from trinity_cli.tasks import TaskItem
 
 FORMAT = "trinity-reader-recipe/1"
 TRAIN_PER_TASK = 32
@@ -106,10 +109,11 @@ class ReaderRecipeOptions:
                               f"name some of {','.join(WEIGHT_GROUPS)}")
 
 
-def plan(options: ReaderRecipeOptions) -> Estimate:
-    """What a run will cost: the two matrices' calls (the search makes none)."""
+def plan(options: ReaderRecipeOptions, config: PoolConfig | None = None) -> Estimate:
+    """What a run will cost: the two matrices' calls (the search makes none); `config`: the
+    pool file already loaded, else it is read."""
     options.validate()
-    config = load_pool(options.pool)
+    config = config or load_pool(options.pool)
     calls = {}
     for phase, given, split, n in (("train matrix", options.train_matrix, "train", options.train_per_task),
                                    ("val matrix", options.val_matrix, "val", options.val_per_task)):
@@ -137,7 +141,7 @@ def run(options: ReaderRecipeOptions, progress: ProgressFn | None = None) -> Rec
     emit = progress or quiet
     config = load_pool(options.pool)
     name = options.name or f"{config.name}-reader"
-    cost = plan(options)
+    cost = plan(options, config)
     emit(RecipePhase("plan", cost.summary() if cost.phases else "both matrices given: no model call"))
     with limit_spending(options.max_calls, options.max_usd):
         train_file = _matrix(options, config, "train", options.train_per_task, options.train_matrix, emit)
@@ -192,21 +196,26 @@ def route_members(train: Items, models: list[str]) -> dict[str, str]:
 def table(reader: reader_mod.Reader, train: Items, val: Items, models: list[str],
           cost_weight: float) -> list[dict[str, Any]]:
     """The verdict's rows on the validation matrix (module docstring)."""
-    per_row: dict[str, tuple[str, list[bool], list[int]]] = {}
-    order = ">".join(models)
     routes = route_members(train, models)
-    for m in models:
-        outs = [play_procedure(f"single:{m}", val.matrix[i.key], i.scorer, len(models)) for i in val.items]
-        per_row[f"single:{m}"] = ("single", [o.correct for o in outs], [o.tokens for o in outs])
-    outs = [play_procedure(f"single:{routes[family(i.scorer)]}", val.matrix[i.key], i.scorer, 1) for i in val.items]
-    per_row["route"] = ("route", [o.correct for o in outs], [o.tokens for o in outs])
-    outs = [play_procedure(f"agree:{order}", val.matrix[i.key], i.scorer, len(models)) for i in val.items]
-    per_row["agree"] = ("agree", [o.correct for o in outs], [o.tokens for o in outs])
-    for kind, name in FIXED.items():
-        outs = [play_procedure(name, val.matrix[i.key], i.scorer, len(models)) for i in val.items]
-        per_row[name] = (kind, [o.correct for o in outs], [o.tokens for o in outs])
-    outs = [play(reader, val.matrix[i.key], i.scorer) for i in val.items]
-    per_row["reader"] = ("reader", [o.correct for o in outs], [o.tokens for o in outs])
+
+    def procedure(name: Callable[[TaskItem], str]) -> Callable[[TaskItem], Outcome]:
+        """The fixed procedure `name(item)` names, played on an item's validation row."""
+        return lambda i: play_procedure(name(i), val.matrix[i.key], i.scorer, len(models))
+
+    def fixed(name: str) -> Callable[[TaskItem], Outcome]:
+        return procedure(lambda i: name)
+
+    plays: list[tuple[str, str, Callable[[TaskItem], Outcome]]] = [
+        *((f"single:{m}", "single", fixed(f"single:{m}")) for m in models),
+        ("route", "route", procedure(lambda i: f"single:{routes[family(i.scorer)]}")),
+        ("agree", "agree", fixed("agree:" + ">".join(models))),
+        *((name, kind, fixed(name)) for kind, name in FIXED.items()),
+        ("reader", "reader", lambda i: play(reader, val.matrix[i.key], i.scorer)),
+    ]
+    per_row: dict[str, tuple[str, list[bool], list[int]]] = {}
+    for row, kind, play_item in plays:
+        outs = [play_item(i) for i in val.items]
+        per_row[row] = (kind, [o.correct for o in outs], [o.tokens for o in outs])
     agree_right = {i.key: float(c) for i, c in zip(val.items, per_row["agree"][1], strict=True)}
     rows = []
     for row, (kind, right, tokens) in per_row.items():
