@@ -18,9 +18,10 @@ from .conftest import run_main, scripted_pool
 QUESTION = "What is 12*7?"
 
 
-def _start(pool: Path, home: Path) -> tuple[subprocess.Popen, Path]:
+def _start(pool: Path, home: Path, *extra: str) -> tuple[subprocess.Popen, Path]:
     env = {**os.environ, "TRINITY_HOME": str(home)}
-    process = subprocess.Popen([sys.executable, "-m", "trinity_cli", "serve", "--pool", str(pool), "--port", "0"],
+    process = subprocess.Popen([sys.executable, "-m", "trinity_cli", "serve", "--pool", str(pool), "--port", "0",
+                                *extra],
                                env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                stdin=subprocess.DEVNULL)
     deadline = time.monotonic() + 60
@@ -77,6 +78,26 @@ def test_ask_answers_through_a_warm_server_as_it_would_in_process(tmp_path: Path
     code, out, err = run_main(["ask", "--pool", str(pool), "-q", QUESTION], monkeypatch, capsys)
     assert code == 0 and out.strip().endswith("84")
     assert err.count("does not answer: answering in this process") == 1 and not record_file.exists()
+
+
+@pytest.mark.slow
+def test_a_no_cache_ask_answers_through_a_no_cache_server(tmp_path: Path, monkeypatch, capsys,
+                                                          trinity_home: Path) -> None:
+    pool = scripted_pool(tmp_path)
+    process, _ = _start(pool, trinity_home, "--no-cache")
+    try:
+        from trinity_cli import ask as ask_mod
+
+        def no_pool_here(*args, **kwargs):
+            raise AssertionError("the question was answered in this process")
+
+        with monkeypatch.context() as patched:
+            patched.setattr(ask_mod, "build", no_pool_here)
+            code, out, err = run_main(["ask", "--pool", str(pool), "--no-cache", "-q", QUESTION], monkeypatch, capsys)
+        assert code == 0 and out.strip().endswith("84"), err
+    finally:
+        process.send_signal(signal.SIGKILL)
+        process.wait()
 
 
 def test_a_server_of_another_pool_is_not_used_and_a_silent_one_is_bypassed(tmp_path: Path, caplog,

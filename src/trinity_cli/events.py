@@ -259,14 +259,15 @@ class MatrixItemPlayed:
 @dataclass(frozen=True)
 class ReaderGeneration:
     """A reader's search (evolve/reader_fit.py) finished `generation` of `generations`: its
-    mean's training and validation accuracy and validation tokens a question; `kept`, the
-    generation whose mean scores best on the training items so far (0: the start)."""
+    mean's training and validation accuracy and validation tokens a question (None without a
+    validation matrix); `kept`, the generation whose mean scores best on the training items so
+    far (0: the start)."""
 
     generation: int
     generations: int
     train: float
-    val: float
-    val_tokens: float
+    val: float | None
+    val_tokens: float | None
     kept: int
 
 

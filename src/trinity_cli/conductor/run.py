@@ -385,8 +385,8 @@ def run_conductor(
     conductor = spec.name(pool)
     usable = set(usable if usable is not None else usable_models(pool, task, exclude, context))
     members = [m for m in pool.names if m in usable]
-    play = _Conducting(pool, spec, conductor, members, task, list(context), kind, examples,
-                       salt=attempt_salt(task, context))
+    conducting = _Conducting(pool, spec, conductor, members, task, list(context), kind, examples,
+                             salt=attempt_salt(task, context))
     numbered: list[Turn] = []
 
     def emit(batch: list[Turn]) -> None:
@@ -395,7 +395,7 @@ def run_conductor(
             numbered.append(turn)
             (progress or quiet)(TurnPlayed(turn))
 
-    done = play.workflow(task, 0, emit)
+    done = conducting.workflow(task, 0, emit)
     transcript = Transcript(task=task, context=list(context), turns=numbered, answer=done.answer,
                             stop_reason="fallback" if done.record["fallback"] else "workflow")
     transcript.workflow = _numbered(done.record)

@@ -345,6 +345,12 @@ class Coordinator(SourceRules):
             seconds=time.perf_counter() - start,
         )
 
+    def warm(self) -> None:
+        """Load now what the first decision would load (the backbone of a learned head), so a
+        server pays for it at start, not on its first request."""
+        if self.head.learned and self.backbone_ref is not None:
+            _ = self.backbone
+
     def close(self) -> None:
         """Close the hidden-state cache (a view leaves it to the coordinator it came from)."""
         if self._owner and self._shared.cache is not None:

@@ -230,11 +230,10 @@ class Reader:
 class ReaderSource(SourceRules):
     """A reader as the turn loop's decision source (episode/loop.py's `DecisionSource`); what
     `ask` and `serve` hold for a reader where they hold a `Coordinator` for a head (`head`,
-    `backbone_ref`: None, it reads no backbone; `close`)."""
+    `backbone_ref`: None, it reads no backbone; `warm`; `close`)."""
 
     stop_reason = "read"  # its score said stop (module docstring)
     backbone_ref = None
-    backbone = None  # a coordinator's backbone, loaded on first use; a reader reads none
 
     def __init__(self, reader: Reader) -> None:
         self.reader = reader
@@ -242,6 +241,9 @@ class ReaderSource(SourceRules):
     @property
     def head(self) -> Reader:
         return self.reader
+
+    def warm(self) -> None:
+        """Nothing to load: a reader reads no backbone."""
 
     def close(self) -> None:
         """Nothing to close: a reader holds no model and no cache."""

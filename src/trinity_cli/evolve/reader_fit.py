@@ -7,13 +7,16 @@ The search: separable CMA-ES (evolve/strategy.py) over the reader's weights from
 (`Reader.agree_start`: `agree`), fitness = mean reward - cost_weight * mean tokens / 1000
 over all training items every generation; the reader kept is the distribution's mean of the
 generation whose mean scores best on the training items (ties to the earlier, so the start
-unless a generation beats it). The validation matrix is scored along (the curves) but chooses
-nothing, so the verdict on it (evolve/reader_recipe.py) is not biased by the choice.
-Reproducible from `seed`.
+unless a generation beats it). The validation matrix, when there is one, is scored along (the
+curves) but chooses nothing, so the verdict on it (evolve/reader_recipe.py) is not biased by
+the choice. Reproducible from `seed`. GENERATIONS, POPSIZE, SIGMA0 and DEFAULT_WEIGHTS are the
+settings both recipes search with (evolve/reader_recipe.py, and the reader phase of
+evolve/recipe.py).
 
 Result (`ReaderSearch`): the reader, its curves ({"generation", "best_fitness",
 "mean_fitness", "spread", "train", "val", "val_tokens"} per generation, generation 0 the
-start), the generation kept and the start's scores.
+start; "val" and "val_tokens" null without a validation matrix), the generation kept and the
+start's scores.
 
 Matrix files are read back with `read_matrix` (the file's "mix" and "seed" name its items:
 they are drawn again as bench draws them, for each item's task and scorer).
@@ -37,6 +40,15 @@ from trinity_cli.errors import ConfigError
 from trinity_cli.events import ProgressFn, ReaderGeneration, quiet
 from trinity_cli.messages import Role, Turn
 from trinity_cli.turns import settle
+
+# The search's settings: popsize, sigma0 and generations, and the weight groups it moves by
+# default: each member's confidence weight and the stop margins, every other weight at its
+# `agree` value. The groups were chosen on training items alone: 4-fold cross-validation on the
+# 96 items of recordings/local/matrix-train-32x2.json (`scripts/analysis/reader_cv.py`;
+# docs/heads.md#readers) held out 0.486 fitness against 0.457 for all 48 weights, 0.479 for
+# the margins alone and 0.474 for `agree`.
+GENERATIONS, POPSIZE, SIGMA0 = 40, 16, 0.5
+DEFAULT_WEIGHTS = ("conf", "margin")
 
 
 @dataclass(frozen=True)
@@ -135,12 +147,13 @@ class ReaderSearch:
     kept_generation: int = 0
 
 
-def search(train: Items, val: Items, pool: str, models: Sequence[str], generations: int = 40, popsize: int = 16,
-           sigma0: float = 0.5, seed: int = 0, cost_weight: float = 0.05, free: Collection[str] = WEIGHT_GROUPS,
-           progress: ProgressFn = quiet) -> ReaderSearch:
-    """CMA-ES from `agree` on `train`, the best generation on `train` kept; `val` scored
-    along, for the curves (module docstring). `free`: the weight groups the search moves
-    (coordinator/reader.WEIGHT_GROUPS); the others keep their start values."""
+def search(train: Items, val: Items | None, pool: str, models: Sequence[str], generations: int = GENERATIONS,
+           popsize: int = POPSIZE, sigma0: float = SIGMA0, seed: int = 0, cost_weight: float = 0.05,
+           free: Collection[str] = WEIGHT_GROUPS, progress: ProgressFn = quiet) -> ReaderSearch:
+    """CMA-ES from `agree` on `train`, the best generation on `train` kept; `val` (None: no
+    validation matrix) scored along, for the curves (module docstring). `free`: the weight
+    groups the search moves (coordinator/reader.WEIGHT_GROUPS); the others keep their start
+    values."""
     from trinity_cli.evolve.strategy import new_state
 
     if generations < 1 or popsize < 2:
@@ -160,7 +173,7 @@ def search(train: Items, val: Items, pool: str, models: Sequence[str], generatio
     start = base
     state = new_state(fixed[mask], sigma0, seed, popsize, 0, None)
     es = state["es"]
-    first_train, first_val = score(start, train), score(start, val)
+    first_train, first_val = score(start, train), score(start, val) if val is not None else None
     best = (first_train.fitness(cost_weight), 0, start)
     result = ReaderSearch(start, start)
     result.curves.append(_curve(0, [first_train.fitness(cost_weight)], first_train, first_val, 0.0))
@@ -169,18 +182,21 @@ def search(train: Items, val: Items, pool: str, models: Sequence[str], generatio
         scores = [score(reader_at(c), train).fitness(cost_weight) for c in candidates]
         es.tell(candidates, [-s for s in scores])
         mean = reader_at(es.mean)
-        on_train, on_val = score(mean, train), score(mean, val)
+        on_train, on_val = score(mean, train), score(mean, val) if val is not None else None
         curve = _curve(generation, scores, on_train, on_val, float(es.sigma))
         result.curves.append(curve)
         if on_train.fitness(cost_weight) > best[0]:
             best = (on_train.fitness(cost_weight), generation, mean)
         progress(ReaderGeneration(generation=generation, generations=generations, train=on_train.accuracy,
-                                  val=on_val.accuracy, val_tokens=on_val.tokens, kept=best[1]))
+                                  val=on_val.accuracy if on_val else None, val_tokens=on_val.tokens if on_val else None,
+                                  kept=best[1]))
     result.reader, result.kept_generation = best[2], best[1]
     return result
 
 
-def _curve(generation: int, scores: Sequence[float], on_train: Score, on_val: Score, sigma: float) -> dict[str, Any]:
+def _curve(generation: int, scores: Sequence[float], on_train: Score, on_val: Score | None,
+           sigma: float) -> dict[str, Any]:
     return {"generation": generation, "best_fitness": max(scores), "mean_fitness": float(np.mean(scores)),
             "spread": float(np.std(scores)), "sigma": sigma, "train": on_train.accuracy,
-            "train_tokens": on_train.tokens, "val": on_val.accuracy, "val_tokens": on_val.tokens}
+            "train_tokens": on_train.tokens, "val": on_val.accuracy if on_val else None,
+            "val_tokens": on_val.tokens if on_val else None}

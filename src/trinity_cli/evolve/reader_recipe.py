@@ -53,7 +53,16 @@ from trinity_cli.coordinator.reader import FAMILIES, WEIGHT_GROUPS, family
 from trinity_cli.errors import ConfigError, option
 from trinity_cli.events import ProgressFn, RecipePhase, quiet
 from trinity_cli.evolve.cost import Estimate, of_calls
-from trinity_cli.evolve.reader_fit import Items, play, read_matrix, search
+from trinity_cli.evolve.reader_fit import (
+    DEFAULT_WEIGHTS,
+    GENERATIONS,
+    POPSIZE,
+    SIGMA0,
+    Items,
+    play,
+    read_matrix,
+    search,
+)
 from trinity_cli.evolve.recipe import DEFAULT_TASKS, RecipeResult
 from trinity_cli.keyed_cache import content_key
 from trinity_cli.pool.pool import limit_spending
@@ -65,12 +74,6 @@ TRAIN_PER_TASK = 32
 VAL_PER_TASK = 98
 SIMPLICITY = ("single", "route", "agree", "cvote", "mux", "reader")  # ties go to the earlier
 FIXED = {"cvote": "cvote-all", "mux": "mux-all"}
-# The weight groups the search moves by default: each member's confidence weight and the stop
-# margins, every other weight at its `agree` value. Chosen on training items alone: 4-fold
-# cross-validation on the 96 items of recordings/local/matrix-train-32x2.json
-# (`scripts/analysis/reader_cv.py`; docs/heads.md#readers) held out 0.486 fitness against 0.457
-# for all 48 weights, 0.479 for the margins alone and 0.474 for `agree`.
-DEFAULT_WEIGHTS = ("conf", "margin")
 
 
 @dataclass
@@ -81,9 +84,9 @@ class ReaderRecipeOptions:
     val_per_task: int = VAL_PER_TASK
     train_matrix: str | None = None
     val_matrix: str | None = None
-    generations: int = 40
-    popsize: int = 16
-    sigma0: float = 0.5
+    generations: int = GENERATIONS
+    popsize: int = POPSIZE
+    sigma0: float = SIGMA0
     cost_weight: float = 0.05
     seed: int = 0
     name: str | None = None

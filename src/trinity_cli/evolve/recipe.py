@@ -9,7 +9,12 @@ Phases (each shown in progress as `RecipePhase` and recorded in the verdict file
   2. start       the rotating start fitted to it (evolve/label_fit.py, rotation_fit.py:
                  its first pick, then the other members until one agrees, as `agree` does),
                  written as the head `<name>-start` (manifest "made": "fitted").
-  3. search      sep-CMA-ES from that start (evolve/evolution.py) with `SEARCH` settings
+  3. reader      a reader (coordinator/reader.py) searched on the same matrix's replies from
+                 `agree` (evolve/reader_fit.py: its GENERATIONS, POPSIZE, SIGMA0 and
+                 DEFAULT_WEIGHTS, the recipe's cost weight): no model call. It reads what the
+                 replies show (confidence, agreement, code outcome) where a head reads the
+                 backbone's state; written as `<name>-reader`.
+  4. search      sep-CMA-ES from that start (evolve/evolution.py) with `SEARCH` settings
                  unless overridden: greedy decisions (as `ask` plays a head, so a candidate's
                  fitness on fixed items has no sampling noise), every training item in every
                  generation, popsize 8, the whole hidden state as input, at most 4 turns, and
@@ -18,20 +23,23 @@ Phases (each shown in progress as `RecipePhase` and recorded in the verdict file
                  fitted start's margins of about 3; run-4 at sigma0 1 had candidates whose
                  rewards spread by one item in 96). Skipped when the budget is below one
                  generation: the start is the search's result.
-  4. validate    `trinity bench` on the validation items (at least `MIN_VAL` by default):
-                 each member alone, `agree`, the start and the search's head, paired.
-  5. verdict     the winner is the most accurate row; a tie goes to the simpler one, in the
-                 order single member, `agree`, start, search. A winning head is written to
-                 `out` (default `<home>/heads/<name>`); when `agree` or a member wins, no head
-                 is written and the verdict says what plays it: the pool line `router:
-                 agree`, or that member asked alone.
+  5. validate    `trinity bench` on the validation items (at least `MIN_VAL` by default):
+                 each member alone, `agree`, the reader, the start and the search's head,
+                 paired. The reader's calls are the members' calls alone: they add none.
+  6. verdict     the winner is the row with the highest validation fitness (accuracy -
+                 cost_weight x tokens / 1000, what the searches maximise); a tie goes to the
+                 simpler one, in the order single member, `agree`, reader, start, search. A
+                 winning head or reader is written to `out` (default `<home>/heads/<name>`);
+                 when `agree` or a member wins, nothing is written but the verdict, which says
+                 what plays it: the pool line `router: agree`, or that member asked alone.
 
 Verdict file (`verdict.json` beside the head, or in `<home>/heads/<name>.verdict.json`
 when no head is written): {"format": "trinity-recipe/1", "winner": row name, "head": path or
-null, "router": str or null, "phases": {name: {...counts, run ids, paths}}, "table": [{"row",
-"accuracy", "correct", "n", "tokens", "vs_agree": [b, c, p] | null, "vs_best_single": [b, c,
-p] | null}]}; the written head's manifest holds the same under "recipe", and so does the
-search run's run.json (`trinity inspect RUN` shows the table).
+null, "router": str or null, "cost_weight", "phases": {name: {...counts, run ids, paths}},
+"table": [{"row", "kind", "accuracy", "correct", "n", "tokens", "fitness", "vs_agree": [b, c,
+p] | null, "vs_best_single": [b, c, p] | null, "best_single"}]}; the written head's (or
+reader's) manifest holds the same under "recipe", and so does the search run's run.json
+(`trinity inspect RUN` shows the table).
 """
 
 from __future__ import annotations
@@ -48,6 +56,7 @@ from trinity_cli.bench.matrix import matrix_of
 from trinity_cli.bench.options import BenchOptions
 from trinity_cli.bench.runner import bench
 from trinity_cli.bench.stats import paired_test
+from trinity_cli.coordinator import reader as reader_mod
 from trinity_cli.coordinator.head import Head
 from trinity_cli.errors import ConfigError, option
 from trinity_cli.evaluators.ray_cluster import RayOptions, check_ray
@@ -55,6 +64,8 @@ from trinity_cli.events import ProgressFn, RecipePhase, quiet
 from trinity_cli.evolve.cost import Estimate, estimate
 from trinity_cli.evolve.evolution import evolve
 from trinity_cli.evolve.options import EvolveOptions
+from trinity_cli.evolve.reader_fit import DEFAULT_WEIGHTS, GENERATIONS, POPSIZE, SIGMA0, read_matrix
+from trinity_cli.evolve.reader_fit import search as search_reader
 from trinity_cli.keyed_cache import content_key
 from trinity_cli.pool.pool import limit_spending
 from trinity_cli.pool_config import PoolConfig, load_pool
@@ -67,7 +78,7 @@ DEFAULT_TASKS = "gsm8k,arc-challenge,mbpp"
 # The search's settings (module docstring, phase 3); options the user gives override them.
 SEARCH: dict[str, Any] = {"init_rotate": True, "input_dims": 0, "decisions": "greedy", "max_turns": 4,
                           "popsize": 8, "sigma0": 3.0, "val_every": 1, "cost_weight": 0.05}
-SIMPLICITY = ("single", "agree", "start", "search")  # ties go to the earlier
+SIMPLICITY = ("single", "agree", "reader", "start", "search")  # ties go to the earlier
 
 
 @dataclass
@@ -161,6 +172,9 @@ def _run(options: RecipeOptions, progress: ProgressFn | None, parallel: int | No
     if not opts.init_labels:
         opts.init_labels = str(_matrix(options, opts, config, emit))
     phases["matrix"] = {"file": opts.init_labels}
+    work = paths.home() / "recipe" / name
+    reader_dir = work / "reader"
+    phases["reader"] = _reader(opts, config, name, reader_dir, emit)
     per_generation = (opts.popsize or 8) * opts.minibatch
     if opts.budget < per_generation:  # no generation fits: the validated start is the search's result
         phases["search"] = {"skipped": f"budget {opts.budget} is below one generation ({per_generation} episodes)"}
@@ -170,7 +184,6 @@ def _run(options: RecipeOptions, progress: ProgressFn | None, parallel: int | No
     else:
         emit(RecipePhase("search", f"the rotating start, then {opts.budget // per_generation} generations of "
                                    f"{opts.popsize} candidates on {opts.minibatch} items"))
-    work = paths.home() / "recipe" / name
     result = evolve(replace(opts, name=f"{name}-search", out=str(work / "search")), progress=progress,
                     parallel=parallel, ray=ray)
     if result.start_head is None:
@@ -184,25 +197,46 @@ def _run(options: RecipeOptions, progress: ProgressFn | None, parallel: int | No
     if searched:
         phases["search"] = {"run": result.run_id, "head": str(result.head_dir), "val": result.best_val,
                             "generations": result.generations, "spent": result.spent}
-    emit(RecipePhase("validate", f"{opts.val_mix()}: each member alone, agree and the heads, paired"))
-    heads = [str(start_dir)] + ([str(result.head_dir)] if searched else [])
+    emit(RecipePhase("validate", f"{opts.val_mix()}: each member alone, agree, the reader and the heads, paired"))
+    heads = [str(reader_dir), str(start_dir)] + ([str(result.head_dir)] if searched else [])
     validation = BenchOptions(pool=options.pool, tasks=opts.val_mix(), heads=heads, systems=["single", "agree", "head"],
                               random_seeds=0, decisions="greedy", max_turns=opts.max_turns, backbone=opts.backbone,
                               device=opts.device)
     checked = bench(validation, progress=progress, parallel=parallel, ray=ray)
     phases["validate"] = {"run": checked.run_id}
-    rows = _table(checked.data, config.names, f"head:{name}-start", f"head:{name}-search")
-    return _verdict(options, name, rows, cost, phases, {"start": start_dir,
-                                                          "search": result.head_dir if searched else None})
+    rows = _table(checked.data, config.names, name, opts.cost_weight)
+    return _verdict(options, name, rows, cost, phases, {"reader": reader_dir, "start": start_dir,
+                                                          "search": result.head_dir if searched else None},
+                    opts.cost_weight)
 
 
-def _table(data: dict[str, Any], members: list[str], start: str, search: str) -> list[dict[str, Any]]:
+def _reader(opts: EvolveOptions, config: PoolConfig, name: str, out: Path, emit: ProgressFn) -> dict[str, Any]:
+    """Phase 3: a reader searched on the training matrix's replies, written to `out`."""
+    assert opts.init_labels is not None
+    train = read_matrix(opts.init_labels)
+    if not train.items or list(next(iter(train.matrix.values()))) != config.names:
+        raise ConfigError(f"the training matrix {opts.init_labels} holds no items of pool {config.name!r}'s "
+                          f"members {config.names}", "make it with `trinity matrix --pool` this pool")
+    emit(RecipePhase("reader", f"{GENERATIONS} generations of {POPSIZE} readers on the matrix's "
+                               f"{len(train.items)} items (no model call)"))
+    found = search_reader(train, None, config.name, config.names, GENERATIONS, POPSIZE, SIGMA0, opts.seed,
+                          opts.cost_weight, DEFAULT_WEIGHTS, emit)
+    reader = found.reader
+    reader.manifest = {**reader.manifest, "name": f"{name}-reader",
+                       "made": "evolved" if found.kept_generation else "agree",
+                       "trained": bool(found.kept_generation), "curves": found.curves}
+    reader_mod.save(reader, out)
+    return {"head": str(out), "kept_generation": found.kept_generation, "weights": list(DEFAULT_WEIGHTS)}
+
+
+def _table(data: dict[str, Any], members: list[str], name: str, cost_weight: float) -> list[dict[str, Any]]:
     """The verdict's rows from bench.json's results and paired tests (module docstring)."""
     results, per_item = data["results"], data["per_item"]
     singles = [f"single:{m}" for m in members if f"single:{m}" in results]
     best = max(singles, key=lambda s: (results[s]["overall"]["accuracy"] or 0.0, -singles.index(s)))
     rows = []
-    for row, kind in [*((s, "single") for s in singles), ("agree", "agree"), (start, "start"), (search, "search")]:
+    for row, kind in [*((s, "single") for s in singles), ("agree", "agree"), (f"head:{name}-reader", "reader"),
+                      (f"head:{name}-start", "start"), (f"head:{name}-search", "search")]:
         if row not in results:
             continue
         overall = results[row]["overall"]
@@ -214,29 +248,36 @@ def _table(data: dict[str, Any], members: list[str], start: str, search: str) ->
             return [test["b"], test["c"], test["p_value"]]
 
         rows.append({"row": row, "kind": kind, "accuracy": overall["accuracy"], "correct": overall["correct"],
-                     "n": overall["n"], "tokens": overall["mean_tokens"], "vs_agree": vs("agree"),
-                     "vs_best_single": vs(best), "best_single": row == best})
+                     "n": overall["n"], "tokens": overall["mean_tokens"],
+                     "fitness": (overall["accuracy"] or 0.0) - cost_weight * (overall["mean_tokens"] or 0.0) / 1000,
+                     "vs_agree": vs("agree"), "vs_best_single": vs(best), "best_single": row == best})
     return rows
 
 
 def _verdict(options: RecipeOptions, name: str, rows: list[dict[str, Any]], plan: Estimate,
-             phases: dict[str, Any], head_dirs: dict[str, Path | None]) -> RecipeResult:
-    """Phase 5: pick the winner (ties to the simpler), write it, record the verdict."""
-    candidates = [r for r in rows if r["kind"] in ("agree", "start", "search") or r["best_single"]]
-    winner = max(candidates, key=lambda r: (r["accuracy"] or 0.0, -SIMPLICITY.index(r["kind"])))
+             phases: dict[str, Any], head_dirs: dict[str, Path | None], cost_weight: float) -> RecipeResult:
+    """Phase 6: pick the winner (ties to the simpler), write it, record the verdict."""
+    candidates = [r for r in rows if r["kind"] != "single" or r["best_single"]]
+    winner = max(candidates, key=lambda r: (round(r["fitness"], 9), -SIMPLICITY.index(r["kind"])))
     head_dir: Path | None = None
     router: str | None = None
-    record = {"format": FORMAT, "winner": winner["row"], "phases": phases, "table": rows, "plan": plan.to_dict()}
-    if winner["kind"] in ("start", "search"):
+    record = {"format": FORMAT, "winner": winner["row"], "cost_weight": cost_weight, "phases": phases,
+              "table": rows, "plan": plan.to_dict()}
+    if winner["kind"] in ("reader", "start", "search"):
         source = head_dirs[winner["kind"]]
         assert source is not None
         head_dir = _heads_dir(options, name)
         tmp = head_dir.with_name(head_dir.name + ".tmp")
         shutil.rmtree(tmp, ignore_errors=True)
-        shutil.copytree(source, tmp)
-        head = Head.load(tmp)
-        head.manifest = {**head.manifest, "name": name, "recipe": record}
-        head.save(tmp)
+        if winner["kind"] == "reader":
+            reader = reader_mod.load(source)
+            reader.manifest = {**reader.manifest, "name": name, "recipe": record}
+            reader_mod.save(reader, tmp)
+        else:
+            shutil.copytree(source, tmp)
+            head = Head.load(tmp)
+            head.manifest = {**head.manifest, "name": name, "recipe": record}
+            head.save(tmp)
         if head_dir.exists():
             shutil.rmtree(head_dir)
         tmp.rename(head_dir)

@@ -308,9 +308,10 @@ class RecipeProgress(EvolveProgress):
                 console.err.print(Text(f"  matrix {event.index}/{event.total} items · "
                                        f"{_calls(event.calls, event.cache_hits)}", style="dim"))
             case ReaderGeneration() if event.generation % 5 == 0 or event.generation == event.generations:
+                val = ("" if event.val is None or event.val_tokens is None
+                       else f" · validation {event.val:.1%} at {event.val_tokens:,.0f} tokens")
                 console.err.print(Text(f"  generation {event.generation}/{event.generations} · train "
-                                       f"{event.train:.1%} · validation {event.val:.1%} at {event.val_tokens:,.0f} "
-                                       f"tokens · kept: generation {event.kept}", style="dim"))
+                                       f"{event.train:.1%}{val} · kept: generation {event.kept}", style="dim"))
             case BenchEpisodeFinished():
                 self.played += 1
                 if self.played % (self.EVERY * 8) == 0:

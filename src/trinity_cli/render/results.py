@@ -64,7 +64,10 @@ def _table(view: reports.TableView, title: str | None = None) -> Table:
     table = Table(title=escape(title if title is not None else view.title), title_justify="left", header_style="bold",
                   box=None, padding=(0, 1))
     for i, col in enumerate(view.header):
-        table.add_column(escape(col), justify="right" if i >= view.numeric_from else "left")
+        # The first column names what a user types next (a system, a head): never cut short.
+        first = i == 0 and bool(view.rows)
+        table.add_column(escape(col), justify="right" if i >= view.numeric_from else "left", no_wrap=first,
+                         min_width=max(len(r[0]) for r in view.rows) if first else None)
     for row, kind in zip(view.rows, view.kinds, strict=True):
         table.add_row(*[escape(cell) for cell in row], style=_KIND_STYLE.get(kind, ""))
     return table

@@ -81,9 +81,9 @@ class ServedPool:
             else:
                 default = self.coordinator(None)
                 self.default_head = str(default.head.manifest.get("name"))
-                if default.head.learned and default.backbone_ref is not None:  # load it now, not on the first request
+                if default.backbone_ref is not None and default.head.learned:  # now, not on the first request
                     self.progress(ServeLoading("backbone", self.default_head))
-                    _ = default.backbone
+                    default.warm()
         except BaseException:
             self.close()
             raise

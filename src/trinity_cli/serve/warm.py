@@ -102,8 +102,6 @@ def _alive(pid: Any) -> bool:
 def find(options: AskOptions) -> dict[str, Any] | None:
     """The record of a live warm server that can answer `options`, or None (module
     docstring); stale records met on the way are removed, each with one warning line."""
-    if not options.use_cache:
-        return None
     config = load_pool(options.pool)
     wanted = {"pool_source": config.source, "pool_sha": pool_sha(config), "head": options.head,
               "backbone": options.backbone, "device": options.device, "use_cache": options.use_cache}
