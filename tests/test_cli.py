@@ -308,7 +308,7 @@ def test_quiet_leaves_stderr_to_errors_and_json_replaces_the_result(tmp_path, mo
 
 
 def test_ctrl_c_offers_resume_only_where_there_is_one(tmp_path, monkeypatch, capsys) -> None:
-    from trinity_cli import ask as ask_mod
+    from trinity_cli.ask import answer as ask_mod
     from trinity_cli.bench import runner as bench_mod
 
     def interrupt(*args, **kwargs):
@@ -325,7 +325,7 @@ def test_ctrl_c_offers_resume_only_where_there_is_one(tmp_path, monkeypatch, cap
 def test_ask_library_reads_the_question_and_closes_what_it_built(tmp_path, monkeypatch) -> None:
     """`ask.ask` reads stdin itself (refusing a terminal) and closes the pool and
     coordinator it built, even when the episode fails: the command only renders."""
-    from trinity_cli import ask as ask_mod
+    from trinity_cli.ask import answer as ask_mod
     from trinity_cli.errors import ConfigError
 
     class Tty(io.StringIO):

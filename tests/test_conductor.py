@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from trinity_cli.conductor.run import ConductorSpec, run_conductor
+from trinity_cli.conductor.run import run_conductor
+from trinity_cli.conductor.workflow import ConductorSpec
 from trinity_cli.errors import ConfigError
 from trinity_cli.messages import Role
 from trinity_cli.pool.pool import Pool, open_pool

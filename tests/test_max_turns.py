@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from trinity_cli.ask import AskOptions, ask
+from trinity_cli.ask import AskOptions
+from trinity_cli.ask.answer import ask
 from trinity_cli.bench.options import BenchOptions
 from trinity_cli.bench.runner import bench
 from trinity_cli.coordinator import head as head_mod

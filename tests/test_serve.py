@@ -406,7 +406,7 @@ def test_unreachable_backend_is_503_and_the_server_keeps_serving(tmp_path: Path)
 def test_unexpected_failure_is_500_without_a_traceback(
     client: TestClient, monkeypatch: pytest.MonkeyPatch, trinity_home: Path
 ) -> None:
-    from trinity_cli import ask
+    from trinity_cli.ask import answer as ask
 
     def boom(*args: Any, **kwargs: Any) -> None:
         raise RuntimeError("secret internals")

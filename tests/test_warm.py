@@ -18,8 +18,9 @@ from .conftest import run_main, scripted_pool
 QUESTION = "What is 12*7?"
 
 
-def _start(pool: Path, home: Path, *extra: str) -> tuple[subprocess.Popen, Path]:
-    env = {**os.environ, "TRINITY_HOME": str(home)}
+def _start(pool: Path, home: Path, *extra: str, env_extra: dict[str, str] | None = None
+           ) -> tuple[subprocess.Popen, Path]:
+    env = {**os.environ, "TRINITY_HOME": str(home), **(env_extra or {})}
     process = subprocess.Popen([sys.executable, "-m", "trinity_cli", "serve", "--pool", str(pool), "--port", "0",
                                 *extra],
                                env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -49,7 +50,7 @@ def test_ask_answers_through_a_warm_server_as_it_would_in_process(tmp_path: Path
     pool = scripted_pool(tmp_path)
     process, record_file = _start(pool, trinity_home)
     try:
-        from trinity_cli import ask as ask_mod
+        from trinity_cli.ask import answer as ask_mod
 
         def no_pool_here(*args, **kwargs):
             raise AssertionError("the question was answered in this process")
@@ -86,7 +87,7 @@ def test_a_no_cache_ask_answers_through_a_no_cache_server(tmp_path: Path, monkey
     pool = scripted_pool(tmp_path)
     process, _ = _start(pool, trinity_home, "--no-cache")
     try:
-        from trinity_cli import ask as ask_mod
+        from trinity_cli.ask import answer as ask_mod
 
         def no_pool_here(*args, **kwargs):
             raise AssertionError("the question was answered in this process")
@@ -94,6 +95,28 @@ def test_a_no_cache_ask_answers_through_a_no_cache_server(tmp_path: Path, monkey
         with monkeypatch.context() as patched:
             patched.setattr(ask_mod, "build", no_pool_here)
             code, out, err = run_main(["ask", "--pool", str(pool), "--no-cache", "-q", QUESTION], monkeypatch, capsys)
+        assert code == 0 and out.strip().endswith("84"), err
+    finally:
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+
+
+@pytest.mark.slow
+def test_a_warm_server_that_wants_a_token_gets_it_from_the_same_variable(tmp_path: Path, monkeypatch, capsys,
+                                                                         trinity_home: Path) -> None:
+    pool = scripted_pool(tmp_path)
+    process, _ = _start(pool, trinity_home, "--api-key-env", "TRINITY_WARM_TOKEN",
+                        env_extra={"TRINITY_WARM_TOKEN": "s3cret"})
+    try:
+        from trinity_cli.ask import answer as ask_mod
+
+        def no_pool_here(*args, **kwargs):
+            raise AssertionError("the question was answered in this process")
+
+        monkeypatch.setenv("TRINITY_WARM_TOKEN", "s3cret")
+        with monkeypatch.context() as patched:
+            patched.setattr(ask_mod, "build", no_pool_here)
+            code, out, err = run_main(["ask", "--pool", str(pool), "-q", QUESTION], monkeypatch, capsys)
         assert code == 0 and out.strip().endswith("84"), err
     finally:
         process.send_signal(signal.SIGKILL)
@@ -133,7 +156,7 @@ def test_keep_warm_starts_a_server_that_answers_the_next_question_then_stops_whe
     assert len(records) == 1
     pid = json.loads(records[0].read_text())["pid"]
     try:
-        from trinity_cli import ask as ask_mod
+        from trinity_cli.ask import answer as ask_mod
 
         with monkeypatch.context() as patched:
             patched.setattr(ask_mod, "build", lambda *a, **k: (_ for _ in ()).throw(AssertionError("in process")))
@@ -148,3 +171,12 @@ def test_keep_warm_starts_a_server_that_answers_the_next_question_then_stops_whe
             os.kill(pid, signal.SIGKILL)
         except OSError:
             pass
+
+
+def test_the_warm_client_imports_nothing_that_answers() -> None:
+    """A warm `ask` pays only for what sends the question: no model code, no numpy."""
+    probe = ("import sys, trinity_cli.cli, trinity_cli.render.terminal, trinity_cli.serve.warm; "
+             "print(sorted(m for m in ('numpy', 'trinity_cli.ask.answer', 'trinity_cli.serve.service', "
+             "'trinity_cli.pool.pool', 'trinity_cli.coordinator.policy') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

@@ -6,7 +6,7 @@ them, but a callback that raises stops the work (that is how a test stops a run)
 Who emits what:
     episode/loop.py                       DecisionMade, TurnPlayed           (one episode)
     conductor/run.py                      TurnPlayed                         (one workflow)
-    ask.py                                AskStarted, RunAllocated, then the episode's
+    ask/answer.py                         AskStarted, RunAllocated, then the episode's
     serve/service.py                      ServeLoading, RequestAnswered, RequestFailed; per
                                           request RunAllocated, DecisionMade, TurnPlayed
     serve/run.py                          ServeStarted

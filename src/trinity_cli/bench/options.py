@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from trinity_cli import tasks
-from trinity_cli.conductor.run import DEFAULT_DEPTH, ConductorSpec
+from trinity_cli.conductor.workflow import DEFAULT_DEPTH, ConductorSpec
 from trinity_cli.coordinator.head import DECISIONS, DEFAULT_DECISIONS
 from trinity_cli.errors import ConfigError, did_you_mean, option
 from trinity_cli.tasks.mix import MixEntry

@@ -8,7 +8,7 @@ from typing import Any
 
 from trinity_cli import seeds
 from trinity_cli.bench.options import ANSWER_CHARS, DERIVED, NEEDS_SINGLES, BenchOptions
-from trinity_cli.conductor.run import ConductorSpec
+from trinity_cli.conductor.workflow import ConductorSpec
 from trinity_cli.coordinator.head import DEFAULT_DECISIONS, Head, turn_budget
 from trinity_cli.coordinator.policy import resolve_head
 from trinity_cli.coordinator.reader import Reader

@@ -91,7 +91,6 @@ def ask(
 ) -> None:
     """Ask the coordinated pool a question; the answer alone goes to stdout."""
     from trinity_cli.ask import AskOptions
-    from trinity_cli.ask import ask as run_ask
     from trinity_cli.render import terminal
 
     options = AskOptions(pool=pool, head=head, backbone=backbone, device=device, max_turns=max_turns,
@@ -105,8 +104,12 @@ def ask(
         if server is None and keep_warm is not None:
             server = warm_mod.start(options, keep_warm)
     with terminal.LiveTurns(quiet=quiet) as live:
-        result = run_ask(question, options, live) if server is None else warm_mod.ask_warm(question, options,
-                                                                                             server, live)
+        if server is None:
+            from trinity_cli.ask.answer import ask as run_ask
+
+            result = run_ask(question, options, live)
+        else:  # the answering code is not even imported: the warm server answers
+            result = warm_mod.ask_warm(question, options, server, live)
     terminal.ask_done(result, as_json=as_json, quiet=quiet, show_work=show_work)
 
 

@@ -62,6 +62,7 @@ from typing import Any
 from trinity_cli.conductor.workflow import (
     MAX_STEPS,
     SELF,
+    ConductorSpec,
     Reading,
     Workflow,
     levels,
@@ -72,14 +73,13 @@ from trinity_cli.conductor.workflow import (
 from trinity_cli.episode.loop import attempt_salt, run_episode, usable_models
 from trinity_cli.episode.schedules import AGREE_TURNS, agree
 from trinity_cli.episode.turn import Call, fit, play
-from trinity_cli.errors import ConfigError, ContextOverflow, did_you_mean, option
+from trinity_cli.errors import ContextOverflow, option
 from trinity_cli.events import ProgressFn, TurnPlayed, quiet
 from trinity_cli.messages import ChatMessage, Role, Transcript, Turn
 from trinity_cli.pool.pool import Pool
 from trinity_cli.turns import prompts
 from trinity_cli.turns.settle import Examples, gives_answer
 
-DEFAULT_DEPTH = 1
 FALLBACK_SUBTASK = "Solve the task."
 OUTPUT_CLIPS = (prompts.HISTORY_CHARS, 800, 400, 200)  # tried in turn until a step's prompt fits
 # The reply cap of a workflow written under its schema (at least): room for MAX_STEPS steps
@@ -121,37 +121,6 @@ CODE_FINAL = ("Reply with the complete code the task asks for, in one ```python 
               "not a description of earlier steps' code.")
 REASK = ("Your reply above gave no final answer, and your output is the team's answer: give the final "
          "answer now, in the form asked for.")
-
-
-@dataclass(frozen=True)
-class ConductorSpec:
-    """How a question is run in conductor mode: `conductor` (None: the pool's), recursion
-    `depth`, at most `max_steps` steps. Plain data: it travels in an EpisodeSpec as its
-    router (evaluators/local.py), to threads and Ray actors."""
-
-    conductor: str | None = None
-    depth: int = DEFAULT_DEPTH
-    max_steps: int = MAX_STEPS
-
-    def check(self) -> None:
-        """Refuse a negative depth or fewer than one step."""
-        if self.depth < 0:
-            raise ConfigError(f"{option('conductor_depth')} must be 0 or more, got {self.depth}")
-        if self.max_steps < 1:
-            raise ConfigError(f"the conductor's max_steps must be at least 1, got {self.max_steps}")
-
-    def name(self, pool: Pool) -> str:
-        """The conducting model of `pool`, once `check` passes: `conductor` (--conductor) if
-        the pool has that model (a member or its conductor entry), else the pool's
-        `conductor_name`. The one place both are checked, before anything runs."""
-        self.check()
-        if self.conductor is None:
-            return pool.config.conductor_name
-        known = [m.name for m in pool.config.all_models]
-        if self.conductor not in known:
-            raise ConfigError(f"{option('conductor')}: the pool {pool.config.name!r} has no model {self.conductor!r}",
-                              did_you_mean(self.conductor, known))
-        return self.conductor
 
 
 def conduct_messages(pool: Pool, task: str, members: Sequence[str], context: Sequence[ChatMessage] = (),

@@ -11,6 +11,9 @@ A workflow is three lists of equal length (the Conductor paper's format):
 
 The last step's output is the answer.
 
+How a question is run in conductor mode (`ConductorSpec`: who conducts, how deep, how many
+steps) is plain data here too, so that what names a conductor run imports no model code.
+
 Reading (`read_workflow`): the reply's first JSON object (or Python literal: single quotes,
 trailing commas) holding a `model_id` list, anywhere in the reply (code fences and prose
 around it are ignored; it may sit inside another object). Repaired, each with a note in
@@ -28,15 +31,51 @@ from __future__ import annotations
 import ast
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from trinity_cli.errors import ConfigError, did_you_mean, option
 from trinity_cli.pool_config import CONDUCTOR_SELF
+
+if TYPE_CHECKING:
+    from trinity_cli.pool.pool import Pool
 
 SELF = CONDUCTOR_SELF  # how a conductor names itself in `model_id` (recursion)
 MAX_STEPS = 5
+DEFAULT_DEPTH = 1
 # A subtask's length under the schema: bounded, so a workflow written under it always ends
 # within the conductor's reply cap (run.py: SCHEMA_REPLY_TOKENS) instead of being cut off.
 SUBTASK_CHARS = 100
+
+
+@dataclass(frozen=True)
+class ConductorSpec:
+    """How a question is run in conductor mode: `conductor` (None: the pool's), recursion
+    `depth`, at most `max_steps` steps. Plain data: it travels in an EpisodeSpec as its
+    router (evaluators/local.py), to threads and Ray actors."""
+
+    conductor: str | None = None
+    depth: int = DEFAULT_DEPTH
+    max_steps: int = MAX_STEPS
+
+    def check(self) -> None:
+        """Refuse a negative depth or fewer than one step."""
+        if self.depth < 0:
+            raise ConfigError(f"{option('conductor_depth')} must be 0 or more, got {self.depth}")
+        if self.max_steps < 1:
+            raise ConfigError(f"the conductor's max_steps must be at least 1, got {self.max_steps}")
+
+    def name(self, pool: Pool) -> str:
+        """The conducting model of `pool`, once `check` passes: `conductor` (--conductor) if
+        the pool has that model (a member or its conductor entry), else the pool's
+        `conductor_name`. The one place both are checked, before anything runs."""
+        self.check()
+        if self.conductor is None:
+            return pool.config.conductor_name
+        known = [m.name for m in pool.config.all_models]
+        if self.conductor not in known:
+            raise ConfigError(f"{option('conductor')}: the pool {pool.config.name!r} has no model {self.conductor!r}",
+                              did_you_mean(self.conductor, known))
+        return self.conductor
 
 
 @dataclass(frozen=True)

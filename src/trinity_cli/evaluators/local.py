@@ -50,7 +50,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, cast
 
 from trinity_cli import tasks
-from trinity_cli.conductor.run import ConductorSpec
+from trinity_cli.conductor.workflow import ConductorSpec
 from trinity_cli.coordinator.head import Head
 from trinity_cli.coordinator.policy import Coordinator
 from trinity_cli.coordinator.reader import Reader

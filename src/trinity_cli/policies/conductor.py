@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from trinity_cli.conductor.run import ConductorSpec, run_conductor
+from trinity_cli.conductor.run import run_conductor
+from trinity_cli.conductor.workflow import ConductorSpec
 from trinity_cli.messages import Transcript
 from trinity_cli.policies.base import Engines, Episode
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from trinity_cli.conductor.run import ConductorSpec
+from trinity_cli.conductor.workflow import ConductorSpec
 from trinity_cli.coordinator.head import Head
 from trinity_cli.coordinator.policy import Coordinator
 from trinity_cli.coordinator.reader import Reader, ReaderSource

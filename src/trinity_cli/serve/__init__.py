@@ -75,21 +75,21 @@ each in a worker thread (the event loop stays free); other requests queue, up to
 the end and is saved.
 """
 
+from importlib import import_module
 from typing import Any
 
-from trinity_cli.serve.protocol import ApiError, ChatRequest, api_error, completion_body, parse_messages, parse_request
-from trinity_cli.serve.service import ServedPool, ServeOptions
-
-__all__ = ["ApiError", "ChatRequest", "ServeOptions", "ServedPool", "api_error", "completion_body", "create_app",
-           "parse_messages", "parse_request"]
+# What the package offers, each from the module that owns it, imported on first use: so
+# protocol and service import without FastAPI, and the warm client (warm.py) imports neither.
+_EXPORTS = {"ApiError": "protocol", "ChatRequest": "protocol", "api_error": "protocol",
+            "completion_body": "protocol", "parse_messages": "protocol", "parse_request": "protocol",
+            "ServedPool": "service", "ServeOptions": "service", "create_app": "app"}
+__all__ = sorted(_EXPORTS)
 
 
 def __getattr__(name: str) -> Any:
-    """`create_app` on first use, so protocol and service import without FastAPI. (The
-server's entry point is `trinity_cli.serve.run.run`; the package does not re-export it,
-since the name `run` is its submodule's.)"""
-    if name == "create_app":
-        from trinity_cli.serve.app import create_app
-
-        return create_app
+    """A name of `_EXPORTS` from its module. (The server's entry point is
+    `trinity_cli.serve.run.run`; the package does not re-export it, since the name `run` is its
+    submodule's.)"""
+    if name in _EXPORTS:
+        return getattr(import_module(f"trinity_cli.serve.{_EXPORTS[name]}"), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -28,7 +28,7 @@ log = logging.getLogger("trinity_cli.serve")
 
 MODEL = "trinity"
 CONDUCTOR_MODEL = f"{MODEL}/conductor"  # conductor mode (conductor/run.py), not a head
-AGREE_MODEL = f"{MODEL}/agree"  # the agree procedure (ask.py's agree mode), not a head
+AGREE_MODEL = f"{MODEL}/agree"  # the agree procedure (ask/answer.py's agree mode), not a head
 MAX_TURNS_LIMIT = 50
 MAX_MESSAGES = 256
 MAX_MESSAGE_CHARS = 200_000  # all messages together; the 1 MiB body limit comes first for most

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from trinity_cli import ask as ask_mod
-from trinity_cli.conductor.run import DEFAULT_DEPTH, ConductorSpec
+from trinity_cli.ask import answer as answering
+from trinity_cli.conductor.workflow import DEFAULT_DEPTH, ConductorSpec
 from trinity_cli.coordinator.head import available_heads
 from trinity_cli.coordinator.policy import Coordinator, resolve_head
 from trinity_cli.coordinator.reader import ReaderSource
@@ -139,7 +140,7 @@ class ServedPool:
 
     def answer(self, request: ChatRequest, progress: ProgressFn | None = None) -> ask_mod.AskResult:
         """Run one episode for `request` and save it (blocking). `progress` receives the
-        episode's events (ask.ask): RunAllocated, DecisionMade, TurnPlayed."""
+        episode's events (ask.answer.ask): RunAllocated, DecisionMade, TurnPlayed."""
         try:
             named = "conductor" if request.conductor else "agree" if request.agree else None
             mode = ask_mod.answer_mode(ask_mod.AskOptions(mode=named, head=request.head or self.options.head),
@@ -164,7 +165,7 @@ class ServedPool:
                     conductor=self.options.conductor,
                     conductor_depth=self.options.conductor_depth,
                 )
-                result = ask_mod.ask(
+                result = answering.ask(
                     request.task,
                     options,
                     progress,
@@ -179,7 +180,7 @@ class ServedPool:
         return result
 
     def ask_warm(self, question: str, fields: dict[str, Any], progress: ProgressFn | None = None) -> ask_mod.AskResult:
-        """Answer a `trinity ask` that came to this warm server (serve/warm.py) as `ask.ask`
+        """Answer a `trinity ask` that came to this warm server (serve/warm.py) as `ask.answer.ask`
         answers it in process: the server's pool and head, the request's `fields`
         (warm.REQUEST_FIELDS), the same run saved."""
         unknown = set(fields) - set(REQUEST_FIELDS)
@@ -190,7 +191,7 @@ class ServedPool:
         mode = ask_mod.answer_mode(options, self.config)
         coordinator = self.coordinator(None) if mode == "coordinator" else None
         with self._episode_lock:
-            return ask_mod.ask(question, options, progress, built=(self.pool, coordinator))
+            return answering.ask(question, options, progress, built=(self.pool, coordinator))
 
     def close(self, wait_s: float = 30.0) -> None:
         """Free the models, after the running episode (if any) ends; a model is never

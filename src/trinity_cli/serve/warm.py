@@ -10,7 +10,7 @@ The record of a warm server (`TRINITY_HOME/warm/serve-<pid>.json`, written atomi
 A question goes to a warm server when its pool file (by path and bytes), head, backbone,
 device and cache use are those the server was started with; everything else (the question,
 --mode, --max-turns, --seed, --greedy, --exclude) travels with the request. The server answers
-it with `ask.ask` on its loaded pool and coordinator, so the run it saves, its answer and
+it with `ask.answer.ask` on its loaded pool and coordinator, so the run it saves, its answer and
 `trinity inspect` are those an in-process `ask` gives; its events stream back as JSON lines and
 are shown as they come (ask's live view).
 
@@ -155,14 +155,24 @@ def _headers(record: dict[str, Any]) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"} if token else {}
 
 
-def _healthy(record: dict[str, Any]) -> bool:
-    import httpx
+def _open(record: dict[str, Any], path: str, body: dict[str, Any] | None = None,
+          timeout: float | None = None) -> Any:
+    """A request to the warm server, straight (never through a proxy: it is this machine's);
+    the stdlib's client, as the warm path should cost a question no import it can avoid."""
+    from urllib import request
 
+    data = None if body is None else json.dumps(body).encode()
+    headers = {**_headers(record), **({"Content-Type": "application/json"} if data else {})}
+    opener = request.build_opener(request.ProxyHandler({}))
+    return opener.open(request.Request(f"{record['url']}{path}", data=data, headers=headers), timeout=timeout)
+
+
+def _healthy(record: dict[str, Any]) -> bool:
     try:
-        reply = httpx.get(f"{record['url']}/health", timeout=PROBE_TIMEOUT_S, headers=_headers(record))
-    except httpx.HTTPError:
+        with _open(record, "/health", timeout=PROBE_TIMEOUT_S) as reply:
+            return bool(reply.status == 200)
+    except (OSError, ValueError):  # refused, timed out, an HTTP error status, a bad URL
         return False
-    return reply.status_code == 200
 
 
 def request_body(question: str, options: AskOptions) -> dict[str, Any]:
@@ -204,27 +214,28 @@ def ask_warm(question: str | None, options: AskOptions, record: dict[str, Any],
              progress: ProgressFn | None = None) -> AskResult:
     """Answer through the warm server of `record` (module docstring): its events go to
     `progress` as they come, and the result is read from the run it saved."""
-    import httpx
-
     emit = progress or quiet
     text = read_question(question)
-    with httpx.stream("POST", f"{record['url']}/trinity/ask", json=request_body(text, options), timeout=None,
-                      headers=_headers(record)) as reply:
-        for raw in reply.iter_lines():
-            if not raw.strip():
-                continue
-            line = json.loads(raw)
-            if "error" in line:
-                raise TrinityError(line["error"]["message"], line["error"].get("hint"))
-            if "done" in line:
-                return result_of(line["done"])
-            event = read_event(line)
-            if event is not None:
-                emit(event)
+    try:
+        with _open(record, "/trinity/ask", request_body(text, options)) as reply:
+            for raw in reply:
+                if not raw.strip():
+                    continue
+                line = json.loads(raw)
+                if "error" in line:
+                    raise TrinityError(line["error"]["message"], line["error"].get("hint"))
+                if "done" in line:
+                    return result_of(line["done"])
+                event = read_event(line)
+                if event is not None:
+                    emit(event)
+    except OSError as e:  # refused or cut off, or an HTTP error status (401: the token)
+        raise TrinityError(f"the warm trinity at {record['url']} failed: {e}",
+                           "ask again with --no-warm to answer in this process") from e
     raise TrinityError(f"the warm trinity at {record['url']} stopped before it answered",
                        "ask again: the question is then answered in this process")
 
 
 def result_of(run_id: str) -> AskResult:
-    """The AskResult of a saved ask run (what `ask.ask` returns)."""
+    """The AskResult of a saved ask run (what `ask.answer.ask` returns)."""
     return AskResult.of_record(run_id, RunStore().load(run_id))

@@ -1,5 +1,6 @@
 """`trinity ask` as a library call: read the question (stdin when not given), build pool
-and coordinator, run one episode, save it, close what it built.
+and coordinator, run one episode, save it, close what it built. What it is asked with and
+what it returns (`AskOptions`, `AskResult`) live in the package (ask/__init__.py).
 
 Run record (`runs/run-N/run.json`, kind "ask"):
     {"kind": "ask", "title": first line of the question, "question", "pool": {"name",
@@ -34,15 +35,12 @@ manifest), else 5 (coordinator/head.py's `turn_budget`).
 
 from __future__ import annotations
 
-import json
-import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any, TextIO
+from dataclasses import dataclass
+from typing import Any
 
-from trinity_cli import seeds
-from trinity_cli.conductor.run import DEFAULT_DEPTH, ConductorSpec
+from trinity_cli.ask import MODES, AskOptions, AskResult, answer_mode, question_seed, read_question
 from trinity_cli.coordinator.head import Head, default_greedy, turn_budget
 from trinity_cli.coordinator.policy import Coordinator, resolve_head
 from trinity_cli.coordinator.reader import ReaderSource
@@ -55,79 +53,13 @@ from trinity_cli.messages import ChatMessage, Transcript
 from trinity_cli.policies import registry
 from trinity_cli.policies.base import Episode, Policy
 from trinity_cli.pool.pool import Pool, open_pool
-from trinity_cli.pool_config import PoolConfig, load_pool
+from trinity_cli.pool_config import load_pool
 from trinity_cli.runs.store import JOURNAL, RunStore
 from trinity_cli.tasks.answers import guess_kind
 from trinity_cli.tasks.doctests import examples_in_text
 from trinity_cli.turns import prompts
 from trinity_cli.turns.answer_text import answer_text
 from trinity_cli.turns.settle import Examples
-
-
-@dataclass
-class AskOptions:
-    """`max_turns` None: the head's training max_turns (`turn_budget`); `greedy` None: the
-    default decision mode (`head.default_greedy`: greedy for a trained head)."""
-
-    pool: str | None = None
-    head: str | None = None
-    backbone: str | None = None
-    device: str = "auto"
-    max_turns: int | None = None
-    seed: int = 0
-    exclude: Sequence[str] = ()
-    greedy: bool | None = None  # None: DEFAULT_DECISIONS
-    use_cache: bool = True
-    token_budget: int | None = None
-    cost_budget: float | None = None
-    mode: str | None = None  # "coordinator", "conductor" or "agree"; None: `answer_mode` (module docstring)
-    conductor: str | None = None  # conductor mode: who conducts (None: the pool's)
-    conductor_depth: int = DEFAULT_DEPTH
-
-    def conductor_spec(self) -> ConductorSpec:
-        return ConductorSpec(self.conductor, self.conductor_depth)
-
-
-MODES = ("coordinator", "conductor", "agree")
-
-
-def answer_mode(options: AskOptions, config: PoolConfig) -> str:
-    """The mode a question is answered in: `options.mode` when given; else "agree" when the
-    pool's `router` is agree and no head is named, else "coordinator"."""
-    if options.mode is not None:
-        return options.mode
-    return "agree" if config.router == "agree" and options.head is None else "coordinator"
-
-
-@dataclass
-class AskResult:
-    """`answer`: the answer alone (turns/answer_text.py); `transcript.answer`: the whole reply;
-    `head_name` None in conductor mode (`transcript.workflow` says what ran)."""
-
-    run_id: str
-    transcript: Transcript
-    head_name: str | None
-    head_trained: bool
-    wall_s: float
-    answer: str = ""
-    record: dict[str, Any] = field(default_factory=dict)
-
-    @classmethod
-    def of_record(cls, run_id: str, record: dict[str, Any]) -> AskResult:
-        """The result of the ask run `run_id` from its record (run.json)."""
-        head = record["head"] or {"name": None, "trained": False}
-        name = head["name"]
-        return cls(run_id, Transcript.from_dict(record["transcript"]), None if name is None else str(name),
-                   bool(head["trained"]), float(record["wall_s"]), record["answer"], record)
-
-
-def question_seed(seed: int, question: str, context: Sequence[ChatMessage] = ()) -> int:
-    """The episode seed of `question` (after earlier `context`) under `seed`: the first 4
-    bytes, little-endian, of sha256 over the canonical JSON of [seed, question, [[role,
-    content], ...]]."""
-    payload = json.dumps([seed, question, [[m.role, m.content] for m in context]], ensure_ascii=False,
-                         separators=(",", ":"))
-    return seeds.seed(payload)
 
 
 def question_examples(question: str, kind: str | None) -> Examples | None:
@@ -137,24 +69,6 @@ def question_examples(question: str, kind: str | None) -> Examples | None:
         return None
     source = examples_in_text(question)
     return Examples(source) if source else None
-
-
-def read_question(question: str | None, stdin: TextIO | None = None) -> str:
-    """`question`, or when it is None or "-" the text on `stdin` (default: sys.stdin),
-    refused when that is a terminal; then `clean_question`."""
-    if question is None or question == "-":
-        stream = stdin if stdin is not None else sys.stdin
-        if stream is None or stream.isatty():
-            raise ConfigError('no question given: trinity ask "QUESTION" (or pipe it on stdin)')
-        question = stream.read()
-    return clean_question(question)
-
-
-def clean_question(question: str) -> str:
-    question = question.strip()
-    if not question:
-        raise ConfigError("the question is empty", 'pass it as an argument or on stdin: trinity ask "..."')
-    return question
 
 
 def build(options: AskOptions) -> tuple[Pool, Coordinator | ReaderSource | None]:
