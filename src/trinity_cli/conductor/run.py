@@ -235,12 +235,11 @@ class _Conducting:
                add: Callable[[list[Turn]], None]) -> _Done:
         """The fallback of a workflow that cannot be read: the agree procedure on `task`
         (module docstring), its calls recorded as steps reading nothing."""
-        episode = run_episode(task, self.pool, agree(self.pool.names, self.members), max_turns=AGREE_TURNS,
-                              kind=self.kind,
+        source = agree(self.pool.names, self.members)
+        source.label = "fallback: agree" + (f" (depth {depth})" if depth else "")
+        episode = run_episode(task, self.pool, source, max_turns=AGREE_TURNS, kind=self.kind,
                               usable=set(self.members), context=self.context, examples=self.examples)
         turns = episode.turns
-        for turn in turns:
-            turn.override = "fallback: agree" + (f" (depth {depth})" if depth else "")
         add(turns)
         workflow = Workflow(tuple(t.model for t in turns), tuple(FALLBACK_SUBTASK for _ in turns),
                             tuple(() for _ in turns))

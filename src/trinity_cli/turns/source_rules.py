@@ -6,7 +6,8 @@ loop decides none of them itself.
 it decides otherwise (a reader, coordinator/reader.py, decides stop and final answer).
 
     acting_role(...)    the role that acts this turn and why it differs from the source's
-                        pick (None: it does not). Applied in this order:
+                        pick (None: it does not; a source's `label`, where it has one, then
+                        marks the turn instead: a conductor's fallback). Applied in this order:
         1. A Thinker's `Next: <role>` suggestion replaces the role of the following turn;
            the source still picks the model.
         2. A Verifier picked before any answer exists acts as a Worker instead (there is
@@ -42,6 +43,7 @@ class SourceRules:
     stop_when_agreed: bool = False
     stop_when_code_passes: bool = False
     stop_reason = "agreed"  # the Transcript.stop_reason of an episode `stop` ends
+    label: str | None = None  # Turn.override of this source's turns where no rule overrode the pick
 
     def acting_role(self, decision: Decision, suggested: Role | None, proposed: Turn | None, last: bool,
                     spent: str | None, kind: str | None) -> tuple[Role, str | None]:
@@ -56,7 +58,7 @@ class SourceRules:
         if last and proposed is None and role is not Role.WORKER:
             why = "last turn" if spent is None else f"{spent.replace('_', ' ')} spent"
             role, override = Role.WORKER, f"{why} and no answer yet: worker"
-        return role, override
+        return role, override if override is not None else self.label
 
     def stop(self, turns: Sequence[Turn], kind: str | None) -> int | None:
         if self.stop_when_agreed or (kind == "code" and self.stop_when_code_passes):
