@@ -6,14 +6,14 @@ Phases (each shown in progress as `RecipePhase` and recorded in the verdict file
   1. matrix      every member's greedy reply and `k`-1 fresh attempts from the question alone
                  on the search's training items (bench/matrix.py; recorded calls replay);
                  written to `<home>/matrices/<pool>-<hash of mix, k, seed>.json`.
-  2. start       the rotating start fitted to it (evolve/label_fit.py, rotation_fit.py:
-                 its first pick, then the other members until one agrees, as `agree` does),
-                 written as the head `<name>-start` (manifest "made": "fitted").
-  3. reader      a reader (coordinator/reader.py) searched on the same matrix's replies from
+  2. reader      a reader (coordinator/reader.py) searched on the same matrix's replies from
                  `agree` (evolve/reader_fit.py: its GENERATIONS, POPSIZE, SIGMA0 and
                  DEFAULT_WEIGHTS, the recipe's cost weight): no model call. It reads what the
                  replies show (confidence, agreement, code outcome) where a head reads the
                  backbone's state; written as `<name>-reader`.
+  3. start       the rotating start fitted to the matrix (evolve/label_fit.py, rotation_fit.py:
+                 its first pick, then the other members until one agrees, as `agree` does),
+                 written as the head `<name>-start` (manifest "made": "fitted").
   4. search      sep-CMA-ES from that start (evolve/evolution.py) with `SEARCH` settings
                  unless overridden: greedy decisions (as `ask` plays a head, so a candidate's
                  fitness on fixed items has no sampling noise), every training item in every
