@@ -1,10 +1,12 @@
 """Where the seconds of a `trinity ask` go: new process against warm process, and each head.
 
 Usage: python scripts/perf/ask_breakdown.py [--pool local] [--head default --head local-reader]
-                                            [--repeats 3] [--cold]
+                                            [--repeats 3] [--cold] [--nonce N]
 
 For each head (`--head`, repeatable; "agree" means `--mode agree`), asks `--repeats` questions
-(arithmetic with fresh numbers, so no reply comes from the rollout cache: `--no-cache`):
+(arithmetic with numbers drawn afresh for each run of the script, `--nonce`, so that neither a
+reply nor a coordinator's hidden state comes from a cache: `--no-cache` skips the rollout cache
+alone, and the hidden states of questions asked before are kept):
   new process    `trinity ask --no-warm --no-cache` in a subprocess: the models load every time
                  (the disk is warm: model files assembled, backbone converted);
   warm process   `trinity serve` of the same pool and head started once and waited for, then
@@ -42,8 +44,8 @@ def _latest_run(home: Path) -> dict:
     return json.loads((runs[-1] / "run.json").read_text())
 
 
-def _question(i: int) -> str:
-    a, b = 17 + 7 * i, 23 + 11 * i
+def _question(i: int, nonce: int) -> str:
+    a, b = 17 + 7 * i + nonce, 23 + 11 * i + nonce
     return f"A farmer has {a} cows and buys {b} more. How many cows does he have? Answer with a number."
 
 
@@ -96,25 +98,30 @@ def main() -> None:
     parser.add_argument("--head", action="append", default=None)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--cold", action="store_true")
+    parser.add_argument("--nonce", type=int, default=None,
+                        help="offset of the questions' numbers (default: drawn from the clock, printed)")
     args = parser.parse_args()
     heads = args.head or ["default"]
+    nonce = args.nonce if args.nonce is not None else int(time.time()) % 100_000
+    print(f"questions drawn with --nonce {nonce}")
     env = {**os.environ, "TRINITY_HOME": str(paths.home())}
     lines = ["| head · mode | asks | wall s | pool s | coordinator s | setup s | wall / pool |",
              "|---|---|---|---|---|---|---|"]
     if args.cold:
         fresh = tempfile.mkdtemp(prefix="trinity-cold-")
         try:
-            lines.append(summary(f"{heads[0]} · cold (fresh home)",
-                                 [ask_once(args.pool, heads[0], _question(99), False, {**env, "TRINITY_HOME": fresh})]))
+            cold = ask_once(args.pool, heads[0], _question(99, nonce), False, {**env, "TRINITY_HOME": fresh})
+            lines.append(summary(f"{heads[0]} · cold (fresh home)", [cold]))
         finally:
             shutil.rmtree(fresh, ignore_errors=True)
     for head in heads:
-        rows = [ask_once(args.pool, head, _question(i), False, env) for i in range(args.repeats)]
+        rows = [ask_once(args.pool, head, _question(i, nonce), False, env) for i in range(args.repeats)]
         lines.append(summary(f"{head} · new process", rows))
         server = start_server(args.pool, head, env)
         try:
-            ask_once(args.pool, head, _question(50), True, env)  # the server's first question loads its pool's model
-            rows = [ask_once(args.pool, head, _question(100 + i), True, env) for i in range(args.repeats)]
+            # The server's first question loads its pool's model.
+            ask_once(args.pool, head, _question(50, nonce), True, env)
+            rows = [ask_once(args.pool, head, _question(100 + i, nonce), True, env) for i in range(args.repeats)]
             lines.append(summary(f"{head} · warm process", rows))
         finally:
             os.killpg(server.pid, signal.SIGTERM)
