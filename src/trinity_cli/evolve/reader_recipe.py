@@ -19,7 +19,10 @@ Phases (each shown in progress as `RecipePhase`, recorded in the verdict):
                                   often on the training matrix (a fixed router: the
                                   question's family decides, nothing the reply shows)
                      agree        the members in pool order until two answers agree (code: one
-                                  passes its examples), one call each: the reader's start
+                                  passes its examples), one call each: the reader's start. The
+                                  matrix holds one reply a member, so this `agree` stops after
+                                  them where `ask --mode agree` may ask a fourth time
+                                  (AGREE_TURNS: a fresh attempt of the first member)
                      cvote-all    every member asked, confidence-weighted plurality (CISC)
                      mux-all      every member asked, the most self-consistent member (SLM-MUX)
                      reader       the search's reader
