@@ -180,3 +180,27 @@ def test_the_warm_client_imports_nothing_that_answers() -> None:
              "'trinity_cli.pool.pool', 'trinity_cli.coordinator.policy') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_a_warm_server_started_for_a_no_cache_ask_does_not_use_the_cache_either(tmp_path: Path, monkeypatch) -> None:
+    """`ask --no-cache --keep-warm` starts the server `find` will then match: `serve --no-cache`."""
+    from trinity_cli.ask import AskOptions
+    from trinity_cli.serve import warm
+
+    started: list[list[str]] = []
+
+    class Exited:
+        pid = 0
+
+        def poll(self) -> int:
+            return 1
+
+    def popen(args, **kwargs):
+        started.append(list(args))
+        return Exited()
+
+    monkeypatch.setattr(warm.subprocess, "Popen", popen)
+    pool = str(scripted_pool(tmp_path))
+    assert warm.start(AskOptions(pool=pool, use_cache=False), 5) is None
+    assert warm.start(AskOptions(pool=pool), 5) is None
+    assert "--no-cache" in started[0] and "--no-cache" not in started[1]

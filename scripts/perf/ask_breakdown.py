@@ -9,8 +9,9 @@ reply nor a coordinator's hidden state comes from a cache: `--no-cache` skips th
 alone, and the hidden states of questions asked before are kept):
   new process    `trinity ask --no-warm --no-cache` in a subprocess: the models load every time
                  (the disk is warm: model files assembled, backbone converted);
-  warm process   `trinity serve` of the same pool and head started once and waited for, then
-                 `trinity ask --no-cache` in a subprocess, which answers through it (serve/warm.py).
+  warm process   a `trinity serve --no-cache` of the same pool and head started once and waited
+                 for (serve/warm.start, as `ask --keep-warm` starts one), then `trinity ask
+                 --no-cache` in a subprocess, which answers through it (serve/warm.py).
 Each ask's saved run gives the seconds of its pool calls (the turns' `latency_s`) and of its
 coordinator's decisions (`coordinator_s`); the rest of the wall time is setup: process start,
 imports, loading, saving. Printed per head and mode: medians of wall, pool and coordinator
@@ -35,6 +36,8 @@ import time
 from pathlib import Path
 
 from trinity_cli import paths
+from trinity_cli.ask import AskOptions
+from trinity_cli.serve import warm
 
 TRINITY = [sys.executable, "-m", "trinity_cli"]
 
@@ -67,21 +70,14 @@ def ask_once(pool: str, head: str, question: str, warm: bool, env: dict[str, str
             "coordinator": sum(t.get("coordinator_s") or 0.0 for t in turns), "turns": len(turns)}
 
 
-def start_server(pool: str, head: str, env: dict[str, str]) -> subprocess.Popen:
-    args = [*TRINITY, "serve", "--pool", pool, "--port", "0", "--no-cache"]
-    if head != "agree":
-        args += ["--head", head]
-    server = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                              start_new_session=True)
-    warm = Path(env["TRINITY_HOME"]) / "warm"
-    deadline = time.time() + 600
-    while time.time() < deadline:
-        if any(warm.glob(f"serve-{server.pid}.json")):
-            return server
-        if server.poll() is not None:
-            raise SystemExit(f"trinity serve exited with {server.returncode}")
-        time.sleep(0.5)
-    raise SystemExit("trinity serve did not start in 10 minutes")
+def start_server(pool: str, head: str) -> dict:
+    """A warm server for the asks to come (serve/warm.start: the options they are asked with,
+    so `find` matches it), or exit."""
+    options = AskOptions(pool=pool, head=None if head == "agree" else head, use_cache=False)
+    record = warm.start(options, idle_s=3600)
+    if record is None:
+        raise SystemExit("trinity serve did not start: see TRINITY_HOME/warm/serve-start-*.log")
+    return record
 
 
 def summary(label: str, rows: list[dict[str, float]]) -> str:
@@ -117,15 +113,14 @@ def main() -> None:
     for head in heads:
         rows = [ask_once(args.pool, head, _question(i, nonce), False, env) for i in range(args.repeats)]
         lines.append(summary(f"{head} · new process", rows))
-        server = start_server(args.pool, head, env)
+        server = start_server(args.pool, head)
         try:
             # The server's first question loads its pool's model.
             ask_once(args.pool, head, _question(50, nonce), True, env)
             rows = [ask_once(args.pool, head, _question(100 + i, nonce), True, env) for i in range(args.repeats)]
             lines.append(summary(f"{head} · warm process", rows))
         finally:
-            os.killpg(server.pid, signal.SIGTERM)
-            server.wait(timeout=60)
+            os.killpg(server["pid"], signal.SIGTERM)  # its own session (warm.start)
     print("\n".join(lines))
 
 

@@ -345,10 +345,15 @@ class Coordinator(SourceRules):
             seconds=time.perf_counter() - start,
         )
 
+    @property
+    def loads_backbone(self) -> bool:
+        """Whether its decisions read a backbone (a learned head's do; an untrained one's are uniform)."""
+        return self.head.learned and self.backbone_ref is not None
+
     def warm(self) -> None:
-        """Load now what the first decision would load (the backbone of a learned head), so a
-        server pays for it at start, not on its first request."""
-        if self.head.learned and self.backbone_ref is not None:
+        """Load now what the first decision would load (`loads_backbone`), so a server pays
+        for it at start, not on its first request."""
+        if self.loads_backbone:
             _ = self.backbone
 
     def close(self) -> None:

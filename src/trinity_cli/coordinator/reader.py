@@ -230,10 +230,11 @@ class Reader:
 class ReaderSource(SourceRules):
     """A reader as the turn loop's decision source (episode/loop.py's `DecisionSource`); what
     `ask` and `serve` hold for a reader where they hold a `Coordinator` for a head (`head`,
-    `backbone_ref`: None, it reads no backbone; `warm`; `close`)."""
+    `backbone_ref`: None and `loads_backbone` False, it reads no backbone; `warm`; `close`)."""
 
     stop_reason = "read"  # its score said stop (module docstring)
     backbone_ref = None
+    loads_backbone = False
 
     def __init__(self, reader: Reader) -> None:
         self.reader = reader

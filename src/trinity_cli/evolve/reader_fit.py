@@ -75,6 +75,15 @@ def read_matrix(path: str | Path) -> Items:
     return Items(matrix, items)
 
 
+def read_pool_matrix(path: str | Path, pool: str, models: Sequence[str], label: str = "training") -> Items:
+    """`read_matrix`, refused in one line unless it holds items of the pool's `models`, in order."""
+    data = read_matrix(path)
+    if not data.items or list(next(iter(data.matrix.values()))) != list(models):
+        raise ConfigError(f"the {label} matrix {path} holds no items of pool {pool!r}'s members {list(models)}",
+                          "make it with `trinity matrix --pool` this pool")
+    return data
+
+
 def _reply(entry: dict[str, Any], member: str, attempt: int, kind: str) -> Reply:
     completion = int(entry.get("completion_tokens") or 0)
     turn = Turn(index=attempt, model=member, role=Role.WORKER, chosen_role=Role.WORKER, model_probs=[], role_probs=[],
@@ -145,6 +154,14 @@ class ReaderSearch:
     start: Reader
     curves: list[dict[str, Any]] = field(default_factory=list)
     kept_generation: int = 0
+
+    def kept(self, name: str, **manifest: Any) -> Reader:
+        """The reader kept, named `name`, its manifest saying how it was made ("evolved" when a
+        generation beat the start, else "agree") and holding `manifest`'s fields besides."""
+        self.reader.manifest = {**self.reader.manifest, "name": name,
+                                "made": "evolved" if self.kept_generation else "agree",
+                                "trained": bool(self.kept_generation), **manifest}
+        return self.reader
 
 
 def search(train: Items, val: Items | None, pool: str, models: Sequence[str], generations: int = GENERATIONS,

@@ -63,7 +63,7 @@ from trinity_cli.evolve.reader_fit import (
     SIGMA0,
     Items,
     play,
-    read_matrix,
+    read_pool_matrix,
     search,
 )
 from trinity_cli.evolve.recipe import DEFAULT_TASKS, RecipeResult
@@ -152,11 +152,8 @@ def run(options: ReaderRecipeOptions, progress: ProgressFn | None = None) -> Rec
     with limit_spending(options.max_calls, options.max_usd):
         train_file = _matrix(options, config, "train", options.train_per_task, options.train_matrix, emit)
         val_file = _matrix(options, config, "val", options.val_per_task, options.val_matrix, emit)
-    train, val = read_matrix(train_file), read_matrix(val_file)
-    for label, data in (("training", train), ("validation", val)):
-        if not data.items or list(next(iter(data.matrix.values()))) != config.names:
-            raise ConfigError(f"the {label} matrix holds no items of pool {config.name!r}'s members {config.names}",
-                              "make it with `trinity matrix --pool` this pool")
+    train = read_pool_matrix(train_file, config.name, config.names, "training")
+    val = read_pool_matrix(val_file, config.name, config.names, "validation")
     emit(RecipePhase("search", f"{options.generations} generations of {options.popsize} readers on "
                                f"{len(train.items)} training items, validated on {len(val.items)} (no model call)"))
     found = search(train, val, config.name, config.names, options.generations, options.popsize, options.sigma0,
@@ -174,11 +171,8 @@ def run(options: ReaderRecipeOptions, progress: ProgressFn | None = None) -> Rec
     head_dir: Path | None = None
     if winner["kind"] == "reader":
         head_dir = Path(options.out).expanduser() if options.out else paths.user_heads_dir() / name
-        reader = found.reader
-        reader.manifest = {**reader.manifest, "name": name, "made": "evolved" if found.kept_generation else "agree",
-                           "trained": bool(found.kept_generation), "recipe": record}
         record["head"] = str(head_dir)
-        reader_mod.save(reader, head_dir)
+        reader_mod.save(found.kept(name, recipe=record), head_dir)
         verdict_path = head_dir / "verdict.json"
     else:
         record["head"] = None

@@ -64,7 +64,7 @@ from trinity_cli.events import ProgressFn, RecipePhase, quiet
 from trinity_cli.evolve.cost import Estimate, estimate
 from trinity_cli.evolve.evolution import evolve
 from trinity_cli.evolve.options import EvolveOptions
-from trinity_cli.evolve.reader_fit import DEFAULT_WEIGHTS, GENERATIONS, POPSIZE, SIGMA0, read_matrix
+from trinity_cli.evolve.reader_fit import DEFAULT_WEIGHTS, GENERATIONS, POPSIZE, SIGMA0, read_pool_matrix
 from trinity_cli.evolve.reader_fit import search as search_reader
 from trinity_cli.keyed_cache import content_key
 from trinity_cli.pool.pool import limit_spending
@@ -211,21 +211,14 @@ def _run(options: RecipeOptions, progress: ProgressFn | None, parallel: int | No
 
 
 def _reader(opts: EvolveOptions, config: PoolConfig, name: str, out: Path, emit: ProgressFn) -> dict[str, Any]:
-    """Phase 3: a reader searched on the training matrix's replies, written to `out`."""
+    """Phase 2: a reader searched on the training matrix's replies, written to `out`."""
     assert opts.init_labels is not None
-    train = read_matrix(opts.init_labels)
-    if not train.items or list(next(iter(train.matrix.values()))) != config.names:
-        raise ConfigError(f"the training matrix {opts.init_labels} holds no items of pool {config.name!r}'s "
-                          f"members {config.names}", "make it with `trinity matrix --pool` this pool")
+    train = read_pool_matrix(opts.init_labels, config.name, config.names)
     emit(RecipePhase("reader", f"{GENERATIONS} generations of {POPSIZE} readers on the matrix's "
                                f"{len(train.items)} items (no model call)"))
     found = search_reader(train, None, config.name, config.names, GENERATIONS, POPSIZE, SIGMA0, opts.seed,
                           opts.cost_weight, DEFAULT_WEIGHTS, emit)
-    reader = found.reader
-    reader.manifest = {**reader.manifest, "name": f"{name}-reader",
-                       "made": "evolved" if found.kept_generation else "agree",
-                       "trained": bool(found.kept_generation), "curves": found.curves}
-    reader_mod.save(reader, out)
+    reader_mod.save(found.kept(f"{name}-reader", curves=found.curves), out)
     return {"head": str(out), "kept_generation": found.kept_generation, "weights": list(DEFAULT_WEIGHTS)}
 
 

@@ -82,7 +82,7 @@ class ServedPool:
             else:
                 default = self.coordinator(None)
                 self.default_head = str(default.head.manifest.get("name"))
-                if default.backbone_ref is not None and default.head.learned:  # now, not on the first request
+                if default.loads_backbone:  # now, not on the first request
                     self.progress(ServeLoading("backbone", self.default_head))
                     default.warm()
         except BaseException:

@@ -126,6 +126,8 @@ def start(options: AskOptions, idle_s: float) -> dict[str, Any] | None:
     for flag, value in (("--pool", options.pool), ("--head", options.head), ("--backbone", options.backbone)):
         if value is not None:
             args += [flag, value]
+    if not options.use_cache:  # a server `find` will match: the same cache use
+        args.append("--no-cache")
     warm_dir().mkdir(parents=True, exist_ok=True)
     log_file = warm_dir() / f"serve-start-{os.getpid()}.log"
     log.info("starting a warm trinity that stays up %.0f s after its last question", idle_s)
