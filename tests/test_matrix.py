@@ -71,6 +71,38 @@ def test_members_choose_and_order_the_columns(tmp_path: Path) -> None:
     assert set(result["table"]) == {"single:m1", "agree:m1", "vote-all", "cvote-all", "mux-all"}
 
 
+def test_complete_agree_holds_the_calls_agree_makes_beyond_k(tmp_path: Path, monkeypatch, capsys) -> None:
+    """Three members that disagree on Puzzle items: `ask --mode agree` asks the first a
+    second time there (its fourth call); --complete-agree records that attempt, the matrix's
+    agree row plays it, the other procedures and labels read k replies, and bench's agree
+    replays from what the matrix recorded."""
+    pool = write_pool(tmp_path, {"name": "trio", "models": [
+        {"name": n, "kind": "scripted", "rules": [{"match": "Question", "reply": "Answer: 42"}] if n != "c" else [],
+         "default": f"Answer: {d}"} for n, d in (("a", 1), ("b", 2), ("c", 3))]})
+    task_file = tmp_path / "tasks.jsonl"
+    task_file.write_text("".join(json.dumps({"id": f"q{i}", "prompt": f"{'Question' if i % 2 else 'Puzzle'} {i}?",
+                                             "answer": 42, "scorer": "numeric"}) + "\n" for i in range(40)))
+    out = tmp_path / "m.json"
+    code, _, stderr = run_main(["matrix", "--pool", str(pool), "--tasks", f"file:{task_file}", "--split", "test",
+                                "--n", "6", "--k", "1", "--budget", "4", "--complete-agree", "--out", str(out)],
+                               monkeypatch, capsys)
+    assert code == 0, stderr
+    data = json.loads(out.read_text())
+    puzzles = [k for k in data["matrix"] if int(k.rsplit("/q", 1)[1]) % 2 == 0]
+    assert puzzles and len(puzzles) < 6
+    for key, row in data["matrix"].items():
+        assert [len(row[m]) for m in "abc"] == ([2, 1, 1] if key in puzzles else [1, 1, 1])
+    assert data["k"] == 1 and "sc:a@2" not in data["table"]
+    agree = data["table"]["agree:a>b>c"]["all"]
+    assert agree["calls"] == (4 * len(puzzles) + 2 * (6 - len(puzzles))) / 6
+    assert data["table"]["vote-all"]["all"]["calls"] == 3.0  # the first k replies a member only
+    code, stdout, stderr = run_main(["--replay-only", "bench", "--pool", str(pool), "--tasks",
+                                     f"file:{task_file}:test:6", "--systems", "agree", "--random-seeds", "0",
+                                     "--json"], monkeypatch, capsys)
+    assert code == 0, stderr  # every call agree makes was recorded by the matrix
+    assert json.loads(stdout)["results"]["agree"]["overall"]["accuracy"] == agree["correct"] / 6
+
+
 @pytest.mark.parametrize("args, says", [
     (["--members", "m0,nobody"], "--members: pool 'duo' has no member 'nobody'"),
     (["--split", "later"], "later"),

@@ -69,6 +69,23 @@ def test_the_start_plays_agree_on_every_recorded_training_item() -> None:
         assert (mine.correct, mine.calls, mine.tokens) == (theirs.correct, theirs.calls, theirs.tokens), item.key
 
 
+@pytest.mark.parametrize("calls", [4, 5, 6])
+def test_a_start_with_more_calls_than_members_plays_agree_at_that_budget(calls: int) -> None:
+    """Beyond one call a member the start asks fresh attempts round-robin, as `ask --mode
+    agree` does at AGREE_TURNS calls: the training matrix holds two replies a member."""
+    data = reader_fit.read_matrix(ROOT / "recordings" / "local" / "matrix-train-32x2.json")
+    models = list(next(iter(data.matrix.values())))
+    start = Reader.agree_start("local", models, reader_fit.centres(data, models), calls=calls)
+    fourth = 0
+    for item in data.items:
+        row = data.matrix[item.key]
+        mine = reader_fit.play(start, row, item.scorer)
+        theirs = play_procedure("agree:" + ">".join(models), row, item.scorer, calls)
+        assert (mine.correct, mine.calls, mine.tokens) == (theirs.correct, theirs.calls, theirs.tokens), item.key
+        fourth += mine.calls > len(models)
+    assert fourth >= 10  # the calls beyond the members' first are played, not a corner case
+
+
 def test_the_search_learns_whom_to_trust_from_a_reply_s_confidence(tmp_path: Path) -> None:
     _, train_file, val_file = _matrices(tmp_path)
     train, val = reader_fit.read_matrix(train_file), reader_fit.read_matrix(val_file)
@@ -209,6 +226,31 @@ def test_a_verdict_without_a_winning_reader_writes_no_reader(tmp_path: Path) -> 
                                    generations=5, popsize=6, out=str(tmp_path / "never")))
     assert done.winner != "reader" and done.head_dir is None
     assert not (tmp_path / "never").exists() and done.verdict_path.is_file()
+    # a and b never agree: `agree` asks a again (its third call), which the k = 1 matrix lacks;
+    # the verdict makes that call, so agree plays as `ask --mode agree` does, and leaves the file
+    verdict = json.loads(done.verdict_path.read_text())
+    agree = next(r for r in done.table if r["row"] == "agree")
+    assert agree["capped"] == 0 and verdict["completed"] == agree["n"] > 0
+    assert agree["tokens"] > next(r for r in done.table if r["row"] == "single:a")["tokens"] * 2
+    assert all(len(replies) == 1 for row in json.loads(files[1].read_text())["matrix"].values()
+               for replies in row.values())
+
+
+def test_a_reader_with_more_calls_than_members_needs_their_fresh_attempts(tmp_path: Path, monkeypatch,
+                                                                          capsys) -> None:
+    pool_file, train_file, val_file = _matrices(tmp_path)
+    code, _, stderr = run_main(["evolve", "--reader", "--pool", str(pool_file), "--train-matrix", str(train_file),
+                                "--val-matrix", str(val_file), "--reader-calls", "3", "--generations", "2"],
+                               monkeypatch, capsys)
+    assert code != 0 and "--reader-calls 3 asks each member up to 2 times" in stderr
+    assert "--k 2" in stderr and "Traceback" not in stderr and stderr.strip().splitlines()[-1].startswith("error:")
+    config = load_pool(str(pool_file))
+    matrix_of(f"file:{tmp_path / 'tasks.jsonl'}:train", config, 2, out=train_file)
+    done = run(ReaderRecipeOptions(pool=str(pool_file), train_matrix=str(train_file), val_matrix=str(val_file),
+                                   generations=3, popsize=6, calls=3, out=str(tmp_path / "r3")))
+    record = json.loads(done.verdict_path.read_text())
+    assert record["phases"]["search"]["calls"] == 3
+    assert all(r["capped"] == 0 for r in record["table"])
 
 
 @pytest.mark.parametrize("args, says", [

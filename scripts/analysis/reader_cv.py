@@ -2,7 +2,7 @@
 k-fold cross-validation of `trinity evolve --reader`'s search on one training matrix.
 
 Usage: python scripts/analysis/reader_cv.py MATRIX.json [--folds 4] [--generations 40]
-           [--variants all conf,margin margin priority,margin] [--cost-weight 0.05] [--seed 0]
+           [--variants all conf,margin margin priority,margin] [--cost-weight 0.05] [--seed 0] [--calls N]
 
 For each variant (comma-separated weight groups of coordinator/reader.WEIGHT_GROUPS, or
 "all"), each fold: the search (evolve/reader_fit.search, the recipe's popsize and sigma0) on
@@ -31,6 +31,7 @@ def main() -> None:
     parser.add_argument("--variants", nargs="+", default=["all", "conf,margin", "margin", "priority,margin"])
     parser.add_argument("--cost-weight", type=float, default=0.05)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--calls", type=int, default=0, help="the readers' call budget (0: one call a member)")
     args = parser.parse_args()
     data = reader_fit.read_matrix(args.matrix)
     models = list(next(iter(data.matrix.values())))
@@ -38,7 +39,8 @@ def main() -> None:
     folds = np.array_split(order, args.folds)
     recipe = ReaderRecipeOptions()
     print(f"{len(data.items)} items of {args.matrix}, {args.folds} folds, {args.generations} generations, "
-          f"popsize {recipe.popsize}, sigma0 {recipe.sigma0}, cost weight {args.cost_weight}")
+          f"popsize {recipe.popsize}, sigma0 {recipe.sigma0}, cost weight {args.cost_weight}, "
+          f"calls {args.calls or len(models)}")
     print("| variant | weights moved | held-out accuracy | tokens | fitness | agree accuracy | agree tokens |")
     print("|---|---|---|---|---|---|---|")
     for variant in args.variants:
@@ -49,7 +51,7 @@ def main() -> None:
             train = reader_fit.Items(data.matrix, [data.items[i] for i in rest])
             test = reader_fit.Items(data.matrix, [data.items[i] for i in held])
             found = reader_fit.search(train, test, "cv", models, args.generations, recipe.popsize, recipe.sigma0,
-                                      args.seed, args.cost_weight, groups)
+                                      args.seed, args.cost_weight, groups, calls=args.calls)
             moved = int(found.start.mask(groups).sum())
             scores.append(reader_fit.score(found.reader, test))
             starts.append(reader_fit.score(found.start, test))

@@ -18,7 +18,12 @@ evolve/label_fit.py, evolve/reader_fit.py):
                                      "tokens": int, "seconds": float,
                                      "completion_tokens": int, "finish_reason": str | null,
                                      "logprob_stats": dict | null}, ...]}}}
-A member's list holds its replies in attempt order (greedy first); `finish_reason` and
+A member's list holds its replies in attempt order (greedy first): k of them, and with
+`complete_agree` (`--complete-agree`) the further fresh attempts the pool-order `agree`
+(`agree:M1>M2..` at `budget` calls, what `trinity ask --mode agree` plays at budget
+AGREE_TURNS) asks for on the items where k replies a member do not settle it, so lists may
+differ in length (k: the shortest; procedures and signals read the first k, `agree` all it
+needs). `finish_reason` and
 `logprob_stats` (backends/confidence.py) are null for replies recorded before they were kept
 (TRINITY_FILL_LOGPROBS=1 makes those calls again to fill them: pool/pool.py). JSON, written
 atomically.
@@ -27,13 +32,13 @@ atomically.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from trinity_cli import paths, tasks
-from trinity_cli.bench.procedures import Matrix, Reply, analyse
+from trinity_cli.bench.procedures import Matrix, Reply, agree_wants, analyse
 from trinity_cli.bench.signals import signal_table
 from trinity_cli.bench.systems import sc_source
 from trinity_cli.episode.loop import run_episode
@@ -50,7 +55,8 @@ class MatrixOptions:
     from `split`, drawn with `seed` as bench draws them, from the one ranked `first` on
     (tasks/mix.py); `k` replies per member and item;
     `members` (default: all) in the order the agree procedures try them; the agree
-    procedures stop at `budget` calls."""
+    procedures stop at `budget` calls; `complete_agree`: also the calls the pool-order `agree`
+    needs beyond k replies (module docstring)."""
 
     pool: str | None = None
     tasks: str = "gsm8k,arc-challenge,mbpp"
@@ -61,6 +67,7 @@ class MatrixOptions:
     members: tuple[str, ...] = ()
     budget: int = 5
     seed: int = 0
+    complete_agree: bool = False
 
     @property
     def mix(self) -> str:
@@ -80,18 +87,40 @@ def select_members(config: PoolConfig, members: Sequence[str]) -> PoolConfig:
     return config.model_copy(update={"models": [by_name[m] for m in members]})
 
 
-def collect(items: Sequence[tasks.TaskItem], config: PoolConfig, k: int, progress: ProgressFn = quiet) -> Matrix:
-    """Every member's k replies from the task alone on every item (cached calls replay)."""
+Wants = Callable[[dict[str, list[Reply]], str], "str | None"]  # (row, scorer kind) -> member
+
+
+def collect(items: Sequence[tasks.TaskItem], config: PoolConfig, k: int, progress: ProgressFn = quiet,
+            agree_budget: int = 0) -> Matrix:
+    """Every member's k replies from the task alone on every item (cached calls replay); with
+    `agree_budget`, also the fresh attempts the pool-order `agree` at that many calls asks for
+    beyond them (module docstring)."""
+    names = config.names
+    wants = (lambda row, kind: agree_wants(row, names, kind, agree_budget)) if agree_budget else None
+    return complete(items, {}, config, wants, k, progress)
+
+
+def complete(items: Sequence[tasks.TaskItem], matrix: Matrix, config: PoolConfig, wants: Wants | None, k: int = 1,
+             progress: ProgressFn = quiet) -> Matrix:
+    """`matrix` (changed in place) with at least k replies of every member on every item, and
+    while `wants(row, kind)` names a member, that member's next fresh attempt: the attempts a
+    procedure or a reader asks for that the rows lack (cached calls replay)."""
     pool = open_pool(config)
-    matrix: Matrix = {}
+
+    def attempts(item: tasks.TaskItem, model: str, count: int) -> list[Reply]:
+        transcript = run_episode(item.prompt, pool, sc_source(pool.names, model), max_turns=count,
+                                 kind=item.scorer, examples=Examples.from_reference(item.reference))
+        return [Reply(replace(t, messages=[]), tasks.score_item(item, t.reply) == 1.0) for t in transcript.turns]
+
     try:
         for n, item in enumerate(items, 1):
             row = matrix.setdefault(item.key, {})
             for model in pool.names:
-                transcript = run_episode(item.prompt, pool, sc_source(pool.names, model), max_turns=k,
-                                         kind=item.scorer, examples=Examples.from_reference(item.reference))
-                row[model] = [Reply(replace(t, messages=[]), tasks.score_item(item, t.reply) == 1.0)
-                              for t in transcript.turns]
+                if len(row.get(model, [])) < k:
+                    row[model] = attempts(item, model, k)
+            while wants is not None and (wanted := wants(row, item.scorer)) is not None:
+                # the first attempts replay from the cache: only the new one is a call
+                row[wanted] = attempts(item, wanted, len(row[wanted]) + 1)
             progress(MatrixItemPlayed(index=n, total=len(items), key=item.key, calls=pool.stats.calls,
                                       cache_hits=pool.stats.cache_hits))
     finally:
@@ -114,16 +143,17 @@ def sample_matrix(options: MatrixOptions, out: Path | None = None, progress: Pro
     if options.k < 1 or options.n < 1 or options.budget < 1:
         raise ConfigError(f"{option('n')}, {option('k')} and {option('budget')} must be at least 1")
     config = select_members(load_pool(options.pool), options.members)
-    return matrix_of(options.mix, config, options.k, options.budget, options.seed, out, progress)
+    return matrix_of(options.mix, config, options.k, options.budget, options.seed, out, progress,
+                     complete_agree=options.complete_agree)
 
 
 def matrix_of(mix: str, config: PoolConfig, k: int, budget: int = 5, seed: int = 0, out: Path | None = None,
-              progress: ProgressFn = quiet) -> dict[str, Any]:
+              progress: ProgressFn = quiet, complete_agree: bool = False) -> dict[str, Any]:
     """The matrix of the items of `mix` (drawn with `seed`, as bench and evolve draw them),
     analysed, and written to `out` when given (module docstring)."""
     entries = tasks.parse_mix(mix)
     items = tasks.sample_items(entries, seed=seed)
-    matrix = collect(items, config, k, progress)
+    matrix = collect(items, config, k, progress, agree_budget=budget if complete_agree else 0)
     order = [e.task for e in entries]
     result = {"mix": mix, "seed": seed, **analyse(matrix, items, budget, order),
               "signals": signal_table(matrix, items, order)}

@@ -30,7 +30,8 @@ class BenchOptions:
     """What `trinity bench` runs: `heads` None means the shipped default head when it fits
     the pool (none otherwise); `max_turns` None gives each head its training max_turns and
     self-loops and random routing the first head's (so every row plays the same budget as
-    the head it is compared with; DEFAULT_MAX_TURNS without a head); `random_seeds` 0
+    the head it is compared with; DEFAULT_MAX_TURNS without a head), and `agree` AGREE_TURNS
+    (what `ask --mode agree` plays); `random_seeds` 0
     leaves random routing out. `decisions`: how head rows take their decisions, "sampled",
     "greedy", or "both" (two rows per head, the second named `head:<name>/<mode>`).
     `sc`: the self-consistency rows, each `MEMBER[@K]`, `all[@K]` (one row per member) or

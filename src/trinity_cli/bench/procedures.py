@@ -67,6 +67,7 @@ class Outcome:
     calls: int
     tokens: int
     seconds: float
+    short: bool = False  # the matrix lacked an attempt the procedure asked for: it stopped there
 
 
 def outcome(seq: Sequence[Reply], answer: str | None) -> Outcome:
@@ -87,19 +88,33 @@ def settle_all(seq: Sequence[Reply], kind: str) -> Outcome:
 
 def until_agreement(row: dict[str, list[Reply]], order: Sequence[str], kind: str, budget: int) -> Outcome:
     """The `agree` procedure over `order`: round-robin, stop at the first agreement."""
+    seq, found, missing = _agree_walk(row, order, kind, budget)
+    done = outcome(seq, seq[found].turn.reply) if found is not None else settle_all(seq, kind)
+    return replace(done, short=missing is not None)
+
+
+def agree_wants(row: dict[str, list[Reply]], order: Sequence[str], kind: str, budget: int) -> str | None:
+    """The member whose next attempt `until_agreement` over `order` asks for and `row` does
+    not hold, before it agrees or spends `budget` calls (None: it settles on what `row` holds)."""
+    return _agree_walk(row, order, kind, budget)[2]
+
+
+def _agree_walk(row: dict[str, list[Reply]], order: Sequence[str], kind: str,
+                budget: int) -> tuple[list[Reply], int | None, str | None]:
+    """The replies `agree` reads, the index of the one it agrees on (None: none) and the
+    member whose attempt it lacked when the row ran out (None: it did not)."""
     attempts = {m: 0 for m in order}
     seq: list[Reply] = []
     while len(seq) < budget:
         model = order[len(seq) % len(order)]
         if attempts[model] >= len(row[model]):
-            break  # the matrix holds no more attempts of this member
+            return seq, None, model  # the matrix holds no more attempts of this member
         seq.append(row[model][attempts[model]])
         attempts[model] += 1
-        turns = _renumber(seq)
-        found = settle.agreement(turns, kind)
+        found = settle.agreement(_renumber(seq), kind)
         if found is not None:
-            return outcome(seq, turns[found].reply)
-    return settle_all(seq, kind)
+            return seq, found, None
+    return seq, None, None
 
 
 def procedures(models: Sequence[str], k: int) -> list[str]:
@@ -165,13 +180,17 @@ def _mux(row: dict[str, list[Reply]], kind: str) -> Outcome:
 
 
 def play(name: str, row: dict[str, list[Reply]], kind: str, budget: int) -> Outcome:
+    """Procedure `name` on one item's row: `agree` reads every attempt it needs, the others
+    the first k a member (k: the shortest list; bench/matrix.py's `complete_agree`)."""
+    if name.startswith("agree:"):
+        return until_agreement(row, name[6:].split(">"), kind, budget)
+    k = min(len(replies) for replies in row.values())
+    row = {m: replies[:k] for m, replies in row.items()}
     if name.startswith("single:"):
         return outcome(row[name[7:]][:1], row[name[7:]][0].turn.reply)
     if name.startswith("sc:"):
         model, j = name[3:].rsplit("@", 1)
         return settle_all(row[model][: int(j)], kind)
-    if name.startswith("agree:"):
-        return until_agreement(row, name[6:].split(">"), kind, budget)
     if name == "mux-all":
         return _mux(row, kind)
     ordered = [r for attempt in itertools.zip_longest(*row.values()) for r in attempt if r is not None]

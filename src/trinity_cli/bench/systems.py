@@ -12,7 +12,7 @@ from trinity_cli.conductor.workflow import ConductorSpec
 from trinity_cli.coordinator.head import DEFAULT_DECISIONS, Head, turn_budget
 from trinity_cli.coordinator.policy import resolve_head
 from trinity_cli.coordinator.reader import Reader
-from trinity_cli.episode.schedules import FixedSchedule, agree
+from trinity_cli.episode.schedules import AGREE_TURNS, FixedSchedule, agree
 from trinity_cli.errors import ConfigError, did_you_mean, option
 from trinity_cli.evaluators.local import EpisodeSpec
 from trinity_cli.messages import Role
@@ -178,7 +178,9 @@ def plan_systems(options: BenchOptions, pool: Pool) -> tuple[list[System], list[
     if "sc" in kinds:
         systems += _sc_systems(options, models, budget)
     if "agree" in kinds:
-        systems.append(System("agree", "agree", max_turns=budget, stream="fresh", router=agree(models)))
+        # `ask --mode agree`'s budget, whatever the heads': the row is that command
+        systems.append(System("agree", "agree", max_turns=options.max_turns or AGREE_TURNS, stream="fresh",
+                              router=agree(models)))
     if options.random_seeds and "random" in kinds:
         untrained = resolve_head("untrained", pool_name, models, options.backbone)
         systems.append(System("random", "random", seeds=options.random_seeds, max_turns=budget,

@@ -168,8 +168,8 @@ def bench(
         "--head", help="Head to benchmark, name or directory (repeatable; default: the shipped head if it fits).")
     ] = None,
     max_turns: Annotated[int | None, typer.Option(
-        min=1, max=50, help="Turn budget of self-loops, random and heads (default: each head's trained "
-                            "max_turns; self-loops and random get the first head's).")] = None,
+        min=1, max=50, help="Turn budget of self-loops, random, agree and heads (default: each head's trained "
+                            "max_turns; self-loops and random get the first head's, agree 4 as in ask).")] = None,
     random_seeds: Annotated[int, typer.Option(min=0, help="Seeds of random routing (0: leave it out).")] = 1,
     seed: Annotated[int, typer.Option(help="Seed of item sampling and episodes.")] = 0,
     decisions: Annotated[str | None, typer.Option(
@@ -223,6 +223,8 @@ def matrix(
     members: Annotated[str | None, typer.Option(
         help="Only these members, comma-separated, in this order (default: the pool's, in pool order).")] = None,
     budget: Annotated[int, typer.Option(min=1, help="Calls the agree procedures may make.")] = 5,
+    complete_agree: Annotated[bool, typer.Option(
+        help="Also the fresh attempts the pool-order agree asks for beyond k replies (at --budget calls).")] = False,
     seed: Annotated[int, typer.Option(help="Seed of item sampling (bench's default: 0).")] = 0,
     out: Annotated[str | None, typer.Option(
         help="Also write the matrix and its table to this JSON file (what evolve --init-labels reads).")] = None,
@@ -239,7 +241,7 @@ def matrix(
 
     chosen = tuple(m.strip() for m in members.split(",") if m.strip()) if members else ()
     options = MatrixOptions(pool=pool, tasks=tasks, split=split, n=n, first=first, k=k, members=chosen, budget=budget,
-                            seed=seed)
+                            seed=seed, complete_agree=complete_agree)
     with render_progress.MatrixProgress(quiet=quiet) as progress:
         result = sample_matrix(options, out=Path(out) if out else None, progress=progress)
     text = (markdown(result) + "\n\nWhat a greedy reply shows (bench/signals.py):\n\n"

@@ -85,6 +85,9 @@ def evolve(
     reader_weights: Annotated[str | None, typer.Option(
         help="--reader: the weight groups the search moves, comma-separated, of priority, member, conf, low, "
              "capped_w, examples_w, margin (default: conf,margin; `all` for every one).")] = None,
+    reader_calls: Annotated[int, typer.Option(
+        min=0, help="--reader: the most calls an episode may make (default 0: one a member; more asks fresh "
+                    "attempts round-robin, as agree does, and the training matrix must hold them: --k 2).")] = 0,
     max_calls: Annotated[int | None, typer.Option(
         min=1, help="Stop the recipe after this many model calls (cached calls are free); rerun to go on.")] = None,
     max_usd: Annotated[float | None, typer.Option(
@@ -115,7 +118,8 @@ def evolve(
     given = [library_name.get(p, p) for p, source in sources.items()
              if source is not None and source.name != "DEFAULT"
              and p not in ("as_json", "quiet", "search_only", "dry_run", "max_calls", "max_usd")]
-    reader_only = [p for p in ("train_matrix", "val_matrix", "generations", "reader_weights") if p in given]
+    reader_only = [p for p in ("train_matrix", "val_matrix", "generations", "reader_weights", "reader_calls")
+                   if p in given]
     if reader_only and not reader:
         from trinity_cli.errors import ConfigError, option
 
@@ -126,7 +130,7 @@ def evolve(
 
         plan_r = reader_recipe.ReaderRecipeOptions(
             pool=pool, train_matrix=train_matrix, val_matrix=val_matrix, generations=generations, seed=seed,
-            name=name, out=out, max_calls=max_calls, max_usd=max_usd)
+            name=name, out=out, max_calls=max_calls, max_usd=max_usd, calls=reader_calls)
         # The search's own defaults unless typed (evolve's defaults are the head search's).
         if "popsize" in given and popsize is not None:
             plan_r.popsize = popsize

@@ -2,9 +2,11 @@
 and which answer is final, by a linear score of a small documented vector of reply features.
 
 Every call a reader makes is a member asked from the task alone (role Worker, `alone`: the
-call a matrix row holds, bench/matrix.py), each member at most once, in the order of its
-priority, so the episodes it plays replay from a sample matrix with no model call
-(evolve/reader_fit.py plays them there, through this module's own `decide`, `stop` and `final`).
+call a matrix row holds, bench/matrix.py), at most `calls` calls (default: one per member),
+round-robin in the order of its priority (a member's second call is its first fresh attempt,
+as `agree`'s fourth is), so the episodes it plays replay from a sample matrix with no model
+call (evolve/reader_fit.py plays them there, through this module's own `decide`, `stop` and
+`final`).
 
 Reply features (FEATURES_VERSION "reply-features v1") of an answering turn t of member m:
     member      which member answered (one weight per member: how much its answer counts)
@@ -25,17 +27,22 @@ other scorer kind and for free questions).
 Decisions, per family f:
     whom        the member with the fewest calls so far, highest `priority[f][m]` first,
                 ties to pool order (members the loop masks are skipped)
-    stop        after n calls (n < the number of members): when the best group's score
-                minus the second best's (0 without one) is at least `margin[f][n-1]`
+    stop        after n calls (n < calls): when the best group's score is at least `floor[f]`
+                and minus the second best's (0 without one) at least `margin[f][n-1]`
     final       the best group's first reply; ties: on code the latest, elsewhere the
                 earliest (agree's plurality and code rules); no group: the latest reply
-With priority falling in pool order, member = 1, examples_w = 1, margin = 1.5 and every other
-weight 0, a reader plays `agree` over the members, one call each (`Reader.agree_start`).
+With priority falling in pool order, member = 1, examples_w = 1, a margin of 1.5 for each call
+before every member was asked and 0.5 after, a floor of 1.5 when `calls` exceeds the members
+(else none: NO_FLOOR) and every other weight 0, a reader plays `agree` over the members at
+`calls` calls (`Reader.agree_start`): it stops once two answers agree (code: once a reply
+passes its examples). The floor moves with the margins (weight group "margin"), unless there
+is none.
 
 File (a head directory holding one file, manifest.json): {"policy": "reader", "format": 1,
 "features": FEATURES_VERSION, "name": str, "pool": {"name", "models"}, "models": [str],
-"families": {family: {"priority", "member", "conf", "low": [float per member], "capped_w",
-"examples_w": float, "margin": [float per call after the first]}},
+"calls": int (absent: one per member), "families": {family: {"priority", "member", "conf",
+"low": [float per member], "capped_w", "examples_w", "floor": float (absent: no floor),
+"margin": [float per call but the last]}},
 "centres": {family: {member: {"mean", "low": float}}}, "made": "agree" | "evolved",
 "trained": bool, "recipe": dict | null, ...}; any other key is kept as it is (what made it:
 evolve/reader_fit.py). Written atomically.
@@ -62,7 +69,9 @@ FEATURES_VERSION = "reply-features v1"
 FORMAT = 1
 FAMILIES = ("answer", "choice", "code")
 PER_MEMBER = ("priority", "member", "conf", "low")
-SCALARS = ("capped_w", "examples_w")
+SCALARS = ("capped_w", "examples_w", "floor")
+GROUP_OF = {"floor": "margin"}  # the floor moves with the margins: both are the stop rule
+NO_FLOOR = -1e6  # the floor of a reader written before floors were kept: every score is above it
 WEIGHT_GROUPS = (*PER_MEMBER, *SCALARS, "margin")
 
 
@@ -93,15 +102,21 @@ class Reader:
     weights: dict[str, dict[str, Any]]
     centres: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
     manifest: dict[str, Any] = field(default_factory=dict)
+    calls: int = 0  # at most this many calls an episode (0: one per member)
 
     def __post_init__(self) -> None:
         m = len(self.models)
+        self.calls = self.calls or m
+        if self.calls < 1:
+            raise ConfigError(f"reader for pool {self.pool!r}: it must make at least one call, not {self.calls}")
         for fam in FAMILIES:
             w = self.weights.get(fam)
             if w is None:
                 raise ConfigError(f"reader for pool {self.pool!r}: no weights for the {fam!r} family")
-            if any(len(w[k]) != m for k in PER_MEMBER) or len(w["margin"]) != m - 1:
-                raise ConfigError(f"reader for pool {self.pool!r}: the {fam!r} weights do not fit {m} members")
+            w.setdefault("floor", NO_FLOOR)
+            if any(len(w[k]) != m for k in PER_MEMBER) or len(w["margin"]) != self.calls - 1:
+                raise ConfigError(f"reader for pool {self.pool!r}: the {fam!r} weights do not fit {m} members "
+                                  f"and {self.calls} calls")
 
     @property
     def made(self) -> str:
@@ -115,8 +130,8 @@ class Reader:
 
     @property
     def trained_max_turns(self) -> int:
-        """Its turn budget: one call per member."""
-        return len(self.models)
+        """Its turn budget: `calls`."""
+        return self.calls
 
     def check(self, pool_name: str, models: Sequence[str]) -> None:
         """A reader routes the members it was made for, by name and order."""
@@ -127,13 +142,16 @@ class Reader:
 
     @classmethod
     def agree_start(cls, pool: str, models: Sequence[str],
-                    centres: dict[str, dict[str, dict[str, float]]] | None = None) -> Reader:
-        """The reader that plays `agree` over `models` in pool order, one call each."""
-        m = len(models)
+                    centres: dict[str, dict[str, dict[str, float]]] | None = None, calls: int = 0) -> Reader:
+        """The reader that plays `agree` over `models` in pool order at `calls` calls (0: one
+        call a member; module docstring)."""
+        m, calls = len(models), calls or len(models)
+        margins = [1.5 if n < m else 0.5 for n in range(1, calls)]
+        floor = 1.5 if calls > m else NO_FLOOR  # within one call a member the margins alone play agree
         weights = {fam: {"priority": [float(m - i) for i in range(m)], "member": [1.0] * m, "conf": [0.0] * m,
-                         "low": [0.0] * m, "capped_w": 0.0, "examples_w": 1.0, "margin": [1.5] * (m - 1)}
+                         "low": [0.0] * m, "capped_w": 0.0, "examples_w": 1.0, "floor": floor, "margin": margins}
                    for fam in FAMILIES}
-        return cls(pool, list(models), weights, centres or {}, {"made": "agree", "trained": False})
+        return cls(pool, list(models), weights, centres or {}, {"made": "agree", "trained": False}, calls)
 
     # -- the parameter vector the search moves (evolve/reader_fit.py) --
     @property
@@ -158,11 +176,12 @@ class Reader:
         if unknown:
             raise ConfigError(f"no weight group {unknown[0]!r} in a reader", f"name some of {', '.join(WEIGHT_GROUPS)}")
         m, out = len(self.models), []
-        for _ in FAMILIES:
+        for fam in FAMILIES:
             for key in PER_MEMBER:
                 out += [key in groups] * m
-            out += [key in groups for key in SCALARS]
-            out += ["margin" in groups] * (m - 1)
+            # a reader without a floor (one call a member) keeps none: there is nothing to move
+            out += [GROUP_OF.get(key, key) in groups and self.weights[fam][key] != NO_FLOOR for key in SCALARS]
+            out += ["margin" in groups] * (self.calls - 1)
         return np.asarray(out, dtype=bool)
 
     def with_flat(self, vector: np.ndarray) -> Reader:
@@ -176,9 +195,9 @@ class Reader:
                 w[key], at = values[at:at + m], at + m
             for key in SCALARS:
                 w[key], at = values[at], at + 1
-            w["margin"], at = values[at:at + m - 1], at + m - 1
+            w["margin"], at = values[at:at + self.calls - 1], at + self.calls - 1
             weights[fam] = w
-        return Reader(self.pool, list(self.models), weights, self.centres, dict(self.manifest))
+        return Reader(self.pool, list(self.models), weights, self.centres, dict(self.manifest), self.calls)
 
     # -- reading replies --
     def features(self, turn: Turn, kind: str | None) -> ReplyFeatures:
@@ -255,7 +274,7 @@ class ReaderSource(SourceRules):
 
     @property
     def max_calls(self) -> int:
-        return len(self.reader.models)
+        return self.reader.calls
 
     def decide(self, task: str, turns: Sequence[Turn], rng: np.random.Generator, excluded: Collection[str] = (),
                context: Sequence[ChatMessage] = (), greedy: bool = False, kind: str | None = None) -> Decision:
@@ -278,7 +297,8 @@ class ReaderSource(SourceRules):
         """After the latest turn: the index of the best group's first reply when its lead is at
         least the margin for this many calls (module docstring), else None."""
         n = len(turns)
-        margins = self.reader.weights[family(kind)]["margin"]
+        weights = self.reader.weights[family(kind)]
+        margins = weights["margin"]
         if n == 0 or n > len(margins):
             return None
         groups = self.reader.groups(turns, kind)
@@ -286,7 +306,8 @@ class ReaderSource(SourceRules):
             return None
         best = self.reader.best(groups, kind)
         second = max((s for i, (s, _) in enumerate(groups) if i != best), default=0.0)
-        if groups[best][0] - second >= margins[n - 1]:
+        floor = weights["floor"] if n >= len(self.reader.models) else NO_FLOOR
+        if groups[best][0] >= floor and groups[best][0] - second >= margins[n - 1]:
             return groups[best][1][0].index
         return None
 
@@ -301,7 +322,7 @@ class ReaderSource(SourceRules):
 def save(reader: Reader, directory: Path) -> None:
     """Write `reader` as a head directory (module docstring, File)."""
     doc = {**reader.manifest, "policy": "reader", "format": FORMAT, "features": FEATURES_VERSION,
-           "pool": {"name": reader.pool, "models": reader.models}, "models": reader.models,
+           "pool": {"name": reader.pool, "models": reader.models}, "models": reader.models, "calls": reader.calls,
            "families": reader.weights, "centres": reader.centres}
     directory.mkdir(parents=True, exist_ok=True)
     paths.atomic_write_bytes(directory / "manifest.json", (json.dumps(doc, indent=1) + "\n").encode())
@@ -325,8 +346,9 @@ def load(directory: Path) -> Reader:
     if doc.get("policy") != "reader" or doc.get("format") != FORMAT or doc.get("features") != FEATURES_VERSION:
         raise ConfigError(f"{where} is not a reader of format {FORMAT} reading {FEATURES_VERSION!r}",
                           "make it again with `trinity evolve --reader`")
-    manifest = {k: v for k, v in doc.items() if k not in ("families", "centres")}
+    manifest = {k: v for k, v in doc.items() if k not in ("families", "centres", "calls")}
     try:
-        return Reader(doc["pool"]["name"], list(doc["models"]), doc["families"], doc.get("centres") or {}, manifest)
-    except (KeyError, TypeError) as e:
+        return Reader(doc["pool"]["name"], list(doc["models"]), doc["families"], doc.get("centres") or {}, manifest,
+                      int(doc.get("calls") or 0))
+    except (KeyError, TypeError, ValueError) as e:
         raise ConfigError(f"{where} lacks {e}", "make it again with `trinity evolve --reader`") from e

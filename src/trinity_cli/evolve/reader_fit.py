@@ -96,15 +96,28 @@ def _reply(entry: dict[str, Any], member: str, attempt: int, kind: str) -> Reply
 
 
 def play(reader: Reader, row: dict[str, list[Reply]], kind: str) -> Outcome:
-    """The episode `reader` plays on one item, read off its matrix row (module docstring)."""
+    """The episode `reader` plays on one item, read off its matrix row (module docstring);
+    `short` when the row lacked an attempt it asked for (it stopped there)."""
+    return _play(reader, row, kind)[0]
+
+
+def wanted(reader: Reader, row: dict[str, list[Reply]], kind: str) -> str | None:
+    """The member whose attempt `reader` asks for on this row and the row lacks (None: it
+    plays to its end on what the row holds): what bench/matrix.complete asks for."""
+    return _play(reader, row, kind)[1]
+
+
+def _play(reader: Reader, row: dict[str, list[Reply]], kind: str) -> tuple[Outcome, str | None]:
     source = ReaderSource(reader)
     turns: list[Turn] = []
     seq: list[Reply] = []
     answer: str | None = None  # the reply a stop settled on; else the reader's final answer
+    missing = None
     for n in range(source.max_calls):
         model = source.next_member(turns, kind).model
         asked = sum(t.model == model for t in turns)
         if asked >= len(row[model]):
+            missing = model  # the matrix lacks this attempt: the play stops early
             break
         reply = row[model][asked]
         seq.append(reply)
@@ -115,7 +128,7 @@ def play(reader: Reader, row: dict[str, list[Reply]], kind: str) -> Outcome:
             break
     if answer is None:
         answer = source.final(turns, kind)
-    return outcome(seq, answer)
+    return replace(outcome(seq, answer), short=missing is not None), missing
 
 
 @dataclass(frozen=True)
@@ -123,6 +136,7 @@ class Score:
     accuracy: float
     tokens: float
     rewards: list[float]
+    short: int = 0  # items where the matrix lacked an attempt the reader asked for
 
     def fitness(self, cost_weight: float) -> float:
         return self.accuracy - cost_weight * self.tokens / 1000
@@ -132,7 +146,7 @@ def score(reader: Reader, data: Items) -> Score:
     """Accuracy, mean tokens and per-item rewards (item order) of `reader` on `data`."""
     outs = [play(reader, data.matrix[i.key], i.scorer) for i in data.items]
     rewards = [float(o.correct) for o in outs]
-    return Score(float(np.mean(rewards)), float(np.mean([o.tokens for o in outs])), rewards)
+    return Score(float(np.mean(rewards)), float(np.mean([o.tokens for o in outs])), rewards, sum(o.short for o in outs))
 
 
 def centres(data: Items, models: Sequence[str]) -> dict[str, dict[str, dict[str, float]]]:
@@ -166,16 +180,16 @@ class ReaderSearch:
 
 def search(train: Items, val: Items | None, pool: str, models: Sequence[str], generations: int = GENERATIONS,
            popsize: int = POPSIZE, sigma0: float = SIGMA0, seed: int = 0, cost_weight: float = 0.05,
-           free: Collection[str] = WEIGHT_GROUPS, progress: ProgressFn = quiet) -> ReaderSearch:
+           free: Collection[str] = WEIGHT_GROUPS, progress: ProgressFn = quiet, calls: int = 0) -> ReaderSearch:
     """CMA-ES from `agree` on `train`, the best generation on `train` kept; `val` (None: no
     validation matrix) scored along, for the curves (module docstring). `free`: the weight
     groups the search moves (coordinator/reader.WEIGHT_GROUPS); the others keep their start
-    values."""
+    values. `calls`: the readers' call budget (0: one call a member)."""
     from trinity_cli.evolve.strategy import new_state
 
     if generations < 1 or popsize < 2:
         raise ConfigError("a reader's search needs at least 1 generation and a population of 2")
-    base = Reader.agree_start(pool, models, centres(train, models))
+    base = Reader.agree_start(pool, models, centres(train, models), calls)
     mask = base.mask(free)
     if not mask.any():
         raise ConfigError("the reader's search moves no weight", "name at least one weight group")

@@ -24,7 +24,9 @@ def verdict_view(record: dict[str, Any]) -> TableView:
                      "other got right)", header)
     for row in rows:
         winner = row["row"] == record["winner"]
-        view.rows.append([row["row"] + (" *" if winner else ""),
+        # a reader's agree that stopped early where its matrix lacked an attempt (evolve/reader_recipe.py)
+        capped = f" (stopped early on {row['capped']}: the matrix lacks attempts)" if row.get("capped") else ""
+        view.rows.append([row["row"] + capped + (" *" if winner else ""),
                           "—" if row["accuracy"] is None else f"{row['accuracy']:.1%}",
                           f"{row['correct']:g}/{row['n']}", f"{row['tokens']:,.0f}",
                           *([f"{row['fitness']:.3f}"] if fitness else []), _paired(row["vs_agree"]),
