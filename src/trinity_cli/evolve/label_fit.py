@@ -72,7 +72,7 @@ def read_labels(path: str | Path, models: Sequence[str]) -> dict[str, np.ndarray
                           "make the matrix with the run's pool (trinity matrix --pool)")
     labels: dict[str, np.ndarray] = {}
     for key, row in matrix.items():
-        k = min(map(len, row.values()), default=0)  # `agree`'s further attempts are not samples (bench/matrix.py)
+        k = min((len(r) for r in row.values() if r), default=0)  # agree's further attempts are not samples (bench/matrix.py)
         labels[key] = np.array([np.mean([bool(r["correct"]) for r in row[m][:k]]) if row.get(m) and k else 0.0
                                 for m in models])
     return labels
