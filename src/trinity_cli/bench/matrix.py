@@ -90,22 +90,14 @@ def select_members(config: PoolConfig, members: Sequence[str]) -> PoolConfig:
 Wants = Callable[[dict[str, list[Reply]], str], "str | None"]  # (row, scorer kind) -> member
 
 
-def collect(items: Sequence[tasks.TaskItem], config: PoolConfig, k: int, progress: ProgressFn = quiet,
-            agree_budget: int = 0) -> Matrix:
-    """Every member's k replies from the task alone on every item (cached calls replay); with
-    `agree_budget`, also the fresh attempts the pool-order `agree` at that many calls asks for
-    beyond them (module docstring)."""
-    names = config.names
-    wants = (lambda row, kind: agree_wants(row, names, kind, agree_budget)) if agree_budget else None
-    return complete(items, {}, config, wants, k, progress)
-
-
 def complete(items: Sequence[tasks.TaskItem], matrix: Matrix, config: PoolConfig, wants: Wants | None, k: int = 1,
-             progress: ProgressFn = quiet) -> Matrix:
-    """`matrix` (changed in place) with at least k replies of every member on every item, and
-    while `wants(row, kind)` names a member, that member's next fresh attempt: the attempts a
-    procedure or a reader asks for that the rows lack (cached calls replay)."""
+             progress: ProgressFn = quiet) -> int:
+    """Fill `matrix` in place: every member's k replies from the task alone on every item, then
+    while `wants(row, kind)` names a member, that member's next fresh attempt (the attempts a
+    procedure or a reader asks for that the row lacks); cached calls replay. Returns how many
+    attempts `wants` added."""
     pool = open_pool(config)
+    added = 0
 
     def attempts(item: tasks.TaskItem, model: str, count: int) -> list[Reply]:
         transcript = run_episode(item.prompt, pool, sc_source(pool.names, model), max_turns=count,
@@ -121,11 +113,12 @@ def complete(items: Sequence[tasks.TaskItem], matrix: Matrix, config: PoolConfig
             while wants is not None and (wanted := wants(row, item.scorer)) is not None:
                 # the first attempts replay from the cache: only the new one is a call
                 row[wanted] = attempts(item, wanted, len(row[wanted]) + 1)
+                added += 1
             progress(MatrixItemPlayed(index=n, total=len(items), key=item.key, calls=pool.stats.calls,
                                       cache_hits=pool.stats.cache_hits))
     finally:
         pool.close()
-    return matrix
+    return added
 
 
 def matrix_json(matrix: Matrix) -> dict[str, Any]:
@@ -153,7 +146,10 @@ def matrix_of(mix: str, config: PoolConfig, k: int, budget: int = 5, seed: int =
     analysed, and written to `out` when given (module docstring)."""
     entries = tasks.parse_mix(mix)
     items = tasks.sample_items(entries, seed=seed)
-    matrix = collect(items, config, k, progress, agree_budget=budget if complete_agree else 0)
+    names = config.names
+    wants = (lambda row, kind: agree_wants(row, names, kind, budget)) if complete_agree else None
+    matrix: Matrix = {}
+    complete(items, matrix, config, wants, k, progress)
     order = [e.task for e in entries]
     result = {"mix": mix, "seed": seed, **analyse(matrix, items, budget, order),
               "signals": signal_table(matrix, items, order)}

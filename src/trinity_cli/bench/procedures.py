@@ -42,12 +42,15 @@ import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import TypeVar
 
 from trinity_cli import tasks
 from trinity_cli.bench.stats import paired_test
 from trinity_cli.messages import Turn
 from trinity_cli.tasks.answers import same_answer
 from trinity_cli.turns import settle
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -179,13 +182,19 @@ def _mux(row: dict[str, list[Reply]], kind: str) -> Outcome:
     return outcome(everything, chosen.turn.reply if chosen else None)
 
 
+def samples(row: dict[str, list[T]]) -> dict[str, list[T]]:
+    """A matrix row's samples: each member's first k replies, k the shortest non-empty list
+    (the further attempts `agree` asked for, bench/matrix.py's `complete_agree`, left out)."""
+    k = min((len(replies) for replies in row.values() if replies), default=0)
+    return {m: replies[:k] for m, replies in row.items()}
+
+
 def play(name: str, row: dict[str, list[Reply]], kind: str, budget: int) -> Outcome:
     """Procedure `name` on one item's row: `agree` reads every attempt it needs, the others
-    the first k a member (k: the shortest list; bench/matrix.py's `complete_agree`)."""
+    the row's `samples`."""
     if name.startswith("agree:"):
         return until_agreement(row, name[6:].split(">"), kind, budget)
-    k = min(len(replies) for replies in row.values())
-    row = {m: replies[:k] for m, replies in row.items()}
+    row = samples(row)
     if name.startswith("single:"):
         return outcome(row[name[7:]][:1], row[name[7:]][0].turn.reply)
     if name.startswith("sc:"):

@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from trinity_cli import tasks
-from trinity_cli.bench.procedures import Matrix, Reply
+from trinity_cli.bench.procedures import Matrix, Reply, samples
 from trinity_cli.tasks.answers import same_answer
 from trinity_cli.turns import settle
 
@@ -62,8 +62,7 @@ def features(row: dict[str, list[Reply]], member: str, kind: str) -> dict[str, f
         "confidence": _stat(mine, "mean"), "tail": _stat(mine, "tail"), "low": _stat(mine, "low"),
         "certainty": _stat(mine, "entropy", -1.0),
         "agreement": None if code else float(sum(_same(mine, row[o][0], kind) for o in row if o != member)),
-        "consistent": (None if code or min(map(len, row.values())) < 2  # k < 2 (bench/matrix.py)
-                       else float(_same(mine, row[member][1], kind))),
+        "consistent": (None if code or len(samples(row)[member]) < 2 else float(_same(mine, row[member][1], kind))),
         "examples": None if mine.turn.examples_passed is None else float(mine.turn.examples_passed),
         "finished": None if finish is None else float(finish != "length"),
         "short": -float(mine.turn.completion_tokens),

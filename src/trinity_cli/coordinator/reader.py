@@ -27,21 +27,22 @@ other scorer kind and for free questions).
 Decisions, per family f:
     whom        the member with the fewest calls so far, highest `priority[f][m]` first,
                 ties to pool order (members the loop masks are skipped)
-    stop        after n calls (n < calls): when the best group's score is at least `floor[f]`
-                and minus the second best's (0 without one) at least `margin[f][n-1]`
+    stop        after n calls (n < calls): when the best group's score minus the second
+                best's (0 without one) is at least `margin[f][n-1]`, and, once every member
+                was asked (n >= members), the best group's score is at least `floor[f]`
     final       the best group's first reply; ties: on code the latest, elsewhere the
                 earliest (agree's plurality and code rules); no group: the latest reply
 With priority falling in pool order, member = 1, examples_w = 1, a margin of 1.5 for each call
-before every member was asked and 0.5 after, a floor of 1.5 when `calls` exceeds the members
-(else none: NO_FLOOR) and every other weight 0, a reader plays `agree` over the members at
-`calls` calls (`Reader.agree_start`): it stops once two answers agree (code: once a reply
-passes its examples). The floor moves with the margins (weight group "margin"), unless there
-is none.
+before every member was asked and 0.5 after, floor = 1.5 and every other weight 0, a reader
+plays `agree` over the members at `calls` calls (`Reader.agree_start`): it stops once two
+answers agree (code: once a reply passes its examples). The floor moves with the margins (weight
+group "margin") when `calls` exceeds the members; otherwise no stop reads it.
 
 File (a head directory holding one file, manifest.json): {"policy": "reader", "format": 1,
 "features": FEATURES_VERSION, "name": str, "pool": {"name", "models"}, "models": [str],
 "calls": int (absent: one per member), "families": {family: {"priority", "member", "conf",
-"low": [float per member], "capped_w", "examples_w", "floor": float (absent: no floor),
+"low": [float per member], "capped_w", "examples_w", "floor": float (absent: 1.5, unread
+at one call a member),
 "margin": [float per call but the last]}},
 "centres": {family: {member: {"mean", "low": float}}}, "made": "agree" | "evolved",
 "trained": bool, "recipe": dict | null, ...}; any other key is kept as it is (what made it:
@@ -70,9 +71,8 @@ FORMAT = 1
 FAMILIES = ("answer", "choice", "code")
 PER_MEMBER = ("priority", "member", "conf", "low")
 SCALARS = ("capped_w", "examples_w", "floor")
-GROUP_OF = {"floor": "margin"}  # the floor moves with the margins: both are the stop rule
-NO_FLOOR = -1e6  # the floor of a reader written before floors were kept: every score is above it
-WEIGHT_GROUPS = (*PER_MEMBER, *SCALARS, "margin")
+WEIGHT_GROUPS = (*PER_MEMBER, "capped_w", "examples_w", "margin")  # the floor moves with "margin": both stop
+START_FLOOR = 1.5
 
 
 def family(kind: str | None) -> str:
@@ -113,7 +113,7 @@ class Reader:
             w = self.weights.get(fam)
             if w is None:
                 raise ConfigError(f"reader for pool {self.pool!r}: no weights for the {fam!r} family")
-            w.setdefault("floor", NO_FLOOR)
+            w.setdefault("floor", START_FLOOR)  # readers written before floors were kept make no call past m
             if any(len(w[k]) != m for k in PER_MEMBER) or len(w["margin"]) != self.calls - 1:
                 raise ConfigError(f"reader for pool {self.pool!r}: the {fam!r} weights do not fit {m} members "
                                   f"and {self.calls} calls")
@@ -147,9 +147,9 @@ class Reader:
         call a member; module docstring)."""
         m, calls = len(models), calls or len(models)
         margins = [1.5 if n < m else 0.5 for n in range(1, calls)]
-        floor = 1.5 if calls > m else NO_FLOOR  # within one call a member the margins alone play agree
         weights = {fam: {"priority": [float(m - i) for i in range(m)], "member": [1.0] * m, "conf": [0.0] * m,
-                         "low": [0.0] * m, "capped_w": 0.0, "examples_w": 1.0, "floor": floor, "margin": margins}
+                         "low": [0.0] * m, "capped_w": 0.0, "examples_w": 1.0, "floor": START_FLOOR,
+                         "margin": margins}
                    for fam in FAMILIES}
         return cls(pool, list(models), weights, centres or {}, {"made": "agree", "trained": False}, calls)
 
@@ -176,11 +176,11 @@ class Reader:
         if unknown:
             raise ConfigError(f"no weight group {unknown[0]!r} in a reader", f"name some of {', '.join(WEIGHT_GROUPS)}")
         m, out = len(self.models), []
-        for fam in FAMILIES:
+        floor = "margin" in groups and self.calls > m  # at one call a member no stop reads the floor
+        for _ in FAMILIES:
             for key in PER_MEMBER:
                 out += [key in groups] * m
-            # a reader without a floor (one call a member) keeps none: there is nothing to move
-            out += [GROUP_OF.get(key, key) in groups and self.weights[fam][key] != NO_FLOOR for key in SCALARS]
+            out += [floor if key == "floor" else key in groups for key in SCALARS]
             out += ["margin" in groups] * (self.calls - 1)
         return np.asarray(out, dtype=bool)
 
@@ -306,8 +306,8 @@ class ReaderSource(SourceRules):
             return None
         best = self.reader.best(groups, kind)
         second = max((s for i, (s, _) in enumerate(groups) if i != best), default=0.0)
-        floor = weights["floor"] if n >= len(self.reader.models) else NO_FLOOR
-        if groups[best][0] >= floor and groups[best][0] - second >= margins[n - 1]:
+        floor = weights["floor"] if n >= len(self.reader.models) else -np.inf  # read once every member was asked
+        if groups[best][0] - second >= margins[n - 1] and groups[best][0] >= floor:
             return groups[best][1][0].index
         return None
 

@@ -29,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
+from trinity_cli.bench.procedures import samples
 from trinity_cli.coordinator.head import Head
 from trinity_cli.errors import ConfigError, option
 from trinity_cli.messages import ROLES, Role
@@ -72,8 +73,8 @@ def read_labels(path: str | Path, models: Sequence[str]) -> dict[str, np.ndarray
                           "make the matrix with the run's pool (trinity matrix --pool)")
     labels: dict[str, np.ndarray] = {}
     for key, row in matrix.items():
-        k = min((len(r) for r in row.values() if r), default=0)  # agree's further attempts are not samples (bench/matrix.py)
-        labels[key] = np.array([np.mean([bool(r["correct"]) for r in row[m][:k]]) if row.get(m) and k else 0.0
+        row = samples(row)  # agree's further attempts are not samples (bench/matrix.py)
+        labels[key] = np.array([np.mean([bool(r["correct"]) for r in row[m]]) if row.get(m) else 0.0
                                 for m in models])
     return labels
 

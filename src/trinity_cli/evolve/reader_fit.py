@@ -136,7 +136,6 @@ class Score:
     accuracy: float
     tokens: float
     rewards: list[float]
-    short: int = 0  # items where the matrix lacked an attempt the reader asked for
 
     def fitness(self, cost_weight: float) -> float:
         return self.accuracy - cost_weight * self.tokens / 1000
@@ -146,7 +145,7 @@ def score(reader: Reader, data: Items) -> Score:
     """Accuracy, mean tokens and per-item rewards (item order) of `reader` on `data`."""
     outs = [play(reader, data.matrix[i.key], i.scorer) for i in data.items]
     rewards = [float(o.correct) for o in outs]
-    return Score(float(np.mean(rewards)), float(np.mean([o.tokens for o in outs])), rewards, sum(o.short for o in outs))
+    return Score(float(np.mean(rewards)), float(np.mean([o.tokens for o in outs])), rewards)
 
 
 def centres(data: Items, models: Sequence[str]) -> dict[str, dict[str, dict[str, float]]]:

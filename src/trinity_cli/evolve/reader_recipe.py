@@ -189,11 +189,9 @@ def run(options: ReaderRecipeOptions, progress: ProgressFn | None = None) -> Rec
     emit(RecipePhase("verdict", f"{len(val.items)} validation items: the attempts agree and the reader ask for, "
                                 "then each member, route, agree, cvote-all, mux-all and the reader, paired with agree"))
     names = config.names
-    before = sum(len(r) for row in val.matrix.values() for r in row.values())
     with limit_spending(options.max_calls, options.max_usd):
-        complete(val.items, val.matrix, config, lambda row, kind: (
+        completed = complete(val.items, val.matrix, config, lambda row, kind: (
             wanted(found.reader, row, kind) or agree_wants(row, names, kind, AGREE_TURNS)), progress=emit)
-    completed = sum(len(r) for row in val.matrix.values() for r in row.values()) - before
     rows = table(found.reader, train, val, config.names, options.cost_weight)
     winner = max(rows, key=lambda r: (round(r["fitness"], 9), -SIMPLICITY.index(r["kind"])))
     phases = {"matrix": {"train": str(train_file), "val": str(val_file)},
