@@ -21,10 +21,12 @@ def trinity_home(tmp_path: Path) -> Iterator[Path]:
     with pytest.MonkeyPatch.context() as patched:
         home = tmp_path / "home"
         patched.setenv("TRINITY_HOME", str(home))
-        patched.delenv("TRINITY_DEBUG", raising=False)
-        # Unset for every test, so one that sets it (`--replay-only` writes os.environ) has it undone after.
-        patched.delenv("TRINITY_REPLAY_ONLY", raising=False)
-        patched.delenv("TRINITY_FILL_LOGPROBS", raising=False)
+        # Unset for every test and restored after it, so one that sets them (`--replay-only` writes
+        # os.environ) has them undone: setenv records the value to restore, which delenv of an unset
+        # variable would not.
+        for name in ("TRINITY_DEBUG", "TRINITY_REPLAY_ONLY", "TRINITY_FILL_LOGPROBS"):
+            patched.setenv(name, "")
+            patched.delenv(name)
         yield home
 
 
