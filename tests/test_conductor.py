@@ -233,6 +233,36 @@ def test_naming_the_conductor_runs_a_nested_workflow_to_the_depth_allowed() -> N
     assert "- conductor:" not in flat.turns[0].messages[-1].content
 
 
+def test_every_turn_is_built_with_its_final_index_nested_fallback_and_parallel_steps_included() -> None:
+    """A level that runs a nested workflow (whose conductor's reply cannot be read, so it falls
+    back to agree) beside a plain step, then a merge: each turn reaches `progress` already
+    numbered (run_conductor checks it), the fallback's turns numbered after the nested
+    conductor's, and the run is the same on one thread or three."""
+    top = flow(["conductor", "m1", "m0"], ["Work it out.", "Solve it.", "Merge."], [[], [], "all"])
+    rules = [{"match": "The part to work out now: Work it out(?s:.*)You are the conductor", "reply": "Ask m1."},
+             {"match": "You are the conductor", "reply": top}, *STEP_RULES]
+    runs = []
+    for parallel in (1, 3):
+        models = [{"name": f"m{i}", "kind": "scripted", "rules": rules, "default": "Answer: 1"} for i in range(2)]
+        pool = Pool(parse_pool(yaml.safe_dump({"name": "c", "parallel": parallel, "models": models}), "t"))
+        seen: list[int] = []
+        transcript = run_conductor(QUESTION, pool, ConductorSpec(depth=1),
+                                   progress=lambda event, seen=seen: seen.append(event.turn.index))
+        runs.append(transcript)
+        assert seen == list(range(len(transcript.turns)))
+    transcript = runs[0]
+    assert [(t.index, t.model, t.override) for t in transcript.turns] == [
+        (0, "m0", "conductor"), (1, "m0", "conductor (depth 1)"), (2, "m0", "fallback: agree (depth 1)"),
+        (3, "m1", "fallback: agree (depth 1)"), (4, "m1", "step 1"), (5, "m0", "step 2")]
+    record = transcript.workflow
+    assert record is not None
+    nested = record["steps"][0]["nested"]
+    assert nested["turn"] == 1 and nested["fallback"] and [s["turns"] for s in nested["steps"]] == [[2], [3]]
+    assert [s["turns"] for s in record["steps"]] == [[1, 2, 3], [4], [5]]
+    assert [t.to_dict() | {"latency_s": 0} for t in runs[0].turns] == [
+        t.to_dict() | {"latency_s": 0} for t in runs[1].turns]
+
+
 def test_a_separate_conductor_entry_conducts_and_is_not_a_member() -> None:
     config = pool_config(conductor={"name": "boss", "kind": "scripted", "default": PARALLEL,
                                     "description": "writes plans"})

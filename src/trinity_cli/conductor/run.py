@@ -38,8 +38,14 @@ members in pool order, each from the task alone, until two answers agree; code u
 its examples; at most AGREE_TURNS calls), played by episode/loop.py exactly as bench's `agree`
 row (stop_reason "fallback"). Its record lists each of its calls as a step of its own
 ("Solve the task.", reading nothing) and its answer is the settled one. Every call goes through the rollout cache, so
-replaying a run makes no model call. Results do not depend on `parallel`: turns are numbered in step
-order, a nested workflow's turns inside its step.
+replaying a run makes no model call.
+
+Numbering: every turn is built once, with its final index (level by level, in step order; a
+nested workflow's turns inside its step; the fallback's after the conductor's turn, through
+run_episode's `first_index`). A step's first index is known before it is played: in a level,
+only the workflow's last step can take two turns (asked again), and it is the last of its
+level; a level holding a nested workflow, whose turns are counted only once played, plays its
+steps one after another. Results do not depend on `parallel`.
 
 Workflow record (`Transcript.workflow`, the top level; nested ones alike):
     {"conductor": model name, "depth": 0, "turn": the conductor's turn index,
@@ -172,10 +178,15 @@ def nested_task(task: str, subtask: str, shown: Sequence[str]) -> str:
     return text
 
 
+# A played step: its output, its turns, a nested workflow's record or None, a repair note or
+# None, whether it was asked again for a missing answer.
+_Step = tuple[str, list[Turn], dict[str, Any] | None, str | None, bool]
+
+
 @dataclass
 class _Done:
     """A finished workflow: its answer, its turns in order, its record (turns as objects
-    until the top level numbers them)."""
+    until `_numbered` writes their indices)."""
 
     answer: str | None
     turns: list[Turn]
@@ -196,8 +207,10 @@ class _Conducting:
     examples: Examples | None
     salt: str = ""
 
-    def workflow(self, task: str, depth: int, emit: Callable[[list[Turn]], None] | None = None) -> _Done:
-        """Write and run one workflow for `task` at `depth` (module docstring)."""
+    def workflow(self, task: str, depth: int, first: int,
+                 emit: Callable[[list[Turn]], None] | None = None) -> _Done:
+        """Write and run one workflow for `task` at `depth`, its turns numbered from `first`
+        (module docstring)."""
         turns: list[Turn] = []
 
         def add(batch: list[Turn]) -> None:
@@ -205,7 +218,7 @@ class _Conducting:
             if emit is not None:
                 emit(batch)
 
-        written, reading = self._conduct(task, depth)
+        written, reading = self._conduct(task, depth, first)
         add([written])
         if reading.workflow is None:
             return self._agree(task, depth, written, reading, add)
@@ -215,7 +228,7 @@ class _Conducting:
         steps: list[dict[str, Any]] = [{} for _ in range(len(workflow))]
         repairs = list(reading.repairs)
         for level in levels(workflow):
-            done = self._map([partial(self._step, task, workflow, i, outputs, notes, depth) for i in level])
+            done = self._level(task, workflow, level, outputs, notes, depth, first + len(turns))
             for i, (output, step_turns, nested, repair, reasked) in zip(level, done, strict=True):
                 outputs[i] = output
                 repairs += [repair] if repair else []
@@ -231,6 +244,25 @@ class _Conducting:
                   "constrained": self._constrained(), "steps": steps}
         return _Done(outputs[len(workflow) - 1], turns, record)
 
+    def _level(self, task: str, workflow: Workflow, level: list[int], outputs: dict[int, str],
+               notes: dict[int, str], depth: int, first: int) -> list[_Step]:
+        """Play the steps of one level, numbered from `first` (module docstring): at once on
+        the pool's `parallel` threads, or one after another when one runs a nested workflow."""
+        if any(self._nests(workflow, i, depth) for i in level):
+            done: list[_Step] = []
+            for i in level:
+                done.append(self._step(task, workflow, i, outputs, notes, depth, first))
+                first += len(done[-1][1])
+            return done
+        # Only the workflow's last step can take two turns, and it is the last of its level.
+        return self._map([partial(self._step, task, workflow, i, outputs, notes, depth, first + k)
+                          for k, i in enumerate(level)])
+
+    def _nests(self, workflow: Workflow, index: int, depth: int) -> bool:
+        """Whether step `index` runs a nested workflow (it names the conductor, above the
+        depth limit)."""
+        return workflow.model_id[index] == SELF and depth < self.spec.depth
+
     def _agree(self, task: str, depth: int, written: Turn, reading: Reading,
                add: Callable[[list[Turn]], None]) -> _Done:
         """The fallback of a workflow that cannot be read: the agree procedure on `task`
@@ -238,7 +270,8 @@ class _Conducting:
         source = agree(self.pool.names, self.members)
         source.label = "fallback: agree" + (f" (depth {depth})" if depth else "")
         episode = run_episode(task, self.pool, source, max_turns=AGREE_TURNS, kind=self.kind,
-                              usable=set(self.members), context=self.context, examples=self.examples)
+                              usable=set(self.members), context=self.context, examples=self.examples,
+                              first_index=written.index + 1)
         turns = episode.turns
         add(turns)
         workflow = Workflow(tuple(t.model for t in turns), tuple(FALLBACK_SUBTASK for _ in turns),
@@ -248,7 +281,7 @@ class _Conducting:
         record = {"conductor": self.conductor, "depth": depth, "turn": written, "workflow": workflow.to_dict(),
                   "topology": "agree", "repairs": list(reading.repairs), "fallback": reading.problem,
                   "constrained": self._constrained(), "steps": steps}
-        return _Done(episode.answer, turns, record)
+        return _Done(episode.answer, [written, *turns], record)
 
     def _constrained(self) -> bool:
         return self.pool.backend(self.conductor).supports_json_schema()
@@ -260,9 +293,9 @@ class _Conducting:
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="trinity-step") as executor:
             return list(executor.map(_call, jobs))
 
-    def _conduct(self, task: str, depth: int) -> tuple[Turn, Reading]:
-        """The conductor's call for `task` and what was read from it: a Thinker turn with
-        its Worker reply cap (module docstring), played by the turn machinery."""
+    def _conduct(self, task: str, depth: int, index: int) -> tuple[Turn, Reading]:
+        """The conductor's call for `task` and what was read from it: a Thinker turn (turn
+        `index`) with its Worker reply cap (module docstring), played by the turn machinery."""
         allow_self = depth < self.spec.depth
         messages = conduct_messages(self.pool, task, self.members, self.context, self.spec.max_steps, allow_self)
         overflow = ContextOverflow(f"the conductor {self.conductor!r} cannot hold the task in its context of "
@@ -279,17 +312,16 @@ class _Conducting:
             cap = max(cap, SCHEMA_REPLY_TOKENS)
         call = Call(model=self.conductor, role=Role.THINKER, messages=messages, answering=False, max_tokens=cap,
                     json_schema=schema, override="conductor" + (f" (depth {depth})" if depth else ""))
-        turn = play(self.pool, call, -1, self.salt, self.kind, self.examples)
+        turn = play(self.pool, call, index, self.salt, self.kind, self.examples)
         return turn, read_workflow(turn.reply, self.members, self.spec.max_steps, allow_self=True)
 
     def _step(self, task: str, workflow: Workflow, index: int, outputs: dict[int, str], notes: dict[int, str],
-              depth: int) -> tuple[str, list[Turn], dict[str, Any] | None, str | None, bool]:
-        """Play step `index`: (its output, its turns, a nested workflow's record or None,
-        a repair note or None, whether it was asked again for a missing answer)."""
+              depth: int, first: int) -> _Step:
+        """Play step `index`, its turns numbered from `first` (what `_Step` holds)."""
         model, subtask = workflow.model_id[index], workflow.subtasks[index]
-        if model == SELF and depth < self.spec.depth:
+        if self._nests(workflow, index, depth):
             shown = [outputs[j] for j in workflow.access[index]]
-            nested = self.workflow(nested_task(task, subtask, shown), depth + 1)
+            nested = self.workflow(nested_task(task, subtask, shown), depth + 1, first)
             return nested.answer or "", nested.turns, nested.record, None, False
         repair = None
         if model == SELF:
@@ -306,7 +338,7 @@ class _Conducting:
         label = f"step {index}" + (f" (depth {depth})" if depth else "")
         call = Call(model=model, role=Role.WORKER, messages=messages, answering=True, attempt=attempt,
                     override=label)
-        turn = play(self.pool, call, -1, self.salt, self.kind, self.examples, run_examples="with code")
+        turn = play(self.pool, call, first, self.salt, self.kind, self.examples, run_examples="with code")
         if index < len(workflow) - 1 or gives_answer(turn.reply, self.kind):
             return turn.reply, [turn], None, repair, False
         # The last step must answer: asked once more, shown its reply and what was missing.
@@ -315,7 +347,7 @@ class _Conducting:
                        overflow)
         call = Call(model=model, role=Role.WORKER, messages=again, answering=True, attempt=attempt + 1,
                     override=f"{label}, asked again")
-        retry = play(self.pool, call, -1, self.salt, self.kind, self.examples, run_examples="with code")
+        retry = play(self.pool, call, first + 1, self.salt, self.kind, self.examples, run_examples="with code")
         return retry.reply, [turn, retry], None, repair, True
 
 
@@ -359,11 +391,11 @@ def run_conductor(
 
     def emit(batch: list[Turn]) -> None:
         for turn in batch:
-            turn.index = len(numbered)
+            assert turn.index == len(numbered), (turn.index, len(numbered))  # built with its final index
             numbered.append(turn)
             (progress or quiet)(TurnPlayed(turn))
 
-    done = conducting.workflow(task, 0, emit)
+    done = conducting.workflow(task, 0, 0, emit)
     transcript = Transcript(task=task, context=list(context), turns=numbered, answer=done.answer,
                             stop_reason="fallback" if done.record["fallback"] else "workflow")
     transcript.workflow = _numbered(done.record)

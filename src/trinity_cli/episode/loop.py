@@ -131,7 +131,7 @@ def usable_models(pool: Pool, task: str, exclude: Collection[str], context: Sequ
     return set(fitting)
 
 
-# Long on purpose: 14 parameters and their contract; the loop itself (decide, act, judge,
+# Long on purpose: 15 parameters and their contract; the loop itself (decide, act, judge,
 # stop) is about 35 lines, each step a helper below.
 def run_episode(
     task: str,
@@ -148,6 +148,7 @@ def run_episode(
     kind: str | None = None,
     examples: Examples | None = None,
     usable: Collection[str] | None = None,
+    first_index: int = 0,
 ) -> Transcript:
     """Run one episode (`kind`: the task's scorer kind, None to guess it from the task;
     `examples`: a code task's shown tests, run on every code answer: turns/settle.py;
@@ -162,7 +163,11 @@ def run_episode(
     episode without an answer.
 
     `usable`: the members the caller found usable (`usable_models`, which checks `exclude`),
-    so they are not checked twice; None: computed here from `exclude`."""
+    so they are not checked twice; None: computed here from `exclude`.
+
+    `first_index`: the index of the episode's first turn in the transcript it is part of (a
+    conductor's fallback follows the conductor's turn: conductor/run.py); turns are built with
+    it, and the indices a source's `stop` and a Verifier's `agreed_with` give are those."""
     if max_turns < 1:
         raise ConfigError(f"max_turns must be at least 1, got {max_turns}")
     if coordinator.models != pool.names:
@@ -177,24 +182,24 @@ def run_episode(
     emit = progress or quiet
     for index in range(max_turns):
         decision = coordinator.decide(task, transcript.turns, rng, masked, context, greedy, kind)
-        emit(DecisionMade(index, decision))
+        emit(DecisionMade(first_index + index, decision))
         turns = transcript.turns
         proposed = rules.latest_proposal(turns)
         last = index == max_turns - 1 or spent is not None
         role, override = coordinator.acting_role(decision, turns[-1].suggestion if turns else None, proposed, last,
                                                  spent, kind)
-        turn = play.turn(turns, index, decision, role, override, proposed)
+        turn = play.turn(turns, first_index + index, decision, role, override, proposed)
         _judge(turn, turns, kind)
         turns.append(turn)
         emit(TurnPlayed(turn))
         if turn.verdict == "ACCEPT":
             transcript.accepted, transcript.stop_reason = True, "accepted"
             # The answer agreed with (asked alone), or the code the Verifier accepted.
-            accepted = turns[turn.agreed_with] if turn.agreed_with is not None else proposed
+            accepted = turns[turn.agreed_with - first_index] if turn.agreed_with is not None else proposed
             settled = accepted.reply if accepted is not None else None
             break
         if (found := coordinator.stop(turns, kind)) is not None:
-            transcript.stop_reason, settled = coordinator.stop_reason, turns[found].reply
+            transcript.stop_reason, settled = coordinator.stop_reason, turns[found - first_index].reply
             break
         spent = spent or _budget_reached(transcript, token_budget, cost_budget)
         if spent is not None and rules.latest_proposal(turns) is not None:

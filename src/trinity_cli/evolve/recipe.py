@@ -73,7 +73,7 @@ from trinity_cli.runs.store import RunStore
 
 FORMAT = "trinity-recipe/1"
 TRAIN_PER_TASK = 32  # training items a task when --tasks names none
-MIN_VAL = 96  # validation items by default, split over the training tasks
+MIN_VAL = 294  # validation items by default, split over the training tasks (98 a task on the default three)
 DEFAULT_TASKS = "gsm8k,arc-challenge,mbpp"
 # The search's settings (module docstring, phase 3); options the user gives override them.
 SEARCH: dict[str, Any] = {"init_rotate": True, "input_dims": 0, "decisions": "greedy", "max_turns": 4,

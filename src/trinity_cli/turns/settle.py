@@ -143,10 +143,11 @@ def gives_answer(reply: str, kind: str | None) -> bool:
 
 
 def shown_turns(turns: Sequence[Turn], turn: Turn) -> list[Turn]:
-    """The earlier turns `turn`'s prompt showed (none when it was asked alone)."""
-    if turn.alone:
+    """The earlier turns `turn`'s prompt showed (none when it was asked alone); `turns` are
+    numbered on from the first's index (an episode's: episode/loop.py's `first_index`)."""
+    if turn.alone or not turns:
         return []
-    return list(turns[turn.truncated_turns : turn.index])
+    return list(turns[turn.truncated_turns : turn.index - turns[0].index])
 
 
 def is_vote(turns: Sequence[Turn], turn: Turn, kind: str | None) -> bool:
