@@ -305,3 +305,39 @@ def test_members_sharing_a_file_pin_it_together_under_concurrent_calls(monkeypat
     assert most[0] == 1 and pool.resident_count == 1 and pool.stats.calls == 72
     assert set(LOADED) <= {"a-reason", "b"}  # the shared file is loaded under its first member's backend
     assert pool.backend("a-direct") is shared
+
+
+class SlowLoading(FakeResident):
+    """A resident backend whose `load` takes a while and says on which thread it ran."""
+
+    threads: list[str] = []
+
+    def load(self) -> object:
+        SlowLoading.threads.append(threading.current_thread().name)
+        threading.Event().wait(0.05)
+        self._load()
+        return None
+
+
+def test_preload_loads_the_members_weights_in_a_thread_through_the_lru(monkeypatch: pytest.MonkeyPatch) -> None:
+    import yaml
+
+    LOADED.clear()
+    SlowLoading.threads = []
+    monkeypatch.setattr(pool_module.registry, "create", SlowLoading)
+    one_file = [_gguf("a-reason", "/m/a.gguf"), _gguf("a-direct", "/m/a.gguf", "direct")]
+    pool = Pool(parse_pool(yaml.safe_dump({"name": "p", "max_resident": 1, "models": one_file}), "p.yaml"))
+    thread = pool.preload(pool.names)
+    assert thread is not None
+    thread.join()
+    assert SlowLoading.threads == ["trinity-preload"] and LOADED == ["a-reason"] and pool.resident_count == 1
+    assert pool.preload(pool.names) is None  # loaded already
+    pool.chat("a-direct", [ChatMessage("user", "hi")])
+    assert pool.backend("a-direct").loads == 1  # the call found it loaded
+
+    # Two files and room for one: which is asked first is not known, so nothing is loaded.
+    two = Pool(parse_pool(yaml.safe_dump({"name": "p", "max_resident": 1, "models": [
+        _gguf("a", "/m/a.gguf"), _gguf("b", "/m/b.gguf")]}), "p.yaml"))
+    assert two.preload(two.names) is None and two.resident_count == 0
+    replaying = Pool(parse_pool(yaml.safe_dump({"name": "p", "models": one_file}), "p.yaml"), replay_only=True)
+    assert replaying.preload(replaying.names) is None

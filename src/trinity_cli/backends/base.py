@@ -71,5 +71,10 @@ class Backend(ABC):
             return True
         return self.prompt_tokens(messages) + max_tokens <= self.n_ctx
 
+    def load(self) -> object:
+        """Load now what the first call would load (a resident backend's weights; the pool's
+        `preload`, which goes through its LRU). Optional: most backends hold nothing."""
+        return None
+
     def close(self) -> None:  # noqa: B027 - optional hook: most backends hold nothing
         """Free whatever the backend holds (model weights, connections)."""

@@ -18,6 +18,9 @@ busy waits for one to finish, so `max_resident` holds with concurrent episodes t
 Replay-only (`paths.replay_only()`, or `replay_only=True`): a call the rollout cache does
 not hold raises `NotRecorded` naming the member and the call, and no model is loaded.
 
+Preloading (`preload`): a new process's `ask` loads the weights its members run on in a
+thread while the coordinator loads its backbone (ask/answer.py), through the LRU like any load.
+
 Filling log-probabilities (`paths.fill_logprobs()`, or `fill_logprobs=True`): a cached reply
 without `logprob_stats` (recorded before they were kept) from a backend that gives them
 (`Backend.gives_logprobs`) is made again. When the new reply's text and finish reason are the
@@ -199,6 +202,33 @@ class Pool:
                 from trinity_cli import assets
 
                 assets.check_gguf(path)
+
+    def preload(self, names: Iterable[str]) -> threading.Thread | None:
+        """Start loading, in a thread, the resident backends of members `names`, when they all
+        fit in `max_resident` at once (else which one is asked first is not known) and none is
+        loaded yet; returns the thread (join it before `close`), or None when there is nothing
+        to load or in replay-only mode. A load that fails here is left to the first call,
+        which makes it again and reports it."""
+        if self.replay_only:
+            return None
+        wanted = {self._keys[n]: n for n in names if self.backend(n).resident}
+        with self._room:
+            if not wanted or len(wanted) > self.config.max_resident or any(k in self._lru for k in wanted):
+                return None
+
+        def load() -> None:
+            for name in wanted.values():
+                backend = self._acquire(name)
+                try:
+                    backend.load()
+                except Exception as error:  # noqa: BLE001 - the first call loads again and says why
+                    log.debug("preloading %s failed: %s", name, error)
+                finally:
+                    self._release(name)
+
+        thread = threading.Thread(target=load, name="trinity-preload", daemon=True)
+        thread.start()
+        return thread
 
     def style(self, name: str) -> str:
         """How member `name` is asked to work: "reason", "direct" or "program"."""
