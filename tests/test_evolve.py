@@ -594,7 +594,9 @@ def test_the_one_command_evolve_writes_the_head_that_validates_best_and_its_cost
     given = ["tasks", "val_tasks", "popsize", "backbone"]
     options = EvolveOptions(pool="pool.yaml", tasks="file:fruit.jsonl:train:40", val_tasks="file:fruit.jsonl:val:16",
                             budget=640, popsize=4, backbone="hash:16")
-    foretold = recipe.plan(recipe.recipe_options(options, given)).calls
+    fresh = recipe.plan(recipe.recipe_options(options, given))
+    foretold = fresh.calls
+    assert fresh.recorded == 0  # nothing in the cache yet
     original, made = pool_mod.Pool.chat, []
 
     def counting(self, name, messages, params=None):
@@ -607,6 +609,10 @@ def test_the_one_command_evolve_writes_the_head_that_validates_best_and_its_cost
     with capsys.disabled():
         print(f"\nrecipe: foretold {foretold} pool calls, made {len(made)} ({foretold / len(made) - 1:+.0%})")
     assert abs(foretold / len(made) - 1) <= 0.25
+    # Run again, the matrix's calls and the validation's singles are known to be recorded.
+    before = recipe.plan(recipe.recipe_options(options, given)).phases
+    assert [p.recorded for p in before if p.name == "matrix"] == [p.calls for p in before if p.name == "matrix"]
+    assert next(p.recorded for p in before if p.name == "validate") == 16 * 2  # two members alone on 16 items
     head_dir = Path(out.strip().splitlines()[-1])
     verdict = json.loads((head_dir / "verdict.json").read_text())
     rows = {r["row"]: r for r in verdict["table"]}

@@ -64,7 +64,7 @@ from trinity_cli.coordinator.reader import FAMILIES, WEIGHT_GROUPS, family
 from trinity_cli.episode.schedules import AGREE_TURNS
 from trinity_cli.errors import ConfigError, option
 from trinity_cli.events import ProgressFn, RecipePhase, quiet
-from trinity_cli.evolve.cost import Estimate, of_calls
+from trinity_cli.evolve.cost import Estimate, of_calls, recorded_alone
 from trinity_cli.evolve.reader_fit import (
     DEFAULT_WEIGHTS,
     GENERATIONS,
@@ -138,15 +138,17 @@ def plan(options: ReaderRecipeOptions, config: PoolConfig | None = None) -> Esti
     pool file already loaded, else it is read."""
     options.validate()
     config = config or load_pool(options.pool)
-    calls = {}
+    calls, recorded = {}, {}
     m = len(config.models)
     further = max(0, AGREE_TURNS - m, options.calls - m)  # fresh attempts the verdict may ask for, at most
     for phase, given, split, n in (("train matrix", options.train_matrix, "train", options.train_per_task),
                                    ("val matrix", options.val_matrix, "val", options.val_per_task)):
         if not given:
-            per_item = m * options.train_k(m) if split == "train" else m + further
-            calls[phase] = len(tasks.sample_items(options.mix(split, n), seed=options.seed)) * per_item
-    return of_calls(config, calls)
+            items = tasks.sample_items(options.mix(split, n), seed=options.seed)
+            k = options.train_k(m) if split == "train" else 1
+            calls[phase] = len(items) * (m * k if split == "train" else m + further)
+            recorded[phase] = recorded_alone(config, items, k)
+    return of_calls(config, calls, recorded)
 
 
 def _matrix(options: ReaderRecipeOptions, config: PoolConfig, split: str, n: int, given: str | None,

@@ -37,10 +37,11 @@ def verdict_view(record: dict[str, Any]) -> TableView:
 
 def plan_view(plan: dict[str, Any]) -> TableView:
     """The cost plan: calls, tokens, hours and dollars per phase (evolve/cost.py)."""
-    view = TableView("what the run will cost, if no call is recorded",
-                     ["phase", "pool calls", "tokens", "hours", "USD"])
+    view = TableView("what the run will cost: tokens, hours and USD of the calls not known to be recorded",
+                     ["phase", "pool calls", "recorded", "tokens", "hours", "USD"])
     for phase in plan["phases"]:
         usd = "—" if phase["usd"] is None else f"{phase['usd']:.2f}"
-        view.rows.append([phase["name"], f"{phase['calls']:,}", f"{phase['tokens']:,}", f"{phase['hours']:.2f}", usd])
+        view.rows.append([phase["name"], f"{phase['calls']:,}", f"{phase.get('recorded', 0):,}", f"{phase['tokens']:,}",
+                          f"{phase['hours']:.2f}", usd])
         view.kinds.append("")
     return view
