@@ -445,30 +445,3 @@ def test_every_option_library_text_names_is_a_flag() -> None:
     assert sorted(names - set(flags)) == []
     assert flags["svf_targets"] == "--svf-target" and flags["exclude"] == "--exclude"
 
-
-def test_a_new_process_ask_preloads_the_members_weights_while_its_head_loads_the_backbone(
-        tmp_path, monkeypatch) -> None:
-    """ask/answer.py starts the pool's preload when the head reads a backbone (the two loads
-    overlap), joins it before closing; not for agree, nor when the caller built the pool."""
-    from trinity_cli.ask import answer as ask_mod
-    from trinity_cli.pool.pool import Pool
-
-    from .test_max_turns import make_head
-
-    asked: list[list[str]] = []
-    real = Pool.preload
-
-    def preload(self, names):
-        asked.append(sorted(names))
-        return real(self, names)
-
-    monkeypatch.setattr(Pool, "preload", preload)
-    pool = str(scripted_pool(tmp_path))
-    head = str(make_head(tmp_path / "head", 2))
-    ask_mod.ask("What is 12*7?", ask_mod.AskOptions(pool=pool, head=head))
-    assert asked == [["m0", "m1", "m2"]]
-    ask_mod.ask("What is 12*7?", ask_mod.AskOptions(pool=pool, mode="agree"))
-    built = ask_mod.build(ask_mod.AskOptions(pool=pool, head=head))
-    ask_mod.ask("What is 12*7?", ask_mod.AskOptions(pool=pool, head=head), built=built)
-    built[0].close()
-    assert asked == [["m0", "m1", "m2"]]

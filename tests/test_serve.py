@@ -136,6 +136,26 @@ def test_agree_answers_trinity_agree_and_is_the_default_where_the_pool_says_so(t
     assert RunStore().load(by_head.headers["X-Trinity-Run"])["mode"] == "coordinator"
 
 
+def test_serve_loads_the_pools_weights_at_start_beside_the_backbone(tmp_path: Path, monkeypatch) -> None:
+    """ServedPool starts the pool's preload before it warms the backbone, and waits for it:
+    the first request finds the weights loaded (pool/pool.py's `preload`)."""
+    from trinity_cli.pool.pool import Pool
+    from trinity_cli.serve.service import ServedPool
+
+    order: list[str] = []
+    real = Pool.preload
+
+    def preload(self, names):
+        order.append("preload " + ",".join(names))
+        return real(self, names)
+
+    monkeypatch.setattr(Pool, "preload", preload)
+    served = ServedPool(ServeOptions(pool=str(scripted_pool(tmp_path))),
+                        progress=lambda event: order.append(type(event).__name__))
+    served.close()
+    assert order[:2] == ["ServeLoading", "preload m0,m1,m2"]
+
+
 def test_a_reader_is_served_by_name_and_reads_no_backbone(pool_file: Path) -> None:
     from trinity_cli.coordinator import reader as reader_mod
 

@@ -35,7 +35,6 @@ manifest), else 5 (coordinator/head.py's `turn_budget`).
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -210,15 +209,11 @@ def ask(
     pool, coordinator = built or build(options)
     store = store or RunStore()
     emit = progress or quiet
-    loading: threading.Thread | None = None
     try:
         # The one check of the exclusions and of the question against every context, before
         # any model file is located and before a run exists (serve answers errors plainly then).
         usable = usable_models(pool, question, options.exclude, context)
         pool.check_assets()
-        if built is None and coordinator is not None and coordinator.loads_backbone:
-            # A new process: the members' weights load while the first decision loads the backbone.
-            loading = pool.preload(usable)
         emit(_started(pool, coordinator, options))
         start = time.perf_counter()
         kind = guess_kind(question)
@@ -234,8 +229,6 @@ def ask(
                                 wall), **(extra or {})}
             store.save(run_dir, record)
     finally:
-        if loading is not None:
-            loading.join()
         if built is None:
             pool.close()
             if coordinator is not None:

@@ -18,8 +18,8 @@ busy waits for one to finish, so `max_resident` holds with concurrent episodes t
 Replay-only (`paths.replay_only()`, or `replay_only=True`): a call the rollout cache does
 not hold raises `NotRecorded` naming the member and the call, and no model is loaded.
 
-Preloading (`preload`): a new process's `ask` loads the weights its members run on in a
-thread while the coordinator loads its backbone (ask/answer.py), through the LRU like any load.
+Preloading (`preload`): `trinity serve` loads the weights its members run on in a thread while
+the coordinator loads its backbone (serve/service.py), through the LRU like any load.
 
 Filling log-probabilities (`paths.fill_logprobs()`, or `fill_logprobs=True`): a cached reply
 without `logprob_stats` (recorded before they were kept) from a backend that gives them
