@@ -69,6 +69,23 @@ def test_the_start_plays_agree_on_every_recorded_training_item() -> None:
         assert (mine.correct, mine.calls, mine.tokens) == (theirs.correct, theirs.calls, theirs.tokens), item.key
 
 
+def test_the_route_reader_plays_the_route_on_every_recorded_training_item() -> None:
+    """Reader.route: one call, to the member the route names for the item's family."""
+    from trinity_cli.coordinator.reader import family
+    from trinity_cli.evolve.reader_recipe import route_members
+
+    data = reader_fit.read_matrix(ROOT / "recordings" / "local" / "matrix-train-32x2.json")
+    models = list(next(iter(data.matrix.values())))
+    routes = {"answer": models[0], "choice": models[1], "code": models[2]}
+    assert set(route_members(data, models).values()) <= set(models)
+    route = Reader.route("local", models, routes)
+    for item in data.items:
+        row = data.matrix[item.key]
+        mine = reader_fit.play(route, row, item.scorer)
+        theirs = play_procedure(f"single:{routes[family(item.scorer)]}", row, item.scorer, 5)
+        assert (mine.correct, mine.calls, mine.tokens) == (theirs.correct, 1, theirs.tokens), item.key
+
+
 @pytest.mark.parametrize("calls", [4, 5, 6])
 def test_a_start_with_more_calls_than_members_plays_agree_at_that_budget(calls: int) -> None:
     """Beyond one call a member the start asks fresh attempts round-robin, as `ask --mode
@@ -234,6 +251,36 @@ def test_a_verdict_without_a_winning_reader_writes_no_reader(tmp_path: Path) -> 
     assert agree["tokens"] > next(r for r in done.table if r["row"] == "single:a")["tokens"] * 2
     assert all(len(replies) == 1 for row in json.loads(files[1].read_text())["matrix"].values()
                for replies in row.values())
+
+
+def test_a_winning_route_is_written_as_the_reader_that_plays_it(tmp_path: Path, monkeypatch, capsys) -> None:
+    """m1 is right on numbers, m0 on letters: the route (one call, by family) is as right as any
+    row and cheapest, so it wins; the verdict writes it as a reader `ask --head` plays."""
+    rules = {"m0": [{"match": "letter", "reply": "Answer: B"}], "m1": [{"match": "number", "reply": "Answer: 42"}]}
+    pool = write_pool(tmp_path, {"name": "split", "models": [
+        {"name": m, "kind": "scripted", "rules": r, "default": "Answer: 7"} for m, r in rules.items()]})
+    task_file = tmp_path / "t.jsonl"
+    task_file.write_text("".join(json.dumps(
+        {"id": f"q{i}", "prompt": f"Give the number {i}.", "answer": 42, "scorer": "numeric"} if i % 2 else
+        {"id": f"q{i}", "prompt": f"Give the letter {i}.", "answer": "B", "scorer": "choice"}) + "\n"
+        for i in range(40)))
+    config = load_pool(str(pool))
+    files = []
+    for split in ("train", "val"):
+        files.append(tmp_path / f"{split}.json")
+        matrix_of(f"file:{task_file}:{split}", config, 1, out=files[-1])
+    done = run(ReaderRecipeOptions(pool=str(pool), train_matrix=str(files[0]), val_matrix=str(files[1]),
+                                   generations=3, popsize=4, out=str(tmp_path / "routed")))
+    assert done.winner == "route" and done.head_dir == tmp_path / "routed"
+    written = reader_mod.load(tmp_path / "routed")
+    assert written.calls == 1 and written.manifest["made"] == "route"
+    assert written.manifest["routes"] == {"answer": "m1", "choice": "m0", "code": "m0"}
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run_main(["ask", "Give the number 99.", "--pool", str(pool), "--head", str(tmp_path / "routed"),
+                               "--json"], monkeypatch, capsys)
+    assert code == 0, err
+    turns = json.loads(out)["transcript"]["turns"]
+    assert [t["model"] for t in turns] == ["m1"] and "untrained" not in err
 
 
 def test_a_reader_with_more_calls_than_members_needs_their_fresh_attempts(tmp_path: Path, monkeypatch,

@@ -62,7 +62,7 @@ class AskStarted:
     pool: str
     models: tuple[str, ...]
     head: str | None  # None in conductor and agree mode
-    trained: bool
+    uniform: bool  # the head routes uniformly at random (an untrained head)
     excluded: tuple[str, ...]
     conductor: str | None = None  # conductor mode: who writes the workflow
     conductor_depth: int = 0

@@ -99,17 +99,17 @@ def build(options: AskOptions) -> tuple[Pool, Coordinator | ReaderSource | None]
 def _started(pool: Pool, coordinator: Coordinator | ReaderSource | None, options: AskOptions) -> AskStarted:
     """Who answers: the pool and head, the agree procedure, or in conductor mode the conductor."""
     if answer_mode(options, pool.config) == "agree":
-        return AskStarted(pool=pool.config.name, models=tuple(pool.names), head=None, trained=False,
+        return AskStarted(pool=pool.config.name, models=tuple(pool.names), head=None, uniform=False,
                           excluded=tuple(options.exclude), procedure="agree",
                           procedure_is_default=options.mode is None)
     if coordinator is None:
-        return AskStarted(pool=pool.config.name, models=tuple(pool.names), head=None, trained=False,
+        return AskStarted(pool=pool.config.name, models=tuple(pool.names), head=None, uniform=False,
                           excluded=tuple(options.exclude),
                           conductor=options.conductor or pool.config.conductor_name,
                           conductor_depth=options.conductor_depth)
     head = coordinator.head
     return AskStarted(pool=pool.config.name, models=tuple(pool.names), head=str(head.manifest.get("name")),
-                      trained=head.learned, excluded=tuple(options.exclude))
+                      uniform=head.uniform, excluded=tuple(options.exclude))
 
 
 @dataclass

@@ -120,6 +120,11 @@ class Head:
         return self.made != "untrained"
 
     @property
+    def uniform(self) -> bool:
+        """Whether every choice is uniform at random (an untrained head)."""
+        return not self.learned
+
+    @property
     def svf_sizes(self) -> list[int]:
         svf = self.manifest.get("svf") or {}
         return list(svf.get("sizes", []))
@@ -315,6 +320,9 @@ class Routes(Protocol):
 
     @property
     def learned(self) -> bool: ...
+
+    @property
+    def uniform(self) -> bool: ...
 
     @property
     def trained_max_turns(self) -> int | None: ...

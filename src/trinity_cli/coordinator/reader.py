@@ -44,7 +44,7 @@ File (a head directory holding one file, manifest.json): {"policy": "reader", "f
 "low": [float per member], "capped_w", "examples_w", "floor": float (absent: 1.5, unread
 at one call a member),
 "margin": [float per call but the last]}},
-"centres": {family: {member: {"mean", "low": float}}}, "made": "agree" | "evolved",
+"centres": {family: {member: {"mean", "low": float}}}, "made": "agree" | "route" | "evolved",
 "trained": bool, "recipe": dict | null, ...}; any other key is kept as it is (what made it:
 evolve/reader_fit.py). Written atomically.
 """
@@ -120,13 +120,20 @@ class Reader:
 
     @property
     def made(self) -> str:
-        """"agree" (the start: it plays `agree`) or "evolved" (a generation of its search kept)."""
-        return "evolved" if self.manifest.get("made") == "evolved" else "agree"
+        """"agree" (the start: it plays `agree`), "route" (`route`: a fixed router) or
+        "evolved" (a generation of its search kept)."""
+        made = self.manifest.get("made")
+        return made if made in ("evolved", "route") else "agree"
 
     @property
     def learned(self) -> bool:
         """Whether a search moved its weights (what a head's `learned` says of a head)."""
         return self.made == "evolved"
+
+    @property
+    def uniform(self) -> bool:
+        """A reader never routes at random (what a head's `uniform` says of an untrained head)."""
+        return False
 
     @property
     def trained_max_turns(self) -> int:
@@ -152,6 +159,17 @@ class Reader:
                          "margin": margins}
                    for fam in FAMILIES}
         return cls(pool, list(models), weights, centres or {}, {"made": "agree", "trained": False}, calls)
+
+    @classmethod
+    def route(cls, pool: str, models: Sequence[str], routes: dict[str, str]) -> Reader:
+        """The reader that plays a fixed router: one call, to `routes[family]` (a member of
+        `models` for each of FAMILIES), whose reply is the answer."""
+        m = len(models)
+        weights = {fam: {"priority": [float(m if name == routes[fam] else m - 1 - i) for i, name in enumerate(models)],
+                         "member": [1.0] * m, "conf": [0.0] * m, "low": [0.0] * m, "capped_w": 0.0,
+                         "examples_w": 1.0, "floor": START_FLOOR, "margin": []}
+                   for fam in FAMILIES}
+        return cls(pool, list(models), weights, {}, {"made": "route", "trained": False, "routes": dict(routes)}, 1)
 
     # -- the parameter vector the search moves (evolve/reader_fit.py) --
     @property

@@ -33,9 +33,10 @@ Phases (each shown in progress as `RecipePhase`, recorded in the verdict):
                      reader       the search's reader
                  The winner is the row with the highest validation fitness (accuracy -
                  cost_weight x tokens / 1000: what the search maximises); ties go to the
-                 simpler, in SIMPLICITY order. The reader is written to `out` (default
-                 `<home>/heads/<name>`) only when it wins; otherwise the verdict says which row
-                 did and nothing is written but the verdict.
+                 simpler, in SIMPLICITY order. A winning reader, or route (as the reader that
+                 plays it: `Reader.route`, one call), is written to `out` (default
+                 `<home>/heads/<name>`); otherwise the verdict says which row won and nothing is
+                 written but the verdict.
 
 Verdict file (`verdict.json` beside the reader, else `<home>/heads/<name>.verdict.json`):
 {"format": "trinity-reader-recipe/1", "winner", "head", "phases", "curves", "kept_generation",
@@ -204,10 +205,15 @@ def run(options: ReaderRecipeOptions, progress: ProgressFn | None = None) -> Rec
               "kept_generation": found.kept_generation, "cost_weight": options.cost_weight, "table": rows,
               "completed": completed}
     head_dir: Path | None = None
-    if winner["kind"] == "reader":
+    if winner["kind"] in ("reader", "route"):
         head_dir = Path(options.out).expanduser() if options.out else paths.user_heads_dir() / name
         record["head"] = str(head_dir)
-        reader_mod.save(found.kept(name, recipe=record), head_dir)
+        if winner["kind"] == "reader":
+            written = found.kept(name, recipe=record)
+        else:
+            written = reader_mod.Reader.route(config.name, config.names, route_members(train, config.names))
+            written.manifest.update(name=name, recipe=record)
+        reader_mod.save(written, head_dir)
         verdict_path = head_dir / "verdict.json"
     else:
         record["head"] = None

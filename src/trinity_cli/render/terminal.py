@@ -121,12 +121,12 @@ def ask_started(event: AskStarted) -> None:
         if event.excluded:
             console.note(f"excluded: {', '.join(event.excluded)}")
         return
-    ask_header(event.pool, event.models, event.head, event.trained, event.excluded)
+    ask_header(event.pool, event.models, event.head, event.uniform, event.excluded)
 
 
-def ask_header(pool: str, models: Sequence[str], head: str, trained: bool, excluded: Sequence[str]) -> None:
+def ask_header(pool: str, models: Sequence[str], head: str, uniform: bool, excluded: Sequence[str]) -> None:
     console.err.print(Text(f"pool {pool}: {', '.join(models)}", style="bold"))
-    if not trained:
+    if uniform:
         console.note("coordinator: untrained head (uniform random routing) — evolve one with `trinity evolve`")
     else:
         console.note(f"coordinator: head {head}")
