@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -225,22 +226,31 @@ def test_bench_plays_a_reader_as_a_head_row(tmp_path: Path, monkeypatch, capsys)
     assert results["agree"]["overall"]["accuracy"] < 0.7
 
 
-def test_a_verdict_without_a_winning_reader_writes_no_reader(tmp_path: Path) -> None:
-    """Where nothing the replies show tells right from wrong, the search cannot beat the
-    simpler rows, and the recipe writes only the verdict."""
-    rules = {"a": [{"match": "Alpha", "reply": "Answer: 42"}], "b": [{"match": "Beta", "reply": "Answer: 42"}]}
-    pool = write_pool(tmp_path, {"name": "flat", "models": [
-        {"name": m, "kind": "scripted", "rules": r, "default": "Answer: 1"} for m, r in rules.items()]})
+def _verdict(tmp_path: Path, pool: Path, items: list[dict], generations: int, popsize: int,
+             out: str) -> tuple[Any, list[Path]]:
+    """The reader recipe on `items` (a JSONL task file's lines): both k = 1 matrices made on
+    the pool, then the search and the verdict, the head (if any) written to tmp_path/out."""
     task_file = tmp_path / "t.jsonl"
-    task_file.write_text("".join(json.dumps({"id": f"q{i}", "prompt": f"{'Alpha' if i % 2 else 'Beta'} {i}?",
-                                             "answer": 42, "scorer": "numeric"}) + "\n" for i in range(60)))
+    task_file.write_text("".join(json.dumps(item) + "\n" for item in items))
     config = load_pool(str(pool))
     files = []
     for split in ("train", "val"):
         files.append(tmp_path / f"{split}.json")
         matrix_of(f"file:{task_file}:{split}", config, 1, out=files[-1])
     done = run(ReaderRecipeOptions(pool=str(pool), train_matrix=str(files[0]), val_matrix=str(files[1]),
-                                   generations=5, popsize=6, out=str(tmp_path / "never")))
+                                   generations=generations, popsize=popsize, out=str(tmp_path / out)))
+    return done, files
+
+
+def test_a_verdict_without_a_winning_reader_writes_no_reader(tmp_path: Path) -> None:
+    """Where nothing the replies show tells right from wrong, the search cannot beat the
+    simpler rows, and the recipe writes only the verdict."""
+    rules = {"a": [{"match": "Alpha", "reply": "Answer: 42"}], "b": [{"match": "Beta", "reply": "Answer: 42"}]}
+    pool = write_pool(tmp_path, {"name": "flat", "models": [
+        {"name": m, "kind": "scripted", "rules": r, "default": "Answer: 1"} for m, r in rules.items()]})
+    items = [{"id": f"q{i}", "prompt": f"{'Alpha' if i % 2 else 'Beta'} {i}?", "answer": 42, "scorer": "numeric"}
+             for i in range(60)]
+    done, files = _verdict(tmp_path, pool, items, 5, 6, "never")
     assert done.winner != "reader" and done.head_dir is None
     assert not (tmp_path / "never").exists() and done.verdict_path.is_file()
     # a and b never agree: `agree` asks a again (its third call), which the k = 1 matrix lacks;
@@ -259,18 +269,9 @@ def test_a_winning_route_is_written_as_the_reader_that_plays_it(tmp_path: Path, 
     rules = {"m0": [{"match": "letter", "reply": "Answer: B"}], "m1": [{"match": "number", "reply": "Answer: 42"}]}
     pool = write_pool(tmp_path, {"name": "split", "models": [
         {"name": m, "kind": "scripted", "rules": r, "default": "Answer: 7"} for m, r in rules.items()]})
-    task_file = tmp_path / "t.jsonl"
-    task_file.write_text("".join(json.dumps(
-        {"id": f"q{i}", "prompt": f"Give the number {i}.", "answer": 42, "scorer": "numeric"} if i % 2 else
-        {"id": f"q{i}", "prompt": f"Give the letter {i}.", "answer": "B", "scorer": "choice"}) + "\n"
-        for i in range(40)))
-    config = load_pool(str(pool))
-    files = []
-    for split in ("train", "val"):
-        files.append(tmp_path / f"{split}.json")
-        matrix_of(f"file:{task_file}:{split}", config, 1, out=files[-1])
-    done = run(ReaderRecipeOptions(pool=str(pool), train_matrix=str(files[0]), val_matrix=str(files[1]),
-                                   generations=3, popsize=4, out=str(tmp_path / "routed")))
+    items = [{"id": f"q{i}", "prompt": f"Give the number {i}.", "answer": 42, "scorer": "numeric"} if i % 2 else
+             {"id": f"q{i}", "prompt": f"Give the letter {i}.", "answer": "B", "scorer": "choice"} for i in range(40)]
+    done, _ = _verdict(tmp_path, pool, items, 3, 4, "routed")
     assert done.winner == "route" and done.head_dir == tmp_path / "routed"
     written = reader_mod.load(tmp_path / "routed")
     assert written.calls == 1 and written.manifest["made"] == "route"
