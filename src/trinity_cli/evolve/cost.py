@@ -138,6 +138,7 @@ def recorded_alone(config: PoolConfig, items: Sequence[tasks.TaskItem], k: int) 
                         continue
                     held += key is not None and cache.get(key) is not None
     finally:
+        pool.close()
         cache.close()
     return held
 

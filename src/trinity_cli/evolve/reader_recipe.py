@@ -211,7 +211,7 @@ def run(options: ReaderRecipeOptions, progress: ProgressFn | None = None) -> Rec
         if winner["kind"] == "reader":
             written = found.kept(name, recipe=record)
         else:
-            written = reader_mod.Reader.route(config.name, config.names, route_members(train, config.names))
+            written = reader_mod.Reader.route(config.name, config.names, winner["route"])
             written.manifest.update(name=name, recipe=record)
         reader_mod.save(written, head_dir)
         verdict_path = head_dir / "verdict.json"

@@ -73,27 +73,31 @@ class ServedPool:
         self.last_active = time.monotonic()  # when a request last came or ended (serve/run.py's idle exit)
         # "trinity" answers as ask does without --mode (ask.answer_mode): a head, or the agree procedure.
         self.default_agree = ask_mod.answer_mode(ask_mod.AskOptions(head=options.head), self.config) == "agree"
-        loading: threading.Thread | None = None
         try:
             self.progress(ServeLoading("pool", self.config.name, "agree" if self.default_agree else ""))
             ConductorSpec(options.conductor, options.conductor_depth).name(self.pool)  # refused now, not per request
             self.pool.check_assets()
             loading = self.pool.preload(self.pool.names)  # the weights load now, beside the backbone
-            if self.default_agree:
-                self.default_head = "none (agree procedure)"
-            else:
-                default = self.coordinator(None)
-                self.default_head = str(default.head.manifest.get("name"))
-                if default.loads_backbone:  # now, not on the first request
-                    self.progress(ServeLoading("backbone", self.default_head))
-                    default.warm()
+            try:
+                self._load_default_head()
+            finally:
+                if loading is not None:
+                    loading.join()
         except BaseException:
-            if loading is not None:
-                loading.join()
             self.close()
             raise
-        if loading is not None:
-            loading.join()
+
+    def _load_default_head(self) -> None:
+        """What "trinity" answers with: the agree procedure, or the default head, its backbone
+        loaded now, not on the first request."""
+        if self.default_agree:
+            self.default_head = "none (agree procedure)"
+            return
+        default = self.coordinator(None)
+        self.default_head = str(default.head.manifest.get("name"))
+        if default.loads_backbone:
+            self.progress(ServeLoading("backbone", self.default_head))
+            default.warm()
 
     def served_models(self) -> list[str]:
         """The model ids: "trinity", then "trinity/HEAD" for "untrained" and each head made
