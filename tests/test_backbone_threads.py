@@ -1,7 +1,8 @@
 """The coordinator's features on the real SmolLM2 backbone are the same bits in processes whose
 thread settings differ (the environment Ray gives its workers, a BLAS limit, a torch setting
-made before the backbone loads): a Ray actor's features must be its driver's
-(coordinator/backbone.py, TORCH_THREADS)."""
+made before the backbone loads, numpy's BLAS on one thread or four): a Ray actor's features must
+be its driver's (coordinator/backbone.py, TORCH_THREADS; on the CPU `backbone.load` gives the
+numpy engine, whose matrix products do not split their sums between threads)."""
 
 from __future__ import annotations
 
@@ -39,6 +40,8 @@ SETTINGS = {
     "as the shell gives it": {},
     "as Ray gives a one-CPU worker": {"OMP_NUM_THREADS": "1"},
     "BLAS limited to one thread": {"MKL_NUM_THREADS": "1", "OMP_NUM_THREADS": "2"},
+    "OpenBLAS (numpy's) on one thread": {"OPENBLAS_NUM_THREADS": "1"},
+    "OpenBLAS on four threads": {"OPENBLAS_NUM_THREADS": "4"},
     "torch set to two threads first": {"OMP_NUM_THREADS": "1", "PRESET_TORCH_THREADS": "2"},
 }
 

@@ -89,6 +89,7 @@ OWNERS = {
     "xllamacpp": ("backends/llamaserver.py",),
     "torch": ("coordinator/",),
     "transformers": ("coordinator/",),
+    "tokenizers": ("coordinator/",),
     "cma": ("evolve/strategy.py",),
     "ray": ("evaluators/ray_actors.py", "evaluators/ray_cluster.py"),
     "matplotlib": ("runs/charts.py",),

@@ -13,7 +13,8 @@ alone, and the hidden states of questions asked before are kept):
                  for (serve/warm.start, as `ask --keep-warm` starts one), then `trinity ask
                  --no-cache` in a subprocess, which answers through it (serve/warm.py).
 Each ask's saved run gives the seconds of its pool calls (the turns' `latency_s`) and of its
-coordinator's decisions (`coordinator_s`); the rest of the wall time is setup: process start,
+coordinator's decisions (`coordinator_s`; the first decision's own column: it loads the
+backbone, so it is the coordinator's setup plus its first decision); the rest of the wall time is setup: process start,
 imports, loading, saving. Printed per head and mode: medians of wall, pool and coordinator
 seconds, and wall / pool (the targets of issue 65: new process <= 1.25, warm process <= 1.10).
 `--cold` first asks once in a fresh TRINITY_HOME (model files assembled, backbone converted).
@@ -67,7 +68,8 @@ def ask_once(pool: str, head: str, question: str, warm: bool, env: dict[str, str
     record = _latest_run(home)
     turns = record["transcript"]["turns"]
     return {"wall": wall, "pool": sum(t["latency_s"] for t in turns),
-            "coordinator": sum(t.get("coordinator_s") or 0.0 for t in turns), "turns": len(turns)}
+            "coordinator": sum(t.get("coordinator_s") or 0.0 for t in turns), "turns": len(turns),
+            "first": (turns[0].get("coordinator_s") or 0.0) if turns else 0.0}
 
 
 def start_server(pool: str, head: str) -> dict:
@@ -81,10 +83,11 @@ def start_server(pool: str, head: str) -> dict:
 
 
 def summary(label: str, rows: list[dict[str, float]]) -> str:
-    med = {k: statistics.median(r[k] for r in rows) for k in ("wall", "pool", "coordinator")}
+    med = {k: statistics.median(r[k] for r in rows) for k in ("wall", "pool", "coordinator", "first")}
     ratios = [r["wall"] / r["pool"] for r in rows if r["pool"] > 0]
     ratio = f"{statistics.median(ratios):.2f}" if ratios else "—"  # scripted members take no time
     return (f"| {label} | {len(rows)} | {med['wall']:.1f} | {med['pool']:.1f} | {med['coordinator']:.2f} | "
+            f"{med['first']:.2f} | "
             f"{med['wall'] - med['pool'] - med['coordinator']:.1f} | {ratio} |")
 
 
@@ -101,8 +104,8 @@ def main() -> None:
     nonce = args.nonce if args.nonce is not None else int(time.time()) % 100_000
     print(f"questions drawn with --nonce {nonce}")
     env = {**os.environ, "TRINITY_HOME": str(paths.home())}
-    lines = ["| head · mode | asks | wall s | pool s | coordinator s | setup s | wall / pool |",
-             "|---|---|---|---|---|---|---|"]
+    lines = ["| head · mode | asks | wall s | pool s | coordinator s | first decision s | setup s | wall / pool |",
+             "|---|---|---|---|---|---|---|---|"]
     if args.cold:
         fresh = tempfile.mkdtemp(prefix="trinity-cold-")
         try:

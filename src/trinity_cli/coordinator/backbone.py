@@ -46,7 +46,38 @@ from trinity_cli.errors import AssetError, ConfigError, option
 log = logging.getLogger(__name__)
 
 
+def _accelerator_possible() -> bool:
+    """Whether this machine could give torch a GPU, judged without importing torch (seconds):
+    Apple silicon (MPS), or a torch built for CUDA or ROCm on a machine with its driver's
+    devices (Windows: a CUDA build is enough). False means `auto` is the CPU."""
+    import importlib.util
+    import platform
+    import re
+
+    if platform.system() == "Darwin":
+        return platform.machine() == "arm64"
+    spec = importlib.util.find_spec("torch")
+    if spec is None or not spec.submodule_search_locations:
+        return False
+    version = Path(next(iter(spec.submodule_search_locations))) / "version.py"
+    try:
+        text = version.read_text()
+    except OSError:
+        return True  # an unusual install: let torch say
+    built = {name: re.search(rf"^{name}\b.*=\s*(None|['\"][^'\"]+['\"])", text, re.M) for name in ("cuda", "hip")}
+    cuda = built["cuda"] is not None and built["cuda"].group(1) != "None"
+    hip = built["hip"] is not None and built["hip"].group(1) != "None"
+    if os.name == "nt":
+        return cuda
+    return (cuda and any(Path(d).exists() for d in ("/dev/nvidiactl", "/dev/nvidia0", "/dev/dxg"))) or (
+        hip and Path("/dev/kfd").exists())
+
+
 def pick_device(device: str = "auto") -> str:
+    """The device `device` names: `auto` picks CUDA, then MPS, then CPU (the CPU without
+    importing torch where no accelerator could be there)."""
+    if device == "auto" and not _accelerator_possible():
+        return "cpu"
     import torch
 
     if device == "auto":
@@ -80,10 +111,31 @@ def limit_threads(n: int) -> None:
 TORCH_THREADS = 1
 
 
-def load(ref: str, device: str = "auto", max_tokens: int = 1024):  # noqa: ANN201
-    """A loaded backbone for `ref`: `HashBackbone` for hash:DIM, else a transformers `Backbone`."""
+def load(ref: str, device: str = "auto", max_tokens: int = 1024, svf: bool = False):  # noqa: ANN201
+    """A loaded backbone for `ref`: `HashBackbone` for hash:DIM; on the CPU, with weights no
+    SVF changes (`svf` False), a GGUF (converted once) or model directory the numpy engine
+    computes: `NumpyBackbone` (coordinator/numpy_backbone.py: no torch import); else the
+    transformers `Backbone`."""
     if ref.startswith("hash:"):
         return hash_backbone(ref)
+    if not svf and pick_device(device) == "cpu":
+        from trinity_cli.coordinator.numpy_backbone import NumpyBackbone, Unsupported
+
+        fingerprint, gguf = describe(ref)
+        directory = converted(fingerprint, gguf) if gguf is not None else Path(ref).expanduser()
+        for attempt in (1, 2):
+            if not directory.is_dir():
+                break
+            try:
+                return NumpyBackbone(ref, fingerprint, directory, max_tokens=max_tokens)
+            except Unsupported as exc:
+                log.info("backbone %s runs on transformers: the numpy engine does not compute %s", ref, exc)
+                break
+            except Exception as exc:  # JSON, header or tokenizer errors: a converted directory is damaged
+                if gguf is None or attempt == 2:
+                    raise AssetError(f"backbone {ref!r} could not be loaded ({type(exc).__name__}: {exc})") from None
+                _set_aside(directory, f"it does not load: {type(exc).__name__}: {str(exc).splitlines()[0][:120]}")
+                directory = converted(fingerprint, gguf)
     return Backbone(ref, device=device, max_tokens=max_tokens)
 
 
@@ -108,6 +160,43 @@ def _converted_damage(directory: Path) -> str | None:
         if file.stat().st_size != size:
             return f"{name} has {file.stat().st_size:,} bytes, {size:,} were written"
     return None
+
+
+def _set_aside(directory: Path, why: str) -> None:
+    moved = paths.set_aside(directory)
+    log.warning("the converted backbone %s is damaged (%s): set aside as %s; converting it again",
+                directory, why, moved.name)
+
+
+def converted(fingerprint: str, gguf: Path) -> Path:
+    """Directory holding the GGUF backbone `gguf` (of `fingerprint`) as safetensors,
+    converted once (transformers). Its `CONVERTED_SIZES` file records every file's size; a
+    directory whose files disagree (or that lacks them) is set aside and converted again."""
+    target = paths.cache_dir("backbones") / fingerprint.split(":", 1)[1][:16]
+    if (target / "config.json").is_file():
+        why = _converted_damage(target)
+        if why is None:
+            return target
+        _set_aside(target, why)
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    log.info("converting %s to safetensors (once)", gguf)
+    folder, name = str(gguf.parent), gguf.name
+    # The GGUF loader draws its own progress bar on stderr; libraries stay quiet here.
+    with contextlib.redirect_stderr(io.StringIO()):
+        tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
+        model: Any = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name)
+    # The weights are de-quantised on load; transformers still marks the model as a
+    # GGUF-quantised one and refuses to save it, so drop that marker first.
+    model.hf_quantizer = None
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    with paths.atomic_output(target, directory=True) as tmp:  # the whole directory or none of it
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        sizes = {str(f.relative_to(tmp)): f.stat().st_size for f in sorted(tmp.rglob("*")) if f.is_file()}
+        (tmp / CONVERTED_SIZES).write_text(json.dumps(sizes, indent=1))
+    return target
 
 
 # KV caches kept for prefix reuse (one per recent text; about 46 KB per token each for
@@ -141,17 +230,71 @@ def _common_prefix(a: list[int], b: list[int]) -> int:
     return i
 
 
-class Backbone:
-    def __init__(self, ref: str = DEFAULT_BACKBONE, device: str = "auto", max_tokens: int = 1024) -> None:
-        self.ref = ref
-        self.fingerprint, self._gguf = describe(ref)
-        self.device = pick_device(device)
-        self.max_tokens = max_tokens
+class PrefixReuse:
+    """The kept prefixes of incremental encoding (module docstring), for either engine: a
+    subclass says how to make, measure, copy and crop its KV cache."""
+
+    max_tokens: int
+
+    def __init__(self) -> None:
         self.incremental = True  # keep and reuse prefixes' KV caches (module docstring)
         self.weights_state = ""  # names the current weights: "" the loaded ones (svf.py sets it)
         self._prefixes: list[tuple[str, list[int], Any]] = []  # (state, token ids, KV cache), newest last
         self.reused_tokens = 0  # counters: tokens read from a kept prefix / encoded
         self.encoded_tokens = 0
+
+    def _new_cache(self) -> Any:
+        raise NotImplementedError
+
+    def _cache_length(self, cache: Any) -> int:
+        raise NotImplementedError
+
+    def _copy(self, cache: Any) -> Any:
+        raise NotImplementedError
+
+    def _crop(self, cache: Any, length: int) -> Any:
+        raise NotImplementedError
+
+    def _take_prefix(self, text: str, ids: list[int], offsets: list[tuple[int, int]]) -> tuple[Any, int, list[int]]:
+        """(the KV cache to read `ids` after, how many of them it holds, the blocks' starts):
+        the kept prefix sharing the most whole blocks with `ids`, else an empty cache."""
+        starts = line_blocks(text, offsets)
+        cache: Any = self._new_cache()
+        done = 0
+        if self.incremental:
+            best, shared = None, 0
+            for i, (state, kept_ids, _) in enumerate(self._prefixes):
+                common = _common_prefix(kept_ids, ids) if state == self.weights_state else 0
+                if common > shared:
+                    best, shared = i, common
+            reusable = max((b for b in starts[:-1] if b <= shared), default=0)  # whole blocks only
+            if best is not None and reusable > 0:
+                kept = self._prefixes[best]
+                if shared >= len(kept[1]) - TAIL:  # the same episode, a turn on: take its cache over
+                    cache = self._prefixes.pop(best)[2]
+                else:  # another episode sharing the instruction and task: leave it its cache
+                    cache = self._copy(kept[2])
+                if self._cache_length(cache) > reusable:
+                    cache = self._crop(cache, reusable)
+                done = reusable
+        return cache, done, starts
+
+    def _keep(self, ids: list[int], cache: Any, done: int) -> None:
+        """Count an encoded text's tokens and keep its cache for the texts after it."""
+        self.reused_tokens += done
+        self.encoded_tokens += len(ids) - done
+        if self.incremental:
+            self._prefixes.append((self.weights_state, ids, cache))
+            del self._prefixes[:-PREFIX_ENTRIES]
+
+
+class Backbone(PrefixReuse):
+    def __init__(self, ref: str = DEFAULT_BACKBONE, device: str = "auto", max_tokens: int = 1024) -> None:
+        super().__init__()
+        self.ref = ref
+        self.fingerprint, self._gguf = describe(ref)
+        self.device = pick_device(device)
+        self.max_tokens = max_tokens
         self._load()
 
     def _load(self) -> None:
@@ -189,55 +332,19 @@ class Backbone:
         self._cache_arg = "cache" if "cache" in forward else "past_key_values"
         self.hidden_size = int(model.config.hidden_size)
         self._torch = torch
-        self._new_cache = DynamicCache
+        self._dynamic_cache = DynamicCache
 
     def _load_converted(self, tokenizer_cls: Any, model_cls: Any, dtype: Any) -> tuple[Any, Any]:
         """(tokenizer, model) from the converted directory; one that fails its size check
         or its load is set aside (with a warning) and converted again, once."""
-        source = self._converted()
+        assert self._gguf is not None
+        source = converted(self.fingerprint, self._gguf)
         try:
             return tokenizer_cls.from_pretrained(source), model_cls.from_pretrained(source, dtype=dtype)
         except Exception as exc:  # safetensors, JSON or tokenizer errors: the files are damaged
-            self._set_aside(source, f"it does not load: {type(exc).__name__}: {str(exc).splitlines()[0][:120]}")
-        source = self._converted()
+            _set_aside(source, f"it does not load: {type(exc).__name__}: {str(exc).splitlines()[0][:120]}")
+        source = converted(self.fingerprint, self._gguf)
         return tokenizer_cls.from_pretrained(source), model_cls.from_pretrained(source, dtype=dtype)
-
-    @staticmethod
-    def _set_aside(directory: Path, why: str) -> None:
-        moved = paths.set_aside(directory)
-        log.warning("the converted backbone %s is damaged (%s): set aside as %s; converting it again",
-                    directory, why, moved.name)
-
-    def _converted(self) -> Path:
-        """Directory holding the GGUF backbone as safetensors, converted once. Its
-        `CONVERTED_SIZES` file records every file's size; a directory whose files disagree
-        (or that lacks them) is set aside and converted again."""
-        assert self._gguf is not None
-        target = paths.cache_dir("backbones") / self.fingerprint.split(":", 1)[1][:16]
-        if (target / "config.json").is_file():
-            why = _converted_damage(target)
-            if why is None:
-                return target
-            self._set_aside(target, why)
-        from transformers import AutoModelForCausalLM, AutoTokenizer
-
-        log.info("converting %s to safetensors (once)", self._gguf)
-        folder, name = str(self._gguf.parent), self._gguf.name
-        # The GGUF loader draws its own progress bar on stderr; libraries stay quiet here.
-        with contextlib.redirect_stderr(io.StringIO()):
-            tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
-            model: Any = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name)
-        # The weights are de-quantised on load; transformers still marks the model as a
-        # GGUF-quantised one and refuses to save it, so drop that marker first.
-        model.hf_quantizer = None
-        if hasattr(model.config, "quantization_config"):
-            del model.config.quantization_config
-        with paths.atomic_output(target, directory=True) as tmp:  # the whole directory or none of it
-            model.save_pretrained(tmp)
-            tokenizer.save_pretrained(tmp)
-            sizes = {str(f.relative_to(tmp)): f.stat().st_size for f in sorted(tmp.rglob("*")) if f.is_file()}
-            (tmp / CONVERTED_SIZES).write_text(json.dumps(sizes, indent=1))
-        return target
 
     def linear(self, name: str) -> Any:
         """The nn.Linear called `name` under the decoder; `layers.-1.` means the last layer."""
@@ -257,31 +364,26 @@ class Backbone:
             raise ConfigError(f"{name!r} in backbone {self.ref!r} is not a matrix")
         return module
 
+    # -- PrefixReuse's hooks: transformers' DynamicCache
+    def _new_cache(self) -> Any:
+        return self._dynamic_cache()
+
+    def _cache_length(self, cache: Any) -> int:
+        return int(cache.get_seq_length())
+
+    def _copy(self, cache: Any) -> Any:
+        return copy.deepcopy(cache)
+
+    def _crop(self, cache: Any, length: int) -> Any:
+        cache.crop(length - self._cache_length(cache))  # negative: tokens to remove (every version reads it so)
+        return cache
+
     def encode(self, text: str) -> np.ndarray:
         """The feature of `text`, read block by block over a kept prefix (module docstring)."""
         torch = self._torch
         enc = self.tokenizer(text, truncation=True, max_length=self.max_tokens, return_offsets_mapping=True)
         ids: list[int] = enc["input_ids"]
-        starts = line_blocks(text, [tuple(o) for o in enc["offset_mapping"]])
-        cache: Any = self._new_cache()
-        done = 0
-        if self.incremental:
-            best, shared = None, 0
-            for i, (state, kept_ids, _) in enumerate(self._prefixes):
-                common = _common_prefix(kept_ids, ids) if state == self.weights_state else 0
-                if common > shared:
-                    best, shared = i, common
-            reusable = max((b for b in starts[:-1] if b <= shared), default=0)  # whole blocks only
-            if best is not None and reusable > 0:
-                kept = self._prefixes[best]
-                if shared >= len(kept[1]) - TAIL:  # the same episode, a turn on: take its cache over
-                    cache = self._prefixes.pop(best)[2]
-                else:  # another episode sharing the instruction and task: leave it its cache
-                    cache = copy.deepcopy(kept[2])
-                excess = cache.get_seq_length() - reusable
-                if excess > 0:
-                    cache.crop(-excess)  # negative: tokens to remove (every transformers version reads it so)
-                done = reusable
+        cache, done, starts = self._take_prefix(text, ids, [tuple(o) for o in enc["offset_mapping"]])
         out = None
         with torch.inference_mode():
             for begin, end in zip(starts, starts[1:], strict=False):
@@ -290,11 +392,7 @@ class Backbone:
                 chunk = torch.tensor([ids[begin:end]], device=self.device)
                 out = self.decoder(input_ids=chunk, use_cache=True, **{self._cache_arg: cache})
         assert out is not None
-        self.reused_tokens += done
-        self.encoded_tokens += len(ids) - done
-        if self.incremental:
-            self._prefixes.append((self.weights_state, ids, cache))
-            del self._prefixes[:-PREFIX_ENTRIES]
+        self._keep(ids, cache, done)
         hidden = out.last_hidden_state[0]
         position = -2 if len(ids) >= 2 else -1
         return hidden[position].float().cpu().numpy().astype(np.float32)

@@ -147,7 +147,7 @@ class Coordinator(SourceRules):
                     from trinity_cli.coordinator import backbone as backbone_mod
 
                     shared.backbone = backbone_mod.load(self.backbone_ref, device=self.device,
-                                                        max_tokens=self.max_tokens)
+                                                        max_tokens=self.max_tokens, svf=bool(self.svf_targets))
         if not self._checked:
             loaded = shared.backbone
             self.head.check(self.head.manifest["pool"]["name"], self.models, loaded.fingerprint, versions())
