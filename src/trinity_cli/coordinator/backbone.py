@@ -179,10 +179,14 @@ def converted(fingerprint: str, gguf: Path) -> Path:
             return target
         _set_aside(target, why)
     from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers.utils import logging as hf_logging
 
     log.info("converting %s to safetensors (once)", gguf)
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
     folder, name = str(gguf.parent), gguf.name
-    # The GGUF loader draws its own progress bar on stderr; libraries stay quiet here.
+    # The GGUF loader and the shard writer draw their own progress bars on stderr; libraries
+    # stay quiet here.
     with contextlib.redirect_stderr(io.StringIO()):
         tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
         model: Any = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name)
@@ -191,8 +195,8 @@ def converted(fingerprint: str, gguf: Path) -> Path:
     model.hf_quantizer = None
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
-    with paths.atomic_output(target, directory=True) as tmp:  # the whole directory or none of it
-        model.save_pretrained(tmp)
+    with paths.atomic_output(target, directory=True) as tmp, contextlib.redirect_stderr(io.StringIO()):
+        model.save_pretrained(tmp)  # the whole directory or none of it
         tokenizer.save_pretrained(tmp)
         sizes = {str(f.relative_to(tmp)): f.stat().st_size for f in sorted(tmp.rglob("*")) if f.is_file()}
         (tmp / CONVERTED_SIZES).write_text(json.dumps(sizes, indent=1))
