@@ -130,3 +130,28 @@ def test_numpy_smollm2_features_agree_with_transformers_on_real_coordinator_text
         text = coordinator_text(tasks.load_split(task, "train")[0].prompt, [])
         a, b = mine.encode(text), theirs.encode(text)
         assert float(np.linalg.norm(a - b) / np.linalg.norm(b)) < 1e-5
+
+
+@pytest.mark.parametrize(("cuda", "devices", "expected"), [
+    ("None", [], False),
+    ("'12.4'", [], False),  # a CUDA build on a machine without the driver: the CPU, no torch import
+    ("'12.4'", ["/dev/nvidiactl"], True),
+])
+def test_auto_asks_torch_only_where_a_gpu_could_be(tmp_path: Path, monkeypatch, cuda: str, devices: list[str],
+                                                   expected: bool) -> None:
+    import importlib.util
+    import platform
+    from types import SimpleNamespace
+
+    from trinity_cli.coordinator import backbone
+
+    package = tmp_path / "torch"
+    package.mkdir()
+    (package / "version.py").write_text(f"cuda: Optional[str] = {cuda}\nhip: Optional[str] = None\n")
+    monkeypatch.setattr(platform, "system", lambda: "Linux")
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name: SimpleNamespace(submodule_search_locations=[str(package)]))
+    real_exists = Path.exists
+    monkeypatch.setattr(Path, "exists", lambda self: str(self) in devices if str(self).startswith("/dev/")
+                        else real_exists(self))
+    assert backbone._accelerator_possible() is expected
