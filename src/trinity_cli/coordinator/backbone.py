@@ -1,4 +1,6 @@
-"""The coordinator's backbone: a small causal LM read by transformers (torch lives here).
+"""The coordinator's backbone: a small causal LM read by transformers (torch lives here), and
+`load`, which picks the engine: on the CPU with weights no SVF changes, the same decoder in
+numpy (coordinator/numpy_backbone.py), which imports no torch.
 
 `Backbone.encode(text)` returns the last layer's hidden state (after the final norm)
 at the penultimate token of `text`, as float32 numpy of shape (hidden_size,).

@@ -87,8 +87,9 @@ class _Shared:
 class Coordinator(SourceRules):
     """Chooses (model, role) each turn from the transcript.
 
-    `backbone_ref` defaults to the head's own backbone. Loading the backbone (torch,
-    transformers) is deferred until a non-zero head first needs a feature.
+    `backbone_ref` defaults to the head's own backbone. Loading the backbone (backbone.load:
+    numpy on the CPU, else torch and transformers) is deferred until a non-zero head first needs
+    a feature the hidden-state cache does not hold.
 
     Its endings (turns/source_rules.py): on a code task the episode ends at the first code that
     passes the task's shown examples (rule 5, turns/source_rules.py); otherwise plurality.
