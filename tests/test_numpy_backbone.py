@@ -91,7 +91,8 @@ def test_load_picks_numpy_on_the_cpu_and_transformers_for_svf_or_what_numpy_cann
     assert type(backbone.load(str(scaled), device="cpu")).__name__ == "Backbone"
     config = {k: v for k, v in config.items() if k != "rope_scaling"} | {"model_type": "qwen2"}
     (scaled / "config.json").write_text(json.dumps(config))
-    from trinity_cli.coordinator.numpy_backbone import NumpyBackbone, Unsupported
+    from trinity_cli.coordinator.backbone import Unsupported
+    from trinity_cli.coordinator.numpy_backbone import NumpyBackbone
 
     with pytest.raises(Unsupported, match="qwen2"):
         NumpyBackbone(str(scaled), "dir:x", scaled)
@@ -155,3 +156,41 @@ def test_auto_asks_torch_only_where_a_gpu_could_be(tmp_path: Path, monkeypatch, 
     monkeypatch.setattr(Path, "exists", lambda self: str(self) in devices if str(self).startswith("/dev/")
                         else real_exists(self))
     assert backbone._accelerator_possible() is expected
+
+
+def test_a_converted_directory_that_does_not_open_is_set_aside_and_converted_again_once(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """Both engines open a GGUF's converted directory through `open_converted`: a damaged one
+    is set aside and converted again, once; a model the numpy engine does not compute is not
+    damage, so it passes through with the directory left where it is."""
+    from trinity_cli.coordinator import backbone
+
+    conversions = []
+
+    def converted(fingerprint: str, gguf: Path) -> Path:
+        directory = tmp_path / "converted"
+        if not directory.is_dir():
+            directory.mkdir()
+            conversions.append(directory)
+        return directory
+
+    monkeypatch.setattr(backbone, "converted", converted)
+    opened = []
+
+    def damaged_once(directory: Path) -> str:
+        opened.append(directory)
+        if len(opened) == 1:
+            raise ValueError("header is not JSON")
+        return "opened"
+
+    assert backbone.open_converted("gguf:ab", tmp_path / "m.gguf", damaged_once) == "opened"
+    assert len(conversions) == 2 and len(opened) == 2  # set aside, converted again, opened
+    assert [p.name for p in tmp_path.iterdir() if p.name != "converted"]  # the damaged one kept aside
+
+    def unsupported(directory: Path) -> str:
+        raise backbone.Unsupported("model_type 'qwen2'")
+
+    with pytest.raises(backbone.Unsupported):
+        backbone.open_converted("gguf:ab", tmp_path / "m.gguf", unsupported)
+    assert len(conversions) == 2

@@ -14,8 +14,8 @@ alone, and the hidden states of questions asked before are kept):
                  --no-cache` in a subprocess, which answers through it (serve/warm.py).
 Each ask's saved run gives the seconds of its pool calls (the turns' `latency_s`) and of its
 coordinator's decisions (`coordinator_s`; the first decision's own column: it loads the
-backbone, so it is the coordinator's setup plus its first decision); the rest of the wall time is setup: process start,
-imports, loading, saving. Printed per head and mode: medians of wall, pool and coordinator
+backbone, so it is the coordinator's setup plus its first decision); the rest of the wall time
+is setup: process start, imports, loading, saving. Printed per head and mode: medians of wall, pool and coordinator
 seconds, and wall / pool (the targets of issue 65: new process <= 1.25, warm process <= 1.10).
 `--cold` first asks once in a fresh TRINITY_HOME (model files assembled, backbone converted).
 

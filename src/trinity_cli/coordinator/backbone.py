@@ -36,8 +36,9 @@ import io
 import json
 import logging
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -46,6 +47,8 @@ from trinity_cli.coordinator.backbone_refs import DEFAULT_BACKBONE, describe, ha
 from trinity_cli.errors import AssetError, ConfigError, option
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 
 def _accelerator_possible() -> bool:
@@ -66,9 +69,12 @@ def _accelerator_possible() -> bool:
         text = version.read_text()
     except OSError:
         return True  # an unusual install: let torch say
-    built = {name: re.search(rf"^{name}\b.*=\s*(None|['\"][^'\"]+['\"])", text, re.M) for name in ("cuda", "hip")}
-    cuda = built["cuda"] is not None and built["cuda"].group(1) != "None"
-    hip = built["hip"] is not None and built["hip"].group(1) != "None"
+
+    def built_for(name: str) -> bool:  # `cuda: Optional[str] = '12.4'`, not `= None`
+        found = re.search(rf"^{name}\b.*=\s*(None|['\"][^'\"]+['\"])", text, re.M)
+        return found is not None and found.group(1) != "None"
+
+    cuda, hip = built_for("cuda"), built_for("hip")
     if os.name == "nt":
         return cuda
     return (cuda and any(Path(d).exists() for d in ("/dev/nvidiactl", "/dev/nvidia0", "/dev/dxg"))) or (
@@ -113,6 +119,11 @@ def limit_threads(n: int) -> None:
 TORCH_THREADS = 1
 
 
+class Unsupported(Exception):
+    """A model the numpy engine does not compute (coordinator/numpy_backbone.py): `load` gives
+    the transformers `Backbone` instead."""
+
+
 def load(ref: str, device: str = "auto", max_tokens: int = 1024, svf: bool = False):  # noqa: ANN201
     """A loaded backbone for `ref`: `HashBackbone` for hash:DIM; on the CPU, with weights no
     SVF changes (`svf` False), a GGUF (converted once) or model directory the numpy engine
@@ -121,23 +132,26 @@ def load(ref: str, device: str = "auto", max_tokens: int = 1024, svf: bool = Fal
     if ref.startswith("hash:"):
         return hash_backbone(ref)
     if not svf and pick_device(device) == "cpu":
-        from trinity_cli.coordinator.numpy_backbone import NumpyBackbone, Unsupported
+        from trinity_cli.coordinator.numpy_backbone import NumpyBackbone
 
         fingerprint, gguf = describe(ref)
-        directory = converted(fingerprint, gguf) if gguf is not None else Path(ref).expanduser()
-        for attempt in (1, 2):
-            if not directory.is_dir():
-                break
-            try:
-                return NumpyBackbone(ref, fingerprint, directory, max_tokens=max_tokens)
-            except Unsupported as exc:
-                log.info("backbone %s runs on transformers: the numpy engine does not compute %s", ref, exc)
-                break
-            except Exception as exc:  # JSON, header or tokenizer errors: a converted directory is damaged
-                if gguf is None or attempt == 2:
+
+        def numpy_engine(directory: Path) -> Any:
+            return NumpyBackbone(ref, fingerprint, directory, max_tokens=max_tokens)
+
+        directory = Path(ref).expanduser()
+        try:
+            if gguf is not None:
+                return open_converted(fingerprint, gguf, numpy_engine)
+            if directory.is_dir():
+                try:
+                    return numpy_engine(directory)
+                except Unsupported:
+                    raise
+                except Exception as exc:  # JSON, header or tokenizer errors: the directory is damaged
                     raise AssetError(f"backbone {ref!r} could not be loaded ({type(exc).__name__}: {exc})") from None
-                _set_aside(directory, f"it does not load: {type(exc).__name__}: {str(exc).splitlines()[0][:120]}")
-                directory = converted(fingerprint, gguf)
+        except Unsupported as exc:
+            log.info("backbone %s runs on transformers: the numpy engine does not compute %s", ref, exc)
     return Backbone(ref, device=device, max_tokens=max_tokens)
 
 
@@ -203,6 +217,20 @@ def converted(fingerprint: str, gguf: Path) -> Path:
         sizes = {str(f.relative_to(tmp)): f.stat().st_size for f in sorted(tmp.rglob("*")) if f.is_file()}
         (tmp / CONVERTED_SIZES).write_text(json.dumps(sizes, indent=1))
     return target
+
+
+def open_converted(fingerprint: str, gguf: Path, opener: Callable[[Path], T]) -> T:
+    """`opener(directory)` on the GGUF backbone's converted directory (`converted`); one that
+    fails to open (safetensors, JSON or tokenizer errors: its files are damaged) is set aside,
+    with a warning, and converted again, once. `Unsupported` is not damage: it passes through."""
+    source = converted(fingerprint, gguf)
+    try:
+        return opener(source)
+    except Unsupported:
+        raise
+    except Exception as exc:
+        _set_aside(source, f"it does not load: {type(exc).__name__}: {str(exc).splitlines()[0][:120]}")
+    return opener(converted(fingerprint, gguf))
 
 
 # KV caches kept for prefix reuse (one per recent text; about 46 KB per token each for
@@ -341,16 +369,11 @@ class Backbone(PrefixReuse):
         self._dynamic_cache = DynamicCache
 
     def _load_converted(self, tokenizer_cls: Any, model_cls: Any, dtype: Any) -> tuple[Any, Any]:
-        """(tokenizer, model) from the converted directory; one that fails its size check
-        or its load is set aside (with a warning) and converted again, once."""
+        """(tokenizer, model) from the converted directory (`open_converted`)."""
         assert self._gguf is not None
-        source = converted(self.fingerprint, self._gguf)
-        try:
-            return tokenizer_cls.from_pretrained(source), model_cls.from_pretrained(source, dtype=dtype)
-        except Exception as exc:  # safetensors, JSON or tokenizer errors: the files are damaged
-            _set_aside(source, f"it does not load: {type(exc).__name__}: {str(exc).splitlines()[0][:120]}")
-        source = converted(self.fingerprint, self._gguf)
-        return tokenizer_cls.from_pretrained(source), model_cls.from_pretrained(source, dtype=dtype)
+        return open_converted(self.fingerprint, self._gguf,
+                              lambda source: (tokenizer_cls.from_pretrained(source),
+                                              model_cls.from_pretrained(source, dtype=dtype)))
 
     def linear(self, name: str) -> Any:
         """The nn.Linear called `name` under the decoder; `layers.-1.` means the last layer."""

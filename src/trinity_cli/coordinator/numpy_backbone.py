@@ -32,13 +32,9 @@ from typing import Any
 
 import numpy as np
 
-from trinity_cli.coordinator.backbone import PrefixReuse
+from trinity_cli.coordinator.backbone import PrefixReuse, Unsupported
 
 WEIGHTS = "model.safetensors"
-
-
-class Unsupported(Exception):
-    """This directory's model is not one the numpy engine computes (see module docstring)."""
 
 
 def read_safetensors(path: Path) -> dict[str, np.ndarray]:
