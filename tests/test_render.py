@@ -89,3 +89,24 @@ def test_plain_progress_counts_the_pace_from_the_first_computed_episode(screens,
     assert last == "run-6 bench: 403/1800 episodes · 3m40s elapsed · about 23h17m left"
     bar.update(404, 1800, computed=6)  # a replay among new ones counts: the pace is of all episodes
     assert bar.origin == (40.0, 400)
+
+
+def test_evolve_progress_counts_whole_generations_and_tells_no_time_while_validating(screens, clock) -> None:
+    """A budget of 2,000 at 768 episodes a generation plays 1,536: the lines count to that; a
+    validation episode does not advance the training count, so its lines say no time left
+    (run-75's said "about 106h38m left" there)."""
+    from trinity_cli import events
+
+    shown = progress.EvolveProgress()
+    shown(events.EvolveStarted(run="run-75", budget=2000, spent=768, popsize=8, n_params=3462, per_gen=768,
+                               parallel=1, ray=False))
+    assert "(the budget of 2000 holds 2)" in screens["err"].getvalue()
+    for i in range(1, 11):
+        clock[0] = 60.0 * i
+        shown(events.EvolveEpisodeFinished(kind="train", in_flight=0, pool_calls=3 * i, cache_hits=i, tokens=0))
+    last = screens["err"].getvalue().splitlines()[-1]
+    assert "778/1536 episodes" in last and "left" in last
+    clock[0] += 3600
+    shown(events.EvolveEpisodeFinished(kind="val", in_flight=0, pool_calls=40, cache_hits=10, tokens=0))
+    last = screens["err"].getvalue().splitlines()[-1]
+    assert "778/1536 episodes" in last and "validating" in last and "left" not in last

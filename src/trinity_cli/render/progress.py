@@ -92,7 +92,9 @@ class PlainProgress:
         self.paces: deque[tuple[float, int]] = deque([self.origin])
 
     def update(self, done: int, total: int, detail: str = "", force: bool = False,
-               computed: int | None = None) -> None:
+               computed: int | None = None, estimate: bool = True) -> None:
+        """Count `done` of `total`; `estimate` False: the work under way is not what `done`
+        counts (an evolve run's validation), so the line says no time left."""
         now = time.monotonic()
         if computed is not None and self.replaying:
             if self.computed is not None and computed > self.computed:
@@ -117,7 +119,7 @@ class PlainProgress:
         since, done_then = self.paces[0]
         if done_then == done:  # nothing finished within the window: the pace since the origin
             since, done_then = self.origin
-        if done_then < done < total:
+        if estimate and done_then < done < total:
             line += f" · about {_duration((now - since) / (done - done_then) * (total - done))} left"
         console.err.print(Text(line), soft_wrap=True)
 
@@ -205,10 +207,15 @@ class EvolveProgress(_LiveBar):
 
     def _start(self, event: EvolveStarted) -> None:
         err = console.err
+        # A generation is played whole or not at all: the bar counts the episodes the budget's
+        # whole generations hold (2 × 768 = 1,536 of a budget of 2,000), not the budget.
+        total = event.budget // event.per_gen * event.per_gen if event.per_gen else event.budget
+        held = f" (the budget of {event.budget} holds {total // event.per_gen})" if total != event.budget else ""
         err.print(Text(f"{event.run}: {event.n_params} parameters, population {event.popsize}, "
-                       f"{event.per_gen} episodes per generation{_at_once(event.parallel, event.ray)}", style="dim"))
-        self.task = self.progress.add_task("episodes", total=event.budget, completed=event.spent, info="")
-        self.spent, self.budget = event.spent, event.budget
+                       f"{event.per_gen} episodes per generation{held}{_at_once(event.parallel, event.ray)}",
+                       style="dim"))
+        self.task = self.progress.add_task("episodes", total=total or event.budget, completed=event.spent, info="")
+        self.spent, self.budget = event.spent, total or event.budget
         if not err.is_terminal:
             self.plain = PlainProgress(f"{event.run} evolve", event.spent)
 
@@ -220,7 +227,7 @@ class EvolveProgress(_LiveBar):
         if self.plain is not None:
             where = " · ".join(x for x in (self.gen, _calls(event.pool_calls, event.cache_hits, event.recorded)) if x)
             self.plain.update(self.spent, self.budget, where + (" · validating" if event.kind == "val" else ""),
-                              computed=event.pool_calls - event.cache_hits)
+                              computed=event.pool_calls - event.cache_hits, estimate=event.kind == "train")
 
     def _generation(self, event: GenerationFinished) -> None:
         c = event.curve
