@@ -99,7 +99,7 @@ def test_evolve_progress_counts_whole_generations_and_tells_no_time_while_valida
 
     shown = progress.EvolveProgress()
     shown(events.EvolveStarted(run="run-75", budget=2000, spent=768, popsize=8, n_params=3462, per_gen=768,
-                               parallel=1, ray=False))
+                               parallel=1, ray=False, ends_at=1536))
     assert "(the budget of 2000 holds 2)" in screens["err"].getvalue()
     for i in range(1, 11):
         clock[0] = 60.0 * i

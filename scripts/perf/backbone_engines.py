@@ -31,6 +31,7 @@ from trinity_cli import paths
 from trinity_cli.coordinator import backbone as backbone_mod
 from trinity_cli.coordinator.backbone_refs import DEFAULT_BACKBONE, describe
 from trinity_cli.coordinator.head import Head
+from trinity_cli.keyed_cache import KeyedCache
 
 ROOT = Path(__file__).resolve().parents[2]
 TEXT = ("You coordinate a pool of models.\n"
@@ -39,11 +40,9 @@ TEXT = ("You coordinate a pool of models.\n"
 
 
 def recorded_states(fingerprint: str, n: int, seed: int) -> list[tuple[str, np.ndarray]]:
-    import diskcache
-
-    cache = diskcache.Cache(str(paths.cache_dir("hidden")))
+    cache = KeyedCache(paths.cache_dir("hidden"), "hidden-state cache", size_limit=2 << 30)  # as policy.py opens it
     rows = []
-    for key in cache.iterkeys():
+    for key in cache.keys():
         value = cache.get(key)
         if not isinstance(value, dict):
             continue

@@ -177,6 +177,7 @@ class EvolveStarted:
     per_gen: int
     parallel: int
     ray: bool
+    ends_at: int  # training episodes spent when the run ends: a generation is played only whole
 
 
 @dataclass(frozen=True)

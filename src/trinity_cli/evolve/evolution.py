@@ -342,9 +342,11 @@ class Evolution:
         if state is None:
             state = self._new_state()
         self.base = self._with_input(state["input"])
+        whole = max(0, o.budget - state["spent"]) // self.per_generation  # the generations the loop below plays
         self.progress(events.EvolveStarted(run=self.run_dir.name, budget=o.budget, spent=state["spent"],
                                     popsize=state["es"].popsize, n_params=self.n_params, per_gen=self.per_generation,
-                                    parallel=self.parallel, ray=self.ray is not None))
+                                    parallel=self.parallel, ray=self.ray is not None,
+                                    ends_at=state["spent"] + whole * self.per_generation))
         if o.init_labels and state["generation"] == 0 and state["best"]["val"] is None:
             self._validate_start(state)
         while state["spent"] + self.per_generation <= o.budget:

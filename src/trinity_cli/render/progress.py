@@ -169,7 +169,7 @@ class EvolveProgress(_LiveBar):
         self.task: Any = None
         self.gen = ""  # the last generation finished
         self.plain: PlainProgress | None = None  # set at "start" when stderr is not a terminal
-        self.spent = self.budget = 0
+        self.spent = self.ends_at = 0
 
     def _info(self, in_flight: int) -> str:
         return " · ".join(x for x in (self.gen, _in_flight(in_flight)) if x)
@@ -207,15 +207,14 @@ class EvolveProgress(_LiveBar):
 
     def _start(self, event: EvolveStarted) -> None:
         err = console.err
-        # A generation is played whole or not at all: the bar counts the episodes the budget's
-        # whole generations hold (2 × 768 = 1,536 of a budget of 2,000), not the budget.
-        total = event.budget // event.per_gen * event.per_gen if event.per_gen else event.budget
-        held = f" (the budget of {event.budget} holds {total // event.per_gen})" if total != event.budget else ""
+        # The bar counts to where the run ends (2 × 768 = 1,536 of a budget of 2,000), not the budget.
+        held = (f" (the budget of {event.budget} holds {event.ends_at // event.per_gen})"
+                if event.ends_at not in (0, event.budget) else "")
         err.print(Text(f"{event.run}: {event.n_params} parameters, population {event.popsize}, "
                        f"{event.per_gen} episodes per generation{held}{_at_once(event.parallel, event.ray)}",
                        style="dim"))
-        self.task = self.progress.add_task("episodes", total=total or event.budget, completed=event.spent, info="")
-        self.spent, self.budget = event.spent, total or event.budget
+        self.task = self.progress.add_task("episodes", total=event.ends_at, completed=event.spent, info="")
+        self.spent, self.ends_at = event.spent, event.ends_at
         if not err.is_terminal:
             self.plain = PlainProgress(f"{event.run} evolve", event.spent)
 
@@ -226,7 +225,7 @@ class EvolveProgress(_LiveBar):
         self.progress.update(self.task, info=self._info(event.in_flight))
         if self.plain is not None:
             where = " · ".join(x for x in (self.gen, _calls(event.pool_calls, event.cache_hits, event.recorded)) if x)
-            self.plain.update(self.spent, self.budget, where + (" · validating" if event.kind == "val" else ""),
+            self.plain.update(self.spent, self.ends_at, where + (" · validating" if event.kind == "val" else ""),
                               computed=event.pool_calls - event.cache_hits, estimate=event.kind == "train")
 
     def _generation(self, event: GenerationFinished) -> None:
