@@ -93,10 +93,10 @@ OWNERS = {
     "cma": ("evolve/strategy.py",),
     "ray": ("evaluators/ray_actors.py", "evaluators/ray_cluster.py"),
     "matplotlib": ("runs/charts.py",),
-    "fastapi": ("serve",),
-    "starlette": ("serve",),
+    "fastapi": ("serve", "viewer/web.py"),
+    "starlette": ("serve", "viewer/web.py"),
     "sse_starlette": ("serve",),
-    "uvicorn": ("serve",),
+    "uvicorn": ("serve", "viewer/web.py"),
     "rich": ("render/",),
     "typer": ("cli/",),
 }

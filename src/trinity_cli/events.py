@@ -10,6 +10,7 @@ Who emits what:
     serve/service.py                      ServeLoading, RequestAnswered, RequestFailed; per
                                           request RunAllocated, DecisionMade, TurnPlayed
     serve/run.py                          ServeStarted
+    viewer/web.py                         ViewerStarted
     evaluators (local.py, ray_actors.py)  EpisodeStarted, EpisodeFinished   (index: the spec's)
     evolve/evolution.py                   RunResumed, CentreFitting, StartFitted, RotationPlaying,
                                           RotationFitted, EvolveStarted, StartValidated, EvolveEpisodeStarted,
@@ -92,6 +93,16 @@ class ServeStarted:
     head: str
     auth: bool
     host: str
+
+
+@dataclass(frozen=True)
+class ViewerStarted:
+    """`trinity inspect --serve` listens at `url`; `exposed`: beyond loopback."""
+
+    url: str
+    host: str
+    exposed: bool
+    runs: str  # the runs folder it shows
 
 
 @dataclass(frozen=True)
@@ -282,7 +293,8 @@ class RecipePhase:
     detail: str
 
 
-Event = (DecisionMade | TurnPlayed | RunAllocated | AskStarted | ServeLoading | ServeStarted | RequestAnswered
+Event = (DecisionMade | TurnPlayed | RunAllocated | AskStarted | ServeLoading | ServeStarted | ViewerStarted
+         | RequestAnswered
          | RequestFailed | EpisodeStarted | EpisodeFinished | RunResumed | CentreFitting | StartFitted
          | RotationPlaying | RotationFitted | EvolveStarted | StartValidated | EvolveEpisodeStarted
          | EvolveEpisodeFinished | GenerationFinished | BenchStarted | SystemStarted | BenchEpisodeFinished

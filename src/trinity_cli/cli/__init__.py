@@ -120,12 +120,40 @@ def inspect(
     episode: Annotated[
         str | None, typer.Option(help="For an evolve run: replay episode K of generation GEN, as GEN/K.")
     ] = None,
+    serve: Annotated[bool, typer.Option(
+        "--serve", help="Browse the runs in a web page served on this machine until Ctrl-C (at RUN's page "
+                        "when given): tables, charts, every episode, runs compared.")] = False,
+    port: Annotated[int, typer.Option(min=0, max=65535, help="With --serve: the TCP port (0: a free one).")] = 0,
+    host: Annotated[str, typer.Option(
+        help="With --serve: the address to listen on; anything but loopback lets others read every run.")] = (
+        "127.0.0.1"),
+    open_browser: Annotated[bool, typer.Option("--open", help="With --serve: open the page in a browser.")] = False,
+    html: Annotated[str | None, typer.Option(
+        metavar="DIR", help="Write RUN's pages as a folder that opens in a browser from disk, with no server "
+                            "and no network.")] = None,
 ) -> None:
-    """List runs, or replay one turn by turn."""
+    """List runs, or replay one turn by turn; --serve browses them in a web page, --html exports one."""
     from trinity_cli.render import console, results, terminal
     from trinity_cli.runs.store import RunStore
 
     store = RunStore()
+    if serve or html is not None:
+        from pathlib import Path
+
+        from trinity_cli.render import viewer as render_viewer
+
+        if html is not None:
+            if run is None:
+                raise typer.BadParameter("name the run to export: trinity inspect RUN --html DIR", param_hint="--html")
+            from trinity_cli.viewer.export import export_run
+
+            render_viewer.exported(export_run(run, Path(html), store))
+        if serve:
+            from trinity_cli.viewer.web import serve as serve_viewer
+
+            serve_viewer(host=host, port=port, run=run, store=store, progress=render_viewer.viewer_progress,
+                         open_browser=open_browser)
+        return
     if run is not None and episode is not None:
         title, models, transcript, seed = store.evolve_episode(run, episode)
         if as_json:

@@ -104,6 +104,7 @@ def curve(state: dict[str, Any], generation: int, scores: Sequence[float], val: 
     out: dict[str, Any] = {
         "generation": generation, "spent": state["spent"], "best_fitness": max(scores),
         "mean_fitness": float(np.mean(scores)), "val": val, "seconds": seconds,
+        "sigma": float(state["es"].sigma),  # the step size after this generation's update
     }
     for key in COUNTERS:
         out[f"{key}_gen"] = after[key] - before[key]

@@ -134,6 +134,15 @@ def replay_bench(record: dict[str, Any]) -> None:
     _bench_report(record["summary"])
 
 
+def _head_path(path: str | None) -> str:
+    """Where an evolve run wrote its head: as recorded when it is on this machine; an imported
+    run's (another machine's path), relative to the home that made it (reports.shown_path)."""
+    if not path:
+        return str(path)
+    shown = reports.shown_path(path, keep_existing=True)
+    return shown if shown == path else f"{shown} (not here: the run was made in another home, or its head moved)"
+
+
 def replay_evolve(record: dict[str, Any]) -> None:
     """An evolve run: options, curves, and where the turns went per task."""
     o = record["options"]
@@ -146,7 +155,8 @@ def replay_evolve(record: dict[str, Any]) -> None:
         console.out.print(Text(f"unfinished: {record['spent']} of {o['budget']} training episodes, {best_text}; "
                        f"no head written yet", style="yellow"))
     else:
-        console.out.print(Text(f"head: {record['head']}  ({best_text}, {record['spent']} training episodes)"))
+        console.out.print(Text(f"head: {_head_path(record['head'])}  ({best_text}, {record['spent']} training "
+                               "episodes)"))
     # Per-generation counters; runs written before they were split show none.
     _view_table(reports.curve_rows(record["curves"], reports.start_validation(record)))
     under_way = record.get("under_way") or {}
@@ -163,7 +173,7 @@ def replay_evolve(record: dict[str, Any]) -> None:
             _view_table(view, "\n" + view.title)
     if record.get("recipe"):  # the one-command evolve's verdict (evolve/recipe.py)
         view = verdict.verdict_view(record["recipe"])
-        console.out.print(_table(view, "\n" + view.title))
+        _view_table(view, "\n" + view.title)
     console.note(f"an episode's transcript: trinity inspect {record['id']} --episode GEN/K")
     if record.get("resume"):
         console.note(f"finish it (same options, from its checkpoint): {record['resume']}")

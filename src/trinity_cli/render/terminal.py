@@ -27,6 +27,7 @@ from trinity_cli.events import (
 from trinity_cli.messages import ROLES, Turn
 from trinity_cli.render import console
 from trinity_cli.render.workflow import workflow_tree
+from trinity_cli.runs.reports import TableView, md_table
 from trinity_cli.turns.prompts import examples_note
 
 
@@ -176,15 +177,22 @@ def ask_done(result: Any, as_json: bool = False, quiet: bool = False, show_work:
 
 
 def runs_table(runs: Sequence[Any]) -> None:
+    """`trinity inspect`: every run, one line each (a Rich table; Markdown when redirected)."""
     if not runs:
         console.err.print("no runs yet — try: trinity ask \"What is 12*7?\"")
         return
-    table = Table(box=None, header_style="bold")
-    for col in ("run", "kind", "when", "status", "title"):
-        table.add_column(col)
+    view = TableView("", ["run", "kind", "when", "status", "title"], numeric_from=5)
     for run in runs:
         when = dt.datetime.fromtimestamp(run.created).strftime("%Y-%m-%d %H:%M")
-        table.add_row(run.id, run.kind, when, run.status, escape(run.title))
+        view.rows.append([run.id, run.kind, when, run.status, run.title])
+    if not console.out.is_terminal:
+        console.out.print("\n".join(md_table(view)), markup=False, highlight=False)
+        return
+    table = Table(box=None, header_style="bold")
+    for col in view.header:
+        table.add_column(col)
+    for row in view.rows:
+        table.add_row(*[escape(cell) for cell in row])
     console.out.print(table)
 
 

@@ -89,6 +89,18 @@ class EvolveRun:
                            f"{previous.name} ({why_older})",
                            f"start the run again without {option('resume')}, or move {self.path} aside")
 
+    def step_sizes(self) -> dict[int, float]:
+        """The strategy's step size (sigma) after each generation its two checkpoints hold,
+        {generation: sigma}: what runs whose curves predate curve["sigma"] still show. {}
+        when neither checkpoint reads."""
+        out = {}
+        for file in (self.path / self.PREVIOUS, self.path / self.CHECKPOINT):
+            state, _ = _unpickle(file)
+            sigma = getattr((state or {}).get("es"), "sigma", None)
+            if state is not None and sigma is not None and int(state.get("generation", 0)) > 0:
+                out[int(state["generation"]) - 1] = float(sigma)
+        return out
+
     def save_checkpoint(self, state: dict[str, Any]) -> None:
         """Write the checkpoint; the one it replaces becomes checkpoint.prev.pkl (a hard link
         swapped in first, so a checkpoint.pkl exists at every moment)."""

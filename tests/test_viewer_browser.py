@@ -1,0 +1,279 @@
+"""The viewer in a real browser: Debian's headless Chromium, driven by chromedriver through
+Selenium, loads the served page (`trinity inspect --serve`, a real process) and the static
+export from disk, and checks what a person sees: the runs list, the grid's cells and its
+filters, an item's turns after a click, the evolve curves; a hostile reply shows as text and
+runs nothing; no request leaves this machine. Skips, saying why, without Chromium, its driver
+or Selenium (.ci/run installs them)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import urlparse
+
+import pytest
+
+from . import viewer_home
+from .conftest import stop_process
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
+FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-dev-shm-usage",
+         "--window-size=1400,1000")
+
+pytestmark = pytest.mark.slow
+
+
+def _missing() -> str | None:
+    if not (os.path.exists(CHROMIUM) and os.path.exists(CHROMEDRIVER)):
+        return "no chromium and chromium-driver (apt-get install chromium chromium-driver)"
+    try:
+        import selenium  # noqa: F401
+    except ImportError:
+        return "selenium is not installed (pip install -e '.[test]')"
+    return None
+
+
+def new_browser(profile: Path):
+    """Headless Chromium with a fresh profile, its network requests logged."""
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in FLAGS:
+        options.add_argument(flag)
+    options.add_argument(f"--user-data-dir={profile}")
+    options.set_capability("goog:loggingPrefs", {"performance": "ALL", "browser": "ALL"})
+    driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)
+    driver.set_page_load_timeout(60)
+    return driver
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
+    if why := _missing():
+        pytest.skip(why)
+    home = tmp_path_factory.mktemp("viewer-home")
+    return home, viewer_home.build(home, tmp_path_factory.mktemp("viewer-work"))
+
+
+@pytest.fixture(scope="module")
+def browser(made, tmp_path_factory: pytest.TempPathFactory) -> Iterator:
+    driver = new_browser(tmp_path_factory.mktemp("chromium-profile"))
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+@pytest.fixture(scope="module")
+def server(made) -> Iterator[str]:
+    """`trinity inspect --serve` on a free port, in its own process; its URL."""
+    home, _ = made
+    env = {**viewer_home.environ_with_secret(), "TRINITY_HOME": str(home)}
+    process = subprocess.Popen([sys.executable, "-m", "trinity_cli", "inspect", "--serve"], env=env,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert process.stderr is not None
+        line = process.stderr.readline()
+        assert line.startswith("trinity inspect http://127.0.0.1:"), line + (process.stderr.read() or "")
+        yield line.split()[2]
+    finally:
+        stop_process(process)
+
+
+def wait_for(driver, script: str, timeout: float = 15.0):
+    """The value of `script` (JavaScript returning something) once it is truthy."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = driver.execute_script(script)
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for: {script}")
+        time.sleep(0.05)
+
+
+def open_key(driver, base: str, key: str) -> None:
+    driver.get(f"{base}#/{key}")
+    wait_for(driver, f"return document.querySelector('main').getAttribute('data-key') === {json.dumps(key)}")
+
+
+def requested(driver) -> list[str]:
+    """Every URL the browser asked for since the last call (performance log)."""
+    urls = []
+    for entry in driver.get_log("performance"):
+        message = json.loads(entry["message"])["message"]
+        if message.get("method") == "Network.requestWillBeSent":
+            urls.append(message["params"]["request"]["url"])
+    return urls
+
+
+def assert_local(urls: list[str]) -> None:
+    """Nothing but this page's own files, its server on loopback and in-page data."""
+    assert urls
+    for url in urls:
+        parsed = urlparse(url)
+        assert parsed.scheme in ("file", "data") or (parsed.scheme == "http" and parsed.hostname == "127.0.0.1"), url
+
+
+def grid_counts(driver) -> tuple[int, int]:
+    """(rows, cells) of the grid on the page."""
+    return tuple(driver.execute_script(
+        "return [document.querySelectorAll('table.grid tr.row').length,"
+        " document.querySelectorAll('table.grid td.cell').length]"))
+
+
+def assert_no_page_errors(driver) -> None:
+    """No error in the page's console since the last call: a script the policy blocked, a
+    JavaScript exception, a file that would not load."""
+    errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE" and "favicon" not in e["message"]]
+    assert errors == []
+
+
+def check_bench_and_item(driver, base: str, run: str) -> None:
+    """The bench page's grid (every cell, then the disagreements, then a search), a click on
+    an item, and that item's turns: the hostile reply as text, nothing run."""
+    open_key(driver, base, f"run/{run}")
+    assert driver.find_element("css selector", "h1").text.startswith("trinity bench")
+    assert grid_counts(driver) == (viewer_home.ITEMS, viewer_home.ITEMS * len(viewer_home.SYSTEMS))
+    assert len(driver.find_elements("css selector", "table.view")) >= 2  # the report's tables
+    # Only the columns m0 and m2 (both answer 84 everywhere): they never disagree; with m1's
+    # (85 everywhere) beside them, every item is a disagreement.
+    driver.find_element("css selector", ".gridbox details summary").click()
+    boxes = {b.find_element("xpath", "..").text.strip(): b
+             for b in driver.find_elements("css selector", ".columns-pick input")}
+    assert list(boxes) == viewer_home.SYSTEMS
+    for name in viewer_home.SYSTEMS:
+        if name not in ("single:m0", "single:m2"):
+            boxes[name].click()
+    assert grid_counts(driver) == (viewer_home.ITEMS, 2 * viewer_home.ITEMS)
+    driver.find_element("css selector", "input[name=disagree]").click()
+    assert grid_counts(driver) == (0, 0)
+    boxes["single:m1"].click()
+    assert grid_counts(driver) == (viewer_home.ITEMS, 3 * viewer_home.ITEMS)
+    driver.find_element("css selector", "input[name=disagree]").click()
+    for name in viewer_home.SYSTEMS:
+        if name not in ("single:m0", "single:m1", "single:m2"):
+            boxes[name].click()  # every column again, for the item's page
+    search = driver.find_element("css selector", "input[type=search]")
+    search.send_keys("12*7")
+    rows = driver.execute_script("return [...document.querySelectorAll('table.grid tr.row td.text')]"
+                                 ".map(td => td.textContent)")
+    assert rows and all("12*7" in text for text in rows) and len(rows) < viewer_home.ITEMS
+    driver.find_element("css selector", "table.grid tr.row").click()
+    wait_for(driver, "return document.querySelector('main').getAttribute('data-kind') === 'item'")
+    columns = driver.find_elements("css selector", ".episode-col")
+    assert [c.get_attribute("data-system") for c in columns] == viewer_home.SYSTEMS
+    turns = driver.find_elements("css selector", ".episode-col .turn")
+    assert len(turns) >= 5 and "m0" in turns[0].find_element("css selector", ".turn-head").text
+    replies = driver.execute_script("return [...document.querySelectorAll('.reply')].map(p => p.textContent)")
+    assert any(viewer_home.HOSTILE in text for text in replies)  # shown as written
+    assert not any(viewer_home.SECRET in text for text in replies)
+    assert driver.execute_script("return window.__pwned === undefined")
+    assert driver.execute_script("return document.querySelectorAll('main img, main script').length") == 0
+
+
+def test_the_served_viewer(browser, server, made) -> None:
+    home, ids = made
+    requested(browser)  # start the log afresh
+    open_key(browser, server, "runs")
+    runs = browser.execute_script("return [...document.querySelectorAll('table.runs tbody tr')]"
+                                  ".map(tr => [tr.dataset.run, tr.className, tr.children[2].textContent])")
+    assert sorted(r[0] for r in runs) == sorted(ids.values())
+    assert [r[1] for r in runs if r[0] == ids["damaged"]] == ["damaged"]
+    assert {r[0]: r[2] for r in runs}[ids["evolve"]] == "evolve"
+
+    check_bench_and_item(browser, server, ids["bench"])
+
+    open_key(browser, server, f"run/{ids['evolve']}")
+    charts = browser.execute_script(
+        "return [...document.querySelectorAll('svg.chart')].map(svg => [svg.dataset.title,"
+        " [...svg.querySelectorAll('g.series')].map(g => [g.dataset.name, g.querySelectorAll('circle').length])])")
+    record = json.loads((home / "runs" / ids["evolve"] / "run.json").read_text())
+    validated = sum(c["val"] is not None for c in record["curves"]) + (record.get("start_val") is not None)
+    assert len(record["curves"]) == 2 and validated >= 1
+    assert charts[0] == ["fitness per generation", [["best", 2], ["mean", 2], ["validation", validated]]]
+    assert charts[1] == ["step size σ per generation", [["sigma", 3]]]  # the start's sigma0, then each generation
+    browser.find_element("link text", "generation 1").click()
+    wait_for(browser, "return document.querySelector('main').getAttribute('data-kind') === 'generation'")
+    assert grid_counts(browser) == (2, 4)
+
+    open_key(browser, server, f"compare/{ids['bench']}/{ids['bench_other']}")
+    assert grid_counts(browser)[0] >= 1
+    assert browser.find_elements("css selector", "td.cell.changed")
+    assert_local(requested(browser))
+    assert_no_page_errors(browser)
+
+
+def test_the_static_export_opens_from_disk(browser, made, tmp_path) -> None:
+    home, ids = made
+    env = {**viewer_home.environ_with_secret(), "TRINITY_HOME": str(home)}
+    for run in (ids["bench"], ids["evolve"]):
+        site = tmp_path / run
+        subprocess.run([sys.executable, "-m", "trinity_cli", "inspect", run, "--html", str(site)], env=env,
+                       check=True, capture_output=True)
+        base = (site / "index.html").as_uri()
+        requested(browser)
+        if run == ids["bench"]:
+            check_bench_and_item(browser, base, run)
+            open_key(browser, base, "runs")
+            assert browser.execute_script("return document.querySelectorAll('table.runs tbody tr').length") == 1
+        else:
+            open_key(browser, base, f"run/{run}")
+            assert len(browser.find_elements("css selector", "svg.chart g.series[data-name=sigma] circle")) == 3
+            open_key(browser, base, f"run/{run}/gen/0/item/1")
+            assert len(browser.find_elements("css selector", ".episode-col")) == 2
+        assert_local(requested(browser))
+        assert_no_page_errors(browser)
+
+
+RECORDED = Path(__file__).resolve().parents[1] / "recordings" / "local"
+
+
+def test_the_300_item_bench_opens_within_two_seconds_served_and_exported(browser, tmp_path) -> None:
+    """The README's 300-item bench (run-24: 300 items x 10 rows) imported from
+    recordings/local: its page, grid drawn, within the issue's 2 s, served and from disk."""
+    if not (RECORDED / "runs" / "run-24").is_dir():
+        pytest.skip("recordings/local/runs is not in this checkout")
+    from trinity_cli.recordings.carry import import_runs
+    from trinity_cli.runs.store import RunStore
+
+    home = tmp_path / "home"
+    (tmp_path / "recording" / "runs").mkdir(parents=True)
+    shutil.copytree(RECORDED / "runs" / "run-24", tmp_path / "recording" / "runs" / "run-24")
+    import_runs(tmp_path / "recording", RunStore(home / "runs"))
+    env = {**os.environ, "TRINITY_HOME": str(home)}
+    site = tmp_path / "site"
+    subprocess.run([sys.executable, "-m", "trinity_cli", "inspect", "run-24", "--html", str(site)], env=env,
+                   check=True, capture_output=True)
+    process = subprocess.Popen([sys.executable, "-m", "trinity_cli", "inspect", "--serve"], env=env,
+                               stderr=subprocess.PIPE, text=True)
+    try:
+        assert process.stderr is not None
+        served = process.stderr.readline().split()[2]
+        for base in (served, site.joinpath("index.html").as_uri()):
+            browser.get("about:blank")
+            started = time.monotonic()
+            browser.get(f"{base}#/run/run-24")
+            wait_for(browser, "return document.querySelectorAll('table.grid td.cell').length === 3000", timeout=30)
+            seconds = time.monotonic() - started
+            print(f"run-24 opened in {seconds:.2f} s from {base}")
+            assert seconds <= 2.0, (base, seconds)
+            browser.find_element("css selector", "table.grid tr.row").click()
+            wait_for(browser, "return document.querySelectorAll('.episode-col').length === 10")
+            assert_no_page_errors(browser)
+        rss = int(next(line.split()[1] for line in Path(f"/proc/{process.pid}/status").read_text().splitlines()
+                       if line.startswith("VmRSS:")))  # kB
+        print(f"the server's memory after it: {rss / 1024:.0f} MB")
+        assert rss <= 300 * 1024
+    finally:
+        stop_process(process)
