@@ -99,8 +99,7 @@ def _entry(summary: RunSummary, store: RunStore) -> dict[str, Any]:
         return entry
     if summary.status == "unfinished":  # an evolve run under way: its record would read every generation
         meta = EvolveRun(store.root / summary.id).meta() or {}
-        entry.update(pool=(meta.get("manifest") or {}).get("pool", ""), headline="unfinished",
-                     items=str((meta.get("options") or {}).get("tasks", "")))
+        entry.update(pool=(meta.get("manifest") or {}).get("pool", ""), headline=f"unfinished: {summary.title}")
         return entry
     try:
         record = store.load(summary.id)

@@ -153,7 +153,7 @@
         onchange: (e) => { e.target.checked ? picked.add(run.id) : picked.delete(run.id); refresh(); } }) : null),
       h("td", {}, run.status === "damaged" ? run.id : link(run.key, run.id)),
       h("td", {}, run.kind), h("td", {}, when(run.created)), h("td", {}, run.status),
-      h("td", {}, run.pool), h("td", {}, run.head), h("td", { class: "num" }, run.items),
+      h("td", {}, run.pool), h("td", { class: "head" }, run.head), h("td", { class: "num" }, run.items),
       h("td", { class: "headline" }, run.headline || run.title)));
     return h("div", {},
       h("h1", {}, "Runs"),
@@ -161,7 +161,8 @@
       MODE === "served" ? h("p", { class: "controls" }, compare,
         h("span", { class: "muted" }, "two bench runs: the items whose result changed; two ask runs: side by side")) : null,
       h("table", { class: "runs" },
-        h("thead", {}, h("tr", {}, ["", "run", "kind", "date", "status", "pool", "head", "items", "headline"].map((c) => h("th", {}, c)))),
+        h("thead", {}, h("tr", {}, ["", "run", "kind", "date", "status", "pool", "head", "items", "headline"].map(
+          (c) => h("th", { class: c === "items" ? "num" : "" }, c)))),
         h("tbody", {}, rows)));
   }
 
@@ -322,7 +323,7 @@
 
   // -- charts (SVG, drawn here: no library) -----------------------------------------------
   function lineChart(title, series, yLabel) {
-    const W = 460, H = 260, L = 52, R = 12, T = 26, B = 36;
+    const W = 460, H = 270, L = 52, R = 12, T = 44, B = 36;
     const pts = series.flatMap((sr) => sr.points);
     if (!pts.length) return null;
     const xs = pts.map((p) => p[0]), ys = pts.map((p) => p[1]);
@@ -358,8 +359,8 @@
       sr.points.forEach((p) => g.appendChild(s("circle", { class: "point", cx: X(p[0]), cy: Y(p[1]), r: 3.5, fill: sr.color },
         s("title", {}, `${sr.name}, ${p[0] < 0 ? "start" : "generation " + p[0]}: ${p[1].toFixed(4)}`))));
       svg.appendChild(g);
-      svg.appendChild(s("rect", { x: W - R - 118, y: T + 4 + 15 * n, width: 10, height: 10, fill: sr.color }));
-      svg.appendChild(s("text", { x: W - R - 104, y: T + 13 + 15 * n }, sr.name));
+      svg.appendChild(s("rect", { x: L + 100 * n, y: 24, width: 10, height: 10, fill: sr.color }));
+      svg.appendChild(s("text", { x: L + 14 + 100 * n, y: 33 }, sr.name));
     });
     return svg;
   }
