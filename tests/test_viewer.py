@@ -75,6 +75,21 @@ def test_a_bench_page_has_its_tables_charts_and_an_items_by_systems_grid(store, 
     assert set(m0) == {0.0, 1.0} and [1 - x for x in m0] == m1
 
 
+def test_a_bench_summary_the_report_cannot_read_shows_report_md_and_still_its_grid(store, made) -> None:
+    _, ids = made
+    copy = store.root / "run-31"
+    shutil.copytree(store.root / ids["bench"], copy)
+    try:
+        record = json.loads((copy / "run.json").read_text())
+        del record["summary"]["results"]  # as a summary older than the report's fields would lack them
+        (copy / "run.json").write_text(json.dumps({**record, "id": "run-31"}))
+        page = _page(store, "run/run-31")
+        assert page["tables"] == [] and page["report"] == (copy / "report.md").read_text()
+        assert page["report"].startswith("# trinity bench") and len(page["grid"]["rows"]) == viewer_home.ITEMS
+    finally:
+        shutil.rmtree(copy)
+
+
 def test_an_item_page_has_every_systems_episode_turn_by_turn(store, made) -> None:
     _, ids = made
     page = _page(store, f"run/{ids['bench']}/item/0")

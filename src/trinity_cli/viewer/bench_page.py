@@ -31,16 +31,21 @@ def _per_item(run: OpenedRun) -> Mapping[str, Mapping[str, float]]:
 def bench_page(run: OpenedRun) -> dict[str, Any]:
     """The run's page: tables, charts and the grid (page keys: viewer/pages.py)."""
     summary = run.summary
-    view = reports.bench_view(summary)
-    tables = [shape.table(t) for t in (view.accuracy, view.per_task, view.per_task_cost, view.gaps, view.paired,
-                                       view.ends, view.workflows) if t is not None and t.rows]
-    return {
+    page: dict[str, Any] = {
         "kind": "bench", "id": run.id, "title": run.record.get("title", ""), "created": run.record.get("created"),
-        "heading": view.heading, "caption": view.caption, "tables": tables,
-        "selection": [shape.table(t) for t in view.selection], "stats": view.stats, "notes": list(view.notes),
-        "charts": [{"name": name, "src": f"files/{run.id}/{name}"} for name in run.charts()],
+        "heading": f"trinity bench — {run.id}", "caption": "", "tables": [], "selection": [], "stats": "",
+        "notes": [], "report": "", "charts": [{"name": name, "src": f"files/{run.id}/{name}"} for name in run.charts()],
         "grid": grid(run),
     }
+    try:
+        view = reports.bench_view(summary)
+    except (KeyError, TypeError, ValueError, IndexError):  # a summary older than the report's fields
+        report = run.path / "report.md"
+        return {**page, "report": report.read_text(encoding="utf-8") if report.is_file() else ""}
+    tables = [shape.table(t) for t in (view.accuracy, view.per_task, view.per_task_cost, view.gaps, view.paired,
+                                       view.ends, view.workflows) if t is not None and t.rows]
+    return {**page, "heading": view.heading, "caption": view.caption, "tables": tables,
+            "selection": [shape.table(t) for t in view.selection], "stats": view.stats, "notes": list(view.notes)}
 
 
 def grid(run: OpenedRun) -> dict[str, Any]:

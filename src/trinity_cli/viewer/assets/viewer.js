@@ -242,7 +242,10 @@
       h("span", { class: "num" }, p.toFixed(2))]));
   }
 
-  function turnView(t, models, roles) {
+  // Columns whose turns a coordinator chose: their probabilities are shown open.
+  const DECIDED = new Set(["head", "random", "candidate", "coordinator"]);
+
+  function turnView(t, models, roles, kind) {
     const meta = [];
     meta.push(`${t.prompt_tokens ?? 0}→${t.completion_tokens ?? 0} tokens`);
     if (t.latency_s !== undefined) meta.push(`${Number(t.latency_s).toFixed(1)} s`);
@@ -264,8 +267,8 @@
         t.suggestion ? h("span", { class: "muted" }, ` · next: ${t.suggestion}`) : null),
       h("div", { class: "turn-meta" }, meta.join(" · ")),
       t.override ? h("div", { class: "turn-meta" }, t.override) : null,
-      t.model_probs && t.model_probs.length ? h("details", { class: "decision" },
-        h("summary", {}, "coordinator: " + (t.model_probs.length ? "member and role probabilities" : "")),
+      t.model_probs && t.model_probs.length ? h("details", { class: "decision", open: DECIDED.has(kind) },
+        h("summary", {}, "coordinator: member and role probabilities"),
         probs(models, t.model_probs, t.model), probs(roles, t.role_probs, t.chosen_role)) : null,
       h("details", { class: "prompt" }, h("summary", {}, `prompt (${messages.length} messages)`),
         messages.map((m) => [h("div", { class: "message-role" }, m.role), h("pre", {}, m.content)])),
@@ -283,13 +286,13 @@
     read: "the reader said stop", token_budget: "token budget spent", cost_budget: "cost budget spent",
     workflow: "workflow run", fallback: "workflow refused: the agree procedure ran" };
 
-  function episodeView(ep, models, roles) {
+  function episodeView(ep, models, roles, kind) {
     const tr = ep.transcript || {};
     return h("div", { class: "episode" },
       ep.error ? h("div", { class: "col-note error" }, ep.error) : null,
       tr.workflow ? h("details", { class: "workflow" }, h("summary", {}, "the workflow the conductor wrote"),
         h("pre", {}, JSON.stringify(tr.workflow, null, 1))) : null,
-      (tr.turns || []).map((t) => turnView(t, models, roles)),
+      (tr.turns || []).map((t) => turnView(t, models, roles, kind)),
       h("div", { class: "ending" },
         h("div", {}, `ended: ${STOPS[tr.stop_reason] || tr.stop_reason || "?"}` + (tr.accepted ? " (accepted)" : "") +
           ` · ${(tr.prompt_tokens ?? 0) + (tr.completion_tokens ?? 0)} tokens` + (ep.seed !== null && ep.seed !== undefined ? ` · seed ${ep.seed}` : "")),
@@ -305,7 +308,7 @@
           c.reward !== undefined && c.reward !== null ? badge(c.reward) : null),
         c.note ? h("div", { class: "col-note" }, c.note) : null,
         c.episodes.length ? null : (c.note ? null : h("div", { class: "col-note" }, "no episode recorded")),
-        c.episodes.map((ep) => episodeView(ep, c.models || page.models, page.roles))));
+        c.episodes.map((ep) => episodeView(ep, c.models || page.models, page.roles, c.kind))));
     }
     return box;
   }
@@ -383,7 +386,7 @@
   function benchView(page) {
     return h("div", {},
       h("h1", {}, page.heading), h("div", { class: "caption" }, page.caption),
-      page.tables.map(table),
+      page.tables.map(table), page.report ? h("pre", { class: "report" }, page.report) : null,
       page.charts.length ? h("div", { class: "charts" }, page.charts.map((c) => h("img", { src: c.src, alt: c.name, title: c.name }))) : null,
       page.selection.length ? h("details", {}, h("summary", {}, "selection: each member's and role's share of turns"), page.selection.map(table)) : null,
       h("p", { class: "muted" }, page.stats), page.notes.map((n) => h("p", { class: "muted" }, "note: " + n)),
