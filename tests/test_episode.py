@@ -127,7 +127,7 @@ def test_every_transcript_field_survives_a_round_trip_away_from_its_default() ->
                 override="overridden", verdict="ACCEPT", verdict_source="example", suggestion=Role.THINKER,
                 truncated_turns=1, execution={"ok": True}, alone=True, attempt=3, temperature=0.7,
                 sample_seed=99, examples={"passed": True}, vote=True, agreed_with=0, max_tokens=64,
-                finish_reason="length", logprob_stats={"v": 1, "n": 0})
+                finish_reason="length", logprob_stats={"v": 1, "n": 0}, error="RuntimeError: x")
     tr = Transcript(task="Q", turns=[turn], answer="4", accepted=True, stop_reason="accepted",
                     context=[ChatMessage(role="system", content="be brief")], workflow={"steps": []})
     for obj in (turn, tr):  # the fixture itself must leave no field at its default

@@ -129,7 +129,7 @@ models:
     task = "What is 12*7?\n\nEnd your reply with a line of the form 'Answer: <number>'."
     transcript = run_episode(task, pool, _Schedule(pool.names), max_turns=2, kind="numeric")
     worker, verifier = transcript.turns
-    assert pool.resident_count == 1 and pool.backend("direct").loaded
+    assert len(pool._lru) == 1 and pool.backend("direct").loaded
     # Each member was asked in its own style, and the program turn's run is on record.
     assert "final answer only" in worker.messages[1].content
     assert "Python program" in verifier.messages[1].content and verifier.alone

@@ -151,7 +151,7 @@ def test_members_on_one_file_share_one_server_and_call_it_at_once(tmp_path: Path
         t.join()
     (server,) = fake_xllamacpp.started
     assert len(server.requests) == 8 and server.most > 1  # no lock of ours around the server
-    assert pool.resident_count == 1
+    assert len(pool._lru) == 1
     pool.close()
     assert not pool.backend("reason").loaded
 

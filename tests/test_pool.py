@@ -72,7 +72,7 @@ def test_members_on_one_file_share_one_backend(monkeypatch: pytest.MonkeyPatch) 
     pool.chat("a-reason", [ChatMessage("user", "hi")])
     pool.chat("a-direct", [ChatMessage("user", "hi")])
     # Two members, one loaded file: max_resident 1 is not exceeded and nothing reloads.
-    assert LOADED == ["a-reason"] and pool.resident_count == 1
+    assert LOADED == ["a-reason"] and len(pool._lru) == 1
     assert pool.backend("a-direct").loads == 1
     pool.chat("b", [ChatMessage("user", "hi")])
     assert LOADED == ["b"]
@@ -182,7 +182,7 @@ def test_identical_calls_in_flight_make_one_model_call(monkeypatch: pytest.Monke
 
 
 def test_when_the_call_in_flight_fails_a_waiting_call_makes_it(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    from trinity_cli.errors import BackendUnavailable
+    from trinity_cli.errors import BackendUnavailable, MemberFailed
     from trinity_cli.pool.rollout_cache import RolloutCache
 
     waiting = threading.Event()
@@ -214,7 +214,7 @@ def test_when_the_call_in_flight_fails_a_waiting_call_makes_it(monkeypatch: pyte
     def first() -> None:
         try:
             pool.chat("a", [ChatMessage("user", "q")])
-        except BackendUnavailable as exc:
+        except MemberFailed as exc:  # the pool names the member (a failed turn in an episode)
             outcome["first"] = exc
 
     leader = threading.Thread(target=first)
@@ -227,7 +227,8 @@ def test_when_the_call_in_flight_fails_a_waiting_call_makes_it(monkeypatch: pyte
     waiting.set()
     leader.join(timeout=10)
     follower.join(timeout=10)
-    assert isinstance(outcome["first"], BackendUnavailable)
+    assert str(outcome["first"]) == "member 'a' (kind openai) failed: down"
+    assert isinstance(outcome["first"].__cause__, BackendUnavailable)  # type: ignore[attr-defined]
     assert outcome["second"].text == "up" and len(attempts) == 2  # type: ignore[attr-defined]
 
 
@@ -263,7 +264,7 @@ def test_max_resident_holds_with_concurrent_calls(monkeypatch: pytest.MonkeyPatc
     for t in threads:
         t.join(timeout=30)
     assert not any(t.is_alive() for t in threads) and not errors
-    assert most[0] == 1 and pool.resident_count == 1 and pool.stats.calls == 60
+    assert most[0] == 1 and len(pool._lru) == 1 and pool.stats.calls == 60
 
 
 def test_members_sharing_a_file_pin_it_together_under_concurrent_calls(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -302,7 +303,7 @@ def test_members_sharing_a_file_pin_it_together_under_concurrent_calls(monkeypat
     for t in threads:
         t.join(timeout=30)
     assert not any(t.is_alive() for t in threads) and not errors
-    assert most[0] == 1 and pool.resident_count == 1 and pool.stats.calls == 72
+    assert most[0] == 1 and len(pool._lru) == 1 and pool.stats.calls == 72
     assert set(LOADED) <= {"a-reason", "b"}  # the shared file is loaded under its first member's backend
     assert pool.backend("a-direct") is shared
 
@@ -330,7 +331,7 @@ def test_preload_loads_the_members_weights_in_a_thread_through_the_lru(monkeypat
     thread = pool.preload(pool.names)
     assert thread is not None
     thread.join()
-    assert SlowLoading.threads == ["trinity-preload"] and LOADED == ["a-reason"] and pool.resident_count == 1
+    assert SlowLoading.threads == ["trinity-preload"] and LOADED == ["a-reason"] and len(pool._lru) == 1
     assert pool.preload(pool.names) is None  # loaded already
     pool.chat("a-direct", [ChatMessage("user", "hi")])
     assert pool.backend("a-direct").loads == 1  # the call found it loaded
@@ -338,6 +339,6 @@ def test_preload_loads_the_members_weights_in_a_thread_through_the_lru(monkeypat
     # Two files and room for one: which is asked first is not known, so nothing is loaded.
     two = Pool(parse_pool(yaml.safe_dump({"name": "p", "max_resident": 1, "models": [
         _gguf("a", "/m/a.gguf"), _gguf("b", "/m/b.gguf")]}), "p.yaml"))
-    assert two.preload(two.names) is None and two.resident_count == 0
+    assert two.preload(two.names) is None and len(two._lru) == 0
     replaying = Pool(parse_pool(yaml.safe_dump({"name": "p", "models": one_file}), "p.yaml"), replay_only=True)
     assert replaying.preload(replaying.names) is None

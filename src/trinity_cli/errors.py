@@ -92,6 +92,16 @@ class ContextOverflow(BackendError):
     """The prompt does not fit the model's context window, even after truncation."""
 
 
+class MemberFailed(BackendError):
+    """A pool member's call raised; the pool names the member, its kind and the error
+    (pool/pool.py). In an episode it is that turn's failure, recorded on the turn
+    (episode/turn.py); a command reports it only when no member answered at all."""
+
+    def __init__(self, member: str, kind: str, reason: str, hint: str | None = None) -> None:
+        super().__init__(f"member {member!r} (kind {kind}) failed: {reason}", hint)
+        self.member, self.kind, self.reason = member, kind, reason
+
+
 class HeadMismatch(TrinityError):
     """A head file does not fit the pool or backbone it is used with."""
 

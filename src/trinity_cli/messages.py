@@ -115,6 +115,9 @@ class Turn:
     What the call itself showed: `finish_reason` ("stop", or "length" at the reply cap) and
     `logprob_stats` (the member's confidence in its tokens: backends/confidence.py), None when
     unknown (turns recorded before they were kept; a backend that gives none).
+    `error`: the call failed (the member's backend raised: pool/pool.py's `MemberFailed`), and
+    this is why, in one line; the turn then has no reply, and proposes, verifies, suggests and
+    votes nothing (episode/turn.py). None for every call that answered.
     """
 
     index: int
@@ -147,6 +150,7 @@ class Turn:
     max_tokens: int | None = None
     finish_reason: str | None = None
     logprob_stats: dict[str, Any] | None = None
+    error: str | None = None
 
     @property
     def examples_passed(self) -> bool | None:
@@ -180,7 +184,8 @@ class Transcript:
     agreed, or a code answer passed its examples, in the fixed `agree` procedure), "read" (a
     reader's score of the replies said stop: coordinator/reader.py),
     "max_turns", "token_budget" or "cost_budget" (episode.run_episode's `token_budget` /
-    `cost_budget` was reached), or in conductor mode "workflow" (the conductor's workflow
+    `cost_budget` was reached), "failed" (every member the decision source could still ask
+    had failed: turns/source_rules.py), or in conductor mode "workflow" (the conductor's workflow
     ran) or "fallback" (it could not be read, and a one-step workflow ran instead).
     `workflow`: in conductor mode, the workflow record (conductor/run.py's docstring), else None.
     """
@@ -210,9 +215,14 @@ class Transcript:
     def pool_seconds(self) -> float:
         return sum(t.latency_s for t in self.turns)
 
-    @property
-    def coordinator_seconds(self) -> float:
-        return sum(t.coordinator_s for t in self.turns)
+    def failures(self) -> dict[str, str]:
+        """The members whose calls failed (Turn.error), each with its first failure, in the
+        order they failed."""
+        found: dict[str, str] = {}
+        for turn in self.turns:
+            if turn.error is not None:
+                found.setdefault(turn.model, turn.error)
+        return found
 
     def to_dict(self) -> dict[str, Any]:
         return {

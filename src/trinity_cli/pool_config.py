@@ -264,6 +264,7 @@ class ScriptedModel(_ModelBase):
     default: str = ""
     n_ctx: int = Field(default=4096, ge=256)
     delay_s: float = Field(default=0.0, ge=0)  # each reply takes this long: a slow model, for tests and demos
+    raises: str = ""  # every call raises RuntimeError(raises): a member that fails, for tests and demos
 
 
 # The fields every member has: a plugin backend's `config_model` subclasses it

@@ -46,7 +46,7 @@ from trinity_cli.coordinator.policy import Coordinator, resolve_head
 from trinity_cli.coordinator.reader import ReaderSource
 from trinity_cli.episode.loop import usable_models
 from trinity_cli.episode.schedules import AGREE_TURNS, agree
-from trinity_cli.errors import ConfigError, option
+from trinity_cli.errors import ConfigError, MemberFailed, option
 from trinity_cli.events import AskStarted, ProgressFn, RunAllocated, quiet
 from trinity_cli.keyed_cache import journal_to
 from trinity_cli.messages import ChatMessage, Transcript
@@ -188,6 +188,20 @@ def _record(question: str, pool: Pool, how: dict[str, Any], options: AskOptions,
     }
 
 
+def refuse_unanswered(transcript: Transcript, pool: Pool) -> None:
+    """`MemberFailed` when the episode has no answer because members failed (failed turns:
+    episode/turn.py), naming each failed member and its kind in one line; a member that
+    failed while another answered is only its turn's record."""
+    failures = transcript.failures()
+    if not failures or (transcript.answer or "").strip():
+        return
+    (member, reason), *others = failures.items()
+    reason += "".join(f"; member {m!r} (kind {pool.config.model(m).kind}) failed: {r}" for m, r in others)
+    raise MemberFailed(member, pool.config.model(member).kind, reason,
+                       f"no member answered: fix {'them' if others else 'it'}, or leave "
+                       f"{'them' if others else 'it'} out with {option('exclude')}")
+
+
 def ask(
     question: str | None,
     options: AskOptions,
@@ -204,7 +218,8 @@ def ask(
     are built here and closed before returning, whatever happens. `progress` receives
     AskStarted once they are ready, RunAllocated when the run directory exists, then the
     episode's DecisionMade and TurnPlayed (events.py). `extra` adds fields to the run record
-    (e.g. {"via": "serve"}). Nothing is saved if the episode fails or is interrupted."""
+    (e.g. {"via": "serve"}). Nothing is saved if the episode fails, is interrupted, or no member
+    answered (`refuse_unanswered`)."""
     question = read_question(question)
     pool, coordinator = built or build(options)
     store = store or RunStore()
@@ -223,6 +238,7 @@ def ask(
             emit(RunAllocated(run_dir.name))
             transcript, how = _answer(question, pool, coordinator, options, context, kind, examples, episode_seed,
                                       usable, emit)
+            refuse_unanswered(transcript, pool)
             wall = time.perf_counter() - start
             answer = answer_text(transcript.answer, kind)
             record = {**_record(question, pool, how, options, episode_seed, kind, examples, transcript, answer,

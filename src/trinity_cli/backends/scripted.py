@@ -5,7 +5,8 @@ The first rule whose `match` regex is found in the last message's content wins; 
 A reply's `{seed}` is replaced by the call's sampling seed and `{name}` by the model's name,
 so fresh attempts (sampled, from derived seeds: pool.Pool.params) can differ from the first
 reply as a real model's do. `delay_s` makes every reply take that long (the reply itself does not change), so tests
-and demos can see calls overlap; `latency_s` reports the time the call took.
+and demos can see calls overlap; `latency_s` reports the time the call took. `raises`: every call
+raises RuntimeError with that text, as a broken plugin's backend would (pool/pool.py: a failed turn).
 """
 
 from __future__ import annotations
@@ -47,6 +48,8 @@ class ScriptedBackend(Backend):
         if self.config.delay_s:
             time.sleep(self.config.delay_s)
         self.calls.append(list(messages))
+        if self.config.raises:
+            raise RuntimeError(self.config.raises)
         last = messages[-1].content if messages else ""
         text, logprob = next(((reply, lp) for rx, reply, lp in self.rules if rx.search(last)),
                              (self.config.default, None))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,7 +31,7 @@ from trinity_cli.events import (
     quiet,
 )
 from trinity_cli.keyed_cache import journal_to
-from trinity_cli.messages import Role, Transcript
+from trinity_cli.messages import Role, Transcript, Turn
 from trinity_cli.pool.pool import Pool, PoolStats, open_pool
 from trinity_cli.pool_config import PoolConfig, load_pool
 from trinity_cli.runs.charts import plot_accuracy, plot_cost, plot_selection
@@ -150,10 +150,10 @@ def _play_moa(
 def _run_systems(
     pool: Pool, systems: Sequence[System], items: Sequence[tasks.TaskItem], options: BenchOptions,
     run_dir: Path, emit: ProgressFn, evaluator: Evaluator,
-) -> list[EpisodeResult]:
+) -> tuple[list[EpisodeResult], list[str]]:
     """Every episode of every system, played by `evaluator` (moa's once the single runs
     are done); results and episodes.jsonl in system, seed, item order whatever order they
-    finished in."""
+    finished in, and the report's notes on members whose calls failed (`failure_notes`)."""
     runnable = [s for s in systems if s.router is not None]
     plan = [(system, item, episode_seed(options.seed, _stream(system, r), item.key))
             for system in runnable for r in range(system.seeds) for item in items]
@@ -179,7 +179,22 @@ def _run_systems(
         {"system": system.name, "task": item.task, "item": item.id, "seed": seed, "reward": result.reward,
          "transcript": outcome.transcript.to_dict() if outcome.transcript else None}
         for ((system, item, seed), outcome), result in zip(played, episodes, strict=True))
-    return episodes
+    # A moa episode holds the single runs' turns again: only its aggregator's are its own.
+    turns = [t for (system, _, _), o in played if o.transcript is not None for t in o.transcript.turns
+             if system.kind != "moa" or t.override == moa.OVERRIDE]
+    return episodes, failure_notes(turns, pool)
+
+
+def failure_notes(turns: Iterable[Turn], pool: Pool) -> list[str]:
+    """One note per member whose calls failed (failed turns: episode/turn.py): its kind, how
+    many calls failed and the first error; the episodes went on without it."""
+    failed: dict[str, list[str]] = {}
+    for turn in turns:
+        if turn.error is not None:
+            failed.setdefault(turn.model, []).append(turn.error)
+    return [f"member {name!r} (kind {pool.config.model(name).kind}): {len(errors)} calls failed, the first with "
+            f"{errors[0]}; each is a failed turn of its episode, which went on without it"
+            for name, errors in failed.items()]
 
 
 def bench(
@@ -225,7 +240,8 @@ def bench(
             emit(BenchStarted(run=run_dir.name, items=len(items), systems=tuple(s.name for s in systems),
                               episodes=sum(s.seeds for s in runnable) * len(items) + moa_items, parallel=parallel,
                               ray=on_ray))
-            episodes = _run_systems(pool, systems, items, options, run_dir, emit, evaluator)
+            episodes, failed = _run_systems(pool, systems, items, options, run_dir, emit, evaluator)
+            notes += failed
             errors = sum(e.error is not None for e in episodes)
             if errors:
                 notes.append(f"{errors} episodes could not run (the item, or moa's request, does not fit the "

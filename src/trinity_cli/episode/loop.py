@@ -42,6 +42,10 @@ Models whose context cannot hold the task at all
 are routed around (masked like `--exclude`); if no model can hold it, `ContextOverflow`.
 When the transcript outgrows a model's context, its oldest turns are left out of that
 model's prompt (`Turn.truncated_turns` records how many).
+
+A member whose call fails (the turn records why: episode/turn.py) sits out the rest of the
+episode (rule 6, turns/source_rules.py); when its source has no member left to ask, the
+episode ends there (stop_reason "failed"), with whatever answer the others gave.
 """
 
 from __future__ import annotations
@@ -78,6 +82,8 @@ class DecisionSource(Protocol):
     def stop(self, turns: Sequence[Turn], kind: str | None) -> int | None: ...
 
     def final(self, turns: Sequence[Turn], kind: str | None) -> str | None: ...
+
+    def can_pick(self, models: Sequence[str], excluded: Collection[str]) -> bool: ...
 
     @property
     def models(self) -> list[str]: ...
@@ -181,7 +187,11 @@ def run_episode(
     settled: str | None = None  # the answer agreed on, once there is one
     emit = progress or quiet
     for index in range(max_turns):
-        decision = coordinator.decide(task, transcript.turns, rng, masked, context, greedy, kind)
+        left_out = masked | set(transcript.failures())  # rule 6: a member that failed sits out
+        if len(left_out) > len(masked) and not coordinator.can_pick(pool.names, left_out):
+            transcript.stop_reason = "failed"
+            break
+        decision = coordinator.decide(task, transcript.turns, rng, left_out, context, greedy, kind)
         emit(DecisionMade(first_index + index, decision))
         turns = transcript.turns
         proposed = rules.latest_proposal(turns)
@@ -189,7 +199,8 @@ def run_episode(
         role, override = coordinator.acting_role(decision, turns[-1].suggestion if turns else None, proposed, last,
                                                  spent, kind)
         turn = play.turn(turns, first_index + index, decision, role, override, proposed)
-        _judge(turn, turns, kind)
+        if turn.error is None:  # a failed call is settled as nothing
+            _judge(turn, turns, kind)
         turns.append(turn)
         emit(TurnPlayed(turn))
         if turn.verdict == "ACCEPT":

@@ -48,6 +48,10 @@ class FixedSchedule(SourceRules):
         self.alone = alone
         self.stop_when_agreed = stop_when_agreed
 
+    def can_pick(self, models: Sequence[str], excluded: Collection[str]) -> bool:
+        """Rule 6 (turns/source_rules.py): whether a member of this schedule is left."""
+        return any(m not in excluded for m in self.order)
+
     def decide(
         self,
         task: str,

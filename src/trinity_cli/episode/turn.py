@@ -17,6 +17,11 @@ call's own reply cap when it has one. After the reply:
 - on a code task with shown examples, the code of an answering reply is run against them
   (turns/settle.py): every answering reply of an episode; a workflow step's reply when it
   holds a code block (`examples="with code"`: a step that plans in prose has no code to run).
+
+A call that fails (the member's backend raised: `MemberFailed`, pool/pool.py) is a failed
+turn, not a failed command: the turn is recorded with no reply, no tokens and `Turn.error`
+saying why, nothing is run for it, and it proposes, verifies and votes nothing; whoever
+plays the turns goes on (episode/loop.py leaves that member out of the rest of the episode).
 """
 
 from __future__ import annotations
@@ -24,8 +29,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
-from trinity_cli.errors import ContextOverflow
-from trinity_cli.messages import ROLES, ChatMessage, Role, Turn
+from trinity_cli.errors import ContextOverflow, MemberFailed
+from trinity_cli.messages import ROLES, ChatMessage, Completion, GenParams, Role, Turn
 from trinity_cli.pool.pool import Pool
 from trinity_cli.turns import program, settle
 from trinity_cli.turns.settle import Examples
@@ -89,9 +94,9 @@ def play(pool: Pool, call: Call, index: int, salt: str, kind: str | None, exampl
         params = replace(params, max_tokens=call.max_tokens)
     if call.json_schema is not None:
         params = replace(params, json_schema=call.json_schema)
-    completion = pool.chat(model, call.messages, params)
+    completion, error = _chat(pool, model, call.messages, params)
     reply, execution, verdict = completion.text, None, None
-    if pool.style(model) == "program" and call.role is not Role.THINKER:
+    if error is None and pool.style(model) == "program" and call.role is not Role.THINKER:
         if call.answering:
             reply, run = program.run_reply(reply, strict=strict)
         else:  # a program Verifier of code: its asserts run against the proposed code
@@ -99,7 +104,7 @@ def play(pool: Pool, call: Call, index: int, salt: str, kind: str | None, exampl
             verdict, run = program.run_tests(proposed.reply, reply, strict=strict)
         execution = run.to_dict()
     example_run = None
-    wanted = call.answering if run_examples == "answering" else "```" in reply
+    wanted = error is None and (call.answering if run_examples == "answering" else "```" in reply)
     if wanted and kind == "code" and examples is not None:
         example_run = settle.run_examples(reply, examples, strict=strict).to_dict()
     names, roles = pool.names, ROLES
@@ -113,6 +118,15 @@ def play(pool: Pool, call: Call, index: int, salt: str, kind: str | None, exampl
         override=call.override, truncated_turns=call.dropped, execution=execution, verdict=verdict,
         verdict_source="executed" if verdict else None, alone=call.alone, attempt=call.attempt,
         temperature=params.temperature, sample_seed=params.seed if call.attempt else None, examples=example_run,
-        max_tokens=call.max_tokens, finish_reason=completion.finish_reason,
-        logprob_stats=completion.logprob_stats,
+        max_tokens=call.max_tokens, finish_reason=completion.finish_reason if error is None else None,
+        logprob_stats=completion.logprob_stats, error=error,
     )
+
+
+def _chat(pool: Pool, model: str, messages: list[ChatMessage], params: GenParams) -> tuple[Completion, str | None]:
+    """The member's reply and None, or, when its call failed, an empty reply and why (module
+    docstring)."""
+    try:
+        return pool.chat(model, messages, params), None
+    except MemberFailed as failure:
+        return Completion(text="", prompt_tokens=0, completion_tokens=0, latency_s=0.0), failure.reason

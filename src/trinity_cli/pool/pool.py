@@ -40,6 +40,14 @@ Single flight: concurrent calls with the same rollout cache key make one model c
 others wait for it and are then answered by the cache, exactly as they would have been
 had they come after it. So N episodes at once make the same model calls, and count the
 same cache hits, as the same episodes one after another.
+
+A member that fails: whatever a backend's `chat` raises (a plugin's RuntimeError, an API
+member's `BackendError`) leaves `chat` as `MemberFailed`, naming the member, its kind and the
+error; the turn machinery records it as a failed turn (episode/turn.py). A failed call is
+never cached, counted or charged: the same call is made again when asked again, and a call
+waiting on it in single flight makes it itself. Errors that are the command's (`TrinityError`s
+that are not `BackendError`s: a missing model file, the sandbox, a spending cap) and Ctrl-C
+pass through unchanged.
 """
 
 from __future__ import annotations
@@ -54,7 +62,16 @@ from dataclasses import dataclass, replace
 from trinity_cli import paths, seeds
 from trinity_cli.backends import registry
 from trinity_cli.backends.base import Backend
-from trinity_cli.errors import ConfigError, NotRecorded, SpendingCapReached, did_you_mean, option
+from trinity_cli.errors import (
+    BackendError,
+    ConfigError,
+    MemberFailed,
+    NotRecorded,
+    SpendingCapReached,
+    TrinityError,
+    did_you_mean,
+    option,
+)
 from trinity_cli.keyed_cache import content_key
 from trinity_cli.messages import ChatMessage, Completion, GenParams
 from trinity_cli.pool.rollout_cache import KEY_TAG, ReplyCache, RolloutCache, rollout_request
@@ -264,11 +281,6 @@ class Pool:
                 self._backends[key] = registry.create(self.config.model(name))
             return self._backends[key]
 
-    @property
-    def resident_count(self) -> int:
-        """In-process backends the pool counts as loaded (at most `max_resident`)."""
-        return len(self._lru)
-
     def _acquire(self, name: str) -> Backend:
         """Member `name`'s backend, made room for under `max_resident` and pinned until
         `_release(name)`: least recently used unpinned backends are closed first; when
@@ -397,11 +409,18 @@ class Pool:
         )
 
     def _call(self, name: str, messages: Sequence[ChatMessage], params: GenParams) -> Completion:
+        """One model call; whatever the backend raises but the command's own errors becomes
+        `MemberFailed` (module docstring), and nothing of it is cached or charged."""
         with _SPENDING_LOCK:
             _SPENDING.check()
         backend = self._acquire(name)
         try:
             completion = backend.chat(messages, params)
+        except Exception as error:
+            if isinstance(error, TrinityError) and not isinstance(error, BackendError):
+                raise  # the command's to report: a missing file, the sandbox, a cap
+            reason = error.message if isinstance(error, TrinityError) else f"{type(error).__name__}: {error}"
+            raise MemberFailed(name, self.config.model(name).kind, reason) from error
         finally:
             self._release(name)
         with _SPENDING_LOCK:

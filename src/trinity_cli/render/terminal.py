@@ -59,6 +59,8 @@ def turn_line(turn: Turn) -> Text:
         line.append(f"  ({turn.override})", style="dim")
     if turn.truncated_turns:
         line.append(f"  [{turn.truncated_turns} old turns left out]", style="dim")
+    if turn.error is not None:
+        line.append(f"  failed: {turn.error}", style="bold red")
     return line
 
 
@@ -96,7 +98,7 @@ class LiveTurns:
             case TurnPlayed(turn=turn):
                 self._stop()
                 console.err.print(turn_line(turn))
-                if self.show_replies:
+                if self.show_replies and turn.error is None:
                     reply = turn.reply if len(turn.reply) < 600 else turn.reply[:600] + " …"
                     console.err.print(Text("    " + reply.replace("\n", "\n    "), style="dim"), soft_wrap=True)
 
@@ -143,6 +145,7 @@ STOP_REASONS = {
     "cost_budget": "cost budget spent",
     "workflow": "workflow run",
     "fallback": "workflow refused: the agree procedure ran instead",
+    "failed": "every member left to ask failed",
 }
 
 
@@ -240,7 +243,9 @@ def replay_ask(record: dict[str, Any]) -> None:
             Text(stats, style="dim"),
             Panel(Text(prompt, style="dim"), title="prompt sent", title_align="left", border_style="dim"),
             Panel(Text(turn.reply), title="reply" + (f" · {turn.verdict} ({turn.verdict_source})"
-                                                     if turn.verdict else ""), title_align="left"),
+                                                     if turn.verdict else ""), title_align="left")
+            if turn.error is None else Panel(Text(turn.error, style="red"), title="the call failed",
+                                             title_align="left", border_style="red"),
         )
         title = f"turn {turn.index + 1} · {turn.model} · {turn.role.value}"
         style = console.ROLE_STYLE[turn.role.value]

@@ -18,6 +18,7 @@ from trinity_cli.errors import (
     ConfigError,
     ContextOverflow,
     HeadMismatch,
+    MemberFailed,
     NotFound,
     TrinityError,
     did_you_mean,
@@ -67,7 +68,7 @@ def api_error(exc: BaseException) -> ApiError:
     """The HTTP answer for an error raised while serving a request."""
     if isinstance(exc, ApiError):
         return exc
-    if isinstance(exc, BackendUnavailable):
+    if isinstance(exc, (BackendUnavailable, MemberFailed)):  # no member could answer
         return ApiError(503, str(exc), "server_error", code="backend_unavailable")
     if isinstance(exc, ContextOverflow):
         return ApiError(400, str(exc), param="messages", code="context_length_exceeded")

@@ -21,8 +21,9 @@ def latest_proposal(turns: Sequence[Turn]) -> Turn | None:
 
 
 def proposes_answer(turn: Turn) -> bool:
-    """Whether `turn` proposed an answer (`role_proposes_answer`)."""
-    return role_proposes_answer(turn.role, turn.alone)
+    """Whether `turn` proposed an answer (`role_proposes_answer`); a failed call (Turn.error)
+    proposes none."""
+    return turn.error is None and role_proposes_answer(turn.role, turn.alone)
 
 
 def role_proposes_answer(role: Role, alone: bool) -> bool:

@@ -27,11 +27,17 @@ it decides otherwise (a reader, coordinator/reader.py, decides stop and final an
                         (rule 5, every head): on code only, the first code passing them.
     final(turns, kind)  at the end without an ACCEPT or a stop: the episode's answer, the
                         plurality of votes (turns/settle.settled_answer).
+    can_pick(models, excluded)
+                        6. A member whose call failed (Turn.error: episode/turn.py) is left
+                        out of the rest of the episode, as the members whose context cannot
+                        hold the task are; once no member the source picks from is left, the
+                        episode ends (stop_reason "failed"). Every member of the pool, or a
+                        fixed schedule's own (episode/schedules.py).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from trinity_cli.messages import Decision, Role, Turn
 from trinity_cli.turns import settle
@@ -67,3 +73,8 @@ class SourceRules:
 
     def final(self, turns: Sequence[Turn], kind: str | None) -> str | None:
         return settle.settled_answer(turns, kind)
+
+    def can_pick(self, models: Sequence[str], excluded: Collection[str]) -> bool:
+        """Rule 6 (module docstring): whether a member of `models` this source picks from is
+        left after `excluded`."""
+        return any(m not in excluded for m in models)
