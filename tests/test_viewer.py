@@ -279,6 +279,31 @@ def test_the_served_app_sees_a_run_that_finishes_and_a_run_whose_files_change(cl
         shutil.rmtree(copy)
 
 
+@pytest.mark.slow
+def test_inspect_serve_prints_its_url_answers_and_stops_quietly_on_ctrl_c(made) -> None:
+    import signal
+    import subprocess
+    import sys
+
+    import httpx
+
+    home, ids = made
+    env = {**viewer_home.environ_with_secret(), "TRINITY_HOME": str(home)}
+    process = subprocess.Popen([sys.executable, "-m", "trinity_cli", "inspect", ids["bench"], "--serve"], env=env,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert process.stderr is not None
+        line = process.stderr.readline()
+        url = line.split()[2]
+        assert re.fullmatch(rf"http://127\.0\.0\.1:\d+/#/run/{ids['bench']}", url), line
+        runs = httpx.get(url.split("#")[0] + "api/runs", timeout=30).json()["runs"]
+        assert sorted(r["id"] for r in runs) == sorted(ids.values())
+    finally:
+        process.send_signal(signal.SIGINT)
+        out, err = process.communicate(timeout=30)
+    assert process.returncode == 0 and err == "" and out == ""
+
+
 def test_serve_refuses_an_unknown_run_and_a_taken_port_before_listening(store) -> None:
     import socket
 

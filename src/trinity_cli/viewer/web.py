@@ -169,6 +169,9 @@ def serve(host: str = "127.0.0.1", port: int = 0, run: str | None = None, store:
 
             webbrowser.open(url)
         config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off")
-        uvicorn.Server(config).run(sockets=[sock])
+        try:
+            uvicorn.Server(config).run(sockets=[sock])
+        except KeyboardInterrupt:  # uvicorn raises the Ctrl-C (or kill) it caught once stopped: the way out
+            pass
     finally:
         sock.close()
