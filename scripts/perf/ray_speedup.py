@@ -14,15 +14,12 @@ other nodes can reach.) The generation is what `trinity evolve` plays: `--popsiz
 candidate heads (drawn once, fixed seed) on the same `--minibatch` items, `--max-turns`
 turns each, episode seeds as evolve's.
 
-For each number of actors, a fresh RayEvaluator (its actors warmed up on other items first,
-so start-up is not timed) plays the generation against an empty rollout cache; so does a
-serial evaluator in this process, once, as the reference. Printed per actor count: wall
-seconds, episodes per second, speed-up over 1 actor and its share of linear, the model calls
-the server saw (single flight: the same as serial) and the most it held at once, the
-driver's CPU time per episode (this process: dispatching specs, reading outcomes, Ray's
-own threads), and whether every transcript and reward equals the serial run's.
-"Overhead vs serial" is (wall with 1 actor - serial wall) / episodes: what shipping an
-episode to an actor and its cache lookups to the keeper add to it.
+For each number of actors, a fresh RayEvaluator (actors warmed up on other items first)
+plays the generation against an empty rollout cache; a serial evaluator here is the
+reference. Printed per actor count: wall seconds, episodes per second, speed-up over 1 actor,
+the model calls the server saw and the most at once, the driver's CPU time per episode, and
+whether every transcript and reward equals the serial run's. "Overhead vs serial" is (wall
+with 1 actor - serial wall) / episodes.
 """
 
 from __future__ import annotations

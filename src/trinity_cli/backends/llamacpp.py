@@ -13,7 +13,7 @@ chunks of the previous *prompt* (never generated tokens, which were evaluated on
 time). Every token is then computed in the same batch as in a call from an empty cache, so
 a reply is a function of its prompt and parameters alone: the same in any call order, at any
 `--parallel`, in any play order (tests/test_llamacpp_integration.py; what it costs and
-saves: docs/measurements.md#item-order-and-replies-that-do-not-depend-on-the-call-before-2026-11-24).
+saves: docs/measurements.md, "Item order and replies that do not depend on the call before").
 """
 
 from __future__ import annotations

@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from trinity_cli.coordinator.backbone import PrefixReuse, Unsupported
+from trinity_cli.coordinator.encoding import PrefixReuse, Unsupported
 
 WEIGHTS = "model.safetensors"
 

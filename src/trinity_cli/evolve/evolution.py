@@ -68,14 +68,7 @@ from trinity_cli.events import EpisodeEvent, ProgressFn
 from trinity_cli.evolve import strategy
 from trinity_cli.evolve.input_fit import center_tasks, fit_input
 from trinity_cli.evolve.label_fit import fit_start, read_labels
-from trinity_cli.evolve.options import (
-    EvolveOptions,
-    config_hash,
-    find_run,
-    open_run,
-    refuse_mismatch,
-    resume_options,
-)
+from trinity_cli.evolve.options import EvolveOptions, config_hash, find_run, open_run, refuse_mismatch, resume_options
 from trinity_cli.evolve.rotation_fit import first_picks, fit_rotation, rotation_states
 from trinity_cli.keyed_cache import journal_to
 from trinity_cli.pool.pool import open_pool

@@ -255,10 +255,6 @@ class BenchRun:
             for line in lines:
                 log.write(json.dumps(line, ensure_ascii=False) + "\n")
 
-    def read_episodes(self) -> list[dict[str, Any]]:
-        """episodes.jsonl's objects, in file order (`write_episodes`)."""
-        return [json.loads(line) for line in (self.path / self.EPISODES).read_text(encoding="utf-8").splitlines()]
-
     def write_outputs(self, bench: dict[str, Any], report_md: str,
                       charts: Mapping[str, Callable[[Path], None]]) -> list[str]:
         """bench.json, report.md and each chart (file name -> `draw(path)`, drawn into a

@@ -8,6 +8,7 @@ import hmac
 import json
 import time
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from typing import Any
 
 import anyio.to_thread
@@ -130,8 +131,6 @@ async def stream_warm_ask(served: ServedPool, question: str, fields: dict[str, A
     return StreamingResponse(body(), media_type="application/x-ndjson", headers={"Cache-Control": "no-cache"})
 
 
-# Long on purpose: the routes are closures over the served pool and its lock; each route is a
-# few lines and splitting them out would pass that state around instead.
 def create_app(options: ServeOptions, progress: ProgressFn | None = None) -> FastAPI:
     """The FastAPI app serving `options.pool` (see serve/__init__.py for the contract);
     `progress` is ServedPool's console log (events.py).
@@ -139,7 +138,6 @@ def create_app(options: ServeOptions, progress: ProgressFn | None = None) -> Fas
     The pool and the default head are loaded here, so configuration errors raise
     `TrinityError` now; the pool is closed when the app shuts down (its lifespan)."""
     served = ServedPool(options, progress)
-    expected = served.token.encode() if served.token else None
 
     @contextlib.asynccontextmanager
     async def lifespan(_: Any) -> Any:
@@ -150,23 +148,48 @@ def create_app(options: ServeOptions, progress: ProgressFn | None = None) -> Fas
 
     app = FastAPI(title="trinity", docs_url=None, redoc_url=None, openapi_url=None, lifespan=lifespan)
     app.state.served = served
+    app.add_exception_handler(ApiError, on_api_error)  # type: ignore[arg-type]
+    app.add_exception_handler(HTTPException, on_http_error)  # type: ignore[arg-type]
+    Routes(served, options).add_to(app)
+    return app
 
-    def check_auth(request: Request) -> None:
-        if expected is None:
+
+async def on_api_error(_: Request, exc: ApiError) -> JSONResponse:
+    return JSONResponse(exc.body(), exc.status, exc.headers)
+
+
+async def on_http_error(_: Request, exc: HTTPException) -> JSONResponse:
+    """Starlette's own errors (an unknown path, a wrong method) in the OpenAI shape."""
+    kind = "not_found_error" if exc.status_code == 404 else "invalid_request_error"
+    body = ApiError(exc.status_code, str(exc.detail), kind).body()
+    return JSONResponse(body, exc.status_code, dict(exc.headers or {}))
+
+
+@dataclass
+class Routes:
+    """The routes of one served pool, each behind the bearer token (when the server has one)
+    and the body limit."""
+
+    served: ServedPool
+    options: ServeOptions
+
+    def add_to(self, app: FastAPI) -> None:
+        app.add_api_route("/health", self.health, methods=["GET"])
+        app.add_api_route("/trinity/ask", self.warm_ask, methods=["POST"])
+        app.add_api_route("/v1/models", self.list_models, methods=["GET"])
+        app.add_api_route("/v1/chat/completions", self.chat_completions, methods=["POST"])
+
+    def check_auth(self, request: Request) -> None:
+        if not self.served.token:
             return
         scheme, _, token = request.headers.get("authorization", "").partition(" ")
         given = token.strip().encode("latin-1")  # the raw header bytes, as Starlette decoded them
-        if scheme.lower() != "bearer" or not hmac.compare_digest(given, expected):
-            raise ApiError(
-                401,
-                "missing or invalid API key: send 'Authorization: Bearer <token>'",
-                param=None,
-                code="invalid_api_key",
-                headers={"WWW-Authenticate": "Bearer"},
-            )
+        if scheme.lower() != "bearer" or not hmac.compare_digest(given, self.served.token.encode()):
+            raise ApiError(401, "missing or invalid API key: send 'Authorization: Bearer <token>'", param=None,
+                           code="invalid_api_key", headers={"WWW-Authenticate": "Bearer"})
 
-    async def read_body(request: Request) -> bytes:
-        limit = options.max_body_bytes
+    async def read_body(self, request: Request) -> bytes:
+        limit = self.options.max_body_bytes
         too_large = ApiError(413, f"the request body is larger than {limit} bytes", code="request_too_large")
         length = request.headers.get("content-length")
         if length is not None and length.isdigit() and int(length) > limit:
@@ -179,53 +202,37 @@ def create_app(options: ServeOptions, progress: ProgressFn | None = None) -> Fas
             chunks.append(chunk)
         return b"".join(chunks)
 
-    @app.exception_handler(ApiError)
-    async def on_api_error(_: Request, exc: ApiError) -> JSONResponse:
-        return JSONResponse(exc.body(), exc.status, exc.headers)
+    async def health(self) -> JSONResponse:
+        return JSONResponse({"ok": True, "pool": self.served.config.name})
 
-    @app.exception_handler(HTTPException)
-    async def on_http_error(_: Request, exc: HTTPException) -> JSONResponse:
-        kind = "not_found_error" if exc.status_code == 404 else "invalid_request_error"
-        body = ApiError(exc.status_code, str(exc.detail), kind).body()
-        return JSONResponse(body, exc.status_code, dict(exc.headers or {}))
-
-    @app.get("/health")
-    async def health() -> JSONResponse:
-        return JSONResponse({"ok": True, "pool": served.config.name})
-
-    @app.post("/trinity/ask")
-    async def warm_ask(request: Request) -> Response:
-        check_auth(request)
+    async def warm_ask(self, request: Request) -> Response:
+        self.check_auth(request)
         try:
-            body = json.loads(await read_body(request))
+            body = json.loads(await self.read_body(request))
             question, fields = str(body["question"]), dict(body["options"])
         except (ValueError, KeyError, TypeError):
             raise ApiError(400, "a warm ask request is {\"question\": ..., \"options\": {...}}") from None
-        return await stream_warm_ask(served, question, fields)
+        return await stream_warm_ask(self.served, question, fields)
 
-    @app.get("/v1/models")
-    async def list_models(request: Request) -> JSONResponse:
-        check_auth(request)
+    async def list_models(self, request: Request) -> JSONResponse:
+        self.check_auth(request)
         created = int(time.time())
         data = [{"id": m, "object": "model", "created": created, "owned_by": "trinity"}
-                for m in served.served_models()]
+                for m in self.served.served_models()]
         return JSONResponse({"object": "list", "data": data})
 
-    @app.post("/v1/chat/completions")
-    async def chat_completions(request: Request) -> Any:
-        check_auth(request)
-        body = await read_body(request)
-        chat = parse_request(body, served.config.names, served.served_models(), options.max_turns)
+    async def chat_completions(self, request: Request) -> Any:
+        self.check_auth(request)
+        body = await self.read_body(request)
+        chat = parse_request(body, self.served.config.names, self.served.served_models(), self.options.max_turns)
         if chat.stream:
-            return await stream_episode(served, chat)
-        served.admit()
+            return await stream_episode(self.served, chat)
+        self.served.admit()
         try:
-            result = await anyio.to_thread.run_sync(served.answer, chat, None)
+            result = await anyio.to_thread.run_sync(self.served.answer, chat, None)
         except Exception as exc:  # every failure becomes an OpenAI-style error
             raise api_error(exc) from None
         finally:
-            served.finish()
+            self.served.finish()
         return JSONResponse(completion_body(result, chat.model, chat.show_work),
                             headers={"X-Trinity-Run": result.run_id})
-
-    return app

@@ -139,8 +139,8 @@ REQUEST: dict[str, dict[Role, str]] = {
 }
 
 # The aggregator's task (bench's `moa`): the task, the members' answers, the request. Its last
-# sentence is there because, asked only to "give your own answer", the 1.5B aggregator replied
-# "the provided code is correct" with no code on 35 of 50 MBPP items (bench run of 2026-11-22).
+# sentence is there because, asked only to "give your own answer", an aggregator tends to reply
+# "the provided code is correct" with no code of its own.
 AGGREGATE = (
     "{task}\n\n"
     "Answers to this task from {count} follow. Any of them may be wrong, and they may disagree.\n\n"
