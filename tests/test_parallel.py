@@ -381,7 +381,7 @@ def test_cache_flags_are_those_of_a_serial_run(tmp_path: Path) -> None:
 
 def test_thread_evaluator_returns_spec_order_and_raises_the_failure(tmp_path: Path, monkeypatch) -> None:
     from trinity_cli.episode.schedules import FixedSchedule
-    from trinity_cli.errors import BackendError
+    from trinity_cli.errors import BackendError, DiskFull
     from trinity_cli.evaluators.local import EpisodeSpec, Runtime, ThreadEvaluator
     from trinity_cli.messages import Role
     from trinity_cli.pool.pool import Pool
@@ -397,12 +397,12 @@ def test_thread_evaluator_returns_spec_order_and_raises_the_failure(tmp_path: Pa
 
     def chat(self, messages, params):  # noqa: ANN001, ANN202
         number = int(messages[-1].content.split("question ")[1].split("?")[0])
-        if number == 5 and fail["on"]:
-            raise BackendError("model down")
+        if number == 5 and fail["on"] is not None:
+            raise fail["on"]
         time.sleep(0.002 * (12 - number))
         return original(self, messages, params)
 
-    fail = {"on": False}
+    fail: dict[str, Exception | None] = {"on": None}
     monkeypatch.setattr(ScriptedBackend, "chat", chat)
     schedule = FixedSchedule(["a"], "a", (Role.WORKER,))
     specs = [EpisodeSpec(item=item, seed=i, router=schedule, max_turns=1) for i, item in enumerate(items)]
@@ -411,8 +411,11 @@ def test_thread_evaluator_returns_spec_order_and_raises_the_failure(tmp_path: Pa
         specs, lambda event: order.append(event.index) if isinstance(event, EpisodeFinished) else None)
     assert [o.transcript.task for o in outcomes] == [item.prompt for item in items]
     assert order != sorted(order) and sorted(order) == list(range(12))
-    fail["on"] = True
-    with pytest.raises(BackendError, match="model down"):
+    fail["on"] = BackendError("model down")  # a member's failure: a failed turn, and the batch goes on
+    outcomes = ThreadEvaluator(runtime, 4).evaluate(specs)
+    assert outcomes[5].transcript.turns[0].error == "model down" and outcomes[5].reward == 0.0
+    fail["on"] = DiskFull("disk full")  # the command's own error: the batch stops, raising it
+    with pytest.raises(DiskFull, match="disk full"):
         ThreadEvaluator(runtime, 4).evaluate(specs)
 
 
