@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from trinity_cli.tasks.answers import final_answer, guess_kind, same_answer
+from trinity_cli.answer_kinds import answer_kind
+from trinity_cli.answer_kinds import detect as guess_kind
+from trinity_cli.tasks.answers import final_answer, same_answer
 from trinity_cli.tasks.scoring import score_choice, score_numeric
 
 
@@ -19,12 +21,12 @@ def test_scorers_skip_quoted_answers() -> None:
 
 def test_anchored_line_forms() -> None:
     for text in ("Answer: 7", "**Final answer:** 7", "- So the answer is 7.", "Thus, the correct answer is 7"):
-        found = final_answer(text, "numeric")
+        found = answer_kind("numeric").read(text)
         assert found is not None and found.value == "7" and found.strong, text
 
 
 def test_weak_fallback_is_marked() -> None:
-    found = final_answer("I added 3 and 4 to get 7", "numeric")
+    found = answer_kind("numeric").read("I added 3 and 4 to get 7")
     assert found is not None and found.value == "7" and not found.strong
 
 
@@ -47,14 +49,14 @@ def test_generic_reading(text: str, kind: str, value: str) -> None:
 
 def test_no_answer() -> None:
     assert final_answer("no numbers here") is None
-    assert final_answer("```python\ndef f(): pass\n```", "code") is None
+    assert answer_kind("code").read("```python\ndef f(): pass\n```") is None
 
 
 def test_same_answer_uses_the_scorers_equivalence() -> None:
-    half = final_answer("\\boxed{0.5}", "math")
-    frac = final_answer("\\boxed{\\frac{1}{2}}", "math")
+    half = answer_kind("math").read("\\boxed{0.5}")
+    frac = answer_kind("math").read("\\boxed{\\frac{1}{2}}")
     assert half is not None and frac is not None and same_answer(half, frac)
-    a, b = final_answer("Answer: 84.0", "numeric"), final_answer("Answer: 84", "numeric")
+    a, b = answer_kind("numeric").read("Answer: 84.0"), answer_kind("numeric").read("Answer: 84")
     assert a is not None and b is not None and same_answer(a, b)
     assert score_choice("Answer: (c)", "C") == 1.0
 

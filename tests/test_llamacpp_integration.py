@@ -41,6 +41,16 @@ def test_real_model_answers_with_counts(backend) -> None:
     assert c.latency_s > 0 and c.cost_usd is None
 
 
+def test_a_streamed_reply_is_the_same_reply_written_piece_by_piece(backend) -> None:
+    for params in (GenParams(max_tokens=40, temperature=0.0, seed=0), GenParams(max_tokens=40, temperature=0.9, seed=7)):
+        whole = backend.chat(QUESTION, params)
+        pieces: list[str] = []
+        streamed = backend.chat_streaming(QUESTION, params, pieces.append)
+        assert len(pieces) > 1 and "".join(pieces).strip() == streamed.text == whole.text
+        assert streamed.completion_tokens == whole.completion_tokens
+        assert streamed.finish_reason == whole.finish_reason
+
+
 def test_seeded_sampling_is_reproducible(backend) -> None:
     params = GenParams(max_tokens=24, temperature=0.9, seed=123)
     a = backend.chat(QUESTION, params).text

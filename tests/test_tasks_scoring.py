@@ -231,7 +231,7 @@ def test_score_item_dispatches_on_the_scorer() -> None:
     item = TaskItem(task="t", id="1", prompt="2+2?", reference="4", scorer="numeric")
     assert score_item(item, "Answer: 4") == 1.0
     assert score_item(item, "Answer: 5") == 0.0
-    assert set(SCORERS) == {"numeric", "math", "choice", "exact", "code"}
+    assert set(SCORERS) == {"numeric", "math", "choice", "exact", "code", "freeform"}
 
 
 def test_unknown_scorer_suggests_close_names() -> None:

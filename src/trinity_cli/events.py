@@ -4,7 +4,7 @@ drops them all. Events are plain data: an emitter never waits on what a callback
 them, but a callback that raises stops the work (that is how a test stops a run).
 
 Who emits what:
-    episode/loop.py                       DecisionMade, TurnPlayed           (one episode)
+    episode/loop.py                       DecisionMade, TextWritten, TurnPlayed (one episode)
     conductor/run.py                      TurnPlayed                         (one workflow)
     ask/answer.py                         AskStarted, RunAllocated, then the episode's
     serve/service.py                      ServeLoading, RequestAnswered, RequestFailed; per
@@ -49,6 +49,17 @@ class TurnPlayed:
 
 
 @dataclass(frozen=True)
+class TextWritten:
+    """A piece of turn `index`'s reply, as the member writes it (a cached reply: all of it
+    at once), before the turn is recorded; `role` is the acting role."""
+
+    index: int
+    model: str
+    role: str
+    text: str
+
+
+@dataclass(frozen=True)
 class RunAllocated:
     """A run directory exists for the question now (serve answers with its id at once)."""
 
@@ -67,8 +78,9 @@ class AskStarted:
     excluded: tuple[str, ...]
     conductor: str | None = None  # conductor mode: who writes the workflow
     conductor_depth: int = 0
-    procedure: str | None = None  # agree mode: the fixed procedure that answers ("agree")
+    procedure: str | None = None  # a policy that needs no head answers: its name ("agree", a package's)
     procedure_is_default: bool = False  # ... because the pool file says `router: agree`
+    summary: str = ""  # that policy in one line (its kind's summary: policies/base.py)
 
 
 # -- trinity serve ----------------------------------------------------------------------------

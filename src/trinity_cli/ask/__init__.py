@@ -40,23 +40,22 @@ class AskOptions:
     use_cache: bool = True
     token_budget: int | None = None
     cost_budget: float | None = None
-    mode: str | None = None  # "coordinator", "conductor" or "agree"; None: `answer_mode` (module docstring)
+    mode: str | None = None  # a policy's name (policies/registry.py); None: `answer_mode`
     conductor: str | None = None  # conductor mode: who conducts (None: the pool's)
     conductor_depth: int = DEFAULT_DEPTH
+    kind: str | None = None  # the answer kind (answer_kinds/); None: detected from the question
 
     def conductor_spec(self) -> ConductorSpec:
         return ConductorSpec(self.conductor, self.conductor_depth)
 
 
-MODES = ("coordinator", "conductor", "agree")
-
-
 def answer_mode(options: AskOptions, config: PoolConfig) -> str:
-    """The mode a question is answered in: `options.mode` when given; else "agree" when the
-    pool's `router` is agree and no head is named, else "coordinator"."""
+    """The name of the policy a question is answered by (policies/registry.py resolves it):
+    `options.mode` when given; else the coordinator when a head is named or the pool's `router`
+    is `head`, else the policy the pool's `router` names (`agree`)."""
     if options.mode is not None:
         return options.mode
-    return "agree" if config.router == "agree" and options.head is None else "coordinator"
+    return "coordinator" if options.head is not None or config.router == "head" else config.router
 
 
 @dataclass

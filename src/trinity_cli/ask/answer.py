@@ -28,6 +28,11 @@ calls. It is the mode when none is given, no --head is named and the pool file s
 `router: agree` (a pool whose trained heads do not validate above it). The record then has
 "mode": "agree", "head": null, "backbone": null.
 
+Other modes: any name the policies registry holds that answers questions (policies/registry.py:
+a package's own, registered by entry point) plays its policy as agree mode does; the record has
+"mode": its name, "head": null, "backbone": null and its turn budget (the policy's `max_turns`,
+default 5, unless one is given).
+
 Turn budget: `AskOptions.max_turns` when given (--max-turns, a served request's
 `max_turns`, serve's --max-turns), else the max_turns the head was evolved with (its
 manifest), else 5 (coordinator/head.py's `turn_budget`).
@@ -40,76 +45,59 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from trinity_cli.ask import MODES, AskOptions, AskResult, answer_mode, question_seed, read_question
-from trinity_cli.coordinator.head import Head, default_greedy, turn_budget
-from trinity_cli.coordinator.policy import Coordinator, resolve_head
-from trinity_cli.coordinator.reader import ReaderSource
+from trinity_cli.answer_kinds import answer_kind, detect, kind_name
+from trinity_cli.answer_kinds.base import Checks
+from trinity_cli.answer_kinds.examples import Examples
+from trinity_cli.ask import AskOptions, AskResult, answer_mode, question_seed, read_question
+from trinity_cli.coordinator.head import Head
+from trinity_cli.coordinator.policy import Coordinator
 from trinity_cli.episode.loop import usable_models
-from trinity_cli.episode.schedules import AGREE_TURNS, agree
-from trinity_cli.errors import ConfigError, MemberFailed, option
-from trinity_cli.events import AskStarted, ProgressFn, RunAllocated, quiet
+from trinity_cli.errors import MemberFailed, option
+from trinity_cli.events import ProgressFn, RunAllocated, quiet
 from trinity_cli.keyed_cache import journal_to
 from trinity_cli.messages import ChatMessage, Transcript
-from trinity_cli.policies import registry
-from trinity_cli.policies.base import Episode, Policy
+from trinity_cli.policies.base import Episode
+from trinity_cli.policies.kinds import Answering, HeadEngine
+from trinity_cli.policies.registry import answering_kind
 from trinity_cli.pool.pool import Pool, open_pool
 from trinity_cli.pool_config import load_pool
 from trinity_cli.runs.store import JOURNAL, RunStore
-from trinity_cli.tasks.answers import guess_kind
-from trinity_cli.tasks.doctests import examples_in_text
+from trinity_cli.tasks.constraints import Constraints
 from trinity_cli.turns import prompts
 from trinity_cli.turns.answer_text import answer_text
-from trinity_cli.turns.settle import Examples
 
 
-def question_examples(question: str, kind: str | None) -> Examples | None:
-    """The examples a code question shows (its asserts and `>>>` lines), run on every code
-    answer (turns/settle.py); None for other questions or when it shows none."""
-    if kind != "code":
-        return None
-    source = examples_in_text(question)
-    return Examples(source) if source else None
+def question_kind(question: str, options: AskOptions) -> str | None:
+    """The answer kind of a question: `options.kind` when given (checked against the
+    registry), else the one its wording asks for (answer_kinds/registry.py `detect`)."""
+    return kind_name(options.kind) if options.kind is not None else detect(question)
 
 
-def build(options: AskOptions) -> tuple[Pool, Coordinator | ReaderSource | None]:
-    """Pool and coordinator for `options` (no coordinator in conductor mode); the head, or
-    the conductor, is checked against the pool here, before anything runs. Model files are
-    located later, once the question is known to fit (`ask`)."""
-    if options.mode is not None and options.mode not in MODES:
-        raise ConfigError(f"{option('mode')}: unknown mode {options.mode!r}", "use coordinator, conductor or agree")
+def question_examples(question: str, kind: str | None) -> Checks | None:
+    """What trinity checks on every answer of the question (its kind's `checks`: the asserts
+    and `>>>` lines a code question shows, the constraints a free-form request states); None
+    when there are none."""
+    checks: Checks | None = answer_kind(kind).checks(question)
+    return checks
+
+
+def build(options: AskOptions) -> tuple[Pool, HeadEngine | None]:
+    """The pool, and what the answering policy keeps between questions (a head's coordinator,
+    or a reader's source; None for a policy that reads no head): the policy's name is found in
+    the registry (policies/registry.py) and the choice checked against the pool here, before
+    anything runs. Model files are located later, once the question is known to fit (`ask`)."""
+    if options.mode is not None:
+        answering_kind(options.mode)  # an unknown name is refused before the pool is read
+    kind_name(options.kind)  # an unknown kind is refused before anything loads
     config = load_pool(options.pool)
-    mode = answer_mode(options, config)
-    if mode == "agree" and options.head is not None:
-        raise ConfigError(f"{option('mode')} agree asks the members in order: it takes no {option('head')}",
-                          f"leave out {option('head')}, or use {option('mode')} coordinator")
+    kind = answering_kind(answer_mode(options, config))
+    kind.check(options)
     pool = open_pool(config, options.use_cache)
     try:
-        if mode == "conductor":
-            options.conductor_spec().name(pool)
-            return pool, None
-        if mode == "agree":
-            return pool, None
-        head = resolve_head(options.head, config.name, config.names, options.backbone)
+        return pool, kind.engine(pool, options)
     except BaseException:
         pool.close()
         raise
-    return pool, registry.engine_of(head, options.backbone, options.device)
-
-
-def _started(pool: Pool, coordinator: Coordinator | ReaderSource | None, options: AskOptions) -> AskStarted:
-    """Who answers: the pool and head, the agree procedure, or in conductor mode the conductor."""
-    if answer_mode(options, pool.config) == "agree":
-        return AskStarted(pool=pool.config.name, models=tuple(pool.names), head=None, uniform=False,
-                          excluded=tuple(options.exclude), procedure="agree",
-                          procedure_is_default=options.mode is None)
-    if coordinator is None:
-        return AskStarted(pool=pool.config.name, models=tuple(pool.names), head=None, uniform=False,
-                          excluded=tuple(options.exclude),
-                          conductor=options.conductor or pool.config.conductor_name,
-                          conductor_depth=options.conductor_depth)
-    head = coordinator.head
-    return AskStarted(pool=pool.config.name, models=tuple(pool.names), head=str(head.manifest.get("name")),
-                      uniform=head.uniform, excluded=tuple(options.exclude))
 
 
 @dataclass
@@ -117,55 +105,39 @@ class _Built:
     """The engines of one ask (policies/base.py): its pool and the coordinator it built."""
 
     pool: Pool
-    built: Coordinator | ReaderSource | None
+    built: HeadEngine | None
 
     def coordinator(self, head: Head, backbone: str | None = None) -> Coordinator:
         assert isinstance(self.built, Coordinator) and head is self.built.head
         return self.built
 
 
-def answering_policy(options: AskOptions, pool: Pool,
-                     coordinator: Coordinator | ReaderSource | None) -> tuple[Policy, int, bool, dict[str, Any]]:
-    """Who answers (`answer_mode`) as a policy (policies/), with its turn budget, decision mode
-    and the run record's fields that say how (module docstring)."""
-    mode = answer_mode(options, pool.config)
-    if mode == "conductor":
-        spec = options.conductor_spec()
-        how = {"mode": "conductor", "conductor_depth": spec.depth, "head": None, "backbone": None, "greedy": None,
-               "max_turns": None}
-        return registry.make("conductor", spec), 0, False, how
-    if mode == "agree":
-        max_turns = options.max_turns or AGREE_TURNS
-        how = {"mode": "agree", "head": None, "backbone": None, "greedy": None, "max_turns": max_turns}
-        return registry.make("fixed", agree(pool.names)), max_turns, False, how
-    assert coordinator is not None
-    head = coordinator.head
-    max_turns = turn_budget(options.max_turns, head)
-    greedy = options.greedy if options.greedy is not None else default_greedy(head)
-    how = {"mode": "coordinator", "head": {"name": head.manifest.get("name"), "trained": head.learned},
-           "backbone": coordinator.backbone_ref, "greedy": greedy, "max_turns": max_turns}
-    return registry.policy_of(head, coordinator.backbone_ref), max_turns, greedy, how
+def answering(options: AskOptions, pool: Pool, engine: HeadEngine | None) -> Answering:
+    """Who answers (`answer_mode`, a name the policies registry resolves): the policy, its turn
+    budget, decision mode, the run record's fields that say how (module docstring) and the
+    `AskStarted` event."""
+    return answering_kind(answer_mode(options, pool.config)).answering(pool, engine, options)
 
 
 def _answer(
-    question: str, pool: Pool, coordinator: Coordinator | ReaderSource | None, options: AskOptions,
+    question: str, pool: Pool, coordinator: HeadEngine | None, how: Answering, options: AskOptions,
     context: Sequence[ChatMessage],
-    kind: str | None, examples: Examples | None, episode_seed: int, usable: set[str], progress: ProgressFn,
+    kind: str | None, examples: Checks | None, episode_seed: int, usable: set[str], progress: ProgressFn,
 ) -> tuple[Transcript, dict[str, Any]]:
-    """Play the question with the answering policy. Returns the transcript and the run
-    record's fields that say how (module docstring)."""
-    policy, max_turns, greedy, how = answering_policy(options, pool, coordinator)
-    episode = Episode(question, seed=episode_seed, max_turns=max_turns, greedy=greedy, kind=kind, examples=examples,
-                      context=context, usable=usable, progress=progress, token_budget=options.token_budget,
-                      cost_budget=options.cost_budget)
-    transcript = policy.play(_Built(pool, coordinator), episode)
+    """Play the question with the answering policy (`how`). Returns the transcript and the run
+    record's fields that say who answered (module docstring)."""
+    episode = Episode(question, seed=episode_seed, max_turns=how.max_turns, greedy=how.greedy, kind=kind,
+                      examples=examples, context=context, usable=usable, progress=progress,
+                      token_budget=options.token_budget, cost_budget=options.cost_budget)
+    transcript = how.policy.play(_Built(pool, coordinator), episode)
+    record = how.record
     if transcript.workflow is not None:  # the conductor that wrote it
-        how = {**how, "conductor": transcript.workflow["conductor"]}
-    return transcript, how
+        record = {**record, "conductor": transcript.workflow["conductor"]}
+    return transcript, record
 
 
 def _record(question: str, pool: Pool, how: dict[str, Any], options: AskOptions, episode_seed: int, kind: str | None,
-            examples: Examples | None, transcript: Transcript, answer: str, wall: float) -> dict[str, Any]:
+            examples: Checks | None, transcript: Transcript, answer: str, wall: float) -> dict[str, Any]:
     """The ask run's record (run.json): the question, the pool, who answered (`how`: head or
     conductor), seeds, the transcript and the answer alone."""
     return {
@@ -178,7 +150,8 @@ def _record(question: str, pool: Pool, how: dict[str, Any], options: AskOptions,
         "seed": options.seed,
         "episode_seed": episode_seed,
         "answer_kind": kind,
-        "examples": examples.source if examples else None,
+        "examples": examples.source if isinstance(examples, Examples) else None,
+        "constraints": examples.dicts if isinstance(examples, Constraints) else None,
         "exclude": list(options.exclude),
         "transcript": transcript.to_dict(),
         "answer": answer,
@@ -208,7 +181,7 @@ def ask(
     progress: ProgressFn | None = None,
     context: Sequence[ChatMessage] = (),
     store: RunStore | None = None,
-    built: tuple[Pool, Coordinator | ReaderSource | None] | None = None,
+    built: tuple[Pool, HeadEngine | None] | None = None,
     extra: dict[str, Any] | None = None,
 ) -> AskResult:
     """Answer `question` (None or "-": read it from stdin, see `read_question`) with the
@@ -229,19 +202,20 @@ def ask(
         # any model file is located and before a run exists (serve answers errors plainly then).
         usable = usable_models(pool, question, options.exclude, context)
         pool.check_assets()
-        emit(_started(pool, coordinator, options))
+        how = answering(options, pool, coordinator)
+        emit(how.started)
         start = time.perf_counter()
-        kind = guess_kind(question)
+        kind = question_kind(question, options)
         episode_seed = question_seed(options.seed, question, context)
         examples = question_examples(question, kind)
         with store.new_run() as run_dir, journal_to(run_dir / JOURNAL):
             emit(RunAllocated(run_dir.name))
-            transcript, how = _answer(question, pool, coordinator, options, context, kind, examples, episode_seed,
-                                      usable, emit)
+            transcript, said = _answer(question, pool, coordinator, how, options, context, kind, examples,
+                                       episode_seed, usable, emit)
             refuse_unanswered(transcript, pool)
             wall = time.perf_counter() - start
             answer = answer_text(transcript.answer, kind)
-            record = {**_record(question, pool, how, options, episode_seed, kind, examples, transcript, answer,
+            record = {**_record(question, pool, said, options, episode_seed, kind, examples, transcript, answer,
                                 wall), **(extra or {})}
             store.save(run_dir, record)
     finally:

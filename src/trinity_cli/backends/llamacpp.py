@@ -23,18 +23,18 @@ import json
 import os
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from trinity_cli.backends import confidence
 from trinity_cli.backends.base import Backend
-from trinity_cli.backends.gguf_file import MIN_REPLY_TOKENS, GGUFFile, package_version
+from trinity_cli.backends.gguf_file import MIN_REPLY_TOKENS, GGUFFile, GGUFModel, package_version
 from trinity_cli.errors import AssetError, BackendError, ContextOverflow
 from trinity_cli.messages import ChatMessage, Completion, GenParams
-from trinity_cli.pool_config import GGUFModel
+
+if TYPE_CHECKING:  # numpy loads with the model (`load`), not when a pool file names a GGUF member
+    import numpy as np
 
 
 class GreedyGrammarSampler:
@@ -63,6 +63,8 @@ class GreedyGrammarSampler:
         self._all: np.ndarray | None = None  # the whole vocabulary, made on first need
 
     def sample(self, ctx: Any, idx: int = -1) -> int:
+        import numpy as np
+
         lib = self._lib
         logits = np.ctypeslib.as_array(lib.llama_get_logits_ith(ctx.ctx, idx), shape=(self._n_vocab,))
         token = int(np.argmax(logits))  # the first of the highest, as llama.cpp's greedy sampler
@@ -74,6 +76,8 @@ class GreedyGrammarSampler:
         return token
 
     def _best_accepted(self, logits: np.ndarray) -> int:
+        import numpy as np
+
         """The first token of highest logit among those the grammar accepts (the chain's choice)."""
         lib = self._lib
         if self._all is None:  # ids and p are set once: the grammar changes only logits
@@ -110,6 +114,8 @@ class LogprobRecorder:
         self.entropies: list[float] = []
 
     def sample(self, ctx: Any, idx: int = -1) -> int:
+        import numpy as np
+
         lib = self._lib
         logits = np.ctypeslib.as_array(lib.llama_get_logits_ith(ctx.ctx, idx), shape=(self._n_vocab,))
         top = float(logits.max())
@@ -177,6 +183,17 @@ def llama_cpp_version() -> str:
 class LlamaCppBackend(GGUFFile, Backend):
     resident = True
     gives_logprobs = True  # LogprobRecorder, on every call
+    config_model = GGUFModel
+    summary = "a GGUF model run by llama.cpp: in this process, or by llama.cpp's server (runtime: server)"
+
+    @classmethod
+    def create(cls, config: Any) -> Backend:
+        """`runtime: server` members are served by llama.cpp's server (llamaserver.py)."""
+        if config.runtime == "server":
+            from trinity_cli.backends.llamaserver import LlamaServerBackend
+
+            return LlamaServerBackend(config)
+        return cls(config)
 
     def __init__(self, config: GGUFModel) -> None:
         super().__init__(config.name, config.n_ctx)
@@ -242,6 +259,16 @@ class LlamaCppBackend(GGUFFile, Backend):
         return True
 
     def chat(self, messages: Sequence[ChatMessage], params: GenParams) -> Completion:
+        return self._complete(messages, params, None)
+
+    def chat_streaming(self, messages: Sequence[ChatMessage], params: GenParams,
+                       on_text: Callable[[str], None]) -> Completion:
+        """`chat`, decoding the same tokens, with each piece handed to `on_text` as it is
+        decoded (llama-cpp-python's `stream=True`)."""
+        return self._complete(messages, params, on_text)
+
+    def _complete(self, messages: Sequence[ChatMessage], params: GenParams,
+                  on_text: Callable[[str], None] | None) -> Completion:
         with self._lock:
             llm = self.load()
             prompt_tokens = self.prompt_tokens(messages)
@@ -264,7 +291,10 @@ class LlamaCppBackend(GGUFFile, Backend):
                     stop=list(params.stop) or None,
                     response_format=({"type": "json_object", "schema": json.loads(params.json_schema)}
                                      if params.json_schema is not None else None),
+                    stream=on_text is not None,
                 )
+                if on_text is not None:
+                    out = _gathered(out, on_text)
             except ValueError as exc:
                 if "context window" in str(exc) or "exceed" in str(exc):
                     raise ContextOverflow(
@@ -275,12 +305,15 @@ class LlamaCppBackend(GGUFFile, Backend):
             latency = time.perf_counter() - start
             choice = out["choices"][0]
             usage = out.get("usage") or {}
-            p_tok = int(usage.get("prompt_tokens", prompt_tokens))
-            c_tok = int(usage.get("completion_tokens", 0))
-            price = self.config.price
             recorder = llm.recorder
+            text = (choice["message"].get("content") or "").strip()
+            p_tok = int(usage.get("prompt_tokens", prompt_tokens))
+            counted = (len(recorder.logprobs) if recorder is not None
+                       else len(llm.tokenize(text.encode("utf-8"), add_bos=False, special=True)))
+            c_tok = int(usage.get("completion_tokens", counted))
+            price = self.config.price
             return Completion(
-                text=(choice["message"].get("content") or "").strip(),
+                text=text,
                 prompt_tokens=p_tok,
                 completion_tokens=c_tok,
                 latency_s=latency,
@@ -298,3 +331,18 @@ class LlamaCppBackend(GGUFFile, Backend):
                 except AttributeError:  # older llama-cpp-python: freed on garbage collection
                     pass
                 self._llm = None
+
+
+def _gathered(chunks: Iterable[dict[str, Any]], on_text: Callable[[str], None]) -> dict[str, Any]:
+    """A streamed chat completion's chunks, each content piece handed to `on_text`, gathered
+    into the shape of a whole one (no usage: the caller counts the tokens)."""
+    pieces: list[str] = []
+    finish = None
+    for chunk in chunks:
+        choice = chunk["choices"][0]
+        piece = choice.get("delta", {}).get("content")
+        if piece:
+            pieces.append(piece)
+            on_text(piece)
+        finish = choice.get("finish_reason") or finish
+    return {"choices": [{"message": {"content": "".join(pieces)}, "finish_reason": finish}]}

@@ -3,7 +3,7 @@
 The sample matrix: for each item and each member (default: every member of the pool, in
 pool order), its greedy reply and k-1 fresh attempts, each asked from the task alone. These
 are exactly the calls of bench's `sc:<member>@k` row (episode.run_episode with
-bench.systems.sc_source: the same prompts, derived seeds, program runs and example runs), so
+episode/schedules.sc: the same prompts, derived seeds, program runs and example runs), so
 every call lands in the rollout cache, a rerun replays it, and so does a later
 `trinity bench --systems single,sc,agree --sc all@K` on the same items, or an evolve run
 whose episodes ask the same questions alone. Each reply is scored on the item's hidden
@@ -38,15 +38,15 @@ from pathlib import Path
 from typing import Any
 
 from trinity_cli import paths, tasks
+from trinity_cli.answer_kinds import item_checks
 from trinity_cli.bench.procedures import Matrix, Reply, agree_wants, analyse
 from trinity_cli.bench.signals import signal_table
-from trinity_cli.bench.systems import sc_source
 from trinity_cli.episode.loop import run_episode
+from trinity_cli.episode.schedules import sc
 from trinity_cli.errors import ConfigError, did_you_mean, option
 from trinity_cli.events import MatrixItemPlayed, ProgressFn, quiet
 from trinity_cli.pool.pool import open_pool
 from trinity_cli.pool_config import PoolConfig, load_pool
-from trinity_cli.turns.settle import Examples
 
 
 @dataclass(frozen=True)
@@ -100,8 +100,8 @@ def complete(items: Sequence[tasks.TaskItem], matrix: Matrix, config: PoolConfig
     added = 0
 
     def attempts(item: tasks.TaskItem, model: str, count: int) -> list[Reply]:
-        transcript = run_episode(item.prompt, pool, sc_source(pool.names, model), max_turns=count,
-                                 kind=item.scorer, examples=Examples.from_reference(item.reference))
+        transcript = run_episode(item.prompt, pool, sc(pool.names, model), max_turns=count,
+                                 kind=item.scorer, examples=item_checks(item.scorer, item.prompt, item.reference))
         return [Reply(replace(t, messages=[]), tasks.score_item(item, t.reply) == 1.0) for t in transcript.turns]
 
     try:

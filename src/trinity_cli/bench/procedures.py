@@ -45,9 +45,9 @@ from dataclasses import dataclass, replace
 from typing import TypeVar
 
 from trinity_cli import tasks
+from trinity_cli.answer_kinds import answer_kind
 from trinity_cli.bench.stats import paired_test
 from trinity_cli.messages import Turn
-from trinity_cli.tasks.answers import same_answer
 from trinity_cli.turns import settle
 
 T = TypeVar("T")
@@ -144,7 +144,7 @@ def _groups(seq: Sequence[Reply], kind: str) -> list[list[Reply]]:
             continue
         for group in groups:
             theirs = settle.answer_of(group[0].turn, kind)
-            if theirs is not None and same_answer(mine, theirs):
+            if theirs is not None and answer_kind(kind).same(mine, theirs):
                 group.append(reply)
                 break
         else:
@@ -154,7 +154,7 @@ def _groups(seq: Sequence[Reply], kind: str) -> list[list[Reply]]:
 
 def _most_confident(seq: Sequence[Reply], kind: str) -> Reply | None:
     """The reply the confidence-weighted plurality settles on (module docstring, cvote-all)."""
-    if kind == "code":
+    if answer_kind(kind).judged:
         passing = [r for r in seq if r.turn.examples_passed]
         pool = passing or list(seq)
         return max(pool, key=weight) if pool else None
@@ -169,7 +169,7 @@ def _mux(row: dict[str, list[Reply]], kind: str) -> Outcome:
     """SLM-MUX over the members' own replies (module docstring, mux-all)."""
     scored = []
     for i, (member, replies) in enumerate(row.items()):
-        if kind == "code":
+        if answer_kind(kind).judged:
             share = sum(bool(r.turn.examples_passed) for r in replies) / len(replies)
         else:
             groups = _groups(replies, kind)
@@ -262,8 +262,8 @@ def verifier_table(matrix: Matrix, items: Sequence[tasks.TaskItem]) -> dict[str,
     every member (itself included), outside code tasks (module docstring)."""
     table: dict[str, dict[str, int]] = {}
     for item in items:
-        if item.scorer == "code":
-            continue
+        if answer_kind(item.scorer).judged:
+            continue  # a judged answer is not compared
         row = matrix[item.key]
         for verifier in row:
             counts = table.setdefault(verifier, {"right": 0, "accepted": 0, "wrong": 0, "revised": 0})
@@ -274,7 +274,7 @@ def verifier_table(matrix: Matrix, items: Sequence[tasks.TaskItem]) -> dict[str,
                 check = row[verifier][1 if verifier == worker else 0]
                 mine = settle.answer_of(check.turn, item.scorer)
                 theirs = settle.answer_of(answer.turn, item.scorer)
-                agreed = mine is not None and theirs is not None and same_answer(mine, theirs)
+                agreed = mine is not None and theirs is not None and answer_kind(item.scorer).same(mine, theirs)
                 if answer.correct:
                     counts["right"] += 1
                     counts["accepted"] += agreed

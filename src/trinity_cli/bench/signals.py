@@ -27,8 +27,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from trinity_cli import tasks
+from trinity_cli.answer_kinds import answer_kind
 from trinity_cli.bench.procedures import Matrix, Reply, samples
-from trinity_cli.tasks.answers import same_answer
 from trinity_cli.turns import settle
 
 FEATURES = ("confidence", "tail", "low", "certainty", "agreement", "consistent", "examples", "finished", "short")
@@ -50,13 +50,13 @@ def _stat(reply: Reply, key: str, sign: float = 1.0) -> float | None:
 
 def _same(a: Reply, b: Reply, kind: str) -> bool:
     mine, theirs = settle.answer_of(a.turn, kind), settle.answer_of(b.turn, kind)
-    return mine is not None and theirs is not None and same_answer(mine, theirs)
+    return mine is not None and theirs is not None and answer_kind(kind).same(mine, theirs)
 
 
 def features(row: dict[str, list[Reply]], member: str, kind: str) -> dict[str, float | None]:
     """The features of `member`'s greedy reply in one item's row (module docstring)."""
     mine = row[member][0]
-    code = kind == "code"
+    code = answer_kind(kind).judged
     finish = mine.turn.finish_reason
     return {
         "confidence": _stat(mine, "mean"), "tail": _stat(mine, "tail"), "low": _stat(mine, "low"),

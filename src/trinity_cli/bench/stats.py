@@ -11,10 +11,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from trinity_cli import tasks
+from trinity_cli.answer_kinds import KINDS, answer_kind
 from trinity_cli.bench.systems import EpisodeResult, System
 from trinity_cli.runs.selection import turn_shares
-from trinity_cli.tasks.answers import final_answer
-from trinity_cli.tasks.code import extract_code
 
 Z95 = 1.959963984540054  # two-sided 95% normal quantile
 
@@ -144,14 +143,11 @@ def _oracle_rows(
 
 
 def _vote_key(answer: str | None, item: tasks.TaskItem) -> str | None:
-    """What a member's single answer counts as in the vote; None: no readable answer."""
-    if not answer:
+    """What a member's single answer counts as in the vote (its kind's `vote_key`); None: no
+    readable answer, or a scorer that is no answer kind's."""
+    if not answer or item.scorer not in KINDS:
         return None
-    if item.scorer == "code":
-        code = extract_code(answer, (item.reference or {}).get("entry_point"))
-        return "\n".join(line.rstrip() for line in code.strip().splitlines() if line.strip()) or None
-    found = final_answer(answer, item.scorer)
-    return f"{found.kind}:{found.value}" if found is not None else None
+    return answer_kind(item.scorer).vote_key(answer, item.reference)
 
 
 def _vote_rows(

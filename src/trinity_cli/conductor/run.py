@@ -28,7 +28,7 @@ below `ConductorSpec.depth` (0 disables it); deeper, the conductor's model does 
 plain step (noted in `repairs`). The last step's output is the answer.
 
 The last step's output must hold the answer: on a code task it is asked for the complete code
-(CODE_FINAL), and when its reply holds no answer the scorer can read (turns/settle.gives_answer)
+(the kind's `final_step_note`), and when its reply holds no answer the scorer can read (turns/settle.gives_answer)
 it is asked once more, as a fresh attempt told what was missing (REASK); the step's record
 says `reasked`.
 
@@ -65,6 +65,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
+from trinity_cli.answer_kinds import answer_kind
 from trinity_cli.conductor.workflow import (
     MAX_STEPS,
     SELF,
@@ -123,8 +124,6 @@ STEP = {
 }
 STEP_REQUEST = "Do your part now."
 FINAL_NOTE = "Your output is the team's final answer."
-CODE_FINAL = ("Reply with the complete code the task asks for, in one ```python block that defines it: "
-              "not a description of earlier steps' code.")
 REASK = ("Your reply above gave no final answer, and your output is the team's answer: give the final "
          "answer now, in the form asked for.")
 
@@ -152,7 +151,7 @@ def step_messages(task: str, workflow: Workflow, index: int, outputs: dict[int, 
     """Step `index`'s messages: the task, the outputs its access list grants (`outputs`,
     with `notes` such as an example run under them, each clipped to `limit`), its
     subtask, and its style's step (or, for the last step, Worker) instructions; on a code
-    task (`kind` "code") the last step is asked for the code itself (CODE_FINAL)."""
+    task the last step is asked for the code itself (the kind's `final_step_note`)."""
     parts = prompts.opening(task, context)
     reads = workflow.access[index]
     if reads:
@@ -162,7 +161,8 @@ def step_messages(task: str, workflow: Workflow, index: int, outputs: dict[int, 
     last = index == len(workflow) - 1
     parts.append(f"Your part of the team's work (step {index} of {len(workflow)}): {workflow.subtasks[index]}")
     if last:
-        code = f" {CODE_FINAL}" if kind == "code" and style != "program" else ""
+        note = answer_kind(kind).final_step_note
+        code = f" {note}" if note and style != "program" else ""
         parts.append(f"{FINAL_NOTE}{code} {prompts.INSTRUCTIONS[style][Role.WORKER]}\n"
                      f"{prompts.REQUEST[style][Role.WORKER]}")
     else:
@@ -234,7 +234,7 @@ class _Conducting:
                 repairs += [repair] if repair else []
                 note = step_turns[-1].examples if nested is None else None
                 if note is not None:
-                    notes[i] = prompts.examples_note(note)
+                    notes[i] = answer_kind(self.kind).check_note(note)
                 add(step_turns)
                 steps[i] = {"model": workflow.model_id[i], "subtask": workflow.subtasks[i],
                             "access": list(workflow.access[i]), "turns": step_turns, "nested": nested,

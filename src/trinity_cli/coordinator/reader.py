@@ -62,7 +62,7 @@ import numpy as np
 from trinity_cli import paths
 from trinity_cli.errors import ConfigError, HeadMismatch
 from trinity_cli.messages import ROLES, ChatMessage, Decision, Role, Turn
-from trinity_cli.tasks.answers import same_answer
+from trinity_cli.answer_kinds import answer_kind
 from trinity_cli.turns import rules, settle
 from trinity_cli.turns.source_rules import SourceRules
 
@@ -77,7 +77,7 @@ START_FLOOR = 1.5
 
 def family(kind: str | None) -> str:
     """The family of weights a scorer kind reads (module docstring)."""
-    return kind if kind in ("code", "choice") else "answer"
+    return answer_kind(kind).reader_family
 
 
 @dataclass(frozen=True)
@@ -232,7 +232,7 @@ class Reader:
             confidence=float(mean or 0.0) - centre.get("mean", 0.0) if measured else 0.0,
             low=float(low or 0.0) - centre.get("low", 0.0) if measured else 0.0,
             capped=-1.0 if turn.finish_reason == "length" else 0.0,
-            examples=0.0 if kind != "code" or passed is None else (1.0 if passed else -1.0),
+            examples=0.0 if family(kind) != "code" or passed is None else (1.0 if passed else -1.0),
             measured=measured)
 
     def reply_score(self, turn: Turn, kind: str | None) -> float:
@@ -244,14 +244,14 @@ class Reader:
         """The answering turns grouped by answer (code: one group a reply), each with its
         score, in the order their first reply came."""
         answering = [t for t in turns if rules.proposes_answer(t)]
-        if kind == "code":
+        if answer_kind(kind).judged:  # one group a reply
             return [(self.reply_score(t, kind), [t]) for t in answering if settle.gives_answer(t.reply, kind)]
         found: list[tuple[Any, list[Turn]]] = []
         for turn in answering:
             mine = settle.answer_of(turn, kind)
             if mine is None or not turn.vote:
                 continue
-            group = next((g for g in found if same_answer(g[0], mine)), None)
+            group = next((g for g in found if answer_kind(kind).same(g[0], mine)), None)
             if group is None:
                 found.append((mine, [turn]))
             else:
@@ -259,7 +259,7 @@ class Reader:
         return [(sum(self.reply_score(t, kind) for t in g), g) for _, g in found]
 
     def best(self, groups: list[tuple[float, list[Turn]]], kind: str | None) -> int:
-        if kind == "code":  # ties to the latest
+        if answer_kind(kind).judged:  # ties to the latest
             return max(range(len(groups)), key=lambda i: (groups[i][0], i))
         return max(range(len(groups)), key=lambda i: (groups[i][0], -i))
 

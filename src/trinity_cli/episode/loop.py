@@ -56,14 +56,14 @@ from typing import Protocol
 
 import numpy as np
 
+from trinity_cli.answer_kinds import answer_kind, detect
+from trinity_cli.answer_kinds.base import Checks
 from trinity_cli.episode.turn import MIN_REPLY_ROOM, Call, fit, play
 from trinity_cli.errors import ConfigError, ContextOverflow
-from trinity_cli.events import DecisionMade, ProgressFn, TurnPlayed, quiet
+from trinity_cli.events import DecisionMade, ProgressFn, TextWritten, TurnPlayed, quiet
 from trinity_cli.messages import ChatMessage, Decision, GenParams, Role, Transcript, Turn
 from trinity_cli.pool.pool import Pool
-from trinity_cli.tasks.answers import guess_kind
 from trinity_cli.turns import prompts, replies, rules, settle
-from trinity_cli.turns.settle import Examples
 
 
 class DecisionSource(Protocol):
@@ -120,6 +120,14 @@ def _fit(
     return messages, len(turns) - (most - shortened)  # the turns not shown
 
 
+def unfit_members(pool: Pool, task: str, kind: str | None, masked: Collection[str] = ()) -> set[str]:
+    """The members whose style does not fit `kind` (answer_kinds/base.py `fits_style`: no
+    program writes a haiku), masked like `--exclude`; none when that would leave no member."""
+    found = answer_kind(kind)
+    unfit = {m for m in pool.names if not found.fits_style(pool.style(m), task)}
+    return unfit if set(pool.names) - set(masked) - unfit else set()
+
+
 def usable_models(pool: Pool, task: str, exclude: Collection[str], context: Sequence[ChatMessage] = ()) -> set[str]:
     """Models not excluded whose context holds the task; errors if none is left."""
     left = pool.left_after(exclude)
@@ -152,7 +160,7 @@ def run_episode(
     token_budget: int | None = None,
     cost_budget: float | None = None,
     kind: str | None = None,
-    examples: Examples | None = None,
+    examples: Checks | None = None,
     usable: Collection[str] | None = None,
     first_index: int = 0,
 ) -> Transcript:
@@ -178,14 +186,15 @@ def run_episode(
         raise ConfigError(f"max_turns must be at least 1, got {max_turns}")
     if coordinator.models != pool.names:
         raise ConfigError(f"the coordinator routes {coordinator.models}, the pool has {pool.names}")
-    kind = guess_kind(task) if kind is None else kind
+    kind = detect(task) if kind is None else kind
     masked = set(pool.names) - set(usable if usable is not None else usable_models(pool, task, exclude, context))
-    play = _Play(pool, task, list(context), kind, examples)
+    masked |= unfit_members(pool, task, kind, masked)
+    emit = progress or quiet
+    play = _Play(pool, task, list(context), kind, examples, emit)
     rng = np.random.default_rng(seed)
     transcript = Transcript(task=task, context=list(context))
     spent: str | None = None  # which budget was reached: "token_budget" or "cost_budget"
     settled: str | None = None  # the answer agreed on, once there is one
-    emit = progress or quiet
     for index in range(max_turns):
         left_out = masked | set(transcript.failures())  # rule 6: a member that failed sits out
         if len(left_out) > len(masked) and not coordinator.can_pick(pool.names, left_out):
@@ -228,7 +237,8 @@ class _Play:
     task: str
     context: list[ChatMessage]
     kind: str | None
-    examples: Examples | None
+    examples: Checks | None
+    emit: ProgressFn
 
     def turn(self, turns: Sequence[Turn], index: int, decision: Decision, role: Role, override: str | None,
              proposed: Turn | None) -> Turn:
@@ -237,14 +247,20 @@ class _Play:
         model = decision.model
         # Rule 3: after code that failed its examples, the next code is written from the task
         # alone, a fresh attempt (shown the failing code, members repeat it).
-        retry = self.kind == "code" and proposed is not None and proposed.examples_passed is False
+        found = answer_kind(self.kind)
+        retry = found.retry_alone and proposed is not None and proposed.examples_passed is False
         alone = rules.asked_alone(role, self.kind, decision.alone) or (retry and role is Role.WORKER)
         messages, dropped = _fit(self.pool, model, role, self.task, turns, self.context, self.kind, alone)
         call = Call(model=model, role=role, messages=messages, answering=rules.role_proposes_answer(role, alone),
+                    max_tokens=found.max_tokens(Role.WORKER if alone else role),
                     attempt=sum(t.model == model for t in turns), alone=alone, chosen_role=decision.role,
                     model_probs=decision.model_probs, role_probs=decision.role_probs,
                     coordinator_s=decision.seconds, override=override, dropped=dropped)
-        return play(self.pool, call, index, attempt_salt(self.task, self.context), self.kind, self.examples, proposed)
+        def written(piece: str) -> None:
+            self.emit(TextWritten(index, model, role.value, piece))
+
+        return play(self.pool, call, index, attempt_salt(self.task, self.context), self.kind, self.examples, proposed,
+                    on_text=written)
 
 
 def _judge(turn: Turn, turns: Sequence[Turn], kind: str | None) -> None:

@@ -7,6 +7,7 @@ from collections.abc import Collection, Sequence
 
 import numpy as np
 
+from trinity_cli.answer_kinds import answer_kind
 from trinity_cli.errors import ConfigError, ContextOverflow
 from trinity_cli.messages import ROLES, ChatMessage, Decision, Role, Turn
 from trinity_cli.turns.source_rules import SourceRules
@@ -24,7 +25,10 @@ class FixedSchedule(SourceRules):
                  the greedy reply and k-1 fresh attempts, each from the task alone,
                  settled by plurality (turns/settle.py)
     agree        agree(models): every member in pool order, round-robin, from the task
-                 alone, until two answers agree (code: one passes its examples)
+                 alone, until two answers agree (code: one passes its examples); on a kind
+                 judged by a Verifier (answer_kinds/base.py `agree_judges`: free-form) it is
+                 draft, judge, revise instead: the first usable member writes, the next one
+                 judges the latest answer, the first revises, ... until an ACCEPT
 
     `alone`: every call is made from the task alone (Decision.alone); `stop_when_agreed`:
     the episode ends at the first agreement (turns/source_rules.py). Members `run_episode` masks
@@ -66,6 +70,11 @@ class FixedSchedule(SourceRules):
         if not usable:
             who = f"model {self.order[0]!r} cannot" if len(self.order) == 1 else "no model of this schedule can"
             raise ContextOverflow(f"{who} hold this task in its context")
+        if self.stop_when_agreed and answer_kind(kind).agree_judges:  # draft, judge, revise
+            drafts = len(turns) % 2 == 0
+            model, role = usable[0 if drafts else 1 % len(usable)], Role.WORKER if drafts else Role.VERIFIER
+            return Decision(model=model, role=role, model_probs=[float(m == model) for m in self.models],
+                            role_probs=[float(r is role) for r in ROLES], alone=False)
         model = usable[len(turns) % len(usable)]
         role = self.plan[len(turns) % len(self.plan)]
         return Decision(
@@ -87,3 +96,9 @@ def agree(models: Sequence[str], order: Sequence[str] | None = None) -> FixedSch
     (default: all of them, in pool order)."""
     return FixedSchedule(models, order if order is not None else models, (Role.WORKER,), alone=True,
                          stop_when_agreed=True)
+
+
+def sc(models: Sequence[str], model: str) -> FixedSchedule:
+    """bench's `sc:<model>@K` row (FixedSchedule's docstring): `model`'s Worker replies from the
+    task alone, one per turn."""
+    return FixedSchedule(models, model, (Role.WORKER,), alone=True)

@@ -14,9 +14,10 @@ call's own reply cap when it has one. After the reply:
 - a `program` member's answering reply runs in the sandbox (turns/program.py), its printed
   value becoming the turn's `Answer:` line; a `program` code Verifier's asserts run against
   the proposed code, giving the turn's executed verdict;
-- on a code task with shown examples, the code of an answering reply is run against them
-  (turns/settle.py): every answering reply of an episode; a workflow step's reply when it
-  holds a code block (`examples="with code"`: a step that plans in prose has no code to run).
+- when the task has checks (its answer kind's `checks`: a code task's shown examples, a
+  free-form request's stated constraints), an answering reply is checked (`Checks.run`):
+  every answering reply of an episode; a workflow step's reply when it holds a code block
+  (`examples="with code"`: a step that plans in prose has no code to run).
 
 A call that fails (the member's backend raised: `MemberFailed`, pool/pool.py) is a failed
 turn, not a failed command: the turn is recorded with no reply, no tokens and `Turn.error`
@@ -26,14 +27,14 @@ plays the turns goes on (episode/loop.py leaves that member out of the rest of t
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 
+from trinity_cli.answer_kinds.base import Checks
 from trinity_cli.errors import ContextOverflow, MemberFailed
 from trinity_cli.messages import ROLES, ChatMessage, Completion, GenParams, Role, Turn
 from trinity_cli.pool.pool import Pool
-from trinity_cli.turns import program, settle
-from trinity_cli.turns.settle import Examples
+from trinity_cli.turns import program
 
 # Reply room a prompt must leave; llama.cpp backends clamp max_tokens to what is left.
 MIN_REPLY_ROOM = 128
@@ -83,10 +84,12 @@ class Call:
     dropped: int = 0
 
 
-def play(pool: Pool, call: Call, index: int, salt: str, kind: str | None, examples: Examples | None,
-         proposed: Turn | None = None, run_examples: str = "answering") -> Turn:
+def play(pool: Pool, call: Call, index: int, salt: str, kind: str | None, examples: Checks | None,
+         proposed: Turn | None = None, run_examples: str = "answering",
+         on_text: Callable[[str], None] | None = None) -> Turn:
     """Make `call` and record it as turn `index` (module docstring); `proposed` is the code a
-    code Verifier checks; `run_examples` is "answering" or "with code"."""
+    code Verifier checks; `run_examples` is "answering" or "with code"; `on_text` receives
+    the reply as it is written (Pool.chat)."""
     model = call.model
     strict = pool.config.sandbox == "strict"
     params = pool.params(model, call.role.value, attempt=call.attempt, salt=salt)
@@ -94,7 +97,7 @@ def play(pool: Pool, call: Call, index: int, salt: str, kind: str | None, exampl
         params = replace(params, max_tokens=call.max_tokens)
     if call.json_schema is not None:
         params = replace(params, json_schema=call.json_schema)
-    completion, error = _chat(pool, model, call.messages, params)
+    completion, error = _chat(pool, model, call.messages, params, on_text)
     reply, execution, verdict = completion.text, None, None
     if error is None and pool.style(model) == "program" and call.role is not Role.THINKER:
         if call.answering:
@@ -105,8 +108,8 @@ def play(pool: Pool, call: Call, index: int, salt: str, kind: str | None, exampl
         execution = run.to_dict()
     example_run = None
     wanted = error is None and (call.answering if run_examples == "answering" else "```" in reply)
-    if wanted and kind == "code" and examples is not None:
-        example_run = settle.run_examples(reply, examples, strict=strict).to_dict()
+    if wanted and examples is not None:
+        example_run = examples.run(reply, strict=strict)
     names, roles = pool.names, ROLES
     return Turn(
         index=index, model=model, role=call.role, chosen_role=call.chosen_role or call.role,
@@ -123,10 +126,11 @@ def play(pool: Pool, call: Call, index: int, salt: str, kind: str | None, exampl
     )
 
 
-def _chat(pool: Pool, model: str, messages: list[ChatMessage], params: GenParams) -> tuple[Completion, str | None]:
+def _chat(pool: Pool, model: str, messages: list[ChatMessage], params: GenParams,
+          on_text: Callable[[str], None] | None = None) -> tuple[Completion, str | None]:
     """The member's reply and None, or, when its call failed, an empty reply and why (module
-    docstring)."""
+    docstring); `on_text` receives the reply as it is written."""
     try:
-        return pool.chat(model, messages, params), None
+        return pool.chat(model, messages, params, on_text), None
     except MemberFailed as failure:
         return Completion(text="", prompt_tokens=0, completion_tokens=0, latency_s=0.0), failure.reason

@@ -1,7 +1,7 @@
 """Play a batch of episodes and return their outcomes in the order they were asked for.
 
-evolve and bench only say *what* to play: a list of `EpisodeSpec` (a policy — a head, a
-fixed schedule, the conductor: policies/ —, an item, a seed, a turn budget). An evaluator decides *where*:
+evolve and bench only say *what* to play: a list of `EpisodeSpec` (a policy — a head's, a
+fixed schedule's, the conductor's: policies/ —, an item, a seed, a turn budget). An evaluator decides *where*:
 `SerialEvaluator` plays them one after another in this thread, `ThreadEvaluator` on up to
 N threads sharing one pool and one coordinator backbone per backbone reference (the work
 is in llama.cpp, HTTP and torch, which release the GIL). This is EvoTorch's split between
@@ -47,51 +47,34 @@ import threading
 from collections.abc import Collection, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Protocol, cast
+from typing import Any, Protocol
 
 from trinity_cli import tasks
-from trinity_cli.conductor.workflow import ConductorSpec
+from trinity_cli.answer_kinds import item_checks
 from trinity_cli.coordinator.head import Head
 from trinity_cli.coordinator.policy import Coordinator
-from trinity_cli.coordinator.reader import Reader
 from trinity_cli.episode.loop import turn_params
-from trinity_cli.episode.schedules import FixedSchedule
 from trinity_cli.errors import ContextOverflow
 from trinity_cli.events import EpisodeFinished, EpisodeProgressFn, EpisodeStarted, Event, quiet
 from trinity_cli.messages import Transcript
 from trinity_cli.policies.base import Episode, Policy
-from trinity_cli.policies.registry import policy_of
 from trinity_cli.pool.pool import Pool
 from trinity_cli.pool_config import PoolConfig
-from trinity_cli.turns.settle import Examples
 
 
 @dataclass
 class EpisodeSpec:
-    """One episode to play.
-
-    `router` is the policy that plays it (policies/): given as a policy, or as what one plays
-    (a `Head`, read by the coordinator backbone `backbone`, None meaning the head's own; a
-    `FixedSchedule`; a `ConductorSpec`), which becomes its policy here (policies/registry.py).
-    It must pickle for a cluster evaluator. `greedy` takes the most likely model and role
-    instead of sampling.
+    """One episode to play: the `policy` that plays it (policies/: a head's, a fixed
+    schedule's, the conductor's, a package's), which must pickle for a cluster evaluator.
+    `greedy` takes the most likely model and role instead of sampling.
     """
 
     item: tasks.TaskItem
     seed: int
-    router: Policy | Head | Reader | FixedSchedule | ConductorSpec
+    policy: Policy
     max_turns: int
-    backbone: str | None = None
     greedy: bool = False
     overflow_scores_zero: bool = False
-
-    def __post_init__(self) -> None:
-        self.router = policy_of(self.router, self.backbone)
-
-    @property
-    def policy(self) -> Policy:
-        """The spec's policy (`__post_init__` made `router` one)."""
-        return cast(Policy, self.router)
 
 
 @dataclass
@@ -165,7 +148,7 @@ class Runtime:
             if stop is not None and stop.is_set():
                 raise _Cancelled()
 
-        examples = Examples.from_reference(spec.item.reference)
+        examples = item_checks(spec.item.scorer, spec.item.prompt, spec.item.reference)
         try:
             check(None)
             transcript = spec.policy.play(self, Episode(spec.item.prompt, seed=spec.seed, max_turns=spec.max_turns,

@@ -1,4 +1,5 @@
-"""The policy seam: one protocol for whatever plays an episode, and what it plays with.
+"""The policy seam: one protocol for whatever plays an episode, what it plays with, and what a
+policy's registered name stands for.
 
 A `Policy` turns one question into a transcript: `play(engines, episode)`. Everything an
 episode needs besides the policy is in `Episode` (the task, its seed, turn budget, how
@@ -7,6 +8,15 @@ members left out, budgets and progress). `Engines` is where a policy finds the p
 a head, the coordinator that reads it (evaluators/local.Runtime shares one backbone per
 reference between episodes; `ask` gives the one it built). A policy is plain data that
 pickles, so it travels to threads and Ray actors inside an `EpisodeSpec`.
+
+Contract: the transcript a policy returns holds every call it made (each `Turn` with its
+tokens, seconds and cost: bench and evolve count them), and it honours the episode's
+`max_turns`, `exclude`, `usable`, budgets and `progress`. `LoopPolicy` gives all of that by
+playing the turn loop (episode/loop.py) with a decision source of the policy's own: a policy
+that subclasses it writes only `source(engines, episode)`.
+
+A policy's name stands for a `PolicyKind` (kinds.py, registered in registry.py): how `ask`,
+`serve` and `bench` make the policy of that name.
 """
 
 from __future__ import annotations
@@ -15,13 +25,13 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from trinity_cli.answer_kinds.base import Checks
 from trinity_cli.coordinator.head import Head
 from trinity_cli.coordinator.policy import Coordinator
 from trinity_cli.episode.loop import DecisionSource, run_episode
 from trinity_cli.events import ProgressFn
 from trinity_cli.messages import ChatMessage, Transcript
 from trinity_cli.pool.pool import Pool
-from trinity_cli.turns.settle import Examples
 
 
 @dataclass(frozen=True)
@@ -33,7 +43,7 @@ class Episode:
     max_turns: int = 5
     greedy: bool = False
     kind: str | None = None
-    examples: Examples | None = None
+    examples: Checks | None = None
     context: Sequence[ChatMessage] = ()
     exclude: Collection[str] = ()
     usable: Collection[str] | None = None
@@ -65,3 +75,20 @@ class Policy(Protocol):
     name: str
 
     def play(self, engines: Engines, episode: Episode) -> Transcript: ...
+
+
+class LoopPolicy:
+    """A policy that plays the turn loop (episode/loop.py) with a decision source of its own:
+    every call is a turn of the one transcript (counted by bench and evolve), and the
+    episode's `max_turns`, `exclude`, budgets and progress hold, because the loop applies
+    them. A subclass writes `source`; `max_turns` is its turn budget when none is given."""
+
+    name: str = ""
+    max_turns: int = 5
+
+    def source(self, engines: Engines, episode: Episode) -> DecisionSource:
+        raise NotImplementedError(f"{type(self).__name__} must define source(engines, episode)")
+
+    def play(self, engines: Engines, episode: Episode) -> Transcript:
+        return play_loop(engines.pool, self.source(engines, episode), episode)
+

@@ -55,7 +55,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 
@@ -213,12 +213,7 @@ class Pool:
         if self.replay_only:
             return
         for name in [m.name for m in self.config.all_models]:
-            backend = self.backend(name)
-            path = getattr(backend, "path", None)  # in-process backends expose their file
-            if path is not None:
-                from trinity_cli import assets
-
-                assets.check_gguf(path)
+            self.backend(name).check_files()  # what the kind declares (Backend.check_files)
 
     def preload(self, names: Iterable[str]) -> threading.Thread | None:
         """Start loading, in a thread, the resident backends of members `names`, when they all
@@ -337,14 +332,32 @@ class Pool:
             return None
         return rollout_request(backend.fingerprint, list(messages), params)
 
-    def chat(self, name: str, messages: Sequence[ChatMessage], params: GenParams | None = None) -> Completion:
+    def chat(self, name: str, messages: Sequence[ChatMessage], params: GenParams | None = None,
+             on_text: Callable[[str], None] | None = None) -> Completion:
         """One call to model `name`, served from the cache when it has the reply; a call
-        identical to one in flight waits for it and is then served from the cache."""
+        identical to one in flight waits for it and is then served from the cache.
+        `on_text` receives the reply's text as it is written (a cached reply: all at once);
+        it is never part of the call's cache key."""
         params = params or self.params(name)
+        if on_text is None:
+            return self._chat(name, messages, params, None)
+        written: list[str] = []
+
+        def write(piece: str) -> None:
+            written.append(piece)
+            on_text(piece)
+
+        completion = self._chat(name, messages, params, write)
+        if not written:  # served from the cache (or made again only for its log-probabilities)
+            on_text(completion.text)
+        return completion
+
+    def _chat(self, name: str, messages: Sequence[ChatMessage], params: GenParams,
+              on_text: Callable[[str], None] | None) -> Completion:
         request = self._request(name, messages, params)
         if request is None or self.cache is None:
             self._refuse_unrecorded(name, messages, "it is not a cached call")
-            completion = self._call(name, messages, params)
+            completion = self._call(name, messages, params, on_text)
             self._count(completion)
             return completion
         key = content_key(KEY_TAG, request)
@@ -367,7 +380,7 @@ class Pool:
                     self._count(hit)
                     return hit
                 self._refuse_unrecorded(name, messages, f"no recording holds {key[:19]}")
-                completion = self._call(name, messages, params)
+                completion = self._call(name, messages, params, on_text)
                 self.cache.put(key, completion, request)
             finally:
                 with self._lock:
@@ -408,14 +421,16 @@ class Pool:
             "--replay-only to call the model",
         )
 
-    def _call(self, name: str, messages: Sequence[ChatMessage], params: GenParams) -> Completion:
+    def _call(self, name: str, messages: Sequence[ChatMessage], params: GenParams,
+              on_text: Callable[[str], None] | None = None) -> Completion:
         """One model call; whatever the backend raises but the command's own errors becomes
         `MemberFailed` (module docstring), and nothing of it is cached or charged."""
         with _SPENDING_LOCK:
             _SPENDING.check()
         backend = self._acquire(name)
         try:
-            completion = backend.chat(messages, params)
+            completion = (backend.chat(messages, params) if on_text is None
+                          else backend.chat_streaming(messages, params, on_text))
         except Exception as error:
             if isinstance(error, TrinityError) and not isinstance(error, BackendError):
                 raise  # the command's to report: a missing file, the sandbox, a cap

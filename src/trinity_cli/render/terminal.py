@@ -22,13 +22,14 @@ from trinity_cli.events import (
     RequestFailed,
     ServeLoading,
     ServeStarted,
+    TextWritten,
     TurnPlayed,
 )
 from trinity_cli.messages import ROLES, Turn
 from trinity_cli.render import console
 from trinity_cli.render.workflow import workflow_tree
 from trinity_cli.runs.reports import TableView, md_table
-from trinity_cli.turns.prompts import examples_note
+from trinity_cli.answer_kinds import KINDS, answer_kind
 
 
 def _probs(names: Sequence[str], probs: Sequence[float]) -> str:
@@ -51,8 +52,8 @@ def turn_line(turn: Turn) -> Text:
     if turn.attempt:
         line.append(f"  attempt {turn.attempt + 1}", style="dim")
     if turn.examples_passed is not None:
-        passed = turn.examples_passed
-        line.append("  examples passed" if passed else "  examples failed", style="green" if passed else "red")
+        passed, what = turn.examples_passed, "constraints" if "checked" in (turn.examples or {}) else "examples"
+        line.append(f"  {what} {'passed' if passed else 'failed'}", style="green" if passed else "red")
     if turn.suggestion:
         line.append(f"  next: {turn.suggestion.value}", style="magenta")
     if turn.override:
@@ -72,6 +73,7 @@ class LiveTurns:
         self.quiet = quiet
         self.show_replies = show_replies
         self._status: Any = None
+        self._writing: int | None = None  # the turn whose reply is being shown as it is written
 
     def __enter__(self) -> LiveTurns:
         return self
@@ -95,10 +97,19 @@ class LiveTurns:
                 label = f"turn {index + 1}: {decision.model} as {decision.role.value}…"
                 self._status = console.err.status(Text(label, style="dim"))
                 self._status.start()
+            case TextWritten(index=index, text=text) if self.show_replies:
+                if self._writing != index:
+                    self._stop()
+                    self._writing = index
+                    console.err.print("    ", end="")
+                console.err.print(Text(text.replace("\n", "\n    "), style="dim"), end="", soft_wrap=True)
             case TurnPlayed(turn=turn):
                 self._stop()
+                streamed, self._writing = self._writing == turn.index, None
+                if streamed:
+                    console.err.print()
                 console.err.print(turn_line(turn))
-                if self.show_replies and turn.error is None:
+                if self.show_replies and turn.error is None and not streamed:
                     reply = turn.reply if len(turn.reply) < 600 else turn.reply[:600] + " …"
                     console.err.print(Text("    " + reply.replace("\n", "\n    "), style="dim"), soft_wrap=True)
 
@@ -199,6 +210,11 @@ def runs_table(runs: Sequence[Any]) -> None:
     console.out.print(table)
 
 
+def _known_kind(name: Any) -> str | None:
+    """A recorded answer kind, or None when this install does not have it (a package's kind)."""
+    return name if isinstance(name, str) and name in KINDS else None
+
+
 def replay_ask(record: dict[str, Any]) -> None:
     """Turn-by-turn replay of an ask run: probabilities, chosen pair, prompt, reply."""
     models = record["pool"]["models"]
@@ -236,7 +252,7 @@ def replay_ask(record: dict[str, Any]) -> None:
                  + (", a vote" if turn.vote else "")
                  + (f", agreed with turn {turn.agreed_with + 1}" if turn.agreed_with is not None else ""))
         if turn.examples is not None:
-            stats += "\n" + examples_note(turn.examples)
+            stats += "\n" + answer_kind(_known_kind(record.get("answer_kind"))).check_note(turn.examples)
         prompt = "\n\n".join(f"[{m.role}]\n{m.content}" for m in turn.messages)
         body = Group(
             probs,
@@ -269,6 +285,29 @@ def pools_list(pools: Sequence[tuple[str, str, Sequence[tuple[str, str]]]]) -> N
         line = Text(name, style="bold")
         line.append(f"  {path}\n  " + ", ".join(f"{m} ({what})" for m, what in models))
         console.out.print(line)
+
+
+def catalog_list(found: Any) -> None:
+    """`trinity pools`: the pools (`pools_list`), then each registry's names (catalog.py), a
+    package's marked with its entry."""
+    pools_list([(p.name, p.path, p.members) for p in found.pools])
+    for section, entries in found.sections.items():
+        console.out.print(Text(f"\n{section}", style="bold"))
+        for entry in entries:
+            line = Text(f"  {entry.name}", style="bold")
+            line.append(f"  {entry.summary}" if entry.summary else "")
+            if entry.source != "built in":
+                line.append(f"  (from {entry.source})", style="dim")
+            console.out.print(line, soft_wrap=True)
+
+
+def pool_checked(listing: Any) -> None:
+    """`trinity pools --check FILE`: the pool read as a run reads it, and its members."""
+    console.out.print(Text(f"{listing.path}: pool {listing.name} is well formed "
+                           f"({len(listing.members)} member{'s' if len(listing.members) != 1 else ''} checked)",
+                           style="bold"))
+    for name, what in listing.members:
+        console.out.print(f"  {name} ({what})", markup=False, highlight=False)
 
 SERVE_LOADING = {
     "pool": "loading pool {what}: checking its model files (assembled once, the first time)…",

@@ -26,6 +26,7 @@ from trinity_cli.events import (
     RequestAnswered,
     RequestFailed,
     RunAllocated,
+    TextWritten,
     TurnPlayed,
 )
 from trinity_cli.serve import warm
@@ -59,7 +60,7 @@ async def stream_episode(served: ServedPool, request: ChatRequest) -> Response:
     events: asyncio.Queue[Event] = asyncio.Queue()
 
     def emit(event: Event) -> None:  # called from the worker thread
-        if isinstance(event, RunAllocated | DecisionMade | TurnPlayed):
+        if isinstance(event, RunAllocated | DecisionMade | TextWritten | TurnPlayed):
             loop.call_soon_threadsafe(events.put_nowait, event)
 
     def finished(future: asyncio.Future[AskResult]) -> None:  # on the event loop
@@ -78,13 +79,19 @@ async def stream_episode(served: ServedPool, request: ChatRequest) -> Response:
 
     async def chunks(event: Event) -> AsyncIterator[bytes]:
         yield first_chunk(chunk_id, created, request.model)
+        written = False
         while True:
             match event:
                 case DecisionMade(index=index, decision=decision):
                     text = decision_reasoning(index, decision.model, decision.role.value)
                     yield reasoning_chunk(chunk_id, created, request.model, text)
+                case TextWritten(text=text):  # the reply as it is written; TurnPlayed then omits it
+                    yield reasoning_chunk(chunk_id, created, request.model, text)
+                    written = True
                 case TurnPlayed(turn=turn):
-                    yield reasoning_chunk(chunk_id, created, request.model, turn_reasoning(turn))
+                    text = turn_reasoning(turn, quote=not written)
+                    yield reasoning_chunk(chunk_id, created, request.model, ("\n" if written else "") + text)
+                    written = False
                 case RequestFailed(error=error):
                     yield sse(api_error(error).body())  # and no [DONE]
                     return
@@ -224,7 +231,8 @@ class Routes:
     async def chat_completions(self, request: Request) -> Any:
         self.check_auth(request)
         body = await self.read_body(request)
-        chat = parse_request(body, self.served.config.names, self.served.served_models(), self.options.max_turns)
+        chat = parse_request(body, self.served.config.names, self.served.served_models(), self.options.max_turns,
+                             self.served.modes)
         if chat.stream:
             return await stream_episode(self.served, chat)
         self.served.admit()

@@ -8,9 +8,11 @@ import json
 import logging
 import math
 import time
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
+from trinity_cli.answer_kinds import KINDS
 from trinity_cli.ask import AskResult
 from trinity_cli.errors import (
     BackendError,
@@ -28,8 +30,6 @@ from trinity_cli.messages import ChatMessage, Turn
 log = logging.getLogger("trinity_cli.serve")
 
 MODEL = "trinity"
-CONDUCTOR_MODEL = f"{MODEL}/conductor"  # conductor mode (conductor/run.py), not a head
-AGREE_MODEL = f"{MODEL}/agree"  # the agree procedure (ask/answer.py's agree mode), not a head
 MAX_TURNS_LIMIT = 50
 MAX_MESSAGES = 256
 MAX_MESSAGE_CHARS = 200_000  # all messages together; the 1 MiB body limit comes first for most
@@ -90,8 +90,8 @@ def api_error(exc: BaseException) -> ApiError:
 @dataclass
 class ChatRequest:
     """A validated chat completion request. `head` None: the server's default head;
-    `conductor`: the request names `CONDUCTOR_MODEL`, answered in conductor mode; `agree`:
-    it names `AGREE_MODEL`, answered by the agree procedure."""
+    `mode`: the request names `trinity/NAME` for a served policy NAME (policies/registry.py:
+    `conductor`, `agree`, a package's), answered by that policy instead of a head."""
 
     model: str
     head: str | None
@@ -106,8 +106,8 @@ class ChatRequest:
     seed: int = 0
     show_work: bool = False
     greedy: bool | None = None  # None: the default decision mode
-    conductor: bool = False
-    agree: bool = False
+    mode: str | None = None
+    kind: str | None = None  # the answer kind (answer_kinds/); None: what the question asks for
 
 
 def _is_int(value: Any) -> bool:
@@ -161,11 +161,14 @@ def parse_messages(raw: Any) -> tuple[str, list[ChatMessage]]:
 
 
 def parse_request(
-    body: bytes, pool_models: list[str], served: list[str], default_max_turns: int | None = None
+    body: bytes, pool_models: list[str], served: list[str], default_max_turns: int | None = None,
+    modes: Collection[str] = (),
 ) -> ChatRequest:
     """Validate a chat completion request body against the pool's models and the served
     model ids; raises `ApiError` (400, or 404 for an unknown model). A request without
-    `max_turns` gets `default_max_turns` (None: its head's, resolved when it is played)."""
+    `max_turns` gets `default_max_turns` (None: its head's, resolved when it is played).
+    `modes`: the served policy names: `trinity/NAME` for one of them is that policy, any
+    other `trinity/NAME` the head NAME."""
     try:
         data = json.loads(body)
     except ValueError:
@@ -173,8 +176,8 @@ def parse_request(
     if not isinstance(data, dict):
         raise _bad("the request body must be a JSON object", code="invalid_json")
     model = _model(data, served)
-    conductor = model == CONDUCTOR_MODEL
-    agreeing = model == AGREE_MODEL
+    named = model.partition("/")[2]
+    mode = named if named in modes else None
     task, context = parse_messages(data.get("messages"))
     _refuse_unsupported(data)
     stream_options = _stream_options(data)
@@ -185,7 +188,7 @@ def parse_request(
     _refuse_non_boolean_flags(data)
     return ChatRequest(
         model=model,
-        head=None if conductor or agreeing else model.partition("/")[2] or None,
+        head=None if mode is not None else named or None,
         task=task,
         context=context,
         stream=data.get("stream") or False,
@@ -197,9 +200,19 @@ def parse_request(
         seed=seed,
         show_work=bool(data.get("show_work")),
         greedy=data.get("greedy"),
-        conductor=conductor,
-        agree=agreeing,
+        mode=mode,
+        kind=_kind(data),
     )
+
+
+def _kind(data: dict[str, Any]) -> str | None:
+    """The `kind` extension: an answer kind's name (answer_kinds/registry.py), or None."""
+    kind = data.get("kind")
+    if kind is None:
+        return None
+    if not isinstance(kind, str) or kind not in KINDS:
+        raise _bad(f"'kind' must name an answer kind ({did_you_mean(str(kind), KINDS.names())})", "kind")
+    return kind
 
 
 def _model(data: dict[str, Any], served: list[str]) -> str:
@@ -349,9 +362,10 @@ def decision_reasoning(index: int, model: str, role: str) -> str:
     return f"Turn {index + 1}: {model} as {role}…\n"
 
 
-def turn_reasoning(turn: Turn) -> str:
+def turn_reasoning(turn: Turn, quote: bool = True) -> str:
     """The `reasoning_content` sent when a turn ends: who acted (and why, if a rule changed
-    the role), the verdict, the reply's first EXCERPT_CHARS characters, the turn's cost."""
+    the role), the verdict, the reply's first EXCERPT_CHARS characters (unless `quote` is
+    False: the reply was streamed as it was written), the turn's cost."""
     head = f"{turn.model} {turn.role.value}"
     if turn.override:
         head += f" ({turn.override})"
@@ -362,7 +376,7 @@ def turn_reasoning(turn: Turn) -> str:
     quoted = "\n".join(f"> {line}" for line in excerpt.splitlines() if line.strip())
     cost = f"{turn.prompt_tokens}→{turn.completion_tokens} tokens, {turn.latency_s:.1f} s" + (
         ", cached" if turn.cached else "")
-    return f"{head}\n{quoted}\n({cost})\n\n"
+    return f"{head}\n{quoted}\n({cost})\n\n" if quote else f"{head} ({cost})\n\n"
 
 
 def reasoning_chunk(chunk_id: str, created: int, model: str, text: str) -> bytes:

@@ -4,7 +4,7 @@ one question to the next (as Ollama keeps a model loaded), and in its own proces
 
 The record of a warm server (`TRINITY_HOME/warm/serve-<pid>.json`, written atomically by
 `trinity serve` once it listens, removed when it stops; serve/run.py):
-    {"format": "trinity-warm/2", "pid", "url": "http://HOST:PORT", "pool_source": the pool
+    {"format": "trinity-warm/3", "pid", "url": "http://HOST:PORT", "pool_source": the pool
      file's path, "pool_sha": sha256 of its bytes, "head": --head or null, "backbone": --backbone
      or null, "device", "use_cache", "api_key_env": the variable holding its token, or null}
 A question goes to a warm server when its pool file (by path and bytes), head, backbone,
@@ -41,21 +41,31 @@ from typing import Any
 from trinity_cli import paths
 from trinity_cli.ask import AskOptions, AskResult, read_question
 from trinity_cli.errors import TrinityError
-from trinity_cli.events import AskStarted, DecisionMade, Event, ProgressFn, RunAllocated, TurnPlayed, quiet
+from trinity_cli.events import (
+    AskStarted,
+    DecisionMade,
+    Event,
+    ProgressFn,
+    RunAllocated,
+    TextWritten,
+    TurnPlayed,
+    quiet,
+)
 from trinity_cli.messages import Decision, Role, Turn
 from trinity_cli.pool_config import PoolConfig, load_pool
 from trinity_cli.runs.store import RunStore
 
 log = logging.getLogger(__name__)
 
-# /2: the streamed AskStarted says `uniform` where /1 said `trained`; a server of another format
-# is not asked (its events would not read), the question is answered in process.
-FORMAT = "trinity-warm/2"
+# /2: the streamed AskStarted says `uniform` where /1 said `trained`; /3: it says the answering
+# policy's `summary`. A server of another format is not asked (its events would not read), the
+# question is answered in process.
+FORMAT = "trinity-warm/3"
 PROBE_TIMEOUT_S = 1.0
 START_TIMEOUT_S = 600.0  # a first start may assemble the pool's model files and convert the backbone
 # What a question carries to the warm server (the rest must match the server's own options).
 REQUEST_FIELDS = ("max_turns", "seed", "exclude", "greedy", "token_budget", "cost_budget", "mode", "conductor",
-                  "conductor_depth")
+                  "conductor_depth", "kind")
 
 
 def warm_dir() -> Path:
@@ -191,6 +201,8 @@ def event_line(event: Event) -> dict[str, Any] | None:
         return {"event": "DecisionMade", "data": {"index": event.index, "decision": asdict(event.decision)}}
     if isinstance(event, TurnPlayed):
         return {"event": "TurnPlayed", "data": event.turn.to_dict()}
+    if isinstance(event, TextWritten):
+        return {"event": "TextWritten", "data": asdict(event)}
     if isinstance(event, RunAllocated):
         return {"event": "RunAllocated", "data": {"run": event.run}}
     if isinstance(event, AskStarted):
@@ -206,6 +218,8 @@ def read_event(line: dict[str, Any]) -> Event | None:
         return DecisionMade(data["index"], Decision(**decision))
     if name == "TurnPlayed":
         return TurnPlayed(Turn.from_dict(data))
+    if name == "TextWritten":
+        return TextWritten(**data)
     if name == "RunAllocated":
         return RunAllocated(data["run"])
     if name == "AskStarted":

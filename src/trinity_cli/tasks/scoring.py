@@ -11,6 +11,7 @@ References, by scorer:
     choice    a letter "A".."E"
     exact     a string, compared after normalisation (case, spaces, outer punctuation)
     code      {"tests": str, "prelude": str = "", "entry_point": str | None, "timeout_s": float = 10}
+    freeform  a list of constraints the whole reply must meet (tasks/constraints.py)
 
 How answers are read from a reply:
 
@@ -47,6 +48,7 @@ from trinity_cli.tasks.answers import (
     parse_reference_number,
 )
 from trinity_cli.tasks.code import score_code
+from trinity_cli.tasks.constraints import score_constraints
 from trinity_cli.tasks.mathequiv import math_equal, normalize_math
 
 
@@ -90,6 +92,7 @@ SCORERS: dict[str, Scorer] = {
     "choice": score_choice,
     "exact": score_exact,
     "code": score_code,
+    "freeform": score_constraints,
 }
 
 

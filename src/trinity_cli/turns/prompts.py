@@ -46,6 +46,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from trinity_cli.answer_kinds import answer_kind
+from trinity_cli.answer_kinds.examples import examples_note
 from trinity_cli.messages import ChatMessage, Role, Turn
 from trinity_cli.turns.rules import asked_alone, latest_proposal
 
@@ -189,22 +191,16 @@ def aggregate_task(task: str, answers: Sequence[str], limit: int = AGGREGATE_ANS
     return AGGREGATE.format(task=task, count=count, answers=shown)
 
 
-def _shown_turn(turn: Turn) -> str:
-    """A turn as later prompts show it: label, reply (clipped), and its example run."""
-    text = f"[{LABEL[turn.role]}]\n{clip(turn.reply)}"
+def _shown_turn(turn: Turn, kind: str | None = None) -> str:
+    """A turn as later prompts show it: label, reply (clipped), and its checks' result."""
+    found = answer_kind(kind)
+    text = f"[{LABEL[turn.role]}]\n{clip(turn.reply, found.history_chars)}"
     if turn.examples is not None:
-        text += "\n" + examples_note(turn.examples)
+        text += "\n" + found.check_note(turn.examples)
     return text
 
 
-def examples_note(result: dict[str, object]) -> str:
-    """One line on a code answer's example run (settle.ExampleRun as a dict)."""
-    if result.get("passed"):
-        return "(trinity ran the task's examples on this code: all passed)"
-    failing = str(result.get("failing") or "").strip()
-    error = str(result.get("error") or "").strip()
-    what = f" `{failing}`" if failing else ""
-    return f"(trinity ran the task's examples on this code: failed{what}: {error or 'no result'})"
+__all__ = ["examples_note"]  # prompts.examples_note: where callers have found it
 
 
 def build_messages(
@@ -218,25 +214,30 @@ def build_messages(
     alone: bool = False,
 ) -> list[ChatMessage]:
     """The messages sent to a `style` member acting as `role` (see module docstring);
-    `kind` is the task's scorer kind (None: unknown); `alone`: asked from the task alone,
-    with the Worker's instructions, whatever `role` is recorded."""
+    `kind` is the task's answer kind (None: a short answer of no stated form), which may
+    replace the style's instructions (answer_kinds/base.py `instruction`); `alone`: asked from
+    the task alone, with the Worker's instructions, whatever `role` is recorded."""
     if style not in INSTRUCTIONS:
         raise ValueError(f"unknown style {style!r}")
+    found = answer_kind(kind)
     if asked_alone(role, kind, alone):
         shown: list[Turn] = []
         asked = Role.WORKER
     else:
         shown = list(turns) if keep_last is None else list(turns)[len(turns) - keep_last :] if keep_last else []
         asked = role
+    if asked is Role.VERIFIER and not found.verifier_sees_turns:
+        shown = []
     parts = opening(task, context)
     if shown:
         dropped = len(turns) - len(shown)
         header = f"Turns so far ({dropped} earlier turns omitted):" if dropped else "Turns so far:"
-        parts.append(header + "\n" + "\n\n".join(_shown_turn(t) for t in shown))
-    if asked is Role.VERIFIER:
-        proposed = latest_proposal(turns)
-        if proposed is not None:
-            note = f"\n{examples_note(proposed.examples)}" if proposed.examples is not None else ""
-            parts.append(f"Proposed code to check:\n{clip(proposed.reply)}{note}")
-    parts.append(f"{INSTRUCTIONS[style][asked]}\n{REQUEST[style][asked]}")
+        parts.append(header + "\n" + "\n\n".join(_shown_turn(t, kind) for t in shown))
+    proposed = latest_proposal(turns)
+    if asked is Role.VERIFIER and proposed is not None:
+        note = f"\n{found.check_note(proposed.examples)}" if proposed.examples is not None else ""
+        parts.append(f"{found.proposal_label}\n{clip(proposed.reply, found.history_chars)}{note}")
+    own = found.instruction(style, asked, revising=bool(shown) and proposed is not None)
+    instruction, request = own if own is not None else (INSTRUCTIONS[style][asked], REQUEST[style][asked])
+    parts.append(f"{instruction}\n{request}")
     return [ChatMessage("system", SYSTEM), ChatMessage("user", "\n\n".join(parts))]

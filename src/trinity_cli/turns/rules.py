@@ -1,16 +1,18 @@
 """Which calls of an episode answer and what each is shown: the rules the prompts, the turn
 engine (episode/loop.py) and the settling of answers (turns/settle.py) share.
 
-A Worker call always proposes an answer. A Verifier asked alone (every Verifier outside code
-tasks, and any call a fixed procedure marks `alone`) sees only the conversation and the task
-and answers as a Worker would, so its answer is independent and counts as a vote. On code
-tasks a Verifier is shown the latest proposed code instead, and does not answer.
+A Worker call always proposes an answer. A Verifier asked alone (every Verifier of a kind
+whose answers are compared by value, and any call a fixed procedure marks `alone`) sees only
+the conversation and the task and answers as a Worker would, so its answer is independent and
+counts as a vote. On a judged kind (code, free-form: answer_kinds/base.py) a Verifier is shown
+the latest proposed answer instead, and judges it without answering.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from trinity_cli.answer_kinds import answer_kind
 from trinity_cli.messages import Role, Turn
 
 
@@ -34,5 +36,5 @@ def role_proposes_answer(role: Role, alone: bool) -> bool:
 
 def asked_alone(role: Role, kind: str | None, alone: bool = False) -> bool:
     """Whether a call in `role` sees the task alone (module docstring): when the decision
-    says so, and a Verifier on every task but code, which it must read or test."""
-    return alone or (role is Role.VERIFIER and kind != "code")
+    says so, and a Verifier of every kind but the judged ones, whose answer it must judge."""
+    return alone or (role is Role.VERIFIER and not answer_kind(kind).judged)

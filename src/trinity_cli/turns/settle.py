@@ -24,122 +24,38 @@ the scorer kind). Rules (episode/loop.py applies them turn by turn):
                 code answer. In `agree` and in a head's episode (turns/source_rules.py, rule 5),
                 the first code that passes its examples ends the episode.
 
-Examples (`Examples`): the tests a code task shows in its own text, never the ones it is
-scored on (tasks/builtin.py: MBPP's first assert; HumanEval's `>>>` lines; a `file:` task's
-`examples` field); for `ask` and `serve`, the asserts and `>>>` lines found in the question
-(tasks/doctests.py). Each run goes through the sandbox and its recorder (sandbox/recorded.py).
+How a kind settles is the kind's to declare (answer_kinds/base.py `settles`): "votes" kinds
+follow the rules above; "judged" kinds (code, free-form) are not compared, and what "code"
+says above holds for every judged kind with its own checks (code: the task's shown examples,
+answer_kinds/examples.py; free-form: the request's stated constraints). A free-form
+episode's answer is the accepted one, else the latest answer that passed its checks, else
+the latest answer.
 """
 
 from __future__ import annotations
 
-import ast
-import re
-import secrets
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
-from typing import Any
 
+from trinity_cli.answer_kinds import answer_kind
+from trinity_cli.answer_kinds.examples import ExampleRun, Examples, run_examples
 from trinity_cli.messages import Turn
-from trinity_cli.sandbox.recorded import run_python_recorded
-from trinity_cli.tasks.answers import FinalAnswer, final_answer, same_answer
-from trinity_cli.tasks.code import build_program, extract_code
+from trinity_cli.tasks.answers import FinalAnswer
 from trinity_cli.turns import rules
 
-_DEFINITION = re.compile(r"^\s*(?:async\s+def|def|class)\s+\w", re.MULTILINE)
-
-EXAMPLE_TIMEOUT_S = 10.0
-ERROR_CHARS = 200
-
-
-@dataclass(frozen=True)
-class Examples:
-    """A code task's shown tests: `source`, Python (setup statements and asserts); `prelude`
-    and `entry_point` as in the item's code reference (tasks/code.py)."""
-
-    source: str
-    prelude: str = ""
-    entry_point: str | None = None
-
-    @classmethod
-    def from_reference(cls, reference: Any) -> Examples | None:
-        """The examples of a code item's reference dict (its "examples" key), or None."""
-        if not isinstance(reference, dict) or not str(reference.get("examples") or "").strip():
-            return None
-        return cls(str(reference["examples"]), str(reference.get("prelude") or ""), reference.get("entry_point"))
-
-
-@dataclass(frozen=True)
-class ExampleRun:
-    """What running a code answer against its examples did: `passed`; else `failing`, the
-    first example that failed (None when the code itself did not run), and `error`, its
-    exception line."""
-
-    passed: bool
-    failing: str | None = None
-    error: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-def _statements(source: str) -> list[str]:
-    """`source` split into its top-level statements (the whole text if it does not parse)."""
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
-        return [source]
-    return [ast.get_source_segment(source, node) or "" for node in tree.body]
-
-
-def run_examples(reply: str, examples: Examples, strict: bool = False) -> ExampleRun:
-    """Run the code of `reply` and then each of `examples`' statements in turn, in the
-    sandbox; the first statement that raises is the failing example."""
-    marker = f"trinity-example-{secrets.token_hex(6)}:"
-    steps = _statements(examples.source)
-    runner = (
-        f"__trinity_steps = {steps!r}\n"
-        "for __trinity_i, __trinity_src in enumerate(__trinity_steps):\n"
-        "    try:\n"
-        "        exec(__trinity_src, globals())\n"
-        "    except BaseException as __trinity_e:\n"
-        f"        print({marker!r} + str(__trinity_i) + ':' + type(__trinity_e).__name__ + ': ' "
-        f"+ str(__trinity_e)[:{ERROR_CHARS}])\n"
-        "        raise SystemExit(1)\n"
-    )
-    done = f"trinity-examples-done-{secrets.token_hex(6)}"
-    program = build_program(reply, {"prelude": examples.prelude, "entry_point": examples.entry_point,
-                                    "tests": runner}, done)
-    result = run_python_recorded(program, secrets=(marker, done), timeout_s=EXAMPLE_TIMEOUT_S,
-                                 strict=strict)
-    if result.passed and done in result.stdout:
-        return ExampleRun(True)
-    for line in result.stdout.splitlines():
-        if line.startswith(marker):
-            index, _, error = line[len(marker):].partition(":")
-            return ExampleRun(False, steps[int(index)].strip(), error.strip())
-    if result.killed_for == "timeout":
-        return ExampleRun(False, None, "timed out")
-    last = next((ln for ln in reversed(result.stderr.splitlines()) if ln.strip()), "")
-    return ExampleRun(False, None, last.strip()[:ERROR_CHARS] or f"exit status {result.returncode}")
-
+__all__ = ["ExampleRun", "Examples", "run_examples"]  # where callers have always found them
 
 def answer_of(turn: Turn, kind: str | None) -> FinalAnswer | None:
     """The answer an answering turn commits to, as the scorer of `kind` reads it (None for
     code, and for turns that do not answer)."""
-    if not rules.proposes_answer(turn) or kind == "code":
+    if not rules.proposes_answer(turn):
         return None
-    return final_answer(turn.reply, kind)
+    return answer_kind(kind).read(turn.reply)
 
 
 def gives_answer(reply: str, kind: str | None) -> bool:
-    """Whether `reply` holds an answer the scorer of `kind` can read: on code, a definition
-    (a `def` or `class` line) in its code; with no kind (a free question), any text;
-    otherwise a final answer."""
-    if kind is None:
-        return bool(reply.strip())
-    if kind == "code":
-        return _DEFINITION.search(extract_code(reply)) is not None
-    return final_answer(reply, kind) is not None
+    """Whether `reply` holds an answer of `kind` (its `gives_answer`: on code, a definition in
+    its code; a short answer of no stated form or free-form, any text; otherwise a final answer)."""
+    return answer_kind(kind).gives_answer(reply)
 
 
 def shown_turns(turns: Sequence[Turn], turn: Turn) -> list[Turn]:
@@ -157,7 +73,7 @@ def is_vote(turns: Sequence[Turn], turn: Turn, kind: str | None) -> bool:
         return False
     for seen in shown_turns(turns, turn):
         theirs = answer_of(seen, kind)
-        if theirs is not None and same_answer(mine, theirs):
+        if theirs is not None and answer_kind(kind).same(mine, theirs):
             return False
     return True
 
@@ -168,7 +84,7 @@ def agreed_with(turns: Sequence[Turn], answer: FinalAnswer | None, kind: str | N
         return None
     for turn in reversed(turns):
         theirs = answer_of(turn, kind)
-        if theirs is not None and same_answer(answer, theirs):
+        if theirs is not None and answer_kind(kind).same(answer, theirs):
             return turn.index
     return None
 
@@ -180,8 +96,8 @@ def agreement(turns: Sequence[Turn], kind: str | None) -> int | None:
     if not turns:
         return None
     last = turns[-1]
-    if kind == "code":
-        return last.index if last.examples_passed else None
+    if answer_kind(kind).judged:  # code: the first that passes its examples; free-form: only an ACCEPT
+        return last.index if last.examples_passed and answer_kind(kind).stop_when_checks_pass else None
     if not last.vote:
         return None
     return agreed_with([t for t in turns[:-1] if t.vote], answer_of(last, kind), kind)
@@ -192,7 +108,7 @@ def settled_answer(turns: Sequence[Turn], kind: str | None) -> str | None:
     answering = [t for t in turns if rules.proposes_answer(t)]
     if not answering:
         return None
-    if kind == "code":
+    if answer_kind(kind).judged:
         passing = [t for t in answering if t.examples_passed]
         return (passing or answering)[-1].reply
     groups: list[tuple[FinalAnswer, list[Turn]]] = []
@@ -201,7 +117,7 @@ def settled_answer(turns: Sequence[Turn], kind: str | None) -> str | None:
             continue
         mine = answer_of(turn, kind)
         assert mine is not None  # a vote has an answer
-        group = next((g for g in groups if same_answer(g[0], mine)), None)
+        group = next((g for g in groups if answer_kind(kind).same(g[0], mine)), None)
         if group is None:
             groups.append((mine, [turn]))
         else:

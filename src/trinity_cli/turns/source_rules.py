@@ -12,11 +12,13 @@ it decides otherwise (a reader, coordinator/reader.py, decides stop and final an
            the source still picks the model.
         2. A Verifier picked before any answer exists acts as a Worker instead (there is
            nothing to verify; the turn is not wasted).
-        3. On a code task, after the latest proposed code failed the task's shown examples,
-           a Verifier picked then acts as a Worker from the task alone: its verdict is
-           known already (an ACCEPT of failing code is not taken). Without this rule a head
-           that keeps picking Verifiers re-judges the same failing code until the turns run
-           out. (The next Worker then writes from the task alone: episode/loop.py.)
+        3. After the latest proposed answer failed the task's checks (code: its shown
+           examples; free-form: the constraints the request states), a Verifier picked then
+           acts as a Worker: its verdict is known already (an ACCEPT of a failing answer is
+           not taken). Without this rule a head that keeps picking Verifiers re-judges the
+           same failing code until the turns run out. On code that Worker writes from the
+           task alone (the kind's `retry_alone`: shown the failing code, members repeat
+           it); on free-form it revises the answer, shown what failed.
         4. On the last turn, if no answer exists yet, the role is Worker, so every episode
            ends with an answer. The last turn is turn `max_turns`, or the turn after the one
            that reached the token or cost budget (`spent`).
@@ -24,7 +26,8 @@ it decides otherwise (a reader, coordinator/reader.py, decides stop and final an
                         now (stop_reason `stop_reason`, "agreed"), or None to go on. With `stop_when_agreed` (the fixed
                         `agree`): the first agreement (turns/settle.agreement; on code, the
                         first code passing its shown examples). With `stop_when_code_passes`
-                        (rule 5, every head): on code only, the first code passing them.
+                        (rule 5, every head): on a kind whose checks are its whole judgement
+                        (`stop_when_checks_pass`: code), the first answer passing them.
     final(turns, kind)  at the end without an ACCEPT or a stop: the episode's answer, the
                         plurality of votes (turns/settle.settled_answer).
     can_pick(models, excluded)
@@ -39,6 +42,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 
+from trinity_cli.answer_kinds import answer_kind
 from trinity_cli.messages import Decision, Role, Turn
 from trinity_cli.turns import settle
 
@@ -59,15 +63,15 @@ class SourceRules:
             role, override = suggested, f"thinker suggested {suggested.value}"
         if role is Role.VERIFIER and proposed is None:
             role, override = Role.WORKER, "no answer to verify yet: verifier acts as worker"
-        if role is Role.VERIFIER and kind == "code" and proposed is not None and proposed.examples_passed is False:
-            role, override = Role.WORKER, "the proposed code failed its examples: verifier acts as worker, alone"
+        if role is Role.VERIFIER and proposed is not None and proposed.examples_passed is False:
+            role, override = Role.WORKER, answer_kind(kind).failed_check_override
         if last and proposed is None and role is not Role.WORKER:
             why = "last turn" if spent is None else f"{spent.replace('_', ' ')} spent"
             role, override = Role.WORKER, f"{why} and no answer yet: worker"
         return role, override if override is not None else self.label
 
     def stop(self, turns: Sequence[Turn], kind: str | None) -> int | None:
-        if self.stop_when_agreed or (kind == "code" and self.stop_when_code_passes):
+        if self.stop_when_agreed or (answer_kind(kind).stop_when_checks_pass and self.stop_when_code_passes):
             return settle.agreement(turns, kind)
         return None
 

@@ -1,0 +1,146 @@
+"""What an answer kind is: everything that differs between a number, a choice letter, a
+LaTeX answer, a program and a free-form reply, in one object, so no `kind == "..."` is
+needed anywhere else.
+
+An `AnswerKind` owns:
+
+    detect(task)          whether a question's own wording asks for this kind (cheap: regular
+                          expressions, no model call); kinds are tried in registration order.
+    instruction(style, role, revising)
+                          (instruction, request) that replaces the style's own for this kind,
+                          or None to keep the style's (turns/prompts.py).
+    fits_style(style, task)
+                          whether a member of `style` is asked at all (a haiku is not a program).
+    max_tokens(role)      a reply cap for the role, or None for the member's own.
+    read(reply)           the answer a reply commits to (`FinalAnswer`), or None; kinds that
+                          are not compared by value return None always.
+    same(a, b)            whether two read answers agree.
+    gives_answer(reply)   whether a reply holds an answer of this kind at all.
+    answer_text(text)     what `ask` prints and `serve` returns, from the answering reply's
+                          model text (trinity's program scaffold already taken off).
+    score(output, reference)
+                          1.0 or 0.0, as bench scores an item of this kind.
+    checks(task, reference)
+                          what trinity can run on every answer of this task (code: its shown
+                          examples; free-form: the constraints it states), or None.
+
+and declares how an episode settles its answers (`settles`):
+
+    "votes"     answers are read and compared: a Verifier answers from the task alone and
+                ACCEPTs when it agrees with an earlier answer; plurality at the end.
+    "judged"    answers are not compared: a Verifier is shown the latest answer and judges
+                it (`Verdict: ACCEPT|REVISE`); checks, where the task has them, run on every
+                answer, and a Verifier is not asked about an answer that failed them.
+
+A kind from another package registers in the entry-point group `trinity_cli.answer_kinds`
+(registry.py) with an `AnswerKind` instance.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from trinity_cli.answer_kinds.examples import examples_note
+from trinity_cli.messages import Role
+from trinity_cli.tasks.answers import FinalAnswer, final_answer, marked_answer, same_answer
+
+
+class Checks(Protocol):
+    """What trinity runs on every answer of a task (a code task's shown examples, a free-form
+    request's stated constraints): `run` gives the dict a turn records in `Turn.examples`
+    ({"passed": bool, "failing": what failed or None, "error": why}), `note` the line later
+    prompts show under that answer (the kind's `check_note`)."""
+
+    def run(self, reply: str, strict: bool = False) -> dict[str, Any]: ...
+
+
+class AnswerKind:
+    """A short answer read by `read` and compared by `same` (the defaults: the kind-free
+    reading of tasks/answers.py); subclasses override what differs."""
+
+    name: str = "answer"
+    settles: str = "votes"  # "votes" or "judged" (module docstring)
+    summary: str = "a short answer: a number, a word, a name"
+    # Detection order: lower first (code before a free-form "Write ...").
+    priority: int = 50
+    # Which reader weights a reader (coordinator/reader.py) applies: "answer", "choice" or "code".
+    reader_family: str = "answer"
+    # A Verifier is shown the turns so far as well as the answer it judges (code), or the
+    # answer alone (free-form: a long answer is not shown twice).
+    verifier_sees_turns: bool = True
+    # A head's episode ends at the first answer that passes the task's checks (rule 5,
+    # turns/source_rules.py): the checks are the whole judgement (code's examples).
+    stop_when_checks_pass: bool = False
+    # The fixed `agree` procedure drafts, judges and revises (episode/schedules.py) rather than
+    # asking members alone until two answers agree.
+    agree_judges: bool = False
+    # Turn.override of a Verifier that acts as a Worker after a failed check (rule 3).
+    failed_check_override: str = "the proposed answer failed its checks: verifier acts as worker"
+    # What a Verifier is shown the answer under.
+    proposal_label: str = "Proposed code to check:"
+    # Said to the conductor's last step, before its Worker instructions (conductor/run.py).
+    final_step_note: str = ""
+    # How a Verifier of this kind's checked answers is answered when a check fails: the
+    # next Worker writes from the task alone (code: shown failing code, members repeat it),
+    # or revises it (free-form: the failure says what to fix).
+    retry_alone: bool = False
+    # Past replies shown to later turns are clipped to this many characters.
+    history_chars: int = 1500
+
+    def detect(self, task: str) -> bool:
+        return False
+
+    def instruction(self, style: str, role: Role, revising: bool) -> tuple[str, str] | None:
+        return None
+
+    def fits_style(self, style: str, task: str) -> bool:
+        return True
+
+    def max_tokens(self, role: Role) -> int | None:
+        return None
+
+    def check_note(self, result: dict[str, Any]) -> str:
+        """The line later prompts show under an answer, from what its checks recorded."""
+        return examples_note(result)
+
+    def read(self, reply: str) -> FinalAnswer | None:
+        return final_answer(reply)
+
+    def vote_key(self, answer: str, reference: Any = None) -> str | None:
+        """What a single answer counts as in bench's vote: its read value ("kind:value"), or
+        None when it has no readable answer."""
+        found = self.read(answer)
+        return f"{found.kind}:{found.value}" if found is not None else None
+
+    def same(self, a: FinalAnswer, b: FinalAnswer) -> bool:
+        return same_answer(a, b)
+
+    def gives_answer(self, reply: str) -> bool:
+        return bool(reply.strip())
+
+    def answer_text(self, text: str, printed: str | None = None) -> str:
+        """The answer alone (turns/answer_text.py): a program's printed value when it printed
+        one, else what `found` reads, else the marked answer, else the whole text."""
+        if printed is not None and printed.strip():
+            return printed.strip()
+        found = self.found(text)
+        if found is None or not found.strip():
+            found = marked_answer(text)
+        return found.strip() if found is not None else text.strip()
+
+    def found(self, text: str) -> str | None:
+        """The answer as the reply writes it, for `answer_text` (None: use the marked answer)."""
+        return None
+
+    def score(self, output: str, reference: Any) -> float:
+        raise NotImplementedError(f"answer kind {self.name!r} has no scorer")
+
+    def checks(self, task: str, reference: Any = None) -> Any:
+        return None
+
+    @property
+    def judged(self) -> bool:
+        return self.settles == "judged"
+
+    def __repr__(self) -> str:
+        return f"<answer kind {self.name}>"

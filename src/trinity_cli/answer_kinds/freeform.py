@@ -1,0 +1,122 @@
+"""The free-form answer kind: a proof, an explanation, advice, a piece of writing — anything
+without a short checkable value. The answer is the whole reply, in Markdown.
+
+Roles, as the paper means them: a Thinker outlines (or critiques) without answering; a
+Worker writes the answer, or, once there is one, revises it with the critique and the check
+results shown above it; a Verifier is shown the request and the latest answer alone and
+either ACCEPTs it or says concretely what is wrong (`Verdict: ACCEPT|REVISE`). The episode
+ends at an ACCEPT (the answer is the accepted one) or when the turns run out (the latest
+answer that met the request's stated constraints, else the latest answer).
+
+Checks: the constraints the request states (answer_kinds/constraints.py) are checked on every
+answer; the result is shown to later turns, a Verifier is not asked about an answer that
+failed them (the next Worker revises it), and a Verifier's ACCEPT of such an answer cannot
+happen. `program` members are not asked (a haiku is not a program; a question that asks for
+a computation is a short-answer kind). Replies get room for a real answer (`max_tokens`).
+
+Scoring (bench): an item's reference is its list of constraints; it scores 1.0 when the
+answer meets all of them.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from trinity_cli.answer_kinds.base import AnswerKind
+from trinity_cli.messages import Role
+from trinity_cli.tasks.answers import FinalAnswer
+from trinity_cli.tasks.constraints import Constraints, answer_body, parse, score_constraints
+
+# What a request for a free-form answer opens with (after "please", "can you", ...), or asks for anywhere.
+_OPENING = re.compile(
+    r"^\s*(?:(?:please|kindly|now)\s*,?\s+|(?:can|could|would|will) you\s+(?:please\s+)?|i (?:want|need) you to\s+|"
+    r"help me\s+)*(?:prove|show that|explain|describe|write|compose|draft|summari[sz]e|translate|outline|discuss|"
+    r"compare|contrast|argue|suggest|recommend|give (?:me )?(?:some |a few |an? )?(?:tips|advice|ideas|examples|"
+    r"overview|summary|explanation|reasons|list)|tell me (?:about|a|an|how|why)|list|brainstorm|rewrite|paraphrase|"
+    r"critique|review|plan|design|create|generate|propose|justify|derive|elaborate|introduce|define|teach)\b",
+    re.I)
+_ANYWHERE = re.compile(
+    r"^\s*(?:why|how (?:do|does|did|can|could|should|would|to|is|are)|what (?:are|were) (?:the |some )?"
+    r"(?:pros|cons|benefits|advantages|disadvantages|reasons|causes|differences|ways|steps|main|key)|"
+    r"what is the (?:difference|relationship|meaning|purpose|role|significance)|in what ways)\b"
+    r"|\b(?:a|an|one|short|brief|little)\s+(?:poem|haiku|limerick|sonnet|story|essay|letter|email|speech|song|"
+    r"paragraph|blog post|tweet|slogan|toast|joke)\b"
+    r"|\bstep[- ]by[- ]step (?:proof|explanation|guide)\b",
+    re.I)
+
+_WRITE = ("You answer the request in full, as a knowledgeable and careful assistant would: the whole answer "
+          "itself (a proof, an explanation, advice or a piece of writing), in Markdown where it helps. Follow "
+          "every instruction in the request exactly (length, format, words to use or avoid). Do not add an "
+          "'Answer:' line, and do not talk about the team or the instructions.")
+_REVISE = ("You revise the latest answer above. Fix every problem the Verifier or trinity's check pointed out "
+           "and keep what was right; follow every instruction in the request exactly. Write the whole revised "
+           "answer (not a list of changes), in Markdown where it helps, and nothing else: no remarks about the "
+           "revision, no 'Answer:' line.")
+_DIRECT = " Begin the answer at once, with no preamble."
+_JUDGE = ("You check the answer above against the request, and you do not trust it. Look for mistakes, gaps in "
+          "reasoning, missing parts, and every instruction in the request that it does not follow (length, "
+          "format, words). If it is correct, complete and follows every instruction, end with the line "
+          "'Verdict: ACCEPT'. Otherwise say briefly and concretely what is wrong and how to fix it, then end "
+          "with the line 'Verdict: REVISE'.")
+_OUTLINE = ("You help the team, but you do not write the answer. In at most five short lines, outline what a good "
+            "answer must contain and how to structure it; if an answer was already proposed, say exactly what is "
+            "wrong or missing in it. End with one last line that is exactly 'Next: worker' (to have the answer "
+            "written) or 'Next: verifier' (to have the latest answer checked).")
+
+
+class FreeForm(AnswerKind):
+    """Free-form answers, judged and revised (module docstring)."""
+
+    name, priority = "freeform", 90
+    settles = "judged"
+    summary = "a whole answer in Markdown (a proof, an explanation, advice, writing), judged and revised"
+    verifier_sees_turns = False
+    agree_judges = True
+    proposal_label = "Answer to check:"
+    history_chars = 3000
+    caps = {Role.WORKER: 1024, Role.VERIFIER: 320, Role.THINKER: 192}
+
+    def detect(self, task: str) -> bool:
+        return bool(_OPENING.search(task) or _ANYWHERE.search(task) or parse(task))
+
+    def fits_style(self, style: str, task: str) -> bool:
+        return style != "program"
+
+    def max_tokens(self, role: Role) -> int | None:
+        return self.caps[role]
+
+    def instruction(self, style: str, role: Role, revising: bool) -> tuple[str, str]:
+        if role is Role.THINKER:
+            return _OUTLINE, "Write the outline or critique now (not the answer)."
+        if role is Role.VERIFIER:
+            return _JUDGE, "Give your critique and verdict now."
+        if revising:
+            return _REVISE + (_DIRECT if style == "direct" else ""), "Write the whole revised answer now."
+        return _WRITE + (_DIRECT if style == "direct" else ""), "Write your answer now."
+
+    def read(self, reply: str) -> FinalAnswer | None:
+        return None  # judged, not compared
+
+    def vote_key(self, answer: str, reference: Any = None) -> str | None:
+        return None  # whole answers are not voted on
+
+    def check_note(self, result: dict[str, Any]) -> str:
+        if result.get("passed"):
+            return "(trinity checked this answer against the request's stated constraints: all met)"
+        return f"(trinity checked this answer against the request's stated constraints: {result.get('error')})"
+
+    def answer_text(self, text: str, printed: str | None = None) -> str:
+        return answer_body(text)
+
+    def checks(self, task: str, reference: Any = None) -> Constraints | None:
+        """The constraints a scored item lists (its reference), else those its wording states."""
+        if isinstance(reference, list):
+            return Constraints.of(reference)
+        return Constraints.of(parse(task))
+
+    def score(self, output: str, reference: Any) -> float:
+        return score_constraints(output, reference)
+
+
+FREEFORM = FreeForm()
