@@ -183,7 +183,9 @@ def inspect(
 
 # Long on purpose: two thirds of it are the command's option declarations (Typer reads them
 # from the signature); the body is parse -> one call -> render.
-from trinity_cli.cli import evolve as _evolve  # noqa: E402, F401 - registers `trinity evolve` here, in order
+from trinity_cli.cli.evolve import evolve as _evolve  # noqa: E402 - its options: evolve/settings.py
+
+app.command(name="evolve")(_evolve)  # registered here, in order
 
 
 @app.command()
@@ -344,9 +346,6 @@ from trinity_cli.cli.recordings import recordings_app  # noqa: E402 - registers 
 app.add_typer(recordings_app, name="recordings")
 
 
-# Library parameters whose command-line parameter has another name.
-PARAMETER_ALIASES = {"svf_targets": "svf_target"}
-
 
 def option_flags() -> dict[str, str]:
     """Parameter name -> the flag that sets it, over every command (`--input-dims` for
@@ -360,6 +359,4 @@ def option_flags() -> dict[str, str]:
             # By type name: Typer may bring its own copy of click.
             if getattr(param, "param_type_name", "") == "option" and longs and param.name:
                 flags.setdefault(param.name, longs[0])
-    for library, parameter in PARAMETER_ALIASES.items():
-        flags[library] = flags[parameter]
     return flags

@@ -5,7 +5,9 @@ thing it would replace.
 Phases (each shown in progress as `RecipePhase` and recorded in the verdict file):
   1. matrix      every member's greedy reply and `k`-1 fresh attempts from the question alone
                  on the search's training items (bench/matrix.py; recorded calls replay);
-                 written to `<home>/matrices/<pool>-<hash of mix, k, seed>.json`.
+                 written to `<home>/matrices/<pool>-<hash of mix, k, seed>.json`. A task the
+                 mix names without a count gives TRAIN_PER_TASK items (`training_mix`), never
+                 its whole split.
   2. reader      a reader (coordinator/reader.py) searched on the same matrix's replies from
                  `agree` (evolve/reader_fit.py: its GENERATIONS, POPSIZE, SIGMA0 and
                  DEFAULT_WEIGHTS, the recipe's cost weight): no model call. It reads what the
@@ -14,15 +16,15 @@ Phases (each shown in progress as `RecipePhase` and recorded in the verdict file
   3. start       the rotating start fitted to the matrix (evolve/label_fit.py, rotation_fit.py:
                  its first pick, then the other members until one agrees, as `agree` does),
                  written as the head `<name>-start` (manifest "made": "fitted").
-  4. search      sep-CMA-ES from that start (evolve/evolution.py) with `SEARCH` settings
-                 unless overridden: greedy decisions (as `ask` plays a head, so a candidate's
-                 fitness on fixed items has no sampling noise), every training item in every
-                 generation, popsize 8, the whole hidden state as input, at most 4 turns, and
-                 a step size large enough to change decisions (`SEARCH["sigma0"]`: inputs are
-                 centred to unit RMS norm, so sigma0 moves a logit by about sigma0, against a
-                 fitted start's margins of about 3; run-4 at sigma0 1 had candidates whose
-                 rewards spread by one item in 96). Skipped when the budget is below one
-                 generation: the start is the search's result.
+  4. search      sep-CMA-ES from that start (evolve/evolution.py) with `SEARCH` settings (the
+                 recipe's column of evolve/settings.py) unless overridden: greedy decisions
+                 (as `ask` plays a head, so a candidate's fitness on fixed items has no sampling
+                 noise), every training item in every generation, the whole hidden state as
+                 input, and a step size large enough to change decisions (inputs are centred
+                 to unit RMS norm, so sigma0 moves a logit by about sigma0, against a fitted
+                 start's margins of about 3: a step of 1 leaves candidates deciding alike).
+                 Skipped when the budget is below one generation: the start is the search's
+                 result.
   5. validate    `trinity bench` on the validation items (at least `MIN_VAL` by default):
                  each member alone, `agree`, the reader, the start and the search's head,
                  paired. The reader's calls are the members' calls alone: they add none.
@@ -47,7 +49,7 @@ from __future__ import annotations
 import json
 import shutil
 from collections.abc import Collection
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +63,7 @@ from trinity_cli.coordinator.head import Head
 from trinity_cli.errors import ConfigError, option
 from trinity_cli.evaluators.ray_cluster import RayOptions, check_ray
 from trinity_cli.events import ProgressFn, RecipePhase, quiet
+from trinity_cli.evolve import settings
 from trinity_cli.evolve.cost import Estimate, estimate
 from trinity_cli.evolve.evolution import evolve
 from trinity_cli.evolve.options import EvolveOptions
@@ -72,12 +75,12 @@ from trinity_cli.pool_config import PoolConfig, load_pool
 from trinity_cli.runs.store import RunStore
 
 FORMAT = "trinity-recipe/1"
-TRAIN_PER_TASK = 32  # training items a task when --tasks names none
-MIN_VAL = 294  # validation items by default, split over the training tasks (98 a task on the default three)
-DEFAULT_TASKS = "gsm8k,arc-challenge,mbpp"
-# The search's settings (module docstring, phase 3); options the user gives override them.
-SEARCH: dict[str, Any] = {"init_rotate": True, "input_dims": 0, "decisions": "greedy", "max_turns": 4,
-                          "popsize": 8, "sigma0": 3.0, "val_every": 1, "cost_weight": 0.05}
+TRAIN_PER_TASK, MIN_VAL, DEFAULT_TASKS = settings.TRAIN_PER_TASK, settings.MIN_VAL, settings.DEFAULT_TASKS
+_OWN = ("pool", "budget", "seed", "name", "out")  # the recipe's own options, not the search's settings
+# The search's settings (module docstring, phase 4): the recipe's defaults of evolve/settings.py
+# that are EvolveOptions (tasks, val_size, popsize, sigma0, ...); options the user gives override them.
+SEARCH: dict[str, Any] = {name: value for name, value in settings.defaults(settings.RECIPE).items()
+                          if name in {f.name for f in fields(EvolveOptions)} and name not in _OWN}
 SIMPLICITY = ("single", "agree", "reader", "start", "search")  # ties go to the earlier
 
 
@@ -90,7 +93,7 @@ class RecipeOptions:
     budget: int = 2000
     max_calls: int | None = None  # caps on what the run spends on model calls (pool/pool.py)
     max_usd: float | None = None
-    k: int = 2
+    k: int = settings.MATRIX_K
     seed: int = 0
     name: str | None = None
     out: str | None = None
@@ -99,13 +102,19 @@ class RecipeOptions:
     def evolve_options(self) -> EvolveOptions:
         """The search's options: the recipe's settings, then the user's."""
         base = EvolveOptions(pool=self.pool, budget=self.budget, seed=self.seed)
-        tasks_mix = (self.search.get("tasks")
-                     or ",".join(f"{t}:train:{TRAIN_PER_TASK}" for t in DEFAULT_TASKS.split(",")))
-        settings = {**SEARCH, "tasks": tasks_mix, "val_size": MIN_VAL, **self.search}
-        opts = replace(base, **settings)
+        opts = replace(base, **{**SEARCH, **self.search})
+        opts.tasks = training_mix(opts.tasks)
         if "minibatch" not in self.search:
             opts.minibatch = max(1, len(tasks.sample_items(tasks.parse_mix(opts.tasks), seed=opts.seed)))
         return opts
+
+
+def training_mix(text: str) -> str:
+    """The recipe's training mix: each task named without a count takes TRAIN_PER_TASK items
+    (all of a smaller split), never its whole split (evolve/settings.py)."""
+    entries = [e if e.n is not None else e._replace(n=min(TRAIN_PER_TASK, len(tasks.load_split(e.task, e.split))))
+               for e in tasks.parse_mix(text)]
+    return tasks.format_mix(entries)
 
 
 @dataclass
@@ -286,13 +295,12 @@ def _verdict(options: RecipeOptions, name: str, rows: list[dict[str, Any]], plan
     return RecipeResult(winner["row"], head_dir, router, verdict_path, rows, plan, phases)
 
 
-def recipe_options(evolve_options: EvolveOptions, given: Collection[str], k: int = 2, max_calls: int | None = None,
-                   max_usd: float | None = None) -> RecipeOptions:
+def recipe_options(evolve_options: EvolveOptions, given: Collection[str], k: int = settings.MATRIX_K,
+                   max_calls: int | None = None, max_usd: float | None = None) -> RecipeOptions:
     """The recipe's options from `trinity evolve`'s: the options in `given` (set by the user)
     override the recipe's choices; pool, budget, seed, name and out are the recipe's own."""
-    own = {"pool", "budget", "seed", "name", "out"}
     values = asdict(evolve_options)
-    search = {key: values[key] for key in given if key in values and key not in own}
+    search = {key: values[key] for key in given if key in values and key not in _OWN}
     return RecipeOptions(pool=evolve_options.pool, budget=evolve_options.budget, max_calls=max_calls,
                          max_usd=max_usd, k=k, seed=evolve_options.seed,
                          name=evolve_options.name, out=evolve_options.out, search=search)

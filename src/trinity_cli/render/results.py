@@ -36,12 +36,14 @@ def recipe_plan(plan: dict[str, Any]) -> None:
                      "assume a 1.5B GGUF on 2 cores")
 
 
-def recipe_done(result: Any, quiet: bool = False) -> None:
+def recipe_done(result: Any, as_json: bool = False, quiet: bool = False) -> None:
     """After the one-command evolve: what plays the winner on stdout (the head's directory,
-    or the pool line), the verdict table on stderr (unless `quiet`)."""
+    or the pool line; not when the verdict's JSON went there), the verdict table on stderr
+    (unless `quiet`)."""
     plays = (str(result.head_dir) if result.head_dir
              else f"router: {result.router}" if result.router else result.winner)
-    console.out.print(Text(plays))
+    if not as_json:
+        console.out.print(Text(plays))
     if quiet:
         return
     record = {"winner": result.winner, "table": result.table}
