@@ -4,10 +4,10 @@ Verifier accepts, the decision source says stop, or a budget (turns, tokens or c
 After the source's pick, the role that acts is the one the source's rules give
 (`acting_role`, turns/source_rules.py: a Thinker's suggestion, no Verifier before an answer
 or of code that failed its examples, a Worker on the last turn without an answer), recorded
-in `Turn.override` when it differs. After code that failed its examples, the next Worker
-writes code from the task alone (a fresh attempt: shown the failing code, members repeat
-it). A budget reached while an answer exists ends the episode at once; reached before any
-Worker turn, it allows one more turn, the last.
+in `Turn.override` when it differs; whether it is asked from the task alone is the rules'
+too (`asked_alone`: after code that failed its examples, the next Worker). A budget reached
+while an answer exists ends the episode at once; reached before any Worker turn, it allows
+one more turn, the last.
 
 Each member is asked in its own style (prompts.py). A member asked before in the episode
 makes a fresh attempt: sampled at its `retry_temperature` from a seed derived from its seed,
@@ -76,6 +76,8 @@ class DecisionSource(Protocol):
 
     def acting_role(self, decision: Decision, suggested: Role | None, proposed: Turn | None, last: bool,
                     spent: str | None, kind: str | None) -> tuple[Role, str | None]: ...
+
+    def asked_alone(self, decision: Decision, role: Role, proposed: Turn | None, kind: str | None) -> bool: ...
 
     stop_reason: str
 
@@ -207,7 +209,8 @@ def run_episode(
         last = index == max_turns - 1 or spent is not None
         role, override = coordinator.acting_role(decision, turns[-1].suggestion if turns else None, proposed, last,
                                                  spent, kind)
-        turn = play.turn(turns, first_index + index, decision, role, override, proposed)
+        alone = coordinator.asked_alone(decision, role, proposed, kind)
+        turn = play.turn(turns, first_index + index, decision, role, override, proposed, alone)
         if turn.error is None:  # a failed call is settled as nothing
             _judge(turn, turns, kind)
         turns.append(turn)
@@ -241,15 +244,12 @@ class _Play:
     emit: ProgressFn
 
     def turn(self, turns: Sequence[Turn], index: int, decision: Decision, role: Role, override: str | None,
-             proposed: Turn | None) -> Turn:
-        """Ask `decision.model` as `role` (a fresh attempt if it was asked before) through the
-        turn machinery (episode/turn.py); verdicts are `_judge`'s."""
+             proposed: Turn | None, alone: bool) -> Turn:
+        """Ask `decision.model` as `role` (a fresh attempt if it was asked before; from the task
+        alone when the source's rules say so) through the turn machinery (episode/turn.py);
+        verdicts are `_judge`'s."""
         model = decision.model
-        # Rule 3: after code that failed its examples, the next code is written from the task
-        # alone, a fresh attempt (shown the failing code, members repeat it).
         found = answer_kind(self.kind)
-        retry = found.retry_alone and proposed is not None and proposed.examples_passed is False
-        alone = rules.asked_alone(role, self.kind, decision.alone) or (retry and role is Role.WORKER)
         messages, dropped = _fit(self.pool, model, role, self.task, turns, self.context, self.kind, alone)
         call = Call(model=model, role=role, messages=messages, answering=rules.role_proposes_answer(role, alone),
                     max_tokens=found.max_tokens(Role.WORKER if alone else role),

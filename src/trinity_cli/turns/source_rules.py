@@ -16,12 +16,16 @@ it decides otherwise (a reader, coordinator/reader.py, decides stop and final an
            examples; free-form: the constraints the request states), a Verifier picked then
            acts as a Worker: its verdict is known already (an ACCEPT of a failing answer is
            not taken). Without this rule a head that keeps picking Verifiers re-judges the
-           same failing code until the turns run out. On code that Worker writes from the
-           task alone (the kind's `retry_alone`: shown the failing code, members repeat
-           it); on free-form it revises the answer, shown what failed.
+           same failing code until the turns run out. On free-form it revises the answer,
+           shown what failed; on code it writes from the task alone (`asked_alone`).
         4. On the last turn, if no answer exists yet, the role is Worker, so every episode
            ends with an answer. The last turn is turn `max_turns`, or the turn after the one
            that reached the token or cost budget (`spent`).
+    asked_alone(...)    whether the acting role is asked from the task alone, shown no turns:
+                        when the pick says so (`Decision.alone`: sc, agree), a Verifier of a kind
+                        compared by value (turns/rules.asked_alone), and, after an answer that
+                        failed its checks on a kind that retries afresh (`retry_alone`: code),
+                        the next Worker (rule 3: shown the failing code, members repeat it).
     stop(turns, kind)   after each turn: the index of the turn whose reply ends the episode
                         now (stop_reason `stop_reason`, "agreed"), or None to go on. With `stop_when_agreed` (the fixed
                         `agree`): the first agreement (turns/settle.agreement; on code, the
@@ -44,7 +48,7 @@ from collections.abc import Collection, Sequence
 
 from trinity_cli.answer_kinds import answer_kind
 from trinity_cli.messages import Decision, Role, Turn
-from trinity_cli.turns import settle
+from trinity_cli.turns import rules, settle
 
 
 class SourceRules:
@@ -69,6 +73,11 @@ class SourceRules:
             why = "last turn" if spent is None else f"{spent.replace('_', ' ')} spent"
             role, override = Role.WORKER, f"{why} and no answer yet: worker"
         return role, override if override is not None else self.label
+
+    def asked_alone(self, decision: Decision, role: Role, proposed: Turn | None, kind: str | None) -> bool:
+        """Whether the acting `role` is asked from the task alone (module docstring)."""
+        retry = answer_kind(kind).retry_alone and proposed is not None and proposed.examples_passed is False
+        return rules.asked_alone(role, kind, decision.alone) or (retry and role is Role.WORKER)
 
     def stop(self, turns: Sequence[Turn], kind: str | None) -> int | None:
         if self.stop_when_agreed or (answer_kind(kind).stop_when_checks_pass and self.stop_when_code_passes):
