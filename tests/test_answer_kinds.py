@@ -176,3 +176,47 @@ def test_a_reply_is_handed_on_as_it_is_written_and_again_from_the_cache(tmp_path
     assert [(e.index, e.role) for e in seen] == [(0, "worker"), (1, "verifier")] * 2
     assert seen[0].text == transcript.turns[0].reply and seen[3].text == transcript.turns[1].reply
     assert transcript.turns[0].cached and seen[2].text == seen[0].text
+
+
+def test_ask_prints_a_freeform_answer_whole_and_streams_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                            capsys) -> None:
+    import json
+
+    from .conftest import run_main
+
+    pool = _pool(tmp_path, ("reason", "direct", "program"))
+    code, out, err = run_main(["ask", "--pool", str(pool), "--no-warm", "Write a haiku about rain."],
+                              monkeypatch, capsys)
+    assert code == 0, err
+    # no head named: a free-form question is drafted, judged and revised (`agree`), never by a program
+    assert out == "Rain on the roof\nsoft drums in the night\nsleep comes\n"
+    assert "Rain, rain, rain." in err and "It is one line, not a haiku." in err  # the replies as written
+    code, out, err = run_main(["ask", "--pool", str(pool), "--no-warm", "--kind", "short", "--json",
+                               "Write a haiku about rain."], monkeypatch, capsys)
+    record = json.loads(out)
+    assert code == 0 and record["answer_kind"] is None and record["mode"] != "agree"  # read as a short answer
+    code, out, err = run_main(["ask", "--pool", str(pool), "--no-warm", "--kind", "poem", "Hi"], monkeypatch, capsys)
+    assert code == 2 and "unknown answer kind 'poem'" in err and "Traceback" not in err
+
+
+def test_serve_answers_a_freeform_request_whole_and_streams_its_drafts(tmp_path: Path) -> None:
+    from fastapi.testclient import TestClient
+
+    from trinity_cli.serve import create_app
+    from trinity_cli.serve.service import ServeOptions
+
+    from .test_serve import sse_events
+
+    question = [{"role": "user", "content": "Write a haiku about rain."}]
+    with TestClient(create_app(ServeOptions(pool=str(_pool(tmp_path))))) as client:
+        plain = client.post("/v1/chat/completions", json={"model": "trinity", "messages": question})
+        assert plain.status_code == 200, plain.text
+        assert plain.json()["choices"][0]["message"]["content"] == "Rain on the roof\nsoft drums in the night\nsleep comes"
+        streamed = client.post("/v1/chat/completions", json={"model": "trinity", "messages": question, "stream": True})
+        _, data = sse_events(streamed.text)
+        deltas = [d["choices"][0]["delta"] for d in data if isinstance(d, dict) and d.get("choices")]
+        thinking = "".join(d.get("reasoning_content", "") for d in deltas)
+        assert "Rain, rain, rain." in thinking and "It is one line, not a haiku." in thinking
+        assert "".join(d.get("content", "") for d in deltas) == "Rain on the roof\nsoft drums in the night\nsleep comes"
+        bad = client.post("/v1/chat/completions", json={"model": "trinity", "messages": question, "kind": "poem"})
+        assert bad.status_code == 400 and "answer kind" in bad.json()["error"]["message"]

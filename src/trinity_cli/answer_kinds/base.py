@@ -74,6 +74,9 @@ class AnswerKind:
     # The fixed `agree` procedure drafts, judges and revises (episode/schedules.py) rather than
     # asking members alone until two answers agree.
     agree_judges: bool = False
+    # The policy `ask` and `serve` answer with when no mode or head is named (None: the pool's
+    # default); a kind no head was validated on names the fixed procedure it was measured with.
+    default_mode: str | None = None
     # Turn.override of a Verifier that acts as a Worker after a failed check (rule 3).
     failed_check_override: str = "the proposed answer failed its checks: verifier acts as worker"
     # What a Verifier is shown the answer under.
@@ -97,6 +100,11 @@ class AnswerKind:
         return True
 
     def max_tokens(self, role: Role) -> int | None:
+        return None
+
+    def procedure_summary(self, procedure: str | None) -> str | None:
+        """How the fixed `procedure` ("agree", ...) plays this kind, in one line, where it plays
+        it otherwise than its own summary says (None: as it says)."""
         return None
 
     def check_note(self, result: dict[str, Any]) -> str:

@@ -73,6 +73,7 @@ class FreeForm(AnswerKind):
     summary = "a whole answer in Markdown (a proof, an explanation, advice, writing), judged and revised"
     verifier_sees_turns = False
     agree_judges = True
+    default_mode = "agree"
     proposal_label = "Answer to check:"
     history_chars = 3000
     caps = {Role.WORKER: 1024, Role.VERIFIER: 320, Role.THINKER: 192}
@@ -100,6 +101,12 @@ class FreeForm(AnswerKind):
 
     def vote_key(self, answer: str, reference: Any = None) -> str | None:
         return None  # whole answers are not voted on
+
+    def procedure_summary(self, procedure: str | None) -> str | None:
+        if procedure != "agree":
+            return None
+        return ("agree on a free-form question: the first member drafts, the next judges, the first revises, "
+                "until an ACCEPT")
 
     def check_note(self, result: dict[str, Any]) -> str:
         if result.get("passed"):

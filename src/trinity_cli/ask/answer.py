@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from trinity_cli.answer_kinds import answer_kind, detect, kind_name
@@ -79,6 +79,16 @@ def question_examples(question: str, kind: str | None) -> Checks | None:
     when there are none."""
     checks: Checks | None = answer_kind(kind).checks(question)
     return checks
+
+
+def kind_default(options: AskOptions, kind: str | None) -> AskOptions:
+    """`options` for a question of answer kind `kind`: when they name neither a mode nor a head,
+    the kind's own procedure if it has one (`AnswerKind.default_mode`: free-form answers are
+    drafted, judged and revised by `agree`, which no head has been validated against)."""
+    mode = answer_kind(kind).default_mode
+    if mode is None or options.mode is not None or options.head is not None:
+        return options
+    return replace(options, mode=mode)
 
 
 def build(options: AskOptions) -> tuple[Pool, HeadEngine | None]:
@@ -202,10 +212,12 @@ def ask(
         # any model file is located and before a run exists (serve answers errors plainly then).
         usable = usable_models(pool, question, options.exclude, context)
         pool.check_assets()
-        how = answering(options, pool, coordinator)
-        emit(how.started)
-        start = time.perf_counter()
         kind = question_kind(question, options)
+        options = kind_default(options, kind)
+        how = answering(options, pool, coordinator)
+        procedure = answer_kind(kind).procedure_summary(how.started.procedure)
+        emit(how.started if procedure is None else replace(how.started, summary=procedure))
+        start = time.perf_counter()
         episode_seed = question_seed(options.seed, question, context)
         examples = question_examples(question, kind)
         with store.new_run() as run_dir, journal_to(run_dir / JOURNAL):

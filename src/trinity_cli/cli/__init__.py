@@ -7,9 +7,10 @@ entry point that runs `app` (errors as one line and an exit code) is entry.py.
 from __future__ import annotations
 
 import json
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
+import typer.core
 
 app = typer.Typer(
     name="trinity",
@@ -52,7 +53,39 @@ ConductorDepthOpt = Annotated[int, typer.Option(
     min=0, help="Conductor mode: how deep a workflow may nest by naming the conductor itself (0: never).")]
 
 
-@app.command()
+def _mode_help() -> str:
+    from trinity_cli.policies.registry import policy_names, summaries
+
+    said = summaries()
+    return ("Who answers, a policy's name: " + "; ".join(f"{name}: {said.get(name, '')}".rstrip(": ")
+                                                         for name in policy_names(asking=True))
+            + ". Default: coordinator, or what the pool file's router names (agree).")
+
+
+def _systems_help() -> str:
+    from trinity_cli.policies.registry import in_bench, policy_names
+
+    return (f"Only these rows, comma-separated policy names: {', '.join(policy_names())} (default: "
+            f"{', '.join(kind.name for kind in in_bench())}; `trinity pools` says what each is).")
+
+
+# Option help that lists names from the registries, made when help is shown, not when the
+# command line starts (reading installed packages' entry points takes a moment).
+LATE_HELP = {("ask", "mode"): _mode_help, ("bench", "systems"): _systems_help}
+
+
+class LateHelp(typer.core.TyperCommand):
+    """A command whose options' help in `LATE_HELP` is written when its help is shown."""
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        for param in self.params:
+            make = LATE_HELP.get((self.name or "", param.name or ""))
+            if make is not None:
+                param.help = make()  # type: ignore[attr-defined]  # an option (only options are named there)
+        super().format_help(ctx, formatter)
+
+
+@app.command(cls=LateHelp)
 def ask(
     question: Annotated[str | None, typer.Argument(help="The question; read from stdin when omitted or '-'.")] = None,
     pool: PoolOpt = None,
@@ -76,10 +109,7 @@ def ask(
     ),
     quiet: QuietOpt = False,
     mode: Annotated[str | None, typer.Option(
-        help="coordinator: the head picks a member and a role every turn; conductor: one model writes the whole "
-             "workflow (member, subtask, which earlier outputs each step reads) and trinity runs it; agree: the "
-             "members in order until two answers agree. Default: coordinator, or agree where the pool file says "
-             "router: agree.")] = None,
+        help="Who answers, a policy's name (listed here from the registry when help is shown).")] = None,
     conductor: ConductorOpt = None,
     conductor_depth: ConductorDepthOpt = 1,
     warm: Annotated[bool, typer.Option(
@@ -88,6 +118,10 @@ def ask(
     keep_warm: Annotated[float | None, typer.Option(
         min=1, help="With no warm server, start one in the background that stays up this many seconds after "
                     "its last question, and answer through it.")] = None,
+    kind: Annotated[str | None, typer.Option(
+        help="The kind of answer wanted: freeform (a whole answer: proof, explanation, writing), short, numeric, "
+             "choice, math, exact, code, or a package's (`trinity pools`). Default: what the question's "
+             "wording asks for.")] = None,
 ) -> None:
     """Ask the coordinated pool a question; the answer alone goes to stdout."""
     from trinity_cli.ask import AskOptions
@@ -95,7 +129,7 @@ def ask(
 
     options = AskOptions(pool=pool, head=head, backbone=backbone, device=device, max_turns=max_turns,
                          seed=seed, exclude=exclude or [], greedy=greedy, use_cache=not no_cache, mode=mode,
-                         conductor=conductor, conductor_depth=conductor_depth)
+                         conductor=conductor, conductor_depth=conductor_depth, kind=kind)
     server = None
     if warm:
         from trinity_cli.serve import warm as warm_mod
@@ -188,7 +222,7 @@ from trinity_cli.cli.evolve import evolve as _evolve  # noqa: E402 - its options
 app.command(name="evolve")(_evolve)  # registered here, in order
 
 
-@app.command()
+@app.command(cls=LateHelp)
 def bench(
     pool: PoolOpt = None,
     tasks: Annotated[str, typer.Option(help="Held-out mix (test splits), e.g. gsm8k:test:50,mmlu:test:100.")] = (
@@ -206,8 +240,8 @@ def bench(
         help="How heads take decisions: sampled, greedy (the most likely model and role), or both (two rows "
              "per head). Default: as `trinity ask` does.")] = None,
     systems: Annotated[str | None, typer.Option(
-        help="Only these kinds of row, comma-separated: single, selfloop, sc, agree, random, head, moa, "
-             "conductor, vote, best-per-task, oracle (default: all but conductor).")] = None,
+        help="Only these rows, comma-separated policy names (listed here from the registry when help is "
+             "shown).")] = None,
     sc: Annotated[list[str] | None, typer.Option(
         "--sc", help="Self-consistency rows: MEMBER@K, all@K or best@K (repeatable; default best, K = the "
                      "head's turn budget).")] = None,
@@ -280,19 +314,20 @@ def matrix(
 
 
 @app.command()
-def pools() -> None:
-    """List the available pools and their models."""
-    from trinity_cli.pool_config import available_pools, load_pool
+def pools(
+    check: Annotated[str | None, typer.Option(
+        "--check", metavar="FILE", help="Read this pool file (or pool name) as a run would: every member checked "
+                                        "against its kind, its backend made (no model loads).")] = None,
+) -> None:
+    """List the pools and their models, then the model kinds, policies, answer kinds and task families
+    installed (built in or from a package)."""
+    from trinity_cli import catalog
     from trinity_cli.render import terminal
 
-    listed = []
-    for name, path in available_pools().items():
-        config = load_pool(str(path))
-        conductor = config.conductor_name
-        listed.append((name, str(path), [
-            (m.name, f"{m.kind}, {m.style}" + (", conductor" if m.name == conductor else "")
-             + ("" if m.name in config.names else ", not a member")) for m in config.all_models]))
-    terminal.pools_list(listed)
+    if check is not None:
+        terminal.pool_checked(catalog.check_pool(check))
+    else:
+        terminal.catalog_list(catalog.catalog())
 
 
 @app.command()

@@ -69,7 +69,8 @@ class FixedSchedule(SourceRules):
         usable = [m for m in self.order if m not in excluded]
         if not usable:
             who = f"model {self.order[0]!r} cannot" if len(self.order) == 1 else "no model of this schedule can"
-            raise ContextOverflow(f"{who} hold this task in its context")
+            raise ContextOverflow(f"{who} hold this task in its context, or answer it in its style "
+                                  f"(a {answer_kind(kind).name} answer: answer_kinds/)")
         if self.stop_when_agreed and answer_kind(kind).agree_judges:  # draft, judge, revise
             drafts = len(turns) % 2 == 0
             model, role = usable[0 if drafts else 1 % len(usable)], Role.WORKER if drafts else Role.VERIFIER

@@ -28,7 +28,8 @@ Endpoints
         episode), `seed` (int >= 0; with the conversation it seeds the coordinator's
         draws: ask.question_seed; default 0), `greedy` (bool: the head's argmax instead of
         sampling; default: the default decision mode), `show_work` (bool: the message is
-        the whole answering reply, not the answer alone).
+        the whole answering reply, not the answer alone), `kind` (an answer kind's name:
+        answer_kinds/; default: what the question's wording asks for).
         The pool's own generation settings apply: temperature, top_p, max_tokens, stop
         and the like are accepted and ignored; `n` other than 1 and `tools` are refused.
 
@@ -44,8 +45,9 @@ Streaming (`"stream": true`): `text/event-stream`, sent once the run is allocate
 id in `X-Trinity-Run`). First a chunk with delta {"role": "assistant", "content": ""};
 then, as the episode goes, the work as `reasoning_content` deltas (the field reasoning-model
 servers use; chat UIs show it as "thinking", plain clients ignore it): "Turn 1: m0 as
-worker…" when the coordinator decides, and when the turn ends who acted, its verdict, the
-reply's first 400 characters quoted and its tokens and seconds; then the answer as
+worker…" when the coordinator decides, each reply as it is written (events.TextWritten), and
+when the turn ends who acted, its verdict, and its tokens and seconds (with the reply's first
+400 characters quoted when it was not streamed); then the answer as
 `content` deltas (one per line; the answer alone, or the whole reply with `show_work`), a
 chunk with delta {} and the finish_reason (with the `trinity` field), a chunk with
 `"choices": []` and `usage` when `stream_options.include_usage` is true, and `data:
