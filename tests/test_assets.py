@@ -10,7 +10,7 @@ import pytest
 
 from trinity_cli import assets, paths
 from trinity_cli.errors import AssetError
-from trinity_cli.pool_config import PackageFile, SplitFile
+from trinity_cli.member_config import PackageFile, SplitFile
 
 
 def _split(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, digest: str) -> SplitFile:

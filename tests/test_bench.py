@@ -202,7 +202,7 @@ def test_vote_and_best_per_task(tmp_path: Path) -> None:
     assert f"| vote | {cost[0]['mean_tokens']:.0f} · — | {cost[1]['mean_tokens']:.0f} · — |" in report
     assert f"| best-per-task | {cost[2]['mean_tokens']:.0f} · 1.00 | {cost[3]['mean_tokens']:.0f} · 1.00 |" in report
     assert data["results"]["best-per-task"]["per_task"][f"file:{second}"]["accuracy"] == 1.0
-    with pytest.raises(ConfigError, match="`systems`: unknown kind 'votes'"):
+    with pytest.raises(ConfigError, match="`systems`: unknown policy 'votes'"):
         bench(BenchOptions(pool=str(pool), tasks=f"file:{first}:test", systems=["votes"]))
 
 

@@ -118,7 +118,7 @@ def test_inspect_lists_and_replays(tmp_path, monkeypatch, capsys) -> None:
     "args,needle",
     [
         (["ask", "Q", "--exclude", "m9"], "--exclude: the pool"),
-        (["ask", "Q", "--mode", "chorus"], "--mode: unknown mode 'chorus'"),
+        (["ask", "Q", "--mode", "chorus"], "--mode: unknown policy 'chorus'"),
         (["ask", "Q", "--exclude", "m0", "--exclude", "m1", "--exclude", "m2"], "every model"),
         (["inspect", "run-99"], "no run 'run-99'"),
         (["ask", "Q", "--head", "nosuchhead"], "unknown head"),

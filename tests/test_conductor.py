@@ -340,7 +340,7 @@ def test_ask_in_conductor_mode_prints_the_answer_and_inspect_draws_the_workflow(
 
 @pytest.mark.parametrize(("args", "message"), [
     (["--mode", "conductor", "--conductor", "m7"], "--conductor: the pool 'conducted' has no model 'm7'"),
-    (["--mode", "chorus"], "--mode: unknown mode 'chorus'"),
+    (["--mode", "chorus"], "--mode: unknown policy 'chorus' — choose from: agree, conductor, coordinator"),
 ])
 def test_bad_conductor_options_are_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys,
                                             args: list[str], message: str) -> None:

@@ -21,7 +21,7 @@ import pytest
 
 from trinity_cli import assets, paths
 from trinity_cli.keyed_cache import DB_FILE, KeyedCache, db_damage
-from trinity_cli.pool_config import PackageFile, SplitFile
+from trinity_cli.member_config import PackageFile, SplitFile
 from trinity_cli.runs.run_files import EvolveRun
 from trinity_cli.runs.store import RunStore
 

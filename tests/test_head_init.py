@@ -24,6 +24,7 @@ from trinity_cli.evolve.label_fit import fit_start, read_labels
 from trinity_cli.evolve.options import EvolveOptions
 from trinity_cli.evolve.rotation_fit import fit_rotation, rotation, rotation_schedule
 from trinity_cli.messages import ROLES, Role
+from trinity_cli.policies.head import HeadPolicy
 from trinity_cli.pool.pool import Pool
 from trinity_cli.pool_config import load_pool
 from trinity_cli.runs.reports import curve_rows, start_validation
@@ -198,7 +199,7 @@ def test_evolve_init_rotate_fits_a_start_that_asks_the_solver_then_the_other(tmp
     runtime = Runtime(Pool(load_pool(str(pool))))
     try:
         for item in items:
-            outcome = runtime.play(EpisodeSpec(item=item, seed=0, router=head, max_turns=2, greedy=True))
+            outcome = runtime.play(EpisodeSpec(item=item, seed=0, policy=HeadPolicy(head), max_turns=2, greedy=True))
             assert outcome.transcript is not None
             solver = "m0" if "Question" in item.prompt else "m1"
             other = "m1" if solver == "m0" else "m0"

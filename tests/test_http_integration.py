@@ -17,10 +17,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from trinity_cli.backends.openai_api import OpenAIBackend
+from trinity_cli.backends.openai_api import OpenAIBackend, OpenAIModel
 from trinity_cli.errors import AuthError, BackendUnavailable, ContextOverflow
+from trinity_cli.member_config import Price
 from trinity_cli.messages import ChatMessage, GenParams
-from trinity_cli.pool_config import OpenAIModel, Price
 
 from .conftest import free_port, stop_process
 

@@ -12,7 +12,7 @@ from collections.abc import Callable
 import httpx
 import pytest
 
-from trinity_cli.backends.openai_api import BACKOFF_BASE_S, BACKOFF_CAP_S, OpenAIBackend
+from trinity_cli.backends.openai_api import BACKOFF_BASE_S, BACKOFF_CAP_S, OpenAIBackend, OpenAIModel
 from trinity_cli.errors import (
     AuthError,
     BackendError,
@@ -20,8 +20,8 @@ from trinity_cli.errors import (
     ContextOverflow,
     ModelNotFound,
 )
+from trinity_cli.member_config import Price
 from trinity_cli.messages import ChatMessage, GenParams
-from trinity_cli.pool_config import OpenAIModel, Price
 
 KEY_VAR = "TRINITY_TEST_OPENAI_KEY"
 KEY = "sk-test-0123456789-very-SECRET-value"

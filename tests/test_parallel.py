@@ -384,6 +384,7 @@ def test_thread_evaluator_returns_spec_order_and_raises_the_failure(tmp_path: Pa
     from trinity_cli.errors import BackendError, DiskFull
     from trinity_cli.evaluators.local import EpisodeSpec, Runtime, ThreadEvaluator
     from trinity_cli.messages import Role
+    from trinity_cli.policies.fixed import FixedPolicy
     from trinity_cli.pool.pool import Pool
     from trinity_cli.pool_config import load_pool
     from trinity_cli.tasks.items import TaskItem
@@ -405,7 +406,7 @@ def test_thread_evaluator_returns_spec_order_and_raises_the_failure(tmp_path: Pa
     fail: dict[str, Exception | None] = {"on": None}
     monkeypatch.setattr(ScriptedBackend, "chat", chat)
     schedule = FixedSchedule(["a"], "a", (Role.WORKER,))
-    specs = [EpisodeSpec(item=item, seed=i, router=schedule, max_turns=1) for i, item in enumerate(items)]
+    specs = [EpisodeSpec(item=item, seed=i, policy=FixedPolicy(schedule), max_turns=1) for i, item in enumerate(items)]
     order: list[int] = []
     outcomes = ThreadEvaluator(runtime, 12).evaluate(
         specs, lambda event: order.append(event.index) if isinstance(event, EpisodeFinished) else None)
@@ -424,6 +425,7 @@ def test_serial_evaluator_plays_an_items_episodes_together_and_records_spec_orde
     from trinity_cli.episode.schedules import FixedSchedule
     from trinity_cli.evaluators.local import EpisodeSpec, Runtime, SerialEvaluator, play_order
     from trinity_cli.messages import Role
+    from trinity_cli.policies.fixed import FixedPolicy
     from trinity_cli.pool.pool import open_pool
     from trinity_cli.pool_config import load_pool
     from trinity_cli.tasks.items import TaskItem
@@ -434,7 +436,7 @@ def test_serial_evaluator_plays_an_items_episodes_together_and_records_spec_orde
     # Two systems (as evolve's candidates or bench's systems) over the same three items,
     # listed system by system as evolve and bench list them.
     schedule = FixedSchedule(["a"], "a", (Role.WORKER,))
-    specs = [EpisodeSpec(item=item, seed=i, router=schedule, max_turns=turns)
+    specs = [EpisodeSpec(item=item, seed=i, policy=FixedPolicy(schedule), max_turns=turns)
              for turns in (1, 2) for i, item in enumerate(items)]
     assert play_order(specs) == [0, 3, 1, 4, 2, 5]
 

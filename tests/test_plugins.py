@@ -1,18 +1,27 @@
-"""A backend from another package, as docs/extending.md tells a newcomer to write one: its code
-and pool file are read from the guide, installed the way pip installs a package (a
-`.dist-info` with its entry point on the path), and `trinity ask` answers through it."""
+"""What a user adds, as docs/extending.md tells a newcomer to write it: each of the guide's
+packages (its code and its pyproject.toml, read from the guide) is installed by pip as `pip
+install .` installs it, into a folder of its own put on the path, and used from the command
+line with no edit to trinity: a backend in a pool file, a policy with `--mode` and `--systems`,
+a task family with `--tasks`."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from trinity_cli.errors import ConfigError
 from trinity_cli.pool_config import load_pool, parse_pool
 
+from .conftest import write_pool
+
 GUIDE = Path(__file__).resolve().parents[1] / "docs" / "extending.md"
+BACKEND, POLICY, FAMILY = 0, 1, 2  # the guide's packages, in its order
 
 
 def _block(language: str, n: int = 0) -> str:
@@ -20,72 +29,152 @@ def _block(language: str, n: int = 0) -> str:
     return blocks[n]
 
 
-def install_example(site: Path) -> None:
-    """The guide's package, installed into `site` as pip would (code, metadata, entry points)."""
-    site.mkdir(parents=True, exist_ok=True)
-    (site / "trinity_calculator.py").write_text(_block("python"))
-    info = site / "trinity_calculator-0.1.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: trinity-calculator\nVersion: 0.1\n")
-    toml = _block("toml")
-    group, entry = re.search(r'\[project\.entry-points\."([^"]+)"\]\n(.+)', toml).groups()  # type: ignore[union-attr]
-    line = entry.replace('"', "")
-    (info / "entry_points.txt").write_text(f"[{group}]\n{line}\n")
+def install_example(tmp_path: Path, n: int) -> Path:
+    """The guide's package `n` (its python block, as the module its docstring names, and its
+    pyproject.toml) installed by pip into a folder of its own; returns that folder."""
+    code = _block("python", n)
+    module = re.match(r'"""(\w+):', code).group(1)  # type: ignore[union-attr]
+    source = tmp_path / f"src-{module}"
+    source.mkdir()
+    (source / f"{module}.py").write_text(code)
+    (source / "pyproject.toml").write_text(_block("toml", n))
+    site = tmp_path / f"site-{module}"
+    done = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-index", "--no-deps",
+                           "--no-build-isolation", "--target", str(site), str(source)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return site
 
 
-def _env(tmp_path: Path, site: Path) -> dict[str, str]:
-    return {**os.environ, "TRINITY_HOME": str(tmp_path / "home"), "PYTHONPATH": str(site)}
+def trinity(tmp_path: Path, sites: list[Path], *args: str) -> subprocess.CompletedProcess[str]:
+    path = os.pathsep.join([*map(str, sites), *filter(None, [os.environ.get("PYTHONPATH")])])
+    env = {**os.environ, "TRINITY_HOME": str(tmp_path / "home"), "PYTHONPATH": path}
+    return subprocess.run([sys.executable, "-m", "trinity_cli", *args], env=env, capture_output=True, text=True,
+                          timeout=300)
 
 
 def test_an_installed_backend_plugin_answers_through_trinity_ask(tmp_path: Path) -> None:
-    site = tmp_path / "site"
-    install_example(site)
+    site = install_example(tmp_path, BACKEND)
     pool = tmp_path / "calc.yaml"
     pool.write_text(_block("yaml"))
-    done = subprocess.run([sys.executable, "-m", "trinity_cli", "ask", "--pool", str(pool), "--head", "untrained",
-                           "-q", "What is 12*7?"], env=_env(tmp_path, site), capture_output=True, text=True,
-                          timeout=120)
+    done = trinity(tmp_path, [site], "ask", "--pool", str(pool), "--head", "untrained", "-q", "What is 12*7?")
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().splitlines()[-1].endswith("84")
-    # The member's own field is checked by the plugin's config model, with its name.
+    # Not a sum: trinity's own instructions (their "Answer: 42") are not taken for one.
+    other = trinity(tmp_path, [site], "ask", "--pool", str(pool), "--head", "untrained", "-q",
+                    "What is the capital of France?")
+    assert other.returncode == 0, other.stderr
+    assert "42" not in other.stdout and "arithmetic" in other.stdout
+    # The pool file checks, and the kind is listed as the package's.
+    checked = trinity(tmp_path, [site], "pools", "--check", str(pool))
+    assert checked.returncode == 0 and "calculator (calculator, direct, conductor)" in checked.stdout, checked.stderr
+    listed = trinity(tmp_path, [site], "pools")
+    assert re.search(r"calculator .*trinity_calculator:CalculatorBackend", listed.stdout), listed.stdout
+    # The member's own field is checked by the plugin's config model: file, member, field, plain words.
     pool.write_text(_block("yaml").replace("digits: 3", "digits: many"))
-    bad = subprocess.run([sys.executable, "-m", "trinity_cli", "ask", "--pool", str(pool), "--head", "untrained",
-                          "-q", "What is 12*7?"], env=_env(tmp_path, site), capture_output=True, text=True,
-                         timeout=120)
-    assert bad.returncode == 2 and "digits" in bad.stderr and "Traceback" not in bad.stderr
-    assert bad.stderr.strip().count("\n") == 0
+    for args in (("ask", "--pool", str(pool), "--head", "untrained", "-q", "What is 12*7?"),
+                 ("pools", "--check", str(pool))):
+        bad = trinity(tmp_path, [site], *args)
+        assert bad.returncode == 2 and "Traceback" not in bad.stderr, bad.stderr
+        assert f"{pool}: model 'calculator': field 'digits' must be a whole number (got 'many')" in bad.stderr
+        assert "Input should" not in bad.stderr and bad.stderr.strip().count("\n") == 0
 
 
-def test_a_kind_no_package_registers_is_refused_with_the_kinds_that_exist(tmp_path: Path) -> None:
-    try:
+def test_a_kind_no_package_registers_is_refused_with_the_kinds_that_exist() -> None:
+    with pytest.raises(ConfigError) as info:
         parse_pool(_block("yaml"), "calc.yaml")
-    except Exception as exc:  # noqa: BLE001 - the message is what is checked
-        assert "unknown kind 'calculator'" in str(exc) and "gguf, openai, scripted" in str(exc)
-    else:
-        raise AssertionError("a kind nobody registers was accepted")
+    message = info.value.message
+    assert "calc.yaml: model 'calculator': unknown model kind 'calculator'" in message
+    assert "gguf, openai, scripted" in message
 
 
 def test_the_example_ollama_pool_is_an_openai_compatible_pool() -> None:
     config = load_pool("example-ollama")
     assert {m.kind for m in config.models} == {"openai"} and config.router == "agree"
-    assert all(m.base_url.startswith("http://127.0.0.1:") for m in config.models)  # type: ignore[union-attr]
+    assert all(m.base_url.startswith("http://127.0.0.1:") for m in config.models)  # type: ignore[attr-defined]
 
 
-def test_a_policy_from_the_guide_is_played_by_the_evaluator(tmp_path: Path) -> None:
-    """docs/extending.md's policy, played through the evaluator bench and evolve use."""
-    from trinity_cli import tasks
-    from trinity_cli.evaluators.local import EpisodeSpec, Runtime
-    from trinity_cli.pool.pool import open_pool
-
-    from .conftest import write_pool
-
-    namespace: dict = {}
-    exec(compile(_block("python", 1), "trinity_numeric.py", "exec"), namespace)  # noqa: S102 - the guide's code
-    pool_file = write_pool(tmp_path, {"name": "duo", "models": [
+def _duo(tmp_path: Path) -> Path:
+    return write_pool(tmp_path, {"name": "duo", "models": [
         {"name": "words", "kind": "scripted", "default": "I would rather not say."},
         {"name": "numbers", "kind": "scripted", "default": "Six times seven.\nAnswer: 42"}]})
-    item = tasks.TaskItem(task="file:x", id="q1", prompt="What is six times seven?", reference="42", scorer="numeric")
-    with open_pool(load_pool(str(pool_file))) as pool:
-        runtime = Runtime(pool)
-        outcome = runtime.play(EpisodeSpec(item=item, seed=0, router=namespace["UntilNumber"](), max_turns=3))
-    assert outcome.reward == 1.0 and [t.model for t in outcome.transcript.turns] == ["numbers"]
+
+
+def test_a_policy_from_the_guide_is_asked_and_benched_by_name(tmp_path: Path) -> None:
+    """`--mode until-number` and `--systems until-number` find the installed policy; its
+    transcript holds every call it made, and it keeps to the turn budget and the exclusions."""
+    site = install_example(tmp_path, POLICY)
+    pool = _duo(tmp_path)
+    done = trinity(tmp_path, [site], "ask", "--pool", str(pool), "--mode", "until-number", "--json", "-q",
+                   "What is six times seven?")
+    assert done.returncode == 0, done.stderr
+    record = json.loads(done.stdout)
+    assert record["answer"] == "42" and record["mode"] == "until-number" and record["max_turns"] == 3
+    turns = record["transcript"]["turns"]
+    assert [t["model"] for t in turns] == ["words", "numbers"] and record["pool_calls"] == 2
+    assert record["transcript"]["stop_reason"] == "number"
+    assert record["transcript"]["completion_tokens"] == sum(t["completion_tokens"] for t in turns) > 0
+    one = json.loads(trinity(tmp_path, [site], "ask", "--pool", str(pool), "--mode", "until-number", "--json",
+                             "-q", "--max-turns", "1", "What is six times seven?").stdout)
+    assert [t["model"] for t in one["transcript"]["turns"]] == ["words"]
+    left = json.loads(trinity(tmp_path, [site], "ask", "--pool", str(pool), "--mode", "until-number", "--json",
+                              "-q", "--exclude", "words", "What is six times seven?").stdout)
+    assert [t["model"] for t in left["transcript"]["turns"]] == ["numbers"]
+
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text("".join(json.dumps({"prompt": f"What is six times seven? ({i})", "answer": 42,
+                                         "scorer": "numeric", "id": f"q{i}"}) + "\n" for i in range(4)))
+    bench = trinity(tmp_path, [site], "bench", "--pool", str(pool), "--tasks", f"file:{tasks}:all", "--systems",
+                    "until-number,single", "--json", "-q")
+    assert bench.returncode == 0, bench.stderr
+    data = json.loads(bench.stdout)
+    assert data["results"]["until-number"]["overall"]["accuracy"] == 1.0
+    mine = [e for e in data["episodes"] if e["system"] == "until-number"]
+    assert mine and all(len(e["turns"]) == 2 for e in mine)  # both calls counted, not only the last
+    helped = trinity(tmp_path, [site], "ask", "--help")
+    assert "until-number" in helped.stdout and "agree" in helped.stdout
+    listed = trinity(tmp_path, [site], "pools")
+    assert re.search(r"until-number .*trinity_numeric:UntilNumber", listed.stdout), listed.stdout
+
+
+def test_an_unknown_mode_answers_with_the_close_names(tmp_path: Path, monkeypatch, capsys) -> None:
+    from .conftest import run_main
+
+    pool = _duo(tmp_path)
+    code, _, err = run_main(["ask", "--pool", str(pool), "--mode", "agre", "Q"], monkeypatch, capsys)
+    assert code == 2 and "unknown policy 'agre'" in err and "did you mean 'agree'" in err
+    code, _, err = run_main(["ask", "--pool", str(pool), "--mode", "single", "Q"], monkeypatch, capsys)
+    assert code == 2 and "a row of bench's report" in err and "agree" in err
+
+
+def test_a_task_family_from_the_guide_is_benched_with_its_own_scorer(tmp_path: Path) -> None:
+    site = install_example(tmp_path, FAMILY)
+    namespace: dict = {}
+    exec(compile(_block("python", FAMILY), "trinity_capitals.py", "exec"), namespace)  # noqa: S102 - the guide's code
+    rules = [{"match": country, "reply": f"The capital is {city}, of course."}
+             for country, city in namespace["CAPITALS"].items()]
+    pool = write_pool(tmp_path, {"name": "geo", "models": [
+        {"name": "knows", "kind": "scripted", "rules": rules},
+        {"name": "bluffs", "kind": "scripted", "default": "Answer: London"}]})
+    bench = trinity(tmp_path, [site], "bench", "--pool", str(pool), "--tasks", "capitals:test", "--systems",
+                    "single", "--json", "-q")
+    assert bench.returncode == 0, bench.stderr
+    results = json.loads(bench.stdout)["results"]
+    # "The capital is Paris, of course." is no exact answer, yet names the city: the family's scorer decides.
+    assert results["single:knows"]["overall"]["accuracy"] == 1.0
+    assert results["single:bluffs"]["overall"]["accuracy"] == 0.0
+    listed = trinity(tmp_path, [site], "pools")
+    assert re.search(r"capitals .*trinity_capitals:FAMILY", listed.stdout), listed.stdout
+
+
+def test_a_task_file_with_a_scorer_of_its_own_is_refused_and_answers_keep_their_form(tmp_path: Path) -> None:
+    from trinity_cli.tasks.userfile import _reference, load_jsonl
+
+    own = tmp_path / "own.jsonl"
+    own.write_text(json.dumps({"prompt": "Name a capital.", "answer": "Paris", "scorer": "contains"}) + "\n")
+    with pytest.raises(ConfigError) as info:
+        load_jsonl(own)
+    assert "unknown scorer 'contains'" in info.value.message and "task family" in (info.value.hint or "")
+    # A scorer with no reference check of its own takes the answer as written, never as code tests.
+    assert _reference(["no commas"], "freeform", "x:1") == ["no commas"]
+    assert _reference("assert f() == 1", "code", "x:1")["tests"] == "assert f() == 1"

@@ -244,6 +244,7 @@ def test_an_episode_error_comes_back_as_itself_and_the_next_batch_runs(cluster, 
     from trinity_cli.evaluators.local import EpisodeSpec, Runtime, SerialEvaluator
     from trinity_cli.evaluators.ray_actors import RayEvaluator
     from trinity_cli.messages import Role
+    from trinity_cli.policies.fixed import FixedPolicy
     from trinity_cli.pool.pool import Pool
     from trinity_cli.pool.rollout_cache import RolloutCache
     from trinity_cli.pool_config import load_pool
@@ -255,11 +256,11 @@ def test_an_episode_error_comes_back_as_itself_and_the_next_batch_runs(cluster, 
     items = [TaskItem("t", f"q{i}", f"question {i}?", "1", "numeric") for i in range(6)]
     good = FixedSchedule(["a"], "a", (Role.WORKER,))
     wrong = FixedSchedule(["a", "b"], "a", (Role.WORKER,))  # routes a model the pool does not have
-    specs = [EpisodeSpec(item=item, seed=i, router=good, max_turns=1) for i, item in enumerate(items)]
+    specs = [EpisodeSpec(item=item, seed=i, policy=FixedPolicy(good), max_turns=1) for i, item in enumerate(items)]
     evaluator = RayEvaluator(runtime, RayOptions(address=cluster.address, workers=2))
     try:
         with pytest.raises(ConfigError, match="the coordinator routes"):
-            evaluator.evaluate([*specs[:3], EpisodeSpec(item=items[3], seed=3, router=wrong, max_turns=1)])
+            evaluator.evaluate([*specs[:3], EpisodeSpec(item=items[3], seed=3, policy=FixedPolicy(wrong), max_turns=1)])
         calls = runtime.pool.stats.calls
         outcomes = evaluator.evaluate(specs)  # on fresh actors: the batch above killed its own
     finally:
@@ -294,6 +295,7 @@ def test_an_actor_that_cannot_start_is_an_error_not_a_retry(cluster, tmp_path: P
     from trinity_cli.evaluators.local import EpisodeSpec, Runtime
     from trinity_cli.evaluators.ray_actors import RayEvaluator
     from trinity_cli.messages import Role
+    from trinity_cli.policies.fixed import FixedPolicy
     from trinity_cli.pool.pool import Pool
     from trinity_cli.pool_config import load_pool
     from trinity_cli.tasks.items import TaskItem
@@ -304,7 +306,7 @@ def test_an_actor_that_cannot_start_is_an_error_not_a_retry(cluster, tmp_path: P
         evaluator._kill_all()  # replaced by actors that fail in their creation
         evaluator._worker_cls = ray.remote(num_cpus=1, max_restarts=0)(Unstartable)
         spec = EpisodeSpec(item=TaskItem("t", "q", "question?", "1", "numeric"), seed=0,
-                           router=FixedSchedule(["a"], "a", (Role.WORKER,)), max_turns=1)
+                           policy=FixedPolicy(FixedSchedule(["a"], "a", (Role.WORKER,))), max_turns=1)
         # (Where the nodes cannot import this test module, its creation fails alike.)
         with pytest.raises(ConfigError, match="a Ray actor could not start: .*No module named") as info:
             evaluator.evaluate([spec])

@@ -19,7 +19,7 @@ from trinity_cli.errors import ConfigError, HeadMismatch
 from trinity_cli.evolve import reader_fit
 from trinity_cli.evolve.reader_recipe import ReaderRecipeOptions, run
 from trinity_cli.policies.base import Episode
-from trinity_cli.policies.registry import policy_of
+from trinity_cli.policies.reader import ReaderPolicy
 from trinity_cli.pool.pool import open_pool
 from trinity_cli.pool_config import load_pool
 from trinity_cli.turns.settle import Examples
@@ -126,7 +126,7 @@ def test_a_live_episode_is_what_the_matrix_play_foretold(tmp_path: Path) -> None
     train, val = reader_fit.read_matrix(train_file), reader_fit.read_matrix(val_file)
     found = reader_fit.search(train, val, "duo", ["sure", "other"], generations=10, popsize=8, seed=1)
     pool = open_pool(load_pool(str(pool_file)))
-    policy = policy_of(found.reader)
+    policy = ReaderPolicy(found.reader)
     assert policy.name == "reader"
 
     class Engines:

@@ -8,12 +8,13 @@ import httpx
 import pytest
 
 from trinity_cli.backends import llamacpp
+from trinity_cli.backends.gguf_file import GGUFModel
 from trinity_cli.backends.llamacpp import LlamaCppBackend
 from trinity_cli.backends.openai_api import OpenAIBackend
 from trinity_cli.messages import ChatMessage, GenParams
 from trinity_cli.pool.pool import Pool
 from trinity_cli.pool.rollout_cache import RolloutCache
-from trinity_cli.pool_config import GGUFModel, load_pool
+from trinity_cli.pool_config import load_pool
 from trinity_cli.turns import prompts
 
 from .conftest import write_pool

@@ -96,8 +96,8 @@ def test_models_lists_trinity_and_the_heads_made_for_this_pool(pool_file: Path) 
         wrong_pool = client.post("/v1/chat/completions", json={"model": "trinity/other", "messages": QUESTION})
 
     assert listing["object"] == "list"
-    assert [m["id"] for m in listing["data"]] == ["trinity", "trinity/untrained", "trinity/mine", "trinity/conductor",
-                                                  "trinity/agree"]
+    assert [m["id"] for m in listing["data"]] == ["trinity", "trinity/untrained", "trinity/mine", "trinity/agree",
+                                                  "trinity/conductor"]
     assert all(m["object"] == "model" and m["owned_by"] == "trinity" for m in listing["data"])
     assert reply.status_code == 200 and reply.json()["trinity"]["head"] == "mine"
     assert_error(wrong_pool, 404, "model_not_found", "trinity/other")
@@ -520,8 +520,8 @@ def test_real_server_answers_20_parallel_openai_clients(live_server: tuple[str, 
         openai.OpenAI(base_url=base_url, api_key="wrong", max_retries=0).models.list()
     with pytest.raises(openai.NotFoundError):
         client.chat.completions.create(model="gpt-4", messages=[{"role": "user", "content": "item-01"}])
-    assert [m.id for m in client.models.list()] == ["trinity", "trinity/untrained", "trinity/conductor",
-                                                    "trinity/agree"]
+    assert [m.id for m in client.models.list()] == ["trinity", "trinity/untrained", "trinity/agree",
+                                                    "trinity/conductor"]
     assert len(RunStore().list()) == 21
 
     output = log.read_text()

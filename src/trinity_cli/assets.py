@@ -25,7 +25,7 @@ from pathlib import Path
 
 from trinity_cli import paths
 from trinity_cli.errors import AssetError
-from trinity_cli.pool_config import HFFile, SplitFile, Weights
+from trinity_cli.member_config import HFFile, SplitFile, Weights
 
 _CHUNK = 8 << 20
 log = logging.getLogger("trinity_cli.assets")

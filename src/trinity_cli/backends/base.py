@@ -3,14 +3,21 @@
 A backend answers `chat(messages, params) -> Completion`. It declares a `fingerprint`
 (what makes its replies what they are: a weights file hash or an API model id, never a
 key) used in cache keys, its context size, and a token counter used to fit transcripts.
+It declares the schema of its member's entry in the pool file (`config_model`, a subclass of
+`MemberBase`), and may declare what it can do (the flags and hooks below, each with a
+default): the pool asks, never guesses. A kind is registered by name (registry.py).
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any, ClassVar
 
+from trinity_cli.member_config import MemberBase
 from trinity_cli.messages import ChatMessage, Completion, GenParams
+
+__all__ = ["MESSAGE_OVERHEAD_TOKENS", "Backend", "MemberBase"]
 
 # Per-message overhead of chat templates (role markers, separators), in tokens, used when
 # estimating whether a prompt fits a context window.
@@ -24,10 +31,26 @@ class Backend(ABC):
     resident: bool = False
     #: True when every reply carries `Completion.logprob_stats` (backends/confidence.py).
     gives_logprobs: bool = False
+    #: The member's entry in the pool file: the common fields (`MemberBase`) and the kind's own.
+    config_model: ClassVar[type[MemberBase]] = MemberBase
+    #: The kind in one line (`trinity pools`); empty: the first sentence of the class's docstring.
+    summary: ClassVar[str] = ""
 
     def __init__(self, name: str, n_ctx: int) -> None:
         self.name = name
         self.n_ctx = n_ctx
+
+    @classmethod
+    def create(cls, config: Any) -> Backend:
+        """The backend of one member, from its checked entry (`config_model`); constructing it
+        must be cheap (nothing loads). By default `cls(config)`."""
+        factory: Any = cls  # every backend class is made from its member's config (the contract above)
+        backend: Backend = factory(config)
+        return backend
+
+    def check_files(self) -> None:  # noqa: B027 - optional hook: most backends need no file
+        """Locate (and assemble or verify) the local files a call will need, now, so a missing
+        file is reported before any work starts (`Pool.check_assets`). By default none."""
 
     def supports_json_schema(self) -> bool:
         """Whether `chat` can constrain its reply to `GenParams.json_schema` (a grammar, or the
@@ -43,6 +66,15 @@ class Backend(ABC):
     @abstractmethod
     def chat(self, messages: Sequence[ChatMessage], params: GenParams) -> Completion:
         """Answer the conversation. Raises `BackendError` subclasses on failure."""
+
+    def chat_streaming(self, messages: Sequence[ChatMessage], params: GenParams,
+                       on_text: Callable[[str], None]) -> Completion:
+        """`chat`, with the reply's text handed to `on_text` piece by piece as it is written
+        (the pieces joined are the reply's text, before `chat`'s final strip). By default the
+        whole reply once, when `chat` returns; a backend that can stream overrides this."""
+        completion = self.chat(messages, params)
+        on_text(completion.text)
+        return completion
 
     def deterministic(self, params: GenParams) -> bool:
         """Whether a call with `params` gives the same reply every time, so it may be cached.

@@ -45,10 +45,9 @@ import httpx
 
 from trinity_cli import assets
 from trinity_cli.backends.base import Backend
-from trinity_cli.backends.gguf_file import MIN_REPLY_TOKENS, GGUFFile, package_version
+from trinity_cli.backends.gguf_file import MIN_REPLY_TOKENS, GGUFFile, GGUFModel, package_version
 from trinity_cli.errors import AssetError, BackendError, ContextOverflow
 from trinity_cli.messages import ChatMessage, Completion, GenParams
-from trinity_cli.pool_config import GGUFModel
 
 
 def xllamacpp_version() -> str:

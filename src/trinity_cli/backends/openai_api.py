@@ -36,14 +36,15 @@ import re
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Literal
 
 import httpx
+from pydantic import Field
 
 from trinity_cli.backends.base import Backend
 from trinity_cli.errors import AuthError, BackendError, BackendUnavailable, ContextOverflow, ModelNotFound
+from trinity_cli.member_config import MemberBase
 from trinity_cli.messages import ChatMessage, Completion, GenParams
-from trinity_cli.pool_config import OpenAIModel
 
 logger = logging.getLogger(__name__)
 
@@ -65,6 +66,24 @@ _CONTEXT_FULL = re.compile(
 )
 
 
+class OpenAIModel(MemberBase):
+    """An `openai` member: a model behind an OpenAI-compatible chat-completions API."""
+
+    kind: Literal["openai"]
+    base_url: str = Field(pattern=r"^https?://")
+    model: str
+    api_key_env: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    n_ctx: int = Field(default=32768, ge=256)
+    timeout_s: float = Field(default=120.0, gt=0)
+    max_retries: int = Field(default=3, ge=0)
+    max_concurrency: int | None = Field(default=None, ge=1)
+    retry_temperature: float = Field(default=0.0, ge=0)
+    # The server follows `response_format: {"type": "json_schema", ...}` (OpenAI's structured
+    # outputs; vLLM, llama.cpp's server and others): the conductor's workflow is then written
+    # under its schema. Off unless said: a server that ignores it would still answer.
+    structured_outputs: bool = False
+
+
 class OpenAIBackend(Backend):
     """One model served over the OpenAI chat-completions API.
 
@@ -74,6 +93,8 @@ class OpenAIBackend(Backend):
     """
 
     resident = False
+    config_model = OpenAIModel
+    summary = "a model behind an OpenAI-compatible API (OpenAI, vLLM, Ollama, llama.cpp's server)"
 
     def __init__(
         self,

@@ -16,15 +16,48 @@ import json
 import re
 import time
 from collections.abc import Sequence
+from typing import ClassVar, Literal
+
+from pydantic import Field, model_validator
 
 from trinity_cli.backends import confidence
 from trinity_cli.backends.base import Backend
+from trinity_cli.member_config import MemberBase, Strict
 from trinity_cli.messages import ChatMessage, Completion, GenParams
-from trinity_cli.pool_config import ScriptedModel
+
+
+class ScriptRule(Strict):
+    match: str
+    reply: str
+    # The mean log-probability its tokens report (backends/confidence.py); None: 0.0.
+    logprob: float | None = Field(default=None, le=0)
+
+    @model_validator(mode="after")
+    def _regex(self) -> ScriptRule:
+        try:
+            re.compile(self.match)
+        except re.error as exc:
+            raise ValueError(f"bad regex {self.match!r}: {exc}") from None
+        return self
+
+
+class ScriptedModel(MemberBase):
+    """A `scripted` member: answers with the reply of the first rule whose regex matches the
+    last message."""
+
+    kind: Literal["scripted"]
+    answers_at_once: ClassVar[bool] = True
+    rules: list[ScriptRule] = []
+    default: str = ""
+    n_ctx: int = Field(default=4096, ge=256)
+    delay_s: float = Field(default=0.0, ge=0)  # each reply takes this long: a slow model, for tests and demos
+    raises: str = ""  # every call raises RuntimeError(raises): a member that fails, for tests and demos
 
 
 class ScriptedBackend(Backend):
     gives_logprobs = True  # each token at its rule's `logprob` (0.0 when it has none)
+    config_model = ScriptedModel
+    summary = "replies from regex rules, no model (tests and demos)"
 
     def __init__(self, config: ScriptedModel) -> None:
         super().__init__(config.name, config.n_ctx)

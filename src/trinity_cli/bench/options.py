@@ -1,5 +1,6 @@
 """What `trinity bench` runs: its options and the held-out task mix (bench/__init__.py
-documents the whole bench)."""
+documents the whole bench). Its rows are named by policy names (`systems`), which the
+policies registry resolves (policies/registry.py): built-in ones and a package's alike."""
 
 from __future__ import annotations
 
@@ -9,16 +10,13 @@ from dataclasses import dataclass
 from trinity_cli import tasks
 from trinity_cli.conductor.workflow import DEFAULT_DEPTH, ConductorSpec
 from trinity_cli.coordinator.head import DECISIONS, DEFAULT_DECISIONS
-from trinity_cli.errors import ConfigError, did_you_mean, option
+from trinity_cli.errors import ConfigError, option
+from trinity_cli.policies.kinds import PolicyKind
+from trinity_cli.policies.registry import POLICIES, in_bench, policy_kind
 from trinity_cli.tasks.mix import MixEntry
 
 BENCH_FORMAT = "trinity-bench/1"
 DEFAULT_TASKS = "gsm8k:test:100,arc-challenge:test:100,mbpp:test:100"
-SYSTEM_KINDS = ("single", "selfloop", "sc", "agree", "random", "head", "moa", "conductor", "vote", "best-per-task",
-                "oracle")
-OPT_IN = ("conductor",)  # kinds played only when --systems names them (a conductor row costs several calls an item)
-DERIVED = ("vote", "best-per-task", "oracle")  # computed from the single runs
-NEEDS_SINGLES = ("moa", *DERIVED)  # rows built on the single runs, which are then played
 DEFAULT_SC = ("best",)
 Z95 = 1.959963984540054  # two-sided 95% normal quantile
 ANSWER_CHARS = 300
@@ -65,10 +63,19 @@ class BenchOptions:
             specs.append((who, int(k) if k else None))
         return specs
 
-    def kinds(self) -> list[str]:
-        """The kinds of row to report (`systems`, default all but OPT_IN), in SYSTEM_KINDS order."""
-        wanted = set(self.systems) if self.systems else set(SYSTEM_KINDS) - set(OPT_IN)
-        return [k for k in SYSTEM_KINDS if k in wanted]
+    def kinds(self) -> list[PolicyKind]:
+        """The policy kinds whose rows are reported: those `systems` names, else the built-in
+        ones every bench plays (`in_bench`: all but the conductor, which costs several calls an
+        item), in the registry's order (built-in ones first, as registered)."""
+        if not self.systems:
+            return in_bench()
+        named = [(name, policy_kind(name, "systems")) for name in self.systems]
+        order = POLICIES.names()
+        kinds: list[PolicyKind] = []
+        for _, kind in sorted(named, key=lambda found: order.index(found[0])):
+            if kind not in kinds:
+                kinds.append(kind)
+        return kinds
 
     def decision_modes(self) -> list[str]:
         """The decision modes of head rows, the default mode first."""
@@ -78,9 +85,8 @@ class BenchOptions:
 
     def validate(self) -> list[MixEntry]:
         """Check the options; return the parsed mix, refusing splits that are not held out."""
-        for kind in self.systems or ():
-            if kind not in SYSTEM_KINDS:
-                raise ConfigError(f"{option('systems')}: unknown kind {kind!r}", did_you_mean(kind, SYSTEM_KINDS))
+        for name in self.systems or ():
+            policy_kind(name, "systems")  # an unknown name is refused with the close ones
         self.sc_specs()
         if self.decisions not in (None, *DECISIONS, "both"):
             raise ConfigError(f"{option('decisions')}: unknown mode {self.decisions!r}", "use sampled, greedy or both")

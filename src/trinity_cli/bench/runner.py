@@ -14,8 +14,7 @@ from trinity_cli import tasks
 from trinity_cli.bench import moa
 from trinity_cli.bench.options import BENCH_FORMAT, BenchOptions
 from trinity_cli.bench.stats import summarize
-from trinity_cli.bench.systems import EpisodeResult, System, episode_seed, plan_systems, sc_source, workflow_summary
-from trinity_cli.episode.schedules import FixedSchedule
+from trinity_cli.bench.systems import EpisodeResult, System, episode_seed, plan_systems, spec, workflow_summary
 from trinity_cli.errors import ConfigError, option
 from trinity_cli.evaluators.choose import open_evaluator
 from trinity_cli.evaluators.local import EpisodeOutcome, EpisodeSpec, Evaluator, Runtime
@@ -32,6 +31,7 @@ from trinity_cli.events import (
 )
 from trinity_cli.keyed_cache import journal_to
 from trinity_cli.messages import Role, Transcript, Turn
+from trinity_cli.policies.fixed import sc_policy, schedule_policy
 from trinity_cli.pool.pool import Pool, PoolStats, open_pool
 from trinity_cli.pool_config import PoolConfig, load_pool
 from trinity_cli.runs.charts import plot_accuracy, plot_cost, plot_selection
@@ -117,7 +117,7 @@ def _play_moa(
     models = pool.names
     aggregator = moa.pick_aggregator(single_results, models)
     system.model = aggregator
-    schedule = FixedSchedule(models, aggregator, (Role.WORKER,))
+    policy = schedule_policy(models, aggregator, (Role.WORKER,))
     members: dict[str, list[Transcript | None]] = {}
     plan: list[Planned] = []
     specs: list[EpisodeSpec] = []
@@ -128,7 +128,7 @@ def _play_moa(
         if text is not None:
             seed = episode_seed(options.seed, system.stream, item.key)
             plan.append((system, item, seed))
-            specs.append(EpisodeSpec(item=dataclasses.replace(item, prompt=text), seed=seed, router=schedule,
+            specs.append(EpisodeSpec(item=dataclasses.replace(item, prompt=text), seed=seed, policy=policy,
                                      max_turns=1, overflow_scores_zero=True))
     played = dict(zip([p[1].key for p in plan], _play(pool, plan, specs, emit, evaluator), strict=True))
     out = []
@@ -154,21 +154,21 @@ def _run_systems(
     """Every episode of every system, played by `evaluator` (moa's once the single runs
     are done); results and episodes.jsonl in system, seed, item order whatever order they
     finished in, and the report's notes on members whose calls failed (`failure_notes`)."""
-    runnable = [s for s in systems if s.router is not None]
+    runnable = [s for s in systems if s.policy is not None]
     plan = [(system, item, episode_seed(options.seed, _stream(system, r), item.key))
             for system in runnable for r in range(system.seeds) for item in items]
     # Greedy decisions are for head rows (System.greedy): random routing stays random.
-    specs = [system.spec(item, seed) for system, item, seed in plan]
+    specs = [spec(system, item, seed) for system, item, seed in plan]
     played = list(zip(plan, _play(pool, plan, specs, emit, evaluator), strict=True))
     # Rows played once the single runs are done: sc:best@K (its member: the best single) and moa.
     singles = {(p[0].model or "", p[1].key): o for p, o in played if p[0].kind == "single"}
     single_results = [_result(*p, o) for p, o in played if p[0].kind == "single"]
     for system in systems:
-        if system.kind == "sc" and system.router is None:
+        if system.kind == "sc" and system.policy is None:
             system.model = moa.pick_aggregator(single_results, pool.names)  # the best single member
-            system.router = sc_source(pool.names, system.model)
+            system.policy = sc_policy(pool.names, system.model)
             later = [(system, item, episode_seed(options.seed, system.stream, item.key)) for item in items]
-            later_specs = [system.spec(item, seed) for _, item, seed in later]
+            later_specs = [spec(system, item, seed) for _, item, seed in later]
             played += list(zip(later, _play(pool, later, later_specs, emit, evaluator), strict=True))
         if system.kind == "moa":
             played += _play_moa(pool, system, items, options, singles, single_results, emit, evaluator)
@@ -233,9 +233,9 @@ def bench(
         evaluator, parallel = open_evaluator(runtime, parallel, ray)
         on_ray = isinstance(evaluator, RayEvaluator)  # a local Ray instance may play here instead
         systems, notes = _plan(options, pool, entries)
-        runnable = [s for s in systems if s.router is not None or s.kind == "sc"]
+        runnable = [s for s in systems if s.policy is not None or s.kind == "sc"]
         moa_items = len(items) if any(s.kind == "moa" for s in systems) else 0
-        reported = [s for s in systems if s.kind in options.kinds()]
+        reported = [s for s in systems if s.reported]
         with store.new_run() as run_dir, store.lock(run_dir), journal_to(run_dir / JOURNAL):
             emit(BenchStarted(run=run_dir.name, items=len(items), systems=tuple(s.name for s in systems),
                               episodes=sum(s.seeds for s in runnable) * len(items) + moa_items, parallel=parallel,

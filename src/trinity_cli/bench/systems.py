@@ -3,57 +3,30 @@ episode's result reduced to what the report needs."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from trinity_cli import seeds
-from trinity_cli.bench.options import ANSWER_CHARS, DERIVED, NEEDS_SINGLES, BenchOptions
-from trinity_cli.conductor.workflow import ConductorSpec
-from trinity_cli.coordinator.head import DEFAULT_DECISIONS, Head, turn_budget
+from trinity_cli.bench.options import ANSWER_CHARS, BenchOptions
+from trinity_cli.coordinator.head import Head, turn_budget
 from trinity_cli.coordinator.policy import resolve_head
 from trinity_cli.coordinator.reader import Reader
-from trinity_cli.episode.schedules import AGREE_TURNS, FixedSchedule, agree
-from trinity_cli.errors import ConfigError, did_you_mean, option
 from trinity_cli.evaluators.local import EpisodeSpec
-from trinity_cli.messages import Role
+from trinity_cli.policies.kinds import BenchPlan, Row
+from trinity_cli.policies.registry import policy_kind
 from trinity_cli.pool.pool import Pool
 from trinity_cli.tasks import TaskItem
 
-# What a row's episodes are played by (EpisodeSpec.router): a head (read by the row's
-# `backbone`), a reader, a fixed schedule, or the conductor.
-Router = Head | Reader | FixedSchedule | ConductorSpec
+# A row of the report (policies/kinds.py: each policy kind makes its own rows).
+System = Row
 
 
-@dataclass
-class System:
-    """One row of the report. `seeds` is how many episodes each item gets (random: one per
-    seed); `router` is None for the rows built on the single runs: vote, best-per-task and
-    the oracle, which play nothing, moa, whose aggregator episodes the runner plays once
-    the single runs are done (its `model` is the aggregator, set then: bench/moa.py), and
-    `sc:best@K`, whose member (the best single row) is set then too. The `conductor` row's
-    router is a ConductorSpec and its `model` the conductor."""
-
-    name: str
-    kind: str
-    model: str | None = None
-    head: dict[str, Any] | None = None
-    seeds: int = 1
-    max_turns: int = 1
-    stream: str = "fixed"
-    router: Router | None = None
-    backbone: str | None = None  # head rows: the coordinator backbone that reads the head (None: its own)
-    greedy: bool = False
-
-    def spec(self, item: TaskItem, seed: int) -> EpisodeSpec:
-        """One episode of this row on `item` (a row with a router); a task that fits no
-        usable context is scored wrong."""
-        assert self.router is not None
-        return EpisodeSpec(item=item, seed=seed, router=self.router, max_turns=self.max_turns, backbone=self.backbone,
-                           greedy=self.greedy, overflow_scores_zero=True)
-
-    def describe(self) -> dict[str, Any]:
-        return {"name": self.name, "kind": self.kind, "model": self.model, "head": self.head,
-                "seeds": self.seeds, "max_turns": self.max_turns, "greedy": self.greedy}
+def spec(system: Row, item: TaskItem, seed: int) -> EpisodeSpec:
+    """One episode of `system` on `item` (a row with a policy); a task that fits no usable
+    context is scored wrong."""
+    assert system.policy is not None
+    return EpisodeSpec(item=item, seed=seed, policy=system.policy, max_turns=system.max_turns, greedy=system.greedy,
+                       overflow_scores_zero=True)
 
 
 @dataclass
@@ -117,81 +90,18 @@ def _heads(options: BenchOptions, pool_name: str,
                 "(an untrained head routes like `random`); evolve one and pass --head"]
 
 
-def _head_systems(options: BenchOptions, heads: list[tuple[str | None, Head | Reader]]) -> list[System]:
-    """A row per head and decision mode: `head:<name>` in the default mode, `head:<name>/<mode>`
-    in the other (`--decisions both`); both modes play the same episode seeds."""
-    systems: list[System] = []
-    taken: set[str] = set()
-    for head_ref, head in heads:
-        name = f"head:{head.manifest.get('name') or 'unnamed'}"
-        base, k = name, 2
-        while name in taken:
-            name, k = f"{base}#{k}", k + 1
-        taken.add(name)
-        info = {"name": head.manifest.get("name"), "trained": head.learned, "ref": head_ref}
-        for mode in options.decision_modes():
-            row = name if mode == DEFAULT_DECISIONS else f"{name}/{mode}"
-            # Left to the default, an untrained head is sampled (head.default_greedy).
-            greedy = mode == "greedy" and (head.learned or options.decisions is not None)
-            systems.append(System(row, "head", head=info, max_turns=turn_budget(options.max_turns, head),
-                                  stream="head", router=head, backbone=options.backbone, greedy=greedy))
-    return systems
-
-
-def sc_source(models: list[str], model: str) -> FixedSchedule:
-    """Self-consistency of `model`: its Worker replies from the task alone, one per turn."""
-    return FixedSchedule(models, model, (Role.WORKER,), alone=True)
-
-
-def _sc_systems(options: BenchOptions, models: list[str], budget: int) -> list[System]:
-    """The `sc:<member>@K` rows of `options.sc` (`sc:best@K`'s member is set later)."""
-    systems: list[System] = []
-    for who, k in options.sc_specs():
-        turns = k or budget
-        if who not in ("all", "best") and who not in models:
-            raise ConfigError(f"{option('sc')}: the pool has no model {who!r}", did_you_mean(who, models))
-        for model in models if who == "all" else [who]:
-            name = f"sc:{model}@{turns}"
-            if all(s.name != name for s in systems):
-                router = None if model == "best" else sc_source(models, model)
-                systems.append(System(name, "sc", model=None if model == "best" else model, max_turns=turns,
-                                      stream="fresh", router=router))
-    return systems
-
-
-def plan_systems(options: BenchOptions, pool: Pool) -> tuple[list[System], list[str]]:
-    """The systems of a bench in run order (derived rows last), and notes for the report.
-    Single runs are played whenever a reported row needs them (see `systems`). Turn
-    budgets: see BenchOptions.max_turns."""
-    pool_name, models = pool.config.name, pool.names
+def plan_systems(options: BenchOptions, pool: Pool) -> tuple[list[Row], list[str]]:
+    """The rows of a bench in run order (the policies registry's order: rows derived from the
+    single runs last), and notes for the report. Each kind makes its own rows
+    (policies/kinds.py); the single runs are played whenever a reported row is built on them
+    (`needs_singles`, `sc:best@K`), reported only when asked for. Turn budgets: see
+    BenchOptions.max_turns."""
     kinds = options.kinds()
-    heads, notes = _heads(options, pool_name, models) if "head" in kinds else ([], [])
-    budget = turn_budget(options.max_turns, heads[0][1] if heads else None)  # self-loops and random
-    systems: list[System] = []
-    best_sc = "sc" in kinds and any(who == "best" for who, _ in options.sc_specs())
-    if "single" in kinds or best_sc or any(k in kinds for k in NEEDS_SINGLES):
-        systems += [System(f"single:{m}", "single", model=m, router=FixedSchedule(models, m, (Role.WORKER,)))
-                    for m in models]
-    if "selfloop" in kinds:
-        systems += [System(f"selfloop:{m}", "selfloop", model=m, max_turns=budget,
-                           router=FixedSchedule(models, m, (Role.WORKER, Role.VERIFIER))) for m in models]
-    if "sc" in kinds:
-        systems += _sc_systems(options, models, budget)
-    if "agree" in kinds:
-        # `ask --mode agree`'s budget, whatever the heads': the row is that command
-        systems.append(System("agree", "agree", max_turns=options.max_turns or AGREE_TURNS, stream="fresh",
-                              router=agree(models)))
-    if options.random_seeds and "random" in kinds:
-        untrained = resolve_head("untrained", pool_name, models, options.backbone)
-        systems.append(System("random", "random", seeds=options.random_seeds, max_turns=budget,
-                              stream="random", router=untrained, backbone=options.backbone))
-    systems += _head_systems(options, heads)
-    if "moa" in kinds:
-        systems.append(System("moa", "moa", max_turns=len(models) + 1))
-    if "conductor" in kinds:
-        spec = ConductorSpec(options.conductor, options.conductor_depth)
-        systems.append(System("conductor", "conductor", model=spec.name(pool), max_turns=spec.max_steps,
-                              stream="conductor", router=spec))
-    systems += [System(kind, kind) for kind in DERIVED if kind in kinds]
-    return systems, notes
-
+    heads, notes = _heads(options, pool.config.name, pool.names) if any(k.takes_head for k in kinds) else ([], [])
+    plan = BenchPlan(pool, options, heads, turn_budget(options.max_turns, heads[0][1] if heads else None))
+    rows = [row for kind in kinds for row in kind.rows(plan)]
+    single = policy_kind("single", "systems")
+    best_sc = any(row.kind == "sc" and row.policy is None for row in rows)
+    if single not in kinds and (best_sc or any(kind.needs_singles for kind in kinds)):
+        rows = [*(replace(row, reported=False) for row in single.rows(plan)), *rows]
+    return rows, notes

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from trinity_cli import assets
 from trinity_cli.errors import AssetError, ConfigError
-from trinity_cli.pool_config import PackageFile, SplitFile, Weights
+from trinity_cli.member_config import PackageFile, SplitFile, Weights
 
 DEFAULT_BACKBONE = "smollm2-135m"
 # Hidden sizes of the embedded backbones, so an untrained head can be built without

@@ -172,7 +172,7 @@ def of_calls(config: PoolConfig, calls: dict[str, int], recorded: dict[str, int]
     members = config.models
     speeds = measured_speed(config)
     per_call = sum(PROMPT_TOKENS + REPLY_SHARE * m.max_tokens for m in members) / len(members)
-    seconds_per_token = sum(0.0 if m.kind == "scripted" else 1.0 / speeds.get(m.name, DEFAULT_TOKENS_PER_S)
+    seconds_per_token = sum(0.0 if m.answers_at_once else 1.0 / speeds.get(m.name, DEFAULT_TOKENS_PER_S)
                             for m in members) / len(members)
     prices = [m.price for m in members]
     phases = []

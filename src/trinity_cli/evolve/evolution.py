@@ -71,6 +71,7 @@ from trinity_cli.evolve.label_fit import fit_start, read_labels
 from trinity_cli.evolve.options import EvolveOptions, config_hash, find_run, open_run, refuse_mismatch, resume_options
 from trinity_cli.evolve.rotation_fit import first_picks, fit_rotation, rotation_states
 from trinity_cli.keyed_cache import journal_to
+from trinity_cli.policies.head import HeadPolicy
 from trinity_cli.pool.pool import open_pool
 from trinity_cli.pool_config import load_pool
 from trinity_cli.runs import charts, reports
@@ -274,9 +275,8 @@ class Evolution:
 
     # -- episodes ---------------------------------------------------------------------
     def _spec(self, vector: np.ndarray, item: tasks.TaskItem, seed: int) -> EpisodeSpec:
-        return EpisodeSpec(item=item, seed=seed, router=self.base.with_flat(vector),
-                           max_turns=self.options.max_turns, backbone=self.options.backbone,
-                           greedy=self.options.decisions == "greedy")
+        return EpisodeSpec(item=item, seed=seed, policy=HeadPolicy(self.base.with_flat(vector), self.options.backbone),
+                           max_turns=self.options.max_turns, greedy=self.options.decisions == "greedy")
 
     def _episode(self, spec: EpisodeSpec, outcome: EpisodeOutcome) -> dict[str, Any]:
         transcript, item = outcome.transcript, spec.item

@@ -33,6 +33,7 @@ from trinity_cli.errors import ConfigError
 from trinity_cli.evaluators.local import EpisodeSpec, Evaluator
 from trinity_cli.evolve.label_fit import fit_rows, start_vector
 from trinity_cli.messages import Role
+from trinity_cli.policies.fixed import FixedPolicy
 from trinity_cli.tasks.items import TaskItem
 
 
@@ -62,8 +63,9 @@ def rotation_states(evaluator: Evaluator, coordinator: Coordinator, base: Head, 
     """Play `rotation_schedule` from each item's first pick through `evaluator`; the head input of
     every state those episodes reached (the conversation before a turn) and the index of the
     member that turn asked (a schedule skips a member that cannot hold the task)."""
-    specs = [EpisodeSpec(item=item, seed=seed, router=rotation_schedule(models, firsts[item.key], max_turns),
-                         max_turns=max_turns) for item, seed in zip(items, seeds, strict=True)]
+    specs = [EpisodeSpec(item=item, seed=seed, max_turns=max_turns,
+                         policy=FixedPolicy(rotation_schedule(models, firsts[item.key], max_turns)))
+             for item, seed in zip(items, seeds, strict=True)]
     xs, targets = [], []
     for spec, outcome in zip(specs, evaluator.evaluate(specs), strict=True):
         assert outcome.transcript is not None  # these specs let a ContextOverflow propagate

@@ -1,64 +1,93 @@
-"""Policies by name, imported lazily ("module:Class", as backends/registry.py does), and the
-one place that turns what a caller holds (a `Head`, a `FixedSchedule`, a `ConductorSpec`) into
-the policy that plays it. A new policy is one module and one line in `POLICIES`."""
+"""Policies by name: one `Registry` (registry.py), entry-point group `trinity_cli.policies`.
+
+A name stands for a `PolicyKind` (kinds.py): `ask --mode NAME`, serve's model `trinity/NAME`
+and `bench --systems NAME` find it here and nowhere else. The kinds trinity ships register
+below exactly as a package registers its own, as "module:attribute":
+
+    [project.entry-points."trinity_cli.policies"]
+    until-number = "trinity_numeric:UntilNumber"
+
+A package's entry may name a `PolicyKind` instance or a policy class (base.LoopPolicy made
+with no arguments: `PolicyClass` is its kind). Names are listed in registration order (the
+order of bench's report), then installed ones; `head` is bench's name for the coordinator's
+rows. How to write one: docs/extending.md (a test installs its example and plays it).
+"""
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
-from trinity_cli.conductor.workflow import ConductorSpec
-from trinity_cli.coordinator.head import Head
-from trinity_cli.coordinator.policy import Coordinator
-from trinity_cli.coordinator.reader import Reader, ReaderSource
-from trinity_cli.episode.schedules import FixedSchedule
-from trinity_cli.errors import ConfigError, did_you_mean
-from trinity_cli.policies.base import Policy
+from trinity_cli.errors import ConfigError, did_you_mean, option
+from trinity_cli.policies.kinds import PolicyClass, PolicyKind
+from trinity_cli.registry import Registry
 
-POLICIES: dict[str, str] = {
-    "head": "trinity_cli.policies.head:HeadPolicy",
-    "fixed": "trinity_cli.policies.fixed:FixedPolicy",
-    "conductor": "trinity_cli.policies.conductor:ConductorPolicy",
-    "reader": "trinity_cli.policies.reader:ReaderPolicy",
-}
+GROUP = "trinity_cli.policies"
 
 
-def policy_class(name: str) -> Any:
-    """The class of the policy named `name`; an unknown name answers with the close matches."""
-    target = POLICIES.get(name)
-    if target is None:
-        raise ConfigError(f"unknown policy {name!r}", did_you_mean(name, POLICIES))
-    module, cls = target.split(":")
-    return getattr(importlib.import_module(module), cls)
+def _is_policy(found: Any) -> bool:
+    return isinstance(found, PolicyKind) or (isinstance(found, type) and callable(getattr(found, "play", None)))
 
 
-def make(name: str, *args: Any, **kwargs: Any) -> Policy:
-    policy: Policy = policy_class(name)(*args, **kwargs)
-    return policy
+POLICIES: Registry[Any] = Registry(
+    GROUP, "policy", check=_is_policy,
+    expected="a PolicyKind instance (trinity_cli.policies.kinds) or a policy class (trinity_cli.policies.base)")
+
+for _name, _target in (
+    ("single", "SINGLE"), ("selfloop", "SELFLOOP"), ("sc", "SC"), ("agree", "AGREE"), ("random", "RANDOM"),
+    ("coordinator", "COORDINATOR"), ("head", "COORDINATOR"), ("moa", "MOA"), ("conductor", "CONDUCTOR"),
+    ("vote", "VOTE"), ("best-per-task", "BEST_PER_TASK"), ("oracle", "ORACLE"),
+):
+    POLICIES.register(_name, f"trinity_cli.policies.kinds:{_target}")
 
 
-def engine_of(head: Head | Reader, backbone: str | None = None, device: str = "auto") -> Coordinator | ReaderSource:
-    """What reads the conversation for `head`, as `ask` and `serve` keep it between questions:
-    the coordinator that reads a head with its backbone, or a reader's decision source (no
-    backbone). Either has `head`, `backbone_ref` and `close()`."""
-    if isinstance(head, Reader):
-        return ReaderSource(head)
-    return Coordinator(head, backbone_ref=backbone, device=device)
+def policy_kind(name: str, flag: str = "systems", asking: bool = False) -> PolicyKind:
+    """The kind named `name`, built in or installed; an unknown name raises ConfigError naming
+    the option `flag` and the close matches (among those that answer questions, `asking`)."""
+    if name not in POLICIES:
+        raise ConfigError(f"{option(flag)}: unknown policy {name!r}", did_you_mean(name, policy_names(asking)))
+    found = POLICIES.get(name)  # an installed one that cannot be imported: the registry's own words
+    kind: PolicyKind = found if isinstance(found, PolicyKind) else PolicyClass(name, found)
+    return kind
 
 
-def policy_of(router: Any, backbone: str | None = None) -> Policy:
-    """The policy that plays `router`: a head (read by `backbone`), a reader, a fixed schedule,
-    the conductor's spec, or a policy already."""
-    if isinstance(router, Head):
-        return make("head", router, backbone)
-    if isinstance(router, FixedSchedule):
-        return make("fixed", router)
-    if isinstance(router, ConductorSpec):
-        return make("conductor", router)
-    if isinstance(router, Reader):
-        return make("reader", router)
-    if callable(getattr(router, "play", None)):
-        policy: Policy = router
-        return policy
-    raise ConfigError(f"nothing plays an episode with {type(router).__name__}",
-                      "give a head, a fixed schedule, the conductor's spec or a policy")
+def answering_kind(name: str) -> PolicyKind:
+    """The kind that answers `ask --mode NAME` (serve's `trinity/NAME`): one that `asks`."""
+    kind = policy_kind(name, "mode", asking=True)
+    if not kind.asks:
+        raise ConfigError(f"{option('mode')} {name}: {kind.summary}, a row of bench's report, not a way to answer",
+                          "use one of: " + ", ".join(policy_names(asking=True)))
+    return kind
+
+
+def policy_names(asking: bool = False, built_in: bool = False) -> list[str]:
+    """The policy names to list: built-in ones under their own name (not `head`, bench's alias),
+    only those that answer questions with `asking`, then the installed ones (not imported:
+    a package's policy is taken to answer questions) unless `built_in`."""
+    names = []
+    for name in POLICIES.built_in():
+        kind = POLICIES.get(name)
+        if kind.name == name and (kind.asks or not asking):
+            names.append(name)
+    return names if built_in else [*names, *sorted(POLICIES.installed())]
+
+
+def summaries() -> dict[str, str]:
+    """Each name of `policy_names()` -> its one-line summary (installed ones imported to read
+    it; one that cannot be imported says why)."""
+    found: dict[str, str] = {}
+    for name in policy_names():
+        try:
+            found[name] = policy_kind(name).summary
+        except ConfigError as exc:
+            found[name] = f"cannot be used: {exc.message}"
+    return found
+
+
+def in_bench() -> list[PolicyKind]:
+    """The kinds of a bench that names no `--systems`: the built-in ones that say so, in order."""
+    kinds: list[PolicyKind] = []
+    for name in POLICIES.built_in():
+        kind = policy_kind(name, "systems")
+        if kind.in_bench and kind not in kinds:
+            kinds.append(kind)
+    return kinds

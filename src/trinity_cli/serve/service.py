@@ -15,14 +15,13 @@ from trinity_cli import ask as ask_mod
 from trinity_cli.ask import answer as answering
 from trinity_cli.conductor.workflow import DEFAULT_DEPTH, ConductorSpec
 from trinity_cli.coordinator.head import available_heads
-from trinity_cli.coordinator.policy import Coordinator, resolve_head
-from trinity_cli.coordinator.reader import ReaderSource
 from trinity_cli.errors import ConfigError, TrinityError, option
 from trinity_cli.events import ProgressFn, RequestAnswered, RequestFailed, ServeLoading, quiet
-from trinity_cli.policies import registry
+from trinity_cli.policies.kinds import HeadEngine
+from trinity_cli.policies.registry import answering_kind, policy_kind, policy_names
 from trinity_cli.pool.pool import open_pool
 from trinity_cli.pool_config import load_pool
-from trinity_cli.serve.protocol import AGREE_MODEL, CONDUCTOR_MODEL, MODEL, ApiError, ChatRequest
+from trinity_cli.serve.protocol import MODEL, ApiError, ChatRequest
 from trinity_cli.serve.warm import REQUEST_FIELDS
 
 log = logging.getLogger("trinity_cli.serve")
@@ -66,15 +65,18 @@ class ServedPool:
         self.token = _read_token(options.api_key_env)
         self.config = load_pool(options.pool)
         self.pool = open_pool(self.config, options.use_cache)
-        self._coordinators: dict[str | None, Coordinator | ReaderSource] = {}
+        self._engines: dict[tuple[str, str | None], HeadEngine | None] = {}
         self._heads_lock = threading.Lock()
         self._episode_lock = threading.Lock()
         self.pending = 0  # requests admitted and not finished (admit / finish); on the event loop only
         self.last_active = time.monotonic()  # when a request last came or ended (serve/run.py's idle exit)
-        # "trinity" answers as ask does without --mode (ask.answer_mode): a head, or the agree procedure.
-        self.default_agree = ask_mod.answer_mode(ask_mod.AskOptions(head=options.head), self.config) == "agree"
+        # "trinity" answers as ask does without --mode (ask.answer_mode): a head, or the policy the
+        # pool file's `router` names; "trinity/NAME" with each other policy that answers questions.
+        self.default_mode = ask_mod.answer_mode(ask_mod.AskOptions(head=options.head), self.config)
+        self.modes = [n for n in policy_names(asking=True) if not policy_kind(n).takes_head]
         try:
-            self.progress(ServeLoading("pool", self.config.name, "agree" if self.default_agree else ""))
+            reads_head = answering_kind(self.default_mode).takes_head
+            self.progress(ServeLoading("pool", self.config.name, "" if reads_head else self.default_mode))
             ConductorSpec(options.conductor, options.conductor_depth).name(self.pool)  # refused now, not per request
             self.pool.check_assets()
             loading = self.pool.preload(self.pool.names)  # the weights load now, beside the backbone
@@ -88,12 +90,12 @@ class ServedPool:
             raise
 
     def _load_default_head(self) -> None:
-        """What "trinity" answers with: the agree procedure, or the default head, its backbone
-        loaded now, not on the first request."""
-        if self.default_agree:
-            self.default_head = "none (agree procedure)"
+        """What "trinity" answers with: a policy that reads no head (the pool's `router`), or
+        the default head, its backbone loaded now, not on the first request."""
+        default = self.engine(self.default_mode, None)
+        if default is None:
+            self.default_head = f"none ({self.default_mode} procedure)"
             return
-        default = self.coordinator(None)
         self.default_head = str(default.head.manifest.get("name"))
         if default.loads_backbone:
             self.progress(ServeLoading("backbone", self.default_head))
@@ -101,9 +103,9 @@ class ServedPool:
 
     def served_models(self) -> list[str]:
         """The model ids: "trinity", then "trinity/HEAD" for "untrained" and each head made
-        for this pool (its manifest names the pool's models, in order), then
-        "trinity/conductor" (conductor mode, conductor/run.py) and "trinity/agree" (the agree
-        procedure); a head of either name is shadowed."""
+        for this pool (its manifest names the pool's models, in order), then "trinity/NAME"
+        for each policy that answers questions without a head (`modes`: conductor, agree, a
+        package's; policies/registry.py); a head of such a name is shadowed."""
         heads = ["untrained"]
         for name, directory in available_heads().items():
             try:
@@ -113,18 +115,21 @@ class ServedPool:
                 fits = False
             if fits and name not in heads:
                 heads.append(name)
-        fixed = (CONDUCTOR_MODEL, AGREE_MODEL)
-        return [MODEL, *(f"{MODEL}/{h}" for h in heads if f"{MODEL}/{h}" not in fixed), *fixed]
+        return [MODEL, *(f"{MODEL}/{h}" for h in heads if h not in self.modes), *(f"{MODEL}/{m}" for m in self.modes)]
 
-    def coordinator(self, head: str | None) -> Coordinator | ReaderSource:
-        """What reads the conversation for head name `head` (None: --head, else the default
-        head): its coordinator, or a reader's decision source (policies/registry.engine_of)."""
-        key = head if head is not None else self.options.head
+    def engine(self, mode: str, head: str | None) -> HeadEngine | None:
+        """What policy `mode` keeps between questions (policies/kinds.py), built on first use
+        and checked against the pool: for a policy that reads a head, the coordinator (or a
+        reader's source) of head name `head` (None: --head, else the default head)."""
+        kind = answering_kind(mode)
+        key = (mode, (head if head is not None else self.options.head) if kind.takes_head else None)
         with self._heads_lock:
-            if key not in self._coordinators:
-                found = resolve_head(key, self.config.name, self.config.names, self.options.backbone)
-                self._coordinators[key] = registry.engine_of(found, self.options.backbone, self.options.device)
-            return self._coordinators[key]
+            if key not in self._engines:
+                asking = ask_mod.AskOptions(head=key[1], backbone=self.options.backbone, device=self.options.device,
+                                            mode=mode, conductor=self.options.conductor,
+                                            conductor_depth=self.options.conductor_depth)
+                self._engines[key] = kind.engine(self.pool, asking)
+            return self._engines[key]
 
     def admit(self) -> None:
         """Count one more queued request, or refuse it (503) when `max_queue` are waiting."""
@@ -152,16 +157,16 @@ class ServedPool:
         """Run one episode for `request` and save it (blocking). `progress` receives the
         episode's events (ask.answer.ask): RunAllocated, DecisionMade, TurnPlayed."""
         try:
-            named = "conductor" if request.conductor else "agree" if request.agree else None
-            mode = ask_mod.answer_mode(ask_mod.AskOptions(mode=named, head=request.head or self.options.head),
+            mode = ask_mod.answer_mode(ask_mod.AskOptions(mode=request.mode, head=request.head or self.options.head),
                                        self.config)
-            coordinator = self.coordinator(request.head) if mode == "coordinator" else None
+            reads_head = answering_kind(mode).takes_head
+            coordinator = self.engine(mode, request.head)
             with self._episode_lock:
                 # ask checks the exclusions and the contexts before a run is allocated, so those
                 # errors come before any stream starts.
                 options = ask_mod.AskOptions(
                     pool=self.options.pool,
-                    head=None if mode == "agree" else request.head or self.options.head,
+                    head=(request.head or self.options.head) if reads_head else None,
                     backbone=self.options.backbone,
                     device=self.options.device,
                     max_turns=request.max_turns,
@@ -198,8 +203,7 @@ class ServedPool:
             raise ConfigError(f"a warm ask request with unknown fields: {', '.join(sorted(unknown))}")
         options = ask_mod.AskOptions(pool=self.options.pool, head=self.options.head, backbone=self.options.backbone,
                                      device=self.options.device, use_cache=self.options.use_cache, **fields)
-        mode = ask_mod.answer_mode(options, self.config)
-        coordinator = self.coordinator(None) if mode == "coordinator" else None
+        coordinator = self.engine(ask_mod.answer_mode(options, self.config), None)
         with self._episode_lock:
             return answering.ask(question, options, progress, built=(self.pool, coordinator))
 
@@ -211,8 +215,9 @@ class ServedPool:
             return
         try:
             self.pool.close()
-            for coordinator in self._coordinators.values():
-                coordinator.close()
+            for engine in self._engines.values():
+                if engine is not None:
+                    engine.close()
         finally:
             self._episode_lock.release()
 

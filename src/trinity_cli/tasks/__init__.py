@@ -1,6 +1,7 @@
 """Tasks: the questions trinity trains and benchmarks on, and how replies are scored.
 
-    TASKS                  name -> TaskSpec (description, scorer, loader, package)
+    FAMILIES               name -> TaskFamily (description, answer kind, loader, package, scorer),
+                           built in or a package's (entry-point group trinity_cli.tasks)
     load_split(task, s)    the items of a task's fixed "train" / "val" / "test" split (or "all")
     parse_mix(text)        "gsm8k:train,mmlu:test:200" -> [MixEntry(task, split, n)]
     sample_items(mix, s)   the items of a mix, drawn deterministically from seed `s`
@@ -16,14 +17,15 @@ sandbox/recorded.py: recorded runs, so replayed episodes do not run their progra
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
+from dataclasses import replace
 
-from trinity_cli.tasks.items import TaskItem
+from trinity_cli.tasks.items import TaskFamily, TaskItem
 from trinity_cli.tasks.mix import MixEntry, format_mix, parse_mix, sample_items
 from trinity_cli.tasks.registry import (
+    FAMILIES,
     SPLITS,
-    TASKS,
-    TaskSpec,
     get_task,
     load_items,
     load_split,
@@ -34,14 +36,23 @@ from trinity_cli.tasks.userfile import load_jsonl
 
 
 def score_item(item: TaskItem, output: str, strict_sandbox: bool = False) -> float:
-    """Score a model's reply to `item` with the item's scorer: 1.0 or 0.0.
+    """Score a model's reply to `item` as its task family does (`TaskFamily.score`: the
+    family's own scorer, else the item's answer kind's): 1.0 or 0.0.
 
     `strict_sandbox` (a pool's `sandbox: strict`): code items refuse to run without isolation.
     """
     reference = item.reference
     if strict_sandbox and item.scorer == "code" and isinstance(reference, dict):
-        reference = {**reference, "sandbox": "strict"}
-    return get_scorer(item.scorer)(output, reference)
+        item = replace(item, reference={**reference, "sandbox": "strict"})
+    family = family_of(item.task)
+    return family.score(item, output) if family is not None else get_scorer(item.scorer)(output, item.reference)
+
+
+@functools.cache
+def family_of(task: str) -> TaskFamily | None:
+    """The registered family named `task` (None for `file:` tasks and items of no family:
+    they are scored by their answer kind's scorer)."""
+    return FAMILIES.get(task) if not task.startswith("file:") and task in FAMILIES else None
 
 
 def check_code_sandbox(items: Iterable[TaskItem], strict_sandbox: bool = False) -> None:
@@ -63,10 +74,10 @@ def check_code_sandbox(items: Iterable[TaskItem], strict_sandbox: bool = False) 
 __all__ = [
     "SCORERS",
     "SPLITS",
-    "TASKS",
+    "FAMILIES",
     "MixEntry",
     "TaskItem",
-    "TaskSpec",
+    "TaskFamily",
     "format_mix",
     "check_code_sandbox",
     "get_scorer",

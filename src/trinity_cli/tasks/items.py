@@ -1,7 +1,10 @@
-"""One benchmark question, as every layer above `tasks/` sees it."""
+"""One benchmark question, as every layer above `tasks/` sees it, and the family it belongs
+to: a `TaskFamily` is everything that makes a named task (gsm8k, mbpp, a package's own) one
+object, registered by name in registry.py."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,3 +49,35 @@ class TaskItem:
             reference=data["reference"],
             scorer=str(data["scorer"]),
         )
+
+
+@dataclass(frozen=True)
+class TaskFamily:
+    """A named task: its items, the answer kind they are read by, and how a reply is scored.
+
+    `answer_kind` is the name of the answer kind (answer_kinds/: "numeric", "choice", "math",
+    "exact", "code", "freeform", a package's) its items carry in `TaskItem.scorer`: episodes read
+    and compare answers as that kind does; None for `file:` tasks, whose lines each name their
+    own. `loader` gives every item, in the source's order (each `TaskItem.task` is `name`).
+    `scorer` is the family's own (`score(output, reference) -> 1.0 or 0.0`, never raising on odd
+    output); None scores each item with its answer kind's scorer (tasks/scoring.py). `package`
+    is the distribution that ships the data ("trinity-cli" for `tasks/data/`).
+    """
+
+    name: str
+    description: str
+    answer_kind: str | None
+    loader: Callable[[], list[TaskItem]]
+    package: str = ""
+    scorer: Callable[[str, Any], float] | None = None
+
+    def load(self) -> list[TaskItem]:
+        return self.loader()
+
+    def score(self, item: TaskItem, output: str) -> float:
+        """1.0 if `output` answers `item` rightly, else 0.0."""
+        if self.scorer is not None:
+            return float(self.scorer(output, item.reference))
+        from trinity_cli.tasks.scoring import get_scorer
+
+        return get_scorer(item.scorer)(output, item.reference)

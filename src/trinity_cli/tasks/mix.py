@@ -4,10 +4,11 @@ A mix is a comma-separated list of `TASK:SPLIT[:N]` entries:
 
     gsm8k:train,arc-challenge:test:200,file:my_tasks.jsonl:all:50
 
-TASK is a registered task or `file:PATH` (the path may contain ":" but not ","), SPLIT is
-train, val, test or all ("validation" and "dev" mean val), and N, if given, draws N items
-of that split instead of taking all of them; `A-B` instead of N takes the items ranked A to
-B (1-based, both included: `gsm8k:test:101-200` is the 100 items drawn after the first 100).
+TASK is a registered task family (tasks/registry.py: built in, or a package's) or `file:PATH`
+(the path may contain ":" but not ","), SPLIT is train, val, test or all ("validation" and
+"dev" mean val), and N, if given, draws N items of that split instead of taking all of them;
+`A-B` instead of N takes the items ranked A to B (1-based, both included: `gsm8k:test:101-200`
+is the 100 items drawn after the first 100).
 A task may appear with several splits, but not twice with the same split, nor with `all`
 and another split.
 
@@ -27,7 +28,7 @@ from typing import NamedTuple
 from trinity_cli import seeds
 from trinity_cli.errors import ConfigError, did_you_mean, option
 from trinity_cli.tasks.items import TaskItem
-from trinity_cli.tasks.registry import FILE_PREFIX, SPLIT_ALIASES, SPLITS, TASKS, load_split, normalize_split
+from trinity_cli.tasks.registry import FAMILIES, FILE_PREFIX, SPLIT_ALIASES, SPLITS, load_split, normalize_split
 
 MIX_HINT = "write TASK:SPLIT[:N] entries separated by commas, e.g. gsm8k:train,mmlu:test:200"
 
@@ -82,9 +83,9 @@ def _parse_entry(raw: str) -> MixEntry:
         return MixEntry(FILE_PREFIX + path, split, n, first)
     parts = [part.strip() for part in raw.split(":")]
     task = parts[0]
-    if task not in TASKS:
+    if task not in FAMILIES:
         raise ConfigError(
-            f"unknown task {task!r} in mix entry {raw!r}", hint=did_you_mean(task, [*TASKS, "file:PATH"])
+            f"unknown task {task!r} in mix entry {raw!r}", hint=did_you_mean(task, [*FAMILIES.names(), "file:PATH"])
         )
     if len(parts) == 1:
         raise ConfigError(

@@ -18,7 +18,10 @@ One JSON object per line (blank lines are skipped):
                         `examples` (optional, a string or a list of assert lines) are the
                         tests the prompt shows: episodes run every code answer against
                         them (turns/settle.py), so keep them out of `tests`, which scores
-    scorer   required: numeric | math | choice | exact | code
+    scorer   required: numeric | math | choice | exact | code | freeform (tasks/scoring.py);
+             another name is refused: a scorer of your own needs a task family of your own
+             (docs/extending.md). A scorer with no reference check below (freeform) takes the
+             answer as written
     id       optional string or integer, unique in the file; defaults to "line-N". The id
              decides the item's split, so keep ids stable when you edit the file.
 
@@ -29,6 +32,7 @@ the line.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -94,7 +98,10 @@ def _item(record: Any, task: str, lineno: int, where: str) -> TaskItem:
     if not isinstance(prompt, str) or not prompt.strip():
         raise ConfigError(f"{where}: 'prompt' must be a non-empty string", hint="put the question text there")
     if scorer not in SCORERS:
-        raise ConfigError(f"{where}: unknown scorer {scorer!r}", hint=did_you_mean(str(scorer), SCORERS))
+        raise ConfigError(f"{where}: unknown scorer {scorer!r}: a task file's lines are scored by "
+                          f"{', '.join(SCORERS)}",
+                          hint=f"{did_you_mean(str(scorer), SCORERS)} A scorer of your own belongs to a task family "
+                               "of your own: docs/extending.md, 'A task family of your own'")
     item_id = record.get("id", f"line-{lineno}")
     if isinstance(item_id, bool) or not isinstance(item_id, (str, int)) or str(item_id) == "":
         raise ConfigError(f"{where}: 'id' must be a non-empty string or an integer", hint='e.g. "id": "q17"')
@@ -103,34 +110,42 @@ def _item(record: Any, task: str, lineno: int, where: str) -> TaskItem:
 
 
 def _reference(answer: Any, scorer: str, where: str) -> Any:
-    """The checked reference for `scorer`, in the form scoring.py expects."""
-    if scorer == "numeric":
-        try:
-            parse_reference_number(answer)
-        except ValueError:
-            raise ConfigError(
-                f"{where}: answer {answer!r} is not a number",
-                hint='numeric answers look like 42, "1,234", -0.5 or "3/4"',
-            ) from None
-        return answer if isinstance(answer, (int, float)) else str(answer).strip()
-    if scorer == "choice":
-        letter = str(answer).strip().upper() if isinstance(answer, str) else ""
-        if len(letter) != 1 or letter not in "ABCDE":
-            raise ConfigError(
-                f"{where}: choice answer must be a letter A-E, got {answer!r}",
-                hint="list the choices in the prompt as A. ... B. ...",
-            )
-        return letter
-    if scorer in ("math", "exact"):
-        if isinstance(answer, bool) or not isinstance(answer, (str, int, float)) or str(answer).strip() == "":
-            raise ConfigError(
-                f"{where}: {scorer} answer must be a non-empty string", hint='e.g. "\\frac{1}{2}"'
-            )
-        return str(answer).strip()
-    return _code_reference(answer, where)
+    """The checked reference for `scorer`, in the form scoring.py expects (`REFERENCES`); a
+    scorer with no check of its own here takes the answer as written, never another form."""
+    check = REFERENCES.get(scorer)
+    return check(answer, scorer, where) if check is not None else answer
 
 
-def _code_reference(answer: Any, where: str) -> dict[str, Any]:
+def _numeric_reference(answer: Any, scorer: str, where: str) -> Any:
+    try:
+        parse_reference_number(answer)
+    except ValueError:
+        raise ConfigError(
+            f"{where}: answer {answer!r} is not a number",
+            hint='numeric answers look like 42, "1,234", -0.5 or "3/4"',
+        ) from None
+    return answer if isinstance(answer, (int, float)) else str(answer).strip()
+
+
+def _choice_reference(answer: Any, scorer: str, where: str) -> str:
+    letter = str(answer).strip().upper() if isinstance(answer, str) else ""
+    if len(letter) != 1 or letter not in "ABCDE":
+        raise ConfigError(
+            f"{where}: choice answer must be a letter A-E, got {answer!r}",
+            hint="list the choices in the prompt as A. ... B. ...",
+        )
+    return letter
+
+
+def _text_reference(answer: Any, scorer: str, where: str) -> str:
+    if isinstance(answer, bool) or not isinstance(answer, (str, int, float)) or str(answer).strip() == "":
+        raise ConfigError(
+            f"{where}: {scorer} answer must be a non-empty string", hint='e.g. "\\frac{1}{2}"'
+        )
+    return str(answer).strip()
+
+
+def _code_reference(answer: Any, scorer: str, where: str) -> dict[str, Any]:
     hint = 'give test code: "assert f(1) == 2", a list of asserts, or {"tests": ..., "entry_point": ...}'
     if isinstance(answer, str):
         answer = {"tests": answer}
@@ -180,3 +195,13 @@ def _code_reference(answer: Any, where: str) -> dict[str, Any]:
         **({"sandbox": "strict"} if sandbox == "strict" else {}),
         **({"examples": examples} if examples.strip() else {}),
     }
+
+
+# How a line's answer becomes its reference, by scorer (scorers missing here take it as written).
+REFERENCES: dict[str, Callable[[Any, str, str], Any]] = {
+    "numeric": _numeric_reference,
+    "choice": _choice_reference,
+    "math": _text_reference,
+    "exact": _text_reference,
+    "code": _code_reference,
+}

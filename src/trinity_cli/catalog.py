@@ -1,0 +1,91 @@
+"""What a user can name, from the registries themselves: pools, model kinds, policies, answer
+kinds and task families, each built in or from an installed package (`trinity pools`); and a
+pool file checked as a run would read it (`trinity pools --check FILE`).
+
+An installed entry that cannot be imported is listed with why, not raised: the listing is
+where a user looks to find out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from trinity_cli.answer_kinds import KINDS as ANSWER_KINDS
+from trinity_cli.backends import registry as backends
+from trinity_cli.errors import TrinityError
+from trinity_cli.policies import registry as policies
+from trinity_cli.pool_config import PoolConfig, available_pools, load_pool
+from trinity_cli.registry import Registry
+from trinity_cli.tasks.registry import FAMILIES
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One name a registry holds: `source` "built in", or the package entry ("module:attr")."""
+
+    name: str
+    summary: str
+    source: str = "built in"
+
+
+@dataclass
+class PoolListing:
+    """A pool: its name, file, and members as (name, "kind, style[, conductor][, not a member]")."""
+
+    name: str
+    path: str
+    members: list[tuple[str, str]]
+
+
+@dataclass
+class Catalog:
+    pools: list[PoolListing] = field(default_factory=list)
+    sections: dict[str, list[Entry]] = field(default_factory=dict)  # "model kinds", "policies", ...
+
+
+def _first_sentence(text: str | None) -> str:
+    return " ".join((text or "").split()).split(". ")[0].rstrip(".")
+
+
+def _entries(registry: Registry[Any], names: list[str], summary: Callable[[Any], str]) -> list[Entry]:
+    installed = registry.installed()
+    found = []
+    for name in names:
+        try:
+            said = summary(registry.get(name))
+        except TrinityError as exc:
+            said = f"cannot be used: {exc.message}"
+        found.append(Entry(name, said, installed.get(name, "built in")))
+    return found
+
+
+def pool_listing(config: PoolConfig, path: str) -> PoolListing:
+    conductor = config.conductor_name
+    return PoolListing(config.name, path, [
+        (m.name, f"{m.kind}, {m.style}" + (", conductor" if m.name == conductor else "")
+         + ("" if m.name in config.names else ", not a member")) for m in config.all_models])
+
+
+def catalog() -> Catalog:
+    """Every pool (bundled, then the user's) and every name the registries hold."""
+    found = Catalog([pool_listing(load_pool(str(path)), str(path)) for path in available_pools().values()])
+    found.sections["model kinds"] = _entries(backends.KINDS, backends.KINDS.names(), lambda cls: cls.summary or (
+        _first_sentence(cls.__doc__ or cls.config_model.__doc__)))
+    installed = policies.POLICIES.installed()
+    found.sections["policies"] = [Entry(name, summary, installed.get(name, "built in"))
+                                  for name, summary in policies.summaries().items()]
+    found.sections["answer kinds"] = _entries(ANSWER_KINDS, ANSWER_KINDS.names(), lambda kind: kind.summary)
+    found.sections["task families"] = _entries(FAMILIES, FAMILIES.names(), lambda family: family.description)
+    return found
+
+
+def check_pool(ref: str) -> PoolListing:
+    """The pool file (or name) `ref` read as a run reads it: every member checked against its
+    kind's schema and its backend made (nothing loads); a problem raises ConfigError naming
+    the file, the member and the field."""
+    config = load_pool(ref)
+    for member in config.all_models:
+        backends.create(member)
+    return pool_listing(config, config.source)
