@@ -21,7 +21,7 @@ from trinity_cli.pool_config import load_pool, parse_pool
 from .conftest import write_pool
 
 GUIDE = Path(__file__).resolve().parents[1] / "docs" / "extending.md"
-BACKEND, POLICY, FAMILY = 0, 1, 2  # the guide's packages, in its order
+BACKEND, POLICY, FAMILY, KIND = 0, 1, 2, 3  # the guide's packages, in its order
 
 
 def _block(language: str, n: int = 0) -> str:
@@ -178,3 +178,20 @@ def test_a_task_file_with_a_scorer_of_its_own_is_refused_and_answers_keep_their_
     # A scorer with no reference check of its own takes the answer as written, never as code tests.
     assert _reference(["no commas"], "freeform", "x:1") == ["no commas"]
     assert _reference("assert f() == 1", "code", "x:1")["tests"] == "assert f() == 1"
+
+
+def test_an_answer_kind_from_the_guide_is_detected_read_and_agreed_on(tmp_path: Path) -> None:
+    site = install_example(tmp_path, KIND)
+    pool = write_pool(tmp_path, {"name": "sure", "router": "agree", "models": [
+        {"name": "first", "kind": "scripted", "default": "221 = 13 x 17, so it is not prime.\nAnswer: No"},
+        {"name": "second", "kind": "scripted", "default": "no, 13 divides it"}]})
+    done = trinity(tmp_path, [site], "ask", "--pool", str(pool), "--json", "-q", "Is 221 prime?")
+    assert done.returncode == 0, done.stderr
+    record = json.loads(done.stdout)
+    # detected from the wording, read as a word by both members, agreed on at the second answer
+    assert record["answer_kind"] == "yesno" and record["answer"] == "No"
+    assert len(record["transcript"]["turns"]) == 2 and record["transcript"]["stop_reason"] == "agreed"
+    named = trinity(tmp_path, [site], "ask", "--pool", str(pool), "-q", "--kind", "yesno", "221 = 13 x 17. Prime?")
+    assert named.returncode == 0 and named.stdout.strip() == "No", named.stderr
+    listed = trinity(tmp_path, [site], "pools")
+    assert re.search(r"yesno .*trinity_yesno:YESNO", listed.stdout), listed.stdout
