@@ -73,11 +73,11 @@ def plain_error(error: Any) -> str:
     whole number (got 'many')", "unknown field 'n_ctxx'"; never pydantic's own wording."""
     loc = [str(p) for p in error["loc"] if not _is_tag(p)]
     field = ".".join(loc)
-    kind = error["type"]
+    error_type = error["type"]
     given = error.get("input")
     got = f" (got {given!r})" if given is not None and not isinstance(given, (dict, list)) else ""
     ctx = error.get("ctx") or {}
-    if kind == "extra_forbidden":
+    if error_type == "extra_forbidden":
         return f"unknown field {field!r}"
     plain = {
         "missing": "is required",
@@ -95,8 +95,8 @@ def plain_error(error: Any) -> str:
         "string_pattern_mismatch": "is not in the form expected here",
         "literal_error": "must be " + str(ctx.get("expected", "one of the listed values")).replace("'", ""),
     }
-    if kind in plain:
-        what = plain[kind] + ("" if kind == "missing" else got)
+    if error_type in plain:
+        what = plain[error_type] + ("" if error_type == "missing" else got)
         return f"field {field!r} {what}" if field else what
     # A check of ours: its message is already in plain words.
     what = re.sub(r"^(Value error|Assertion failed), ", "", str(error["msg"]))

@@ -115,16 +115,17 @@ class LiveTurns:
 
 
 def ask_started(event: AskStarted) -> None:
-    """The header line and head (or conductor, or procedure) notes of `trinity ask`. In agree
-    mode the first line says so, and why when it is the pool's default."""
+    """The header line and head (or conductor, or procedure) notes of `trinity ask`. When a
+    policy that reads no head answers (agree, a package's), the first line names it, and why
+    when it is the pool's default; the next says what it does (its summary)."""
     if event.procedure is not None:
         line = Text(f"pool {event.pool}: {', '.join(event.models)} · {event.procedure}", style="bold")
         if event.procedure_is_default:
             line.append(f" (the pool's default: no trained head validates above {event.procedure}; "
                         "--head NAME asks a head)", style="dim")
         console.err.print(line, soft_wrap=True)
-        console.note(f"{event.procedure}: the members in order, each from the question alone, until two answers "
-                     "agree (code: until one passes the question's examples)")
+        if event.summary:
+            console.note(f"{event.procedure}: {event.summary}")
         if event.excluded:
             console.note(f"excluded: {', '.join(event.excluded)}")
         return
@@ -222,8 +223,9 @@ def replay_ask(record: dict[str, Any]) -> None:
     seed = record["seed"]
     if record.get("episode_seed") is not None:
         seed = f"{seed} (episode {record['episode_seed']})"
-    who = {"conductor": f"conductor {record.get('conductor')}", "agree": "agree procedure"}.get(
-        record.get("mode") or "", f"head {(record.get('head') or {}).get('name')}")
+    head = record.get("head")
+    who = (f"head {head.get('name')}" if head else f"conductor {record.get('conductor')}" if record.get("conductor")
+           else f"{record.get('mode')} procedure")
     console.out.print(Text(f"{record['id']}  ·  pool {record['pool']['name']}  ·  {who}  ·  seed {seed}", style="bold"))
     console.out.print(Text("Task: ", style="bold").append(tr["task"]))
     if tr.get("workflow"):
