@@ -349,7 +349,7 @@ def test_ask_library_reads_the_question_and_closes_what_it_built(tmp_path, monke
 
     monkeypatch.setattr(ask_mod, "build", build)
     monkeypatch.setattr(sys, "stdin", io.StringIO("What is 12*7?"))
-    from trinity_cli.events import AskStarted, DecisionMade, RunAllocated, TurnPlayed
+    from trinity_cli.events import AskStarted, DecisionMade, RunAllocated, TextWritten, TurnPlayed
 
     events: list = []
     options = ask_mod.AskOptions(pool=str(scripted_pool(tmp_path)))
@@ -359,7 +359,7 @@ def test_ask_library_reads_the_question_and_closes_what_it_built(tmp_path, monke
     assert isinstance(events[0], AskStarted) and events[0].pool == "scripted"
     assert events[1] == RunAllocated(result.run_id)
     kinds = [type(e) for e in events[2:]]
-    assert kinds == [DecisionMade, TurnPlayed] * len(result.transcript.turns)
+    assert kinds == [DecisionMade, TextWritten, TurnPlayed] * len(result.transcript.turns)
     assert [e.turn for e in events if isinstance(e, TurnPlayed)] == result.transcript.turns
     from trinity_cli.policies import base as policy_base
 

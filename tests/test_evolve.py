@@ -83,8 +83,8 @@ def test_kill_and_resume_redoes_no_rollout_and_ends_identical(tmp_path: Path, mo
     seen = {"n": 0, "generation": 0}
     in_gen2: list[bool] = []  # the first process's calls in generation 2: cached or not
 
-    def counting_gen2(self, name, messages, params=None):
-        c = original(self, name, messages, params)
+    def counting_gen2(self, name, messages, params=None, on_text=None):
+        c = original(self, name, messages, params, on_text)
         if seen["generation"] == 2:
             in_gen2.append(c.cached)
         return c
@@ -111,8 +111,8 @@ def test_kill_and_resume_redoes_no_rollout_and_ends_identical(tmp_path: Path, mo
 
     calls = []
 
-    def counting(self, name, messages, params=None):
-        c = original(self, name, messages, params)
+    def counting(self, name, messages, params=None, on_text=None):
+        c = original(self, name, messages, params, on_text)
         calls.append(c.cached)
         return c
 
@@ -149,7 +149,8 @@ def test_rerun_of_finished_generations_is_all_cache(tmp_path: Path, monkeypatch)
 
     calls = []
     original = pool_mod.Pool.chat
-    monkeypatch.setattr(pool_mod.Pool, "chat", lambda self, n, m, p=None: calls.append(1) or original(self, n, m, p))
+    monkeypatch.setattr(pool_mod.Pool, "chat",
+                        lambda self, n, m, p=None, t=None: calls.append(1) or original(self, n, m, p, t))
     from trinity_cli.backends.scripted import ScriptedBackend
 
     real = []
@@ -343,8 +344,8 @@ def test_curves_count_per_generation_and_in_total(tmp_path: Path, monkeypatch) -
     generation = {"g": 0}
     original = pool_mod.Pool.chat
 
-    def counting(self, name, messages, params=None):
-        c = original(self, name, messages, params)
+    def counting(self, name, messages, params=None, on_text=None):
+        c = original(self, name, messages, params, on_text)
         calls.append((generation["g"], c.cached, c.prompt_tokens + c.completion_tokens))
         return c
 
@@ -599,9 +600,9 @@ def test_the_one_command_evolve_writes_the_head_that_validates_best_and_its_cost
     assert fresh.recorded == 0  # nothing in the cache yet
     original, made = pool_mod.Pool.chat, []
 
-    def counting(self, name, messages, params=None):
+    def counting(self, name, messages, params=None, on_text=None):
         made.append(name)
-        return original(self, name, messages, params)
+        return original(self, name, messages, params, on_text)
 
     monkeypatch.setattr(pool_mod.Pool, "chat", counting)
     code, out, err = run_cli(monkeypatch, capsys, args)

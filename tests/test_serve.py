@@ -266,9 +266,11 @@ def test_streaming_sends_the_turns_as_reasoning_then_the_answer(client: TestClie
     turns = plain["trinity"]["turns"]
     reasoning = [c["choices"][0]["delta"]["reasoning_content"] for c in chunks
                  if c["choices"] and "reasoning_content" in c["choices"][0]["delta"]]
-    # Each turn twice: when it is decided, then when it ends; all before the answer.
-    assert [r.startswith("Turn ") for r in reasoning] == [True, False] * len(turns)
-    assert reasoning[-1].startswith(f"{turns[-1]['model']} {turns[-1]['role']}") and "> " in reasoning[-1]
+    # Each turn three times: when it is decided, its reply as it is written, then who acted and
+    # what it cost; all before the answer.
+    assert [r.startswith("Turn ") for r in reasoning] == [True, False, False] * len(turns)
+    assert "Answer: 84" in reasoning[-2]
+    assert reasoning[-1].lstrip("\n").startswith(f"{turns[-1]['model']} {turns[-1]['role']}") and "tokens" in reasoning[-1]
     first_content = next(i for i, c in enumerate(chunks) if c["choices"] and c["choices"][0]["delta"].get("content"))
     last_reasoning = max(i for i, c in enumerate(chunks)
                          if c["choices"] and "reasoning_content" in c["choices"][0]["delta"])
@@ -568,7 +570,7 @@ def test_a_streaming_openai_client_sees_each_turn_before_the_episode_ends(tmp_pa
                     seen.append((time.monotonic() - start, "content", delta.content))
     finally:
         stop_process(process)
-    ended = [t for t, kind, text in seen if kind == "reasoning" and not text.startswith("Turn ")]
+    ended = [t for t, kind, text in seen if kind == "reasoning" and " tokens, " in text]  # each turn's last line
     answer = [t for t, kind, _ in seen if kind == "content"]
     assert len(ended) == 3 and "".join(text for _, kind, text in seen if kind == "content") == "84"
     # The first turn is on the client a whole model call (or more) before the answer.

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from trinity_cli.tasks.builtin import DATA_DIR
-from trinity_cli.tasks.registry import TASKS, load_items, load_split
+from trinity_cli.tasks.registry import FAMILIES, get_task, load_items, load_split
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -42,6 +42,9 @@ GOLDEN_SPLIT_IDS = {
     ("mbpp", "train"): (285, "813f0ecebe5ada832cc05e2e95994834f1100278f66a9689c8d37120b83c9d5c"),
     ("mbpp", "val"): (98, "c6b522bfdf4ac065e0a3c9e1443c74d2c2825a5ea369f572f99b2cc94a1f5a69"),
     ("mbpp", "test"): (117, "8736e6ae86f9b60506988b737b9814f4e7cdb3d9570a747e2100a02fe358862d"),
+    ("instructions", "train"): (145, "fb84ad4570feb157812b99196896e8a24c34c3b44665993db4817809833d18ea"),
+    ("instructions", "val"): (48, "8df390b7618720fac809b5f57e7119dd2c3802c6616dcae494425e636c193aea"),
+    ("instructions", "test"): (47, "1ce468867de3a8af46d34a436c3b6de7ad46cc01f6f5e87b42073168a1e4c34d"),
 }
 SHIPPED = ("gsm8k", "math500", "arc-challenge", "arc-easy", "mmlu", "mbpp")
 
@@ -66,13 +69,13 @@ def test_every_split_keeps_its_ids_in_order(task: str, split: str) -> None:
 
 
 def test_golden_hashes_cover_every_builtin_task() -> None:
-    assert {task for task, _ in GOLDEN_SPLIT_IDS} == set(TASKS)
+    assert {task for task, _ in GOLDEN_SPLIT_IDS} == set(FAMILIES.built_in())
 
 
 def test_shipped_files_and_their_attribution() -> None:
     for task in SHIPPED:
         assert (DATA_DIR / f"{task}.jsonl.gz").is_file(), task
-        assert TASKS[task].package == "trinity-cli"
+        assert get_task(task).package == "trinity-cli"
     attribution = (DATA_DIR / "ATTRIBUTION.md").read_text(encoding="utf-8")
     for needle in ("GSM8K", "MATH", "ARC", "MMLU", "MBPP", "CC BY-SA 4.0", "CC BY 4.0", "MIT"):
         assert needle in attribution

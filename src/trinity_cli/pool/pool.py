@@ -337,17 +337,25 @@ class Pool:
         """One call to model `name`, served from the cache when it has the reply; a call
         identical to one in flight waits for it and is then served from the cache.
         `on_text` receives the reply's text as it is written (a cached reply: all at once);
-        it is never part of the call's cache key."""
+        it is never part of the call's cache key, and what it raises is raised once the call
+        is cached (a progress callback that stops a run does not lose a reply it paid for)."""
         params = params or self.params(name)
         if on_text is None:
             return self._chat(name, messages, params, None)
         written: list[str] = []
+        raised: list[Exception] = []
 
         def write(piece: str) -> None:
             written.append(piece)
-            on_text(piece)
+            if not raised:
+                try:
+                    on_text(piece)
+                except Exception as error:  # raised once the call is cached: a made call is never lost
+                    raised.append(error)
 
         completion = self._chat(name, messages, params, write)
+        if raised:
+            raise raised[0]
         if not written:  # served from the cache (or made again only for its log-probabilities)
             on_text(completion.text)
         return completion

@@ -179,6 +179,7 @@ class ServedPool:
                     mode=mode,
                     conductor=self.options.conductor,
                     conductor_depth=self.options.conductor_depth,
+                    kind=request.kind,
                 )
                 result = answering.ask(
                     request.task,

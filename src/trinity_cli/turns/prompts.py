@@ -228,6 +228,7 @@ def build_messages(
         asked = role
     if asked is Role.VERIFIER and not found.verifier_sees_turns:
         shown = []
+    shown = [t for t in shown if t.error is None]  # a member that failed said nothing to show
     parts = opening(task, context)
     if shown:
         dropped = len(turns) - len(shown)
