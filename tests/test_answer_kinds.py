@@ -211,7 +211,8 @@ def test_serve_answers_a_freeform_request_whole_and_streams_its_drafts(tmp_path:
     with TestClient(create_app(ServeOptions(pool=str(_pool(tmp_path))))) as client:
         plain = client.post("/v1/chat/completions", json={"model": "trinity", "messages": question})
         assert plain.status_code == 200, plain.text
-        assert plain.json()["choices"][0]["message"]["content"] == "Rain on the roof\nsoft drums in the night\nsleep comes"
+        haiku = "Rain on the roof\nsoft drums in the night\nsleep comes"
+        assert plain.json()["choices"][0]["message"]["content"] == haiku
         streamed = client.post("/v1/chat/completions", json={"model": "trinity", "messages": question, "stream": True})
         _, data = sse_events(streamed.text)
         deltas = [d["choices"][0]["delta"] for d in data if isinstance(d, dict) and d.get("choices")]

@@ -42,7 +42,8 @@ def test_real_model_answers_with_counts(backend) -> None:
 
 
 def test_a_streamed_reply_is_the_same_reply_written_piece_by_piece(backend) -> None:
-    for params in (GenParams(max_tokens=40, temperature=0.0, seed=0), GenParams(max_tokens=40, temperature=0.9, seed=7)):
+    for params in (GenParams(max_tokens=40, temperature=0.0, seed=0),
+                   GenParams(max_tokens=40, temperature=0.9, seed=7)):
         whole = backend.chat(QUESTION, params)
         pieces: list[str] = []
         streamed = backend.chat_streaming(QUESTION, params, pieces.append)

@@ -270,7 +270,8 @@ def test_streaming_sends_the_turns_as_reasoning_then_the_answer(client: TestClie
     # what it cost; all before the answer.
     assert [r.startswith("Turn ") for r in reasoning] == [True, False, False] * len(turns)
     assert "Answer: 84" in reasoning[-2]
-    assert reasoning[-1].lstrip("\n").startswith(f"{turns[-1]['model']} {turns[-1]['role']}") and "tokens" in reasoning[-1]
+    assert reasoning[-1].lstrip("\n").startswith(f"{turns[-1]['model']} {turns[-1]['role']}")
+    assert "tokens" in reasoning[-1]
     first_content = next(i for i, c in enumerate(chunks) if c["choices"] and c["choices"][0]["delta"].get("content"))
     last_reasoning = max(i for i, c in enumerate(chunks)
                          if c["choices"] and "reasoning_content" in c["choices"][0]["delta"])

@@ -305,7 +305,8 @@ class RecipePhase:
     detail: str
 
 
-Event = (DecisionMade | TextWritten | TurnPlayed | RunAllocated | AskStarted | ServeLoading | ServeStarted | ViewerStarted
+Event = (DecisionMade | TextWritten | TurnPlayed | RunAllocated | AskStarted | ServeLoading | ServeStarted
+         | ViewerStarted
          | RequestAnswered
          | RequestFailed | EpisodeStarted | EpisodeFinished | RunResumed | CentreFitting | StartFitted
          | RotationPlaying | RotationFitted | EvolveStarted | StartValidated | EvolveEpisodeStarted

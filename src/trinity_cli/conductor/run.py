@@ -66,6 +66,7 @@ from functools import partial
 from typing import Any
 
 from trinity_cli.answer_kinds import answer_kind
+from trinity_cli.answer_kinds.base import Checks
 from trinity_cli.conductor.workflow import (
     MAX_STEPS,
     SELF,
@@ -85,7 +86,7 @@ from trinity_cli.events import ProgressFn, TurnPlayed, quiet
 from trinity_cli.messages import ChatMessage, Role, Transcript, Turn
 from trinity_cli.pool.pool import Pool
 from trinity_cli.turns import prompts
-from trinity_cli.turns.settle import Examples, gives_answer
+from trinity_cli.turns.settle import gives_answer
 
 FALLBACK_SUBTASK = "Solve the task."
 OUTPUT_CLIPS = (prompts.HISTORY_CHARS, 800, 400, 200)  # tried in turn until a step's prompt fits
@@ -204,7 +205,7 @@ class _Conducting:
     task: str
     context: list[ChatMessage]
     kind: str | None
-    examples: Examples | None
+    examples: Checks | None
     salt: str = ""
 
     def workflow(self, task: str, depth: int, first: int,
@@ -371,7 +372,7 @@ def run_conductor(
     exclude: Collection[str] = (),
     context: Sequence[ChatMessage] = (),
     kind: str | None = None,
-    examples: Examples | None = None,
+    examples: Checks | None = None,
     progress: ProgressFn | None = None,
     usable: Collection[str] | None = None,
 ) -> Transcript:

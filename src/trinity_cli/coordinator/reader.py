@@ -60,9 +60,9 @@ from typing import Any
 import numpy as np
 
 from trinity_cli import paths
+from trinity_cli.answer_kinds import answer_kind
 from trinity_cli.errors import ConfigError, HeadMismatch
 from trinity_cli.messages import ROLES, ChatMessage, Decision, Role, Turn
-from trinity_cli.answer_kinds import answer_kind
 from trinity_cli.turns import rules, settle
 from trinity_cli.turns.source_rules import SourceRules
 

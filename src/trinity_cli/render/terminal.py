@@ -14,6 +14,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from trinity_cli.answer_kinds import KINDS, answer_kind
 from trinity_cli.events import (
     AskStarted,
     DecisionMade,
@@ -29,7 +30,6 @@ from trinity_cli.messages import ROLES, Turn
 from trinity_cli.render import console
 from trinity_cli.render.workflow import workflow_tree
 from trinity_cli.runs.reports import TableView, md_table
-from trinity_cli.answer_kinds import KINDS, answer_kind
 
 
 def _probs(names: Sequence[str], probs: Sequence[float]) -> str:
