@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from trinity_cli import paths
 from trinity_cli.errors import ConfigError, NotFound
-from trinity_cli.runs import reports
 from trinity_cli.runs.store import RunStore
 from trinity_cli.viewer import export, pages, shape
 
@@ -176,12 +176,12 @@ def test_the_scrub_takes_secrets_and_home_directories_out_of_every_page(store, m
 
 def test_shown_path_makes_an_imported_runs_paths_relative(tmp_path) -> None:
     home = tmp_path / "home"
-    assert reports.shown_path(str(home / "heads" / "x"), home) == "TRINITY_HOME/heads/x"
-    assert reports.shown_path("/work/th/recipe/local-recipe/search", home) == "TRINITY_HOME/recipe/local-recipe/search"
-    assert reports.shown_path("/src/trinity/recordings/local/heads/a", home) == "recordings/local/heads/a"
-    assert reports.shown_path("heads/default", home) == "heads/default"
-    assert reports.shown_path("/opt/elsewhere/head", home) == "/opt/elsewhere/head"
-    assert reports.shown_path(str(tmp_path), home, keep_existing=True) == str(tmp_path)
+    assert paths.shown_path(str(home / "heads" / "x"), home) == "TRINITY_HOME/heads/x"
+    assert paths.shown_path("/work/th/recipe/local-recipe/search", home) == "TRINITY_HOME/recipe/local-recipe/search"
+    assert paths.shown_path("/src/trinity/recordings/local/heads/a", home) == "recordings/local/heads/a"
+    assert paths.shown_path("heads/default", home) == "heads/default"
+    assert paths.shown_path("/opt/elsewhere/head", home) == "/opt/elsewhere/head"
+    assert paths.shown_path(str(tmp_path), home, keep_existing=True) == str(tmp_path)
 
 
 def test_the_static_export_holds_one_file_per_page_and_refuses_a_folder_of_other_files(store, made, tmp_path) -> None:

@@ -186,3 +186,34 @@ def set_aside(path: Path) -> Path:
         n += 1
     os.replace(path, target)
     return target
+
+
+_this_home = home  # `shown_path`'s parameter `home` hides the function
+
+# Folders of a home that an imported run's recorded paths may lie in (`shown_path`).
+HOME_FOLDERS = ("heads", "recipe", "matrices", "runs")
+HOME = "TRINITY_HOME"  # how a shown path names the home it lies in
+
+
+def shown_path(path: str, home: Path | None = None, keep_existing: bool = False) -> str:
+    """A path a run recorded, as `inspect` shows it. Under this TRINITY_HOME: relative to it
+    ("TRINITY_HOME/heads/x"). Else, when it names a folder of a recording or of a home (an
+    imported run's paths are those of the machine that made it): from that folder on
+    ("recordings/local/heads/x", "TRINITY_HOME/recipe/local-recipe/search", the home that
+    made the run). Anything else (relative paths, files elsewhere) as recorded.
+    `keep_existing`: a path that exists here is shown as recorded (the terminal, where it
+    is something to type)."""
+    p = Path(path)
+    if not p.is_absolute() or (keep_existing and p.exists()):
+        return path
+    here = home or _this_home()
+    for root in (here, here.resolve()):
+        if p.is_relative_to(root):
+            return "/".join((HOME, *p.relative_to(root).parts))
+    parts = p.parts
+    for i, part in enumerate(parts[:-1]):
+        if part == "recordings":
+            return "/".join(parts[i:])
+        if part in HOME_FOLDERS:
+            return "/".join((HOME, *parts[i:]))
+    return path

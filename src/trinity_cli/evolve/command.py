@@ -19,7 +19,7 @@ from trinity_cli.evolve.cost import Estimate
 from trinity_cli.evolve.evolution import EvolveResult, evolve
 from trinity_cli.evolve.options import EvolveOptions
 from trinity_cli.evolve.recipe import RecipeResult
-from trinity_cli.pool.pool import limit_spending
+from trinity_cli.pool.spending import limit_spending
 from trinity_cli.runs.store import RunStore
 
 

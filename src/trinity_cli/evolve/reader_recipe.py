@@ -79,7 +79,7 @@ from trinity_cli.evolve.reader_fit import (
 )
 from trinity_cli.evolve.recipe import DEFAULT_TASKS, RecipeResult
 from trinity_cli.keyed_cache import content_key
-from trinity_cli.pool.pool import limit_spending
+from trinity_cli.pool.spending import limit_spending
 from trinity_cli.pool_config import PoolConfig, load_pool
 from trinity_cli.tasks import TaskItem
 

@@ -70,7 +70,7 @@ from trinity_cli.evolve.options import EvolveOptions
 from trinity_cli.evolve.reader_fit import DEFAULT_WEIGHTS, GENERATIONS, POPSIZE, SIGMA0, read_pool_matrix
 from trinity_cli.evolve.reader_fit import search as search_reader
 from trinity_cli.keyed_cache import content_key
-from trinity_cli.pool.pool import limit_spending
+from trinity_cli.pool.spending import limit_spending
 from trinity_cli.pool_config import PoolConfig, load_pool
 from trinity_cli.runs.store import RunStore
 

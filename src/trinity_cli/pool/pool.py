@@ -30,11 +30,8 @@ never holds an output); when they differ, the recorded reply stays as it was, wi
 Either way the caller gets the recorded text, so nothing a run computes changes. Never in
 replay-only mode.
 
-Spending caps (`limit_spending`, the one-command evolve's --max-calls and --max-usd): calls
-made to a model (not served from a cache) and their dollars are counted over every pool of the
-process while a cap is set; a call that would start after the cap is reached raises
-`SpendingCapReached` instead. What was made is cached, so the same command with a higher cap
-goes on from there.
+Spending caps (pool/spending.py, `limit_spending`): every model call is checked against the
+cap in force before it starts and charged after it.
 
 Single flight: concurrent calls with the same rollout cache key make one model call; the
 others wait for it and are then answered by the cache, exactly as they would have been
@@ -55,8 +52,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 
 from trinity_cli import paths, seeds
@@ -67,13 +63,13 @@ from trinity_cli.errors import (
     ConfigError,
     MemberFailed,
     NotRecorded,
-    SpendingCapReached,
     TrinityError,
     did_you_mean,
     option,
 )
 from trinity_cli.keyed_cache import content_key
 from trinity_cli.messages import ChatMessage, Completion, GenParams
+from trinity_cli.pool import spending
 from trinity_cli.pool.rollout_cache import KEY_TAG, ReplyCache, RolloutCache, rollout_request
 from trinity_cli.pool_config import ModelConfig, PoolConfig
 
@@ -90,46 +86,6 @@ def load_key(model: ModelConfig) -> str:
     """Members with equal keys share one backend (the model config's own `load_key`: GGUF
     members of one weights file and load settings share one loaded model)."""
     return model.load_key()
-
-
-@dataclass
-class Spending:
-    """Model calls made and their dollars while a cap is set (module docstring)."""
-
-    max_calls: int | None = None
-    max_usd: float | None = None
-    calls: int = 0
-    usd: float = 0.0
-
-    def check(self) -> None:
-        if self.max_calls is not None and self.calls >= self.max_calls:
-            raise SpendingCapReached(f"{self.calls} model calls made, the cap {option('max_calls')} {self.max_calls}",
-                                     "what was made is cached: run the same command with a higher cap to go on")
-        if self.max_usd is not None and self.usd >= self.max_usd:
-            raise SpendingCapReached(f"${self.usd:.4f} spent on model calls, the cap {option('max_usd')} "
-                                     f"{self.max_usd}",
-                                     "what was made is cached: run the same command with a higher cap to go on")
-
-    def charge(self, completion: Completion) -> None:
-        self.calls += 1
-        self.usd += completion.cost_usd or 0.0
-
-
-_SPENDING = Spending()
-_SPENDING_LOCK = threading.Lock()
-
-
-@contextmanager
-def limit_spending(max_calls: int | None = None, max_usd: float | None = None) -> Iterator[Spending]:
-    """Cap the model calls (and dollars) of every pool in this process until the block ends."""
-    global _SPENDING
-    with _SPENDING_LOCK:
-        before, _SPENDING = _SPENDING, Spending(max_calls, max_usd)
-    try:
-        yield _SPENDING
-    finally:
-        with _SPENDING_LOCK:
-            _SPENDING = before
 
 
 @dataclass
@@ -433,8 +389,7 @@ class Pool:
               on_text: Callable[[str], None] | None = None) -> Completion:
         """One model call; whatever the backend raises but the command's own errors becomes
         `MemberFailed` (module docstring), and nothing of it is cached or charged."""
-        with _SPENDING_LOCK:
-            _SPENDING.check()
+        spending.check()
         backend = self._acquire(name)
         try:
             completion = (backend.chat(messages, params) if on_text is None
@@ -446,8 +401,7 @@ class Pool:
             raise MemberFailed(name, self.config.model(name).kind, reason) from error
         finally:
             self._release(name)
-        with _SPENDING_LOCK:
-            _SPENDING.charge(completion)
+        spending.charge(completion)
         return completion
 
     def _count(self, completion: Completion) -> None:

@@ -11,6 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from trinity_cli import paths
 from trinity_cli.render import console
 from trinity_cli.runs import reports, verdict
 
@@ -138,10 +139,10 @@ def replay_bench(record: dict[str, Any]) -> None:
 
 def _head_path(path: str | None) -> str:
     """Where an evolve run wrote its head: as recorded when it is on this machine; an imported
-    run's (another machine's path), relative to the home that made it (reports.shown_path)."""
+    run's (another machine's path), relative to the home that made it (paths.shown_path)."""
     if not path:
         return str(path)
-    shown = reports.shown_path(path, keep_existing=True)
+    shown = paths.shown_path(path, keep_existing=True)
     return shown if shown == path else f"{shown} (not here: the run was made in another home, or its head moved)"
 
 

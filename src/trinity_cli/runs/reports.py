@@ -13,8 +13,6 @@ curves. Their charts (PNG) are runs/charts.py's.
     start_validation(rec)    the validation score of an evolve run's fitted start
     under_way_line(g, procs) an unfinished evolve run's generation in progress, as one line
     pareto_front(summary)    the systems no other is as accurate as for fewer tokens per question
-    shown_path(path)         a path a run recorded, as inspect shows it (relative to the home or
-                             recording it lies in: an imported run's paths are another machine's)
 """
 
 from __future__ import annotations
@@ -24,40 +22,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trinity_cli import paths
 from trinity_cli.messages import ROLES
 
 DASH = "—"  # a number that does not exist (no priced model, no turns)
 
 # Folders of a TRINITY_HOME that runs name files in (heads, the recipe's heads, matrices, runs).
-HOME_FOLDERS = ("heads", "recipe", "matrices", "runs")
-HOME = "TRINITY_HOME"  # how a shown path names the home it lies in
-
-
-def shown_path(path: str, home: Path | None = None, keep_existing: bool = False) -> str:
-    """A path a run recorded, as `inspect` shows it. Under this TRINITY_HOME: relative to it
-    ("TRINITY_HOME/heads/x"). Else, when it names a folder of a recording or of a home (an
-    imported run's paths are those of the machine that made it): from that folder on
-    ("recordings/local/heads/x", "TRINITY_HOME/recipe/local-recipe/search", the home that
-    made the run). Anything else (relative paths, files elsewhere) as recorded.
-    `keep_existing`: a path that exists here is shown as recorded (the terminal, where it
-    is something to type)."""
-    p = Path(path)
-    if not p.is_absolute() or (keep_existing and p.exists()):
-        return path
-    home = home or paths.home()
-    for root in (home, home.resolve()):
-        if p.is_relative_to(root):
-            return "/".join((HOME, *p.relative_to(root).parts))
-    parts = p.parts
-    for i, part in enumerate(parts[:-1]):
-        if part == "recordings":
-            return "/".join(parts[i:])
-        if part in HOME_FOLDERS:
-            return "/".join((HOME, *parts[i:]))
-    return path
-
-
 # -- cells -------------------------------------------------------------------------------
 def short_task(task: str) -> str:
     """A task name for tables: `file:` tasks by their file name alone."""

@@ -16,7 +16,8 @@ from typing import Any
 
 from trinity_cli import paths
 from trinity_cli.messages import ROLES
-from trinity_cli.runs.reports import TableView, shown_path
+from trinity_cli.paths import shown_path
+from trinity_cli.runs.reports import TableView
 
 ROLE_NAMES = [r.value for r in ROLES]
 
@@ -63,7 +64,7 @@ def group_by_item(episodes: Iterable[Mapping[str, Any]]) -> dict[str, list[Mappi
 
 
 def shown(path: Any) -> Any:
-    """A path a run recorded, as a page shows it (reports.shown_path: relative to the home or
+    """A path a run recorded, as a page shows it (paths.shown_path: relative to the home or
     the recording, never this machine's home directory); anything else as it is."""
     return shown_path(path) if isinstance(path, str) and path else path
 
