@@ -6,6 +6,7 @@ is declared on its class (answer_kinds/base.py)."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 from trinity_cli.answer_kinds.base import AnswerKind
@@ -32,81 +33,32 @@ class ShortAnswer(AnswerKind):
     summary = "a short answer the question does not give a form for (read kind-free)"
 
 
-class Numeric(AnswerKind):
-    name, priority = "numeric", 40
-    summary = "a number (GSM8K); asked for by 'Answer: <number>'"
-    _hint = re.compile(r"answer:\s*<number>", re.I)
+class Marked(AnswerKind):
+    """A short value of a stated form, read by its scorer's reader: the question's wording
+    (`hint`) asks for it, `reader` reads a reply, `finder` gives it as the reply writes it
+    (what `ask` prints), `scorer` grades it (tasks/answers.py, tasks/scoring.py)."""
+
+    def __init__(self, name: str, summary: str, reader: Callable[[str], FinalAnswer | None],
+                 scorer: Callable[[str, Any], float], finder: Callable[[str], str | None] | None = None,
+                 hint: str | None = None, priority: int = 50, reader_family: str = "answer") -> None:
+        self.name, self.summary, self.priority, self.reader_family = name, summary, priority, reader_family
+        self.hint = re.compile(hint, re.I) if hint is not None else None
+        self.reader, self.scorer, self.finder = reader, scorer, finder
 
     def detect(self, task: str) -> bool:
-        return bool(self._hint.search(task))
+        return self.hint is not None and bool(self.hint.search(task))
 
     def read(self, reply: str) -> FinalAnswer | None:
-        return number_answer(reply)
+        return self.reader(reply)
 
     def gives_answer(self, reply: str) -> bool:
         return self.read(reply) is not None
 
     def found(self, text: str) -> str | None:
-        return number_text(text)
+        return self.finder(text) if self.finder is not None else None
 
     def score(self, output: str, reference: Any) -> float:
-        return scoring.score_numeric(output, reference)
-
-
-class Choice(AnswerKind):
-    name, priority, reader_family = "choice", 20, "choice"
-    summary = "a choice letter A-E (ARC, MMLU); asked for by lettered options"
-    _hint = re.compile(r"answer:\s*<letter>|\n\s*\(?[B-E][.)]\s", re.I)
-
-    def detect(self, task: str) -> bool:
-        return bool(self._hint.search(task))
-
-    def read(self, reply: str) -> FinalAnswer | None:
-        return choice_answer(reply)
-
-    def gives_answer(self, reply: str) -> bool:
-        return self.read(reply) is not None
-
-    def found(self, text: str) -> str | None:
-        return extract_choice(text)
-
-    def score(self, output: str, reference: Any) -> float:
-        return scoring.score_choice(output, reference)
-
-
-class Math(AnswerKind):
-    name, priority = "math", 30
-    summary = "a LaTeX answer compared by equivalence (MATH-500); asked for by \\boxed"
-    _hint = re.compile(r"\\boxed")
-
-    def detect(self, task: str) -> bool:
-        return bool(self._hint.search(task))
-
-    def read(self, reply: str) -> FinalAnswer | None:
-        return math_answer(reply)
-
-    def gives_answer(self, reply: str) -> bool:
-        return self.read(reply) is not None
-
-    def found(self, text: str) -> str | None:
-        return extract_math_answer(text)
-
-    def score(self, output: str, reference: Any) -> float:
-        return scoring.score_math(output, reference)
-
-
-class Exact(AnswerKind):
-    name = "exact"
-    summary = "a short text compared after normalising case, spaces and outer punctuation"
-
-    def read(self, reply: str) -> FinalAnswer | None:
-        return exact_answer(reply)
-
-    def gives_answer(self, reply: str) -> bool:
-        return self.read(reply) is not None
-
-    def score(self, output: str, reference: Any) -> float:
-        return scoring.score_exact(output, reference)
+        return self.scorer(output, reference)
 
 
 class Code(AnswerKind):
@@ -153,4 +105,13 @@ class Code(AnswerKind):
         return Examples(source) if source else None
 
 
-SHORT, NUMERIC, CHOICE, MATH, EXACT, CODE = ShortAnswer(), Numeric(), Choice(), Math(), Exact(), Code()
+SHORT, CODE = ShortAnswer(), Code()
+NUMERIC = Marked("numeric", "a number (GSM8K); asked for by 'Answer: <number>'", number_answer,
+                 scoring.score_numeric, number_text, r"answer:\s*<number>", priority=40)
+CHOICE = Marked("choice", "a choice letter A-E (ARC, MMLU); asked for by lettered options", choice_answer,
+                scoring.score_choice, extract_choice, r"answer:\s*<letter>|\n\s*\(?[B-E][.)]\s", priority=20,
+                reader_family="choice")
+MATH = Marked("math", "a LaTeX answer compared by equivalence (MATH-500); asked for by \\boxed", math_answer,
+              scoring.score_math, extract_math_answer, r"\\boxed", priority=30)
+EXACT = Marked("exact", "a short text compared after normalising case, spaces and outer punctuation", exact_answer,
+               scoring.score_exact)

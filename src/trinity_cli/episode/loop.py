@@ -191,8 +191,7 @@ def run_episode(
     kind = detect(task) if kind is None else kind
     masked = set(pool.names) - set(usable if usable is not None else usable_models(pool, task, exclude, context))
     masked |= unfit_members(pool, task, kind, masked)
-    emit = progress or quiet
-    play = _Play(pool, task, list(context), kind, examples, emit)
+    play = _Play(pool, task, list(context), kind, examples, emit := progress or quiet)
     rng = np.random.default_rng(seed)
     transcript = Transcript(task=task, context=list(context))
     spent: str | None = None  # which budget was reached: "token_budget" or "cost_budget"
