@@ -106,8 +106,9 @@ class Turn:
     How the call was made: `alone` (shown the task alone, so its answer is independent),
     `attempt` (how many calls this member had in the episode before this one: 0 is its
     greedy first reply), `temperature` and `sample_seed` of a fresh attempt (episode/loop.py).
-    How it was settled (turns/settle.py): `examples`, a code answer's run against the task's
-    examples (settle.ExampleRun as a dict) or None; `vote`, whether its answer counts
+    How it was settled (turns/settle.py): `examples`, what the task's checks recorded of it (a
+    code answer's example run, answer_kinds/examples.py; a free-form answer's stated
+    constraints, tasks/constraints.py) or None; `vote`, whether its answer counts
     toward agreement and the plurality (an answer its author was shown does not);
     `agreed_with`, the index of the earlier turn whose answer a Verifier's agreed with.
     `max_tokens`: the reply cap the call was made with when it is not the member's cap for

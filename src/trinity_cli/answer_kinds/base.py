@@ -5,7 +5,7 @@ needed anywhere else.
 An `AnswerKind` owns:
 
     detect(task)          whether a question's own wording asks for this kind (cheap: regular
-                          expressions, no model call); kinds are tried in registration order.
+                          expressions, no model call); kinds are tried in `priority` order.
     instruction(style, role, revising)
                           (instruction, request) that replaces the style's own for this kind,
                           or None to keep the style's (turns/prompts.py).
@@ -48,8 +48,8 @@ from trinity_cli.tasks.answers import FinalAnswer, final_answer, marked_answer, 
 class Checks(Protocol):
     """What trinity runs on every answer of a task (a code task's shown examples, a free-form
     request's stated constraints): `run` gives the dict a turn records in `Turn.examples`
-    ({"passed": bool, "failing": what failed or None, "error": why}), `note` the line later
-    prompts show under that answer (the kind's `check_note`)."""
+    ({"passed": bool, "failing": what failed or None, "error": why}); the kind's `check_note`
+    is the line later prompts show under that answer."""
 
     def run(self, reply: str, strict: bool = False) -> dict[str, Any]: ...
 

@@ -14,7 +14,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from trinity_cli.answer_kinds import KINDS, answer_kind
+from trinity_cli.answer_kinds import answer_kind
 from trinity_cli.events import (
     AskStarted,
     DecisionMade,
@@ -211,11 +211,6 @@ def runs_table(runs: Sequence[Any]) -> None:
     console.out.print(table)
 
 
-def _known_kind(name: Any) -> str | None:
-    """A recorded answer kind, or None when this install does not have it (a package's kind)."""
-    return name if isinstance(name, str) and name in KINDS else None
-
-
 def replay_ask(record: dict[str, Any]) -> None:
     """Turn-by-turn replay of an ask run: probabilities, chosen pair, prompt, reply."""
     models = record["pool"]["models"]
@@ -254,7 +249,7 @@ def replay_ask(record: dict[str, Any]) -> None:
                  + (", a vote" if turn.vote else "")
                  + (f", agreed with turn {turn.agreed_with + 1}" if turn.agreed_with is not None else ""))
         if turn.examples is not None:
-            stats += "\n" + answer_kind(_known_kind(record.get("answer_kind"))).check_note(turn.examples)
+            stats += "\n" + answer_kind(record.get("answer_kind")).check_note(turn.examples)
         prompt = "\n\n".join(f"[{m.role}]\n{m.content}" for m in turn.messages)
         body = Group(
             probs,

@@ -47,7 +47,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from trinity_cli.answer_kinds import answer_kind
-from trinity_cli.answer_kinds.examples import examples_note
 from trinity_cli.messages import ChatMessage, Role, Turn
 from trinity_cli.turns.rules import asked_alone, latest_proposal
 
@@ -199,8 +198,6 @@ def _shown_turn(turn: Turn, kind: str | None = None) -> str:
         text += "\n" + found.check_note(turn.examples)
     return text
 
-
-__all__ = ["examples_note"]  # prompts.examples_note: where callers have found it
 
 
 def build_messages(
