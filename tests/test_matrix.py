@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from trinity_cli import tasks
 from trinity_cli.bench.matrix import MatrixOptions, sample_matrix
 from trinity_cli.events import MatrixItemPlayed
 from trinity_cli.evolve.label_fit import read_labels
@@ -83,24 +84,27 @@ def test_complete_agree_holds_the_calls_agree_makes_beyond_k(tmp_path: Path, mon
     task_file.write_text("".join(json.dumps({"id": f"q{i}", "prompt": f"{'Question' if i % 2 else 'Puzzle'} {i}?",
                                              "answer": 42, "scorer": "numeric"}) + "\n" for i in range(40)))
     out = tmp_path / "m.json"
+    # every item of the test split (8 of the 40, two of them Puzzles), because which few of them a
+    # draw takes depends on the task's name, and a file: task's name holds its (temporary) path
+    n = len(tasks.load_split(f"file:{task_file}", "test"))
     code, _, stderr = run_main(["matrix", "--pool", str(pool), "--tasks", f"file:{task_file}", "--split", "test",
-                                "--n", "6", "--k", "1", "--budget", "4", "--complete-agree", "--out", str(out)],
+                                "--n", str(n), "--k", "1", "--budget", "4", "--complete-agree", "--out", str(out)],
                                monkeypatch, capsys)
     assert code == 0, stderr
     data = json.loads(out.read_text())
     puzzles = [k for k in data["matrix"] if int(k.rsplit("/q", 1)[1]) % 2 == 0]
-    assert puzzles and len(puzzles) < 6
+    assert puzzles and len(puzzles) < n
     for key, row in data["matrix"].items():
         assert [len(row[m]) for m in "abc"] == ([2, 1, 1] if key in puzzles else [1, 1, 1])
     assert data["k"] == 1 and "sc:a@2" not in data["table"]
     agree = data["table"]["agree:a>b>c"]["all"]
-    assert agree["calls"] == (4 * len(puzzles) + 2 * (6 - len(puzzles))) / 6
+    assert agree["calls"] == (4 * len(puzzles) + 2 * (n - len(puzzles))) / n
     assert data["table"]["vote-all"]["all"]["calls"] == 3.0  # the first k replies a member only
     code, stdout, stderr = run_main(["--replay-only", "bench", "--pool", str(pool), "--tasks",
-                                     f"file:{task_file}:test:6", "--systems", "agree", "--random-seeds", "0",
+                                     f"file:{task_file}:test:{n}", "--systems", "agree", "--random-seeds", "0",
                                      "--json"], monkeypatch, capsys)
     assert code == 0, stderr  # every call agree makes was recorded by the matrix
-    assert json.loads(stdout)["results"]["agree"]["overall"]["accuracy"] == agree["correct"] / 6
+    assert json.loads(stdout)["results"]["agree"]["overall"]["accuracy"] == agree["correct"] / n
 
 
 @pytest.mark.parametrize("args, says", [

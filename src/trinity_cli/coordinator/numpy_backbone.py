@@ -8,6 +8,12 @@ weights and the same `tokenizer.json`, read block by block over kept prefixes ex
 takes seconds that a user's first decision would otherwise wait for (docs/measurements.md);
 it is what `backbone.load` gives on the CPU when no SVF changes the weights.
 
+Threads: numpy's OpenBLAS splits a product's sums between its threads on some CPUs (seen on
+an AMD EPYC with numpy 2.4: `OPENBLAS_NUM_THREADS=1` changed the features), so `encode` asks
+for one BLAS thread on the calling thread (`_one_blas_thread`, OpenBLAS's
+`openblas_set_num_threads_local`) and puts the count back after: a feature is the same bits
+whatever thread settings the process was given (tests/test_backbone_threads.py).
+
 Agreement: the two engines sum in different orders, so their features agree to float
 rounding, not bit for bit (tests/test_numpy_backbone.py bounds it); both share the
 hidden-state cache key (policy.py), whose `dtype` is float32 for either. Within this engine a
@@ -27,6 +33,8 @@ from __future__ import annotations
 
 import json
 import struct
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +68,39 @@ def read_safetensors(path: Path) -> dict[str, np.ndarray]:
             raise Unsupported(f"{path.name}: tensor {name} has dtype {kind}")
         tensors[name] = array.reshape(spec["shape"])
     return tensors
+
+
+def _openblas_local() -> Any:
+    """OpenBLAS's `openblas_set_num_threads_local` in the library numpy loaded, or None
+    (another BLAS, or an OpenBLAS without it)."""
+    import ctypes
+    import glob
+
+    libs = Path(np.__file__).parent.parent / "numpy.libs"
+    for path in sorted(glob.glob(str(libs / "lib*openblas*.so*"))):
+        try:
+            setter = ctypes.CDLL(path).openblas_set_num_threads_local
+        except (OSError, AttributeError):
+            continue
+        setter.argtypes, setter.restype = [ctypes.c_int], ctypes.c_int
+        return setter
+    return None
+
+
+_BLAS_LOCAL = _openblas_local()
+
+
+@contextmanager
+def _one_blas_thread() -> Iterator[None]:
+    """One OpenBLAS thread for the calling thread within the block (module docstring)."""
+    if _BLAS_LOCAL is None:
+        yield
+        return
+    before = _BLAS_LOCAL(1)
+    try:
+        yield
+    finally:
+        _BLAS_LOCAL(before)
 
 
 def _rms_norm(x: np.ndarray, weight: np.ndarray, eps: float) -> np.ndarray:
@@ -190,7 +231,12 @@ class NumpyBackbone(PrefixReuse):
         return _rms_norm(x, self.norm, self.eps), grown
 
     def encode(self, text: str) -> np.ndarray:
-        """The feature of `text`, read block by block over a kept prefix (module docstring)."""
+        """The feature of `text`, read block by block over a kept prefix, on one BLAS thread
+        (module docstring)."""
+        with _one_blas_thread():
+            return self._encode(text)
+
+    def _encode(self, text: str) -> np.ndarray:
         ids, offsets = self._tokens(text)
         cache, done, starts = self._take_prefix(text, ids, offsets)
         hidden = None
