@@ -2,7 +2,7 @@
 temporary TRINITY_HOME (run directories only, no call), `trinity inspect --serve` on them,
 and Debian's headless Chromium (through chromedriver and selenium) photographing the runs list,
 the 300-item bench's grid where the shipped head and `agree` disagree, one such item side by
-side, and run-75's curves and verdict.
+side, run-75's curves and verdict, and run-4 compared with run-75 (two evolve runs' curves).
 
     python scripts/viewer_screenshots.py [--out docs/img]
 
@@ -90,11 +90,16 @@ def main() -> None:
 
             show(driver, base, "run/run-75")
             driver.save_screenshot(str(args.out / "viewer-evolve.png"))
+
+            show(driver, base, "compare/run-4/run-75")
+            charts = driver.find_element("css selector", ".svgcharts")
+            driver.execute_script("arguments[0].scrollIntoView()", charts)
+            driver.save_screenshot(str(args.out / "viewer-evolve-compare.png"))
         finally:
             driver.quit()
             server.terminate()
             server.wait(timeout=20)
-    for name in ("viewer-runs", "viewer-grid", "viewer-item", "viewer-evolve"):
+    for name in ("viewer-runs", "viewer-grid", "viewer-item", "viewer-evolve", "viewer-evolve-compare"):
         path = args.out / f"{name}.png"
         print(f"{path}: {path.stat().st_size / 1024:.0f} kB")
 

@@ -152,6 +152,25 @@ def test_two_bench_runs_compared_show_exactly_the_items_whose_result_changed(sto
         _page(store, f"compare/{a}/{ids['ask']}")
 
 
+def test_two_evolve_runs_compared_show_the_settings_that_differ_and_both_curves(store, made) -> None:
+    _, ids = made
+    a, b = ids["evolve"], ids["evolve_other"]
+    page = _page(store, f"compare/{a}/{b}")
+    assert page["kind"] == "evolve-compare" and page["a"]["key"] == f"run/{a}" and page["b"]["id"] == b
+    assert {row[0]: row[1:] for row in page["changed"]} == {"seed": ["0", "1"], "sigma0": [
+        str(store.load(a)["options"]["sigma0"]), "0.3"]}
+    for side, run_id in (("a", a), ("b", b)):
+        curves = store.load(run_id)["curves"]
+        points = page["curves"][side]["points"]
+        assert [p["generation"] for p in points] == [c["generation"] for c in curves] and len(points) == 2
+        assert [p["best"] for p in points] == [c["best_fitness"] for c in curves]
+    assert page["curves"]["b"]["sigma0"] == 0.3
+    facts = {row[0]: row[1:] for row in page["facts"]}
+    assert facts["seed"] == ["0", "1"] and facts["pool"][0] == facts["pool"][1]
+    with pytest.raises(NotFound, match="cannot be compared"):
+        _page(store, f"compare/{a}/{ids['bench']}")
+
+
 @pytest.mark.parametrize("key", ["run/../../etc", "run/run-1/item/x", "run/run-99", "runs/x", "compare/run-1",
                                  "run/run-1/gen/0", "run/run-2/item/0", "run/run-1/item/999", "run/run-2/gen/7"])
 def test_keys_that_name_nothing_are_not_found(store, key: str) -> None:
@@ -304,6 +323,31 @@ def test_inspect_serve_prints_its_url_answers_and_stops_quietly_on_ctrl_c(made) 
     assert process.returncode == 0 and err == "" and out == ""
 
 
+def test_a_comparison_exports_both_runs_pages_and_the_changed_items(store, made, tmp_path, monkeypatch,
+                                                                   capsys) -> None:
+    home, ids = made
+    a, b = ids["bench"], ids["bench_other"]
+    out = tmp_path / "compared"
+    code, stdout, err = run_main(["inspect", a, "--compare", b, "--html", str(out)], monkeypatch, capsys)
+    assert code == 0, err
+    assert stdout.strip() == str(out / "index.html") and f"{a} against {b}" in err
+    changed = pages.page(f"compare/{a}/{b}", store)["grid"]["rows"]
+    data = sorted(p.relative_to(out / "data").as_posix() for p in (out / "data").rglob("*.js"))
+    assert data == sorted(["runs.js", f"run/{a}.js", f"run/{b}.js", f"compare/{a}/{b}.js",
+                           *[f"compare/{a}/{b}/item/{row['i']}.js" for row in changed]])
+    listed = json.loads((out / "data" / "runs.js").read_text()[len('TRINITY_PUT("runs",'):-3])
+    assert [r["id"] for r in listed["runs"]] == [a, b] and listed["compare"] == f"compare/{a}/{b}"
+    assert (out / "files" / a / "chart.png").is_file() and (out / "files" / b / "chart.png").is_file()
+    evolved = tmp_path / "evolved"
+    done = export.export_compare(ids["evolve"], ids["evolve_other"], evolved, store)
+    assert done.items == 0 and (evolved / "data" / "compare" / ids["evolve"] / f"{ids['evolve_other']}.js").is_file()
+    for args, says in (([a, "--compare", ids["evolve"], "--html", str(tmp_path / "no")], "cannot be compared"),
+                       ([a, "--compare", b], "--compare"), (["--compare", b, "--serve"], "--compare")):
+        code, stdout, err = run_main(["inspect", *args], monkeypatch, capsys)
+        assert code != 0 and says in err and "Traceback" not in err, err
+    assert not (tmp_path / "no").exists()
+
+
 def test_serve_refuses_an_unknown_run_and_a_taken_port_before_listening(store) -> None:
     import socket
 
@@ -311,6 +355,8 @@ def test_serve_refuses_an_unknown_run_and_a_taken_port_before_listening(store) -
 
     with pytest.raises(NotFound):
         web.serve(run="run-99", store=store)
+    with pytest.raises(NotFound, match="cannot be compared"):
+        web.serve(run="run-1", compare="run-3", store=store)
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen(1)

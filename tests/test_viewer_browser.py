@@ -210,6 +210,18 @@ def test_the_served_viewer(browser, server, made) -> None:
     open_key(browser, server, f"compare/{ids['bench']}/{ids['bench_other']}")
     assert grid_counts(browser)[0] >= 1
     assert browser.find_elements("css selector", "td.cell.changed")
+
+    open_key(browser, server, f"compare/{ids['evolve']}/{ids['evolve_other']}")
+    charts = browser.execute_script(
+        "return [...document.querySelectorAll('svg.chart')].map(svg => [svg.dataset.title,"
+        " [...svg.querySelectorAll('g.series')].map(g => g.dataset.name)])")
+    both = [ids["evolve"], ids["evolve_other"]]
+    assert [c[0] for c in charts][:3] == ["validation per generation", "best fitness per generation",
+                                           "mean fitness per generation"]
+    assert all(c[1] == both for c in charts[1:3])
+    changed = browser.execute_script("return [...document.querySelectorAll('tr.kind-changed td:first-child')]"
+                                     ".map(td => td.textContent)")
+    assert {"seed", "sigma0"} <= set(changed)
     assert_local(requested(browser))
     assert_no_page_errors(browser)
 
@@ -235,13 +247,28 @@ def test_the_static_export_opens_from_disk(browser, made, tmp_path) -> None:
         assert_local(requested(browser))
         assert_no_page_errors(browser)
 
+    site = tmp_path / "compared"  # two runs compared, from disk: the runs list leads to it
+    subprocess.run([sys.executable, "-m", "trinity_cli", "inspect", ids["bench"], "--compare", ids["bench_other"],
+                    "--html", str(site)], env=env, check=True, capture_output=True)
+    open_key(browser, site.joinpath("index.html").as_uri(), "runs")
+    browser.find_element("link text", "The two runs compared").click()
+    wait_for(browser, "return document.querySelector('main').getAttribute('data-kind') === 'compare'")
+    assert grid_counts(browser)[0] >= 1 and browser.find_elements("css selector", "td.cell.changed")
+    browser.find_element("css selector", "table.grid tr.row").click()
+    wait_for(browser, "return document.querySelector('main').getAttribute('data-kind') === 'item'")
+    labels = [c.get_attribute("data-system") for c in browser.find_elements("css selector", ".episode-col")]
+    assert labels and len(labels) % 2 == 0  # each changed system: the first run's episodes, then the second's
+    assert_local(requested(browser))
+    assert_no_page_errors(browser)
+
 
 RECORDED = Path(__file__).resolve().parents[1] / "recordings" / "local"
 
 
-def test_the_300_item_bench_opens_within_two_seconds_served_and_exported(browser, tmp_path) -> None:
+def test_the_300_item_bench_opens_served_and_exported(browser, tmp_path) -> None:
     """The README's 300-item bench (run-24: 300 items x 10 rows) imported from
-    recordings/local: its page, grid drawn, within the issue's 2 s, served and from disk."""
+    recordings/local: its page and whole grid drawn, and an item's ten columns after a click,
+    served and from disk. How fast, and the server's memory: scripts/perf/viewer_open.py."""
     if not (RECORDED / "runs" / "run-24").is_dir():
         pytest.skip("recordings/local/runs is not in this checkout")
     from trinity_cli.recordings.carry import import_runs
@@ -262,18 +289,10 @@ def test_the_300_item_bench_opens_within_two_seconds_served_and_exported(browser
         served = process.stderr.readline().split()[2]
         for base in (served, site.joinpath("index.html").as_uri()):
             browser.get("about:blank")
-            started = time.monotonic()
             browser.get(f"{base}#/run/run-24")
-            wait_for(browser, "return document.querySelectorAll('table.grid td.cell').length === 3000", timeout=30)
-            seconds = time.monotonic() - started
-            print(f"run-24 opened in {seconds:.2f} s from {base}")
-            assert seconds <= 2.0, (base, seconds)
+            wait_for(browser, "return document.querySelectorAll('table.grid td.cell').length === 3000", timeout=60)
             browser.find_element("css selector", "table.grid tr.row").click()
             wait_for(browser, "return document.querySelectorAll('.episode-col').length === 10")
             assert_no_page_errors(browser)
-        rss = int(next(line.split()[1] for line in Path(f"/proc/{process.pid}/status").read_text().splitlines()
-                       if line.startswith("VmRSS:")))  # kB
-        print(f"the server's memory after it: {rss / 1024:.0f} MB")
-        assert rss <= 300 * 1024
     finally:
         stop_process(process)

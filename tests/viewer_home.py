@@ -1,7 +1,7 @@
 """A TRINITY_HOME with one run of each kind the viewer draws, made by the real commands on a
 scripted pool (no model): a bench (6 items; single, agree, random, vote, oracle), an evolve
 run (two generations, hash backbone), an ask run, a second bench whose member m1 answers
-otherwise, and a damaged run. Member m2's reply holds HTML that would run if a page parsed it,
+otherwise, a damaged run, and a second evolve run with another seed and step size. Member m2's reply holds HTML that would run if a page parsed it,
 and a secret that must never reach a page."""
 
 from __future__ import annotations
@@ -64,16 +64,19 @@ def build(home: Path, work: Path) -> dict[str, str]:
     bench = ["bench", "--pool", str(pool), "--tasks", f"file:{tasks}:test:{ITEMS}", "--systems",
              "single,agree,random,vote,best-per-task,oracle", "--random-seeds", "1", "--max-turns", "2", "-q"]
     run(home, *bench)  # run-1
-    run(home, "evolve", "--search-only", "--pool", str(pool), "--tasks", f"file:{tasks}:train", "--val-tasks",
-        f"file:{tasks}:val:2", "--budget", "8", "--minibatch", "2", "--popsize", "2", "--max-turns", "2",
-        "--backbone", "hash:16", "-q")  # run-2
+    evolve = ["evolve", "--search-only", "--pool", str(pool), "--tasks", f"file:{tasks}:train", "--val-tasks",
+              f"file:{tasks}:val:2", "--budget", "8", "--minibatch", "2", "--popsize", "2", "--max-turns", "2",
+              "--backbone", "hash:16", "-q"]
+    run(home, *evolve)  # run-2
     run(home, "ask", "What is 12*7?", "--pool", str(pool), "--mode", "agree", "-q", "--no-warm")  # run-3
     other = _pool(work / "pool-other.yaml", "84")
     run(home, *[str(other) if a == str(pool) else a for a in bench])  # run-4: m1 answers 84 everywhere
     damaged = home / "runs" / "run-5"
     damaged.mkdir(parents=True)
     (damaged / "run.json").write_text("{ not json")
-    return {"bench": "run-1", "evolve": "run-2", "ask": "run-3", "bench_other": "run-4", "damaged": "run-5"}
+    run(home, *evolve, "--seed", "1", "--sigma0", "0.3")  # run-6: the same search, another seed and step
+    return {"bench": "run-1", "evolve": "run-2", "ask": "run-3", "bench_other": "run-4", "damaged": "run-5",
+            "evolve_other": "run-6"}
 
 
 def environ_with_secret() -> dict[str, str]:

@@ -165,12 +165,18 @@ def inspect(
     html: Annotated[str | None, typer.Option(
         metavar="DIR", help="Write RUN's pages as a folder that opens in a browser from disk, with no server "
                             "and no network.")] = None,
+    compare: Annotated[str | None, typer.Option(
+        metavar="RUN2", help="With RUN and --serve or --html: RUN compared with RUN2 (two bench, evolve or ask "
+                             "runs): the items whose result changed, or the settings and curves.")] = None,
 ) -> None:
     """List runs, or replay one turn by turn; --serve browses them in a web page, --html exports one."""
     from trinity_cli.render import console, results, terminal
     from trinity_cli.runs.store import RunStore
 
     store = RunStore()
+    if compare is not None and (run is None or not (serve or html is not None)):
+        raise typer.BadParameter("the viewer draws a comparison: trinity inspect RUN --compare RUN2 --serve "
+                                 "(or --html DIR)", param_hint="--compare")
     if serve or html is not None:
         from pathlib import Path
 
@@ -179,14 +185,15 @@ def inspect(
         if html is not None:
             if run is None:
                 raise typer.BadParameter("name the run to export: trinity inspect RUN --html DIR", param_hint="--html")
-            from trinity_cli.viewer.export import export_run
+            from trinity_cli.viewer.export import export_compare, export_run
 
-            render_viewer.exported(export_run(run, Path(html), store))
+            render_viewer.exported(export_run(run, Path(html), store) if compare is None
+                                   else export_compare(run, compare, Path(html), store))
         if serve:
             from trinity_cli.viewer.web import serve as serve_viewer
 
             serve_viewer(host=host, port=port, run=run, store=store, progress=render_viewer.viewer_progress,
-                         open_browser=open_browser)
+                         open_browser=open_browser, compare=compare)
         return
     if run is not None and episode is not None:
         title, models, transcript, seed = store.evolve_episode(run, episode)

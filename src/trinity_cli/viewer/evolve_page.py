@@ -192,3 +192,23 @@ def generation_item(run: OpenedRun, g: int, i: int) -> dict[str, Any]:
             "question": shape.question(eps[0].get("transcript")), "models": models, "roles": shape.ROLE_NAMES,
             "prev": f"run/{run.id}/gen/{g}/item/{i - 1}" if i > 0 else None,
             "next": f"run/{run.id}/gen/{g}/item/{i + 1}" if i + 1 < len(keys) else None, "columns": columns}
+
+
+def _setting(value: Any) -> str:
+    return DASH if value is None or value == "" else str(shape.shown(value))
+
+
+def compare_page(a: OpenedRun, b: OpenedRun) -> dict[str, Any]:
+    """Two evolve runs: {"kind": "evolve-compare", "a"/"b": {"id", "title", "key"}, "facts":
+    [[name, a's, b's]] (the facts of evolve_page), "changed": [[option, a's, b's]] (the
+    options the two were given that differ), "curves": {"a", "b"} (curve_points of each)}."""
+    fa, fb = dict(_facts(a, a.record)), dict(_facts(b, b.record))
+    facts = [[name, fa.get(name, DASH), fb.get(name, DASH)] for name in dict.fromkeys([*fa, *fb])]
+    oa, ob = a.record.get("options") or {}, b.record.get("options") or {}
+    changed = [[name, _setting(oa.get(name)), _setting(ob.get(name))] for name in sorted({*oa, *ob})
+               if oa.get(name) != ob.get(name)]
+    return {"kind": "evolve-compare",
+            "a": {"id": a.id, "title": a.record.get("title", ""), "key": f"run/{a.id}"},
+            "b": {"id": b.id, "title": b.record.get("title", ""), "key": f"run/{b.id}"},
+            "facts": facts, "changed": changed,
+            "curves": {"a": curve_points(a, a.record), "b": curve_points(b, b.record)}}

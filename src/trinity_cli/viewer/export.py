@@ -7,6 +7,9 @@ folder that opens from disk with no server and no network.
                                              file:// script where it refuses fetch())
     DIR/files/RUN/*.png                      the run's charts
 
+`trinity inspect A --compare B --html DIR` writes the comparison instead (export_compare):
+the two runs' pages, the compare page and the pages of the items whose result changed.
+
 The runs list holds the one run; a bench run's items and an evolve run's generations each get
 their own file, so opening the folder reads the run's page alone and an item is read when
 opened. Every page is scrubbed as the server's are (shape.scrub). The folder is written
@@ -94,8 +97,35 @@ def export_run(run_id: str, out: Path, store: RunStore | None = None) -> Exporte
     store = store or RunStore()
     run = OpenedRun(store, run_id)
     _check_target(out)
+    keys = _keys(run)
+    return _write(out, store, [run], keys, {run.id: run}, sum(1 for k in keys if "/item/" in k))
+
+
+def export_compare(a_id: str, b_id: str, out: Path, store: RunStore | None = None) -> Exported:
+    """Write the comparison of runs `a_id` and `b_id` into the folder `out`: the runs list of
+    the two, each run's page, the compare page and (bench runs) the page of every item whose
+    result changed; an item of one run alone is not in it."""
+    store = store or RunStore()
+    a, b = OpenedRun(store, a_id), OpenedRun(store, b_id)
+    _check_target(out)
+    opened = {a.id: a, b.id: b}
+    key = f"compare/{a.id}/{b.id}"
+    first = pages.page(key, store, opened.__getitem__)  # NotFound for runs that cannot be compared
+    keys = [f"run/{a.id}", f"run/{b.id}", key]
+    if first["kind"] == "compare":
+        keys += [f"{first['grid']['item']}{row['i']}" for row in first["grid"]["rows"]]
+    return _write(out, store, [a, b], keys, opened, sum(1 for k in keys if "/item/" in k),
+                  name=f"{a.id} against {b.id}", compare=key)
+
+
+def _write(out: Path, store: RunStore, runs: list[OpenedRun], keys: list[str], opened: dict[str, OpenedRun],
+           items: int, name: str | None = None, compare: str | None = None) -> Exported:
+    """The folder `out` holding the viewer, the runs list of `runs` (with the key of their
+    comparison, `compare`, when it is one), the pages at `keys` (runs opened from `opened`) and
+    the runs' charts, written beside it and renamed in."""
     pairs = shape.scrub_pairs()
-    entry = [e for e in pages.runs_page(store)["runs"] if e["id"] == run.id]
+    ids = [run.id for run in runs]
+    entries = sorted((e for e in pages.runs_page(store)["runs"] if e["id"] in ids), key=lambda e: ids.index(e["id"]))
     count, size = 0, 0
     with paths.atomic_output(out, directory=True) as tmp:
         tmp.chmod(0o755)  # a temporary folder is the owner's alone; the export is for sharing
@@ -107,14 +137,15 @@ def export_run(run_id: str, out: Path, store: RunStore | None = None) -> Exporte
             count, size = count + 1, size + len(data)
 
         write("index.html", index_html("static"))
-        for name in ASSETS[1:]:
-            write(name, asset(name))
-        write("data/runs.js", data_script("runs", shape.scrub({"kind": "runs", "runs": entry}, pairs)))
-        keys = _keys(run)
+        for asset_name in ASSETS[1:]:
+            write(asset_name, asset(asset_name))
+        listed = {"kind": "runs", "runs": entries, **({"compare": compare} if compare else {})}
+        write("data/runs.js", data_script("runs", shape.scrub(listed, pairs)))
         for key in keys:
-            write(f"data/{key}.js", data_script(key, shape.scrub(pages.page(key, store, lambda _: run), pairs)))
-        for chart in run.charts():
-            (tmp / "files" / run.id).mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(run.path / chart, tmp / "files" / run.id / chart)
-            count, size = count + 1, size + (run.path / chart).stat().st_size
-    return Exported(run.id, out, count, size, sum(1 for k in keys if "/item/" in k))
+            write(f"data/{key}.js", data_script(key, shape.scrub(pages.page(key, store, opened.__getitem__), pairs)))
+        for run in runs:
+            for chart in run.charts():
+                (tmp / "files" / run.id).mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(run.path / chart, tmp / "files" / run.id / chart)
+                count, size = count + 1, size + (run.path / chart).stat().st_size
+    return Exported(name or runs[0].id, out, count, size, items)

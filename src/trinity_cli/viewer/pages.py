@@ -8,10 +8,12 @@ Keys (run ids as `run-N`; i and g whole numbers):
     run/RUN/item/i               a bench run's item i: every system's episodes
     run/RUN/gen/g                an evolve run's generation g: items x candidates
     run/RUN/gen/g/item/i         item i of generation g: every candidate's episode
-    compare/A/B                  two bench runs: the items whose result changed
-    compare/A/B/item/i           item i of A in both runs, episodes side by side
+    compare/A/B                  two bench runs: the items whose result changed; two evolve
+                                 runs: their settings, facts and curves together; two ask
+                                 runs: their transcripts side by side
+    compare/A/B/item/i           item i of A in both (bench) runs, episodes side by side
 Every page is a dict of plain JSON values with a "kind" (runs, bench, evolve, ask, item,
-generation, compare, run); viewer/assets/viewer.js draws each kind.
+generation, compare, evolve-compare, run); viewer/assets/viewer.js draws each kind.
 """
 
 from __future__ import annotations
@@ -170,15 +172,26 @@ def ask_page(run: OpenedRun) -> dict[str, Any]:
             "models": column["models"], "roles": shape.ROLE_NAMES, "columns": [column]}
 
 
+COMPARABLE = ("bench", "evolve", "ask")  # the kinds two runs of which compare
+
+
+def check_comparable(a: OpenedRun, b: OpenedRun) -> None:
+    """NotFound unless `a` and `b` are two runs of one kind in COMPARABLE."""
+    if a.kind != b.kind or a.kind not in COMPARABLE:
+        raise NotFound(f"{a.id} ({a.kind}) and {b.id} ({b.kind}) cannot be compared",
+                       "compare two runs of one kind: bench, evolve or ask")
+
+
 def compare_page(a: OpenedRun, b: OpenedRun) -> dict[str, Any]:
-    """Two bench runs' changed items (bench_page.compare_page), or two ask runs side by side."""
+    """Two bench runs' changed items (bench_page.compare_page), two evolve runs' settings and
+    curves (evolve_page.compare_page), or two ask runs side by side."""
+    check_comparable(a, b)
     if a.kind == "bench" and b.kind == "bench":
         return bench_page.compare_page(a, b)
-    if a.kind == "ask" and b.kind == "ask":
-        left, right = ask_page(a), ask_page(b)
-        for side, run in ((left, a), (right, b)):
-            side["columns"][0]["label"] = f"{run.id}: {side['columns'][0]['label']}"
-        return {**left, "kind": "item", "title": f"{a.id} against {b.id}", "back": "runs", "prev": None, "next": None,
-                "task": "", "id": "", "columns": left["columns"] + right["columns"]}
-    raise NotFound(f"{a.id} ({a.kind}) and {b.id} ({b.kind}) cannot be compared",
-                   "compare two bench runs, or two ask runs")
+    if a.kind == "evolve" and b.kind == "evolve":
+        return evolve_page.compare_page(a, b)
+    left, right = ask_page(a), ask_page(b)
+    for side, run in ((left, a), (right, b)):
+        side["columns"][0]["label"] = f"{run.id}: {side['columns'][0]['label']}"
+    return {**left, "kind": "item", "title": f"{a.id} against {b.id}", "back": "runs", "prev": None, "next": None,
+            "task": "", "id": "", "columns": left["columns"] + right["columns"]}

@@ -146,15 +146,20 @@ def is_loopback(host: str) -> bool:
 
 
 def serve(host: str = "127.0.0.1", port: int = 0, run: str | None = None, store: RunStore | None = None,
-          progress: ProgressFn | None = None, open_browser: bool = False) -> None:
+          progress: ProgressFn | None = None, open_browser: bool = False, compare: str | None = None) -> None:
     """Serve the viewer until Ctrl-C: bind (port 0: any free port), report ViewerStarted
-    (its URL, at `run`'s page when given), open a browser there when asked, run uvicorn."""
+    (its URL, at `run`'s page when given, or at its comparison with run `compare`), open a
+    browser there when asked, run uvicorn."""
     import uvicorn
 
     store = store or RunStore()
     start = ""
     if run is not None:
         start = f"#/run/{store.path(run).name}"  # NotFound, with the close matches, before anything listens
+    if run is not None and compare is not None:
+        a, b = OpenedRun(store, run), OpenedRun(store, compare)
+        pages.check_comparable(a, b)
+        start = f"#/compare/{a.id}/{b.id}"
     sock = _bind(host, port)
     try:
         bound = sock.getsockname()[1]

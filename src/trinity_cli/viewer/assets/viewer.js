@@ -86,7 +86,7 @@
       script.onerror = () => {
         script.remove();
         waiting.delete(key);
-        reject(new Error("this export does not hold " + key + " (it holds one run: open it from the runs list)"));
+        reject(new Error("this export does not hold " + key + " (it holds what it was written with: start from the runs list)"));
       };
       document.head.appendChild(script);
     });
@@ -158,8 +158,9 @@
     return h("div", {},
       h("h1", {}, "Runs"),
       page.runs.length ? null : h("p", { class: "muted" }, "No runs yet: trinity ask, bench or evolve make them."),
+      page.compare ? h("p", { class: "controls" }, link(page.compare, "The two runs compared")) : null,
       MODE === "served" ? h("p", { class: "controls" }, compare,
-        h("span", { class: "muted" }, "two bench runs: the items whose result changed; two ask runs: side by side")) : null,
+        h("span", { class: "muted" }, "two bench runs: the items whose result changed; two evolve runs: settings and curves together; two ask runs: side by side")) : null,
       h("table", { class: "runs" },
         h("thead", {}, h("tr", {}, ["", "run", "kind", "date", "status", "pool", "head", "items", "headline"].map(
           (c) => h("th", { class: c === "items" ? "num" : "" }, c)))),
@@ -431,13 +432,39 @@
       gridView(page.grid, true));
   }
 
+  function evolveCompareView(page) {
+    const [A, B] = [page.a.id, page.b.id];
+    const series = (c, field, name, color, startField) => {
+      const points = c.points.filter((p) => p[field] !== null && p[field] !== undefined).map((p) => [p.generation, p[field]]);
+      if (startField && c[startField] !== null && c[startField] !== undefined && points.length) points.unshift([-1, c[startField]]);
+      return { name, color, points };
+    };
+    const both = (field, start) => [series(page.curves.a, field, A, "#2a5db0", start), series(page.curves.b, field, B, "#d9822b", start)];
+    const sigmas = both("sigma", "sigma0");
+    const rows = (pairs) => h("table", { class: "view" },
+      h("thead", {}, h("tr", {}, ["", A, B].map((c) => h("th", {}, c)))),
+      h("tbody", {}, pairs.map(([k, a, b]) => h("tr", { class: a !== b ? "kind-changed" : "" },
+        h("td", {}, k), h("td", {}, a), h("td", {}, b)))));
+    return h("div", {}, h("h1", {}, `${A} against ${B}`),
+      h("p", {}, link(page.a.key, A), ` · ${page.a.title}`, h("br", {}), link(page.b.key, B), ` · ${page.b.title}`),
+      h("h2", {}, "Settings that differ"),
+      page.changed.length ? rows(page.changed) : h("p", { class: "muted" }, "the two runs were given the same settings"),
+      h("h2", {}, "Curves"),
+      h("div", { class: "svgcharts" },
+        lineChart("validation per generation", both("val", "start_val"), "validation"),
+        lineChart("best fitness per generation", both("best"), "fitness"),
+        lineChart("mean fitness per generation", both("mean"), "fitness"),
+        sigmas.some((sr) => sr.points.length) ? lineChart("step size σ per generation", sigmas, "σ") : null),
+      h("h2", {}, "Facts"), rows(page.facts));
+  }
+
   function askView(page) {
     return h("div", {}, h("h1", {}, `${page.id} · ask`), h("pre", { class: "question" }, page.question),
       facts(page.facts), columnsView(page), h("h2", {}, "Answer"), h("pre", { class: "reply" }, page.answer ?? "(none)"));
   }
 
   const VIEWS = { runs: runsView, bench: benchView, evolve: evolveView, item: itemView, generation: generationView,
-    compare: compareView, ask: askView,
+    compare: compareView, "evolve-compare": evolveCompareView, ask: askView,
     run: (page) => h("div", {}, h("h1", {}, page.id + " · " + page.title), h("pre", {}, JSON.stringify(page.record, null, 2))) };
 
   // -- routing -----------------------------------------------------------------------------
