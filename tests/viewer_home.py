@@ -1,8 +1,8 @@
 """A TRINITY_HOME with one run of each kind the viewer draws, made by the real commands on a
-scripted pool (no model): a bench (6 items; single, agree, random, vote, oracle), an evolve
-run (two generations, hash backbone), an ask run, a second bench whose member m1 answers
-otherwise, a damaged run, and a second evolve run with another seed and step size. Member m2's reply holds HTML that would run if a page parsed it,
-and a secret that must never reach a page."""
+scripted pool (no model): a bench (6 items; single, agree, random, vote, oracle), an evolve run
+(two generations, hash backbone), an ask run, a second bench whose member m1 answers otherwise,
+a damaged run, and a second evolve run with another seed and step size. Member m2's reply holds
+HTML that would run if a page parsed it, and a secret that must never reach a page."""
 
 from __future__ import annotations
 
