@@ -298,6 +298,23 @@ def test_the_served_app_sees_a_run_that_finishes_and_a_run_whose_files_change(cl
         shutil.rmtree(copy)
 
 
+def test_an_evolve_run_under_way_is_a_live_page_until_it_finishes(client, made, store) -> None:
+    home, ids = made
+    copy = store.root / "run-31"
+    shutil.copytree(store.root / ids["evolve"], copy)
+    finished = json.loads((copy / "run.json").read_text())
+    (copy / "run.json").unlink()  # what an evolve run looks like between its checkpoints and its end
+    try:
+        page = client.get("/api/run/run-31").json()
+        assert page["kind"] == "evolve" and page["live"] is True and ["status", "unfinished"] in page["facts"]
+        assert page["resume"] == "trinity evolve --resume run-31"
+        (copy / "run.json").write_text(json.dumps({**finished, "id": "run-31"}))
+        assert client.get("/api/run/run-31").json()["live"] is False
+        assert client.get(f"/api/run/{ids['evolve']}").json()["live"] is False
+    finally:
+        shutil.rmtree(copy)
+
+
 @pytest.mark.slow
 def test_inspect_serve_prints_its_url_answers_and_stops_quietly_on_ctrl_c(made) -> None:
     import signal

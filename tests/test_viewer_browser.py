@@ -222,6 +222,19 @@ def test_the_served_viewer(browser, server, made) -> None:
     changed = browser.execute_script("return [...document.querySelectorAll('tr.kind-changed td:first-child')]"
                                      ".map(td => td.textContent)")
     assert {"seed", "sigma0"} <= set(changed)
+
+    copy = home / "runs" / "run-40"  # an evolve run under way: its page follows it to its end
+    shutil.copytree(home / "runs" / ids["evolve"], copy)
+    finished = json.loads((copy / "run.json").read_text())
+    (copy / "run.json").unlink()
+    try:
+        open_key(browser, server, "run/run-40")
+        assert browser.find_elements("css selector", ".live-note")
+        (copy / "run.json").write_text(json.dumps({**finished, "id": "run-40"}))
+        wait_for(browser, "return !document.querySelector('.live-note')"
+                          " && document.querySelector('main').getAttribute('data-kind') === 'evolve'", timeout=30)
+    finally:
+        shutil.rmtree(copy)
     assert_local(requested(browser))
     assert_no_page_errors(browser)
 

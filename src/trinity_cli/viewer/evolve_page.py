@@ -131,6 +131,7 @@ def evolve_page(run: OpenedRun) -> dict[str, Any]:
         "generations": [{"generation": g, "key": f"run/{run.id}/gen/{g}", "candidates": popsize,
                          **_curve_of(record, g)} for g in run.generation_numbers()],
         "resume": record.get("resume"),
+        "live": record.get("status") == "unfinished",  # the page asks again as generations end
     }
 
 

@@ -402,6 +402,7 @@
     return h("div", {},
       h("h1", {}, `${page.id} · ${page.title}`),
       facts(page.facts),
+      page.live && MODE === "served" ? h("p", { class: "muted live-note" }, "under way: this page follows it as generations end") : null,
       page.under_way ? h("p", {}, page.under_way) : null,
       page.resume ? h("p", { class: "muted" }, "finish it: " + page.resume) : null,
       v ? h("p", {}, `verdict: ${v.winner} validates best` ,
@@ -470,6 +471,7 @@
   // -- routing -----------------------------------------------------------------------------
   let current = "";
   let poll = null;
+  let followed = null; // {key, text} of the live page drawn (an evolve run under way)
 
   async function show() {
     const key = decodeURIComponent(location.hash.replace(/^#\/?/, "")) || "runs";
@@ -490,17 +492,31 @@
   }
 
   function draw(page) {
+    followed = page.live ? { key: current, text: JSON.stringify(page) } : null;
     clear(main);
     main.appendChild((VIEWS[page.kind] || VIEWS.run)(page));
     main.setAttribute("data-kind", page.kind);
   }
 
-  // Served: the runs list follows runs as they finish.
+  // Served: the runs list follows runs as they finish, and an evolve run under way (a page
+  // marked "live") follows its generations.
+  async function follow() {
+    const { key, text } = followed;
+    const page = await load(key);
+    if (current !== key || !followed || followed.key !== key) return;
+    if (JSON.stringify(page) !== text) draw(page);
+    else if (!page.live) followed = null;
+  }
+
   function startPolling() {
     if (MODE !== "served") { live.textContent = "static export"; return; }
     live.textContent = "live";
     let last = "";
     poll = setInterval(async () => {
+      if (followed && current === followed.key) {
+        try { await follow(); } catch (err) { live.textContent = "server gone"; clearInterval(poll); }
+        return;
+      }
       if (current !== "runs") return;
       try {
         const page = await load("runs");
