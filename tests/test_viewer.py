@@ -308,6 +308,12 @@ def test_an_evolve_run_under_way_is_a_live_page_until_it_finishes(client, made, 
         page = client.get("/api/run/run-31").json()
         assert page["kind"] == "evolve" and page["live"] is True and ["status", "unfinished"] in page["facts"]
         assert page["resume"] == "trinity evolve --resume run-31"
+        from trinity_cli.viewer.opened import OpenedRun
+
+        signature = OpenedRun(store, "run-31").signature()
+        with open(copy / "calls.log", "a") as journal:  # grows with every call: no reason to reopen the run
+            journal.write("0123abcd\n")
+        assert OpenedRun(store, "run-31").signature() == signature
         (copy / "run.json").write_text(json.dumps({**finished, "id": "run-31"}))
         assert client.get("/api/run/run-31").json()["live"] is False
         assert client.get(f"/api/run/{ids['evolve']}").json()["live"] is False

@@ -102,9 +102,10 @@ def wait_for(driver, script: str, timeout: float = 15.0):
         time.sleep(0.05)
 
 
-def open_key(driver, base: str, key: str) -> None:
+def open_key(driver, base: str, key: str, timeout: float = 15.0) -> None:
     driver.get(f"{base}#/{key}")
-    wait_for(driver, f"return document.querySelector('main').getAttribute('data-key') === {json.dumps(key)}")
+    wait_for(driver, f"return document.querySelector('main').getAttribute('data-key') === {json.dumps(key)}",
+             timeout)
 
 
 def requested(driver) -> list[str]:
@@ -228,7 +229,7 @@ def test_the_served_viewer(browser, server, made) -> None:
     finished = json.loads((copy / "run.json").read_text())
     (copy / "run.json").unlink()
     try:
-        open_key(browser, server, "run/run-40")
+        open_key(browser, server, "run/run-40", timeout=60)  # an unfinished run's record unpickles its checkpoint
         assert browser.find_elements("css selector", ".live-note")
         (copy / "run.json").write_text(json.dumps({**finished, "id": "run-40"}))
         wait_for(browser, "return !document.querySelector('.live-note')"

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from trinity_cli.runs.run_files import BenchRun, EvolveRun
-from trinity_cli.runs.store import RunStore
+from trinity_cli.runs.store import JOURNAL, RunStore
 from trinity_cli.viewer.shape import item_key
 
 
@@ -71,12 +71,13 @@ class OpenedRun:
 
     def signature(self) -> tuple[tuple[str, int, int], ...]:
         """What changes when the run's files do (names, sizes, modification times of the
-        run directory and its episodes folder): a server reopens the run when it differs."""
+        run directory and its episodes folder, but the journal of cache keys, which grows with
+        every call and no page reads): a server reopens the run when it differs."""
         out = []
         for folder in (self.path, self.path / EvolveRun.EPISODES):
             if folder.is_dir():
                 for entry in os.scandir(folder):
-                    if entry.is_file():
+                    if entry.is_file() and entry.name != JOURNAL:
                         stat = entry.stat()
                         out.append((f"{folder.name}/{entry.name}", stat.st_mtime_ns, stat.st_size))
         return tuple(sorted(out))

@@ -472,6 +472,7 @@
   let current = "";
   let poll = null;
   let followed = null; // {key, text} of the live page drawn (an evolve run under way)
+  let following = false;
 
   async function show() {
     const key = decodeURIComponent(location.hash.replace(/^#\/?/, "")) || "runs";
@@ -514,7 +515,10 @@
     let last = "";
     poll = setInterval(async () => {
       if (followed && current === followed.key) {
+        if (following) return; // the last ask is still being answered (a generation's files are large)
+        following = true;
         try { await follow(); } catch (err) { live.textContent = "server gone"; clearInterval(poll); }
+        following = false;
         return;
       }
       if (current !== "runs") return;
