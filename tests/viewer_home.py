@@ -1,5 +1,5 @@
 """A TRINITY_HOME with one run of each kind the viewer draws, made by the real commands on a
-scripted pool (no model): a bench (6 items; single, agree, random, vote, oracle), an evolve run
+scripted pool (no model): a bench (8 items; single, agree, random, vote, oracle), an evolve run
 (two generations, hash backbone), an ask run, a second bench whose member m1 answers otherwise,
 a damaged run, and a second evolve run with another seed and step size. Member m2's reply holds
 HTML that would run if a page parsed it, and a secret that must never reach a page."""
@@ -17,7 +17,9 @@ SECRET = "sk-viewer-test-0123456789"
 SECRET_ENV = "VIEWER_TEST_API_KEY"
 # What a page must show as text, and never run.
 HOSTILE = '<script>window.__pwned = 1</script><img src="x" onerror="window.__pwned = 2">'
-ITEMS = 6  # bench items
+# bench items: the file's whole test split (8 of 40, two of them even), because which few of
+# them a draw takes depends on the task's name, and a file: task's name holds its (temporary) path
+ITEMS = 8
 SYSTEMS = ["single:m0", "single:m1", "single:m2", "agree", "random", "vote", "best-per-task", "oracle"]
 
 
