@@ -115,14 +115,16 @@ def export_compare(a_id: str, b_id: str, out: Path, store: RunStore | None = Non
     if first["kind"] == "compare":
         keys += [f"{first['grid']['item']}{row['i']}" for row in first["grid"]["rows"]]
     return _write(out, store, [a, b], keys, opened, sum(1 for k in keys if "/item/" in k),
-                  name=f"{a.id} against {b.id}", compare=key)
+                  name=f"{a.id} against {b.id}", compare=key, made={key: first})
 
 
 def _write(out: Path, store: RunStore, runs: list[OpenedRun], keys: list[str], opened: dict[str, OpenedRun],
-           items: int, name: str | None = None, compare: str | None = None) -> Exported:
+           items: int, name: str | None = None, compare: str | None = None,
+           made: dict[str, Any] | None = None) -> Exported:
     """The folder `out` holding the viewer, the runs list of `runs` (with the key of their
-    comparison, `compare`, when it is one), the pages at `keys` (runs opened from `opened`) and
-    the runs' charts, written beside it and renamed in."""
+    comparison, `compare`, when it is one), the pages at `keys` (those in `made` as already
+    computed, the others from the runs in `opened`) and the runs' charts, written beside it and
+    renamed in."""
     pairs = shape.scrub_pairs()
     ids = [run.id for run in runs]
     entries = sorted((e for e in pages.runs_page(store)["runs"] if e["id"] in ids), key=lambda e: ids.index(e["id"]))
@@ -142,7 +144,8 @@ def _write(out: Path, store: RunStore, runs: list[OpenedRun], keys: list[str], o
         listed = {"kind": "runs", "runs": entries, **({"compare": compare} if compare else {})}
         write("data/runs.js", data_script("runs", shape.scrub(listed, pairs)))
         for key in keys:
-            write(f"data/{key}.js", data_script(key, shape.scrub(pages.page(key, store, opened.__getitem__), pairs)))
+            page = (made or {}).get(key) or pages.page(key, store, opened.__getitem__)
+            write(f"data/{key}.js", data_script(key, shape.scrub(page, pairs)))
         for run in runs:
             for chart in run.charts():
                 (tmp / "files" / run.id).mkdir(parents=True, exist_ok=True)

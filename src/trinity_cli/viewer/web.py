@@ -153,13 +153,13 @@ def serve(host: str = "127.0.0.1", port: int = 0, run: str | None = None, store:
     import uvicorn
 
     store = store or RunStore()
-    start = ""
-    if run is not None:
-        start = f"#/run/{store.path(run).name}"  # NotFound, with the close matches, before anything listens
+    start = ""  # NotFound, with the close matches, or runs that cannot be compared: before anything listens
     if run is not None and compare is not None:
         a, b = OpenedRun(store, run), OpenedRun(store, compare)
         pages.check_comparable(a, b)
         start = f"#/compare/{a.id}/{b.id}"
+    elif run is not None:
+        start = f"#/run/{store.path(run).name}"
     sock = _bind(host, port)
     try:
         bound = sock.getsockname()[1]

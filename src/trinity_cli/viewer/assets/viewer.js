@@ -369,13 +369,19 @@
     return svg;
   }
 
+  // One line of a curves chart: curve_points' `field` per generation, after the value at the
+  // start (x = -1) when `start` is given and there are points.
+  function curveSeries(c, field, name, color, start) {
+    const points = c.points.filter((p) => p[field] !== null && p[field] !== undefined).map((p) => [p.generation, p[field]]);
+    if (start !== null && start !== undefined && points.length) points.unshift([-1, start]);
+    return { name, color, points };
+  }
+
   function curvesView(c) {
-    const pts = c.points;
-    const series = (name, field, color) => ({ name, color, points: pts.filter((p) => p[field] !== null && p[field] !== undefined).map((p) => [p.generation, p[field]]) });
-    const val = series("validation", "val", "#2f9e5b");
-    if (c.start_val !== null && c.start_val !== undefined) val.points.unshift([-1, c.start_val]);
-    const sigma = series("sigma", "sigma", "#9b4dca");
-    if (c.sigma0 !== null && c.sigma0 !== undefined && sigma.points.length) sigma.points.unshift([-1, c.sigma0]);
+    const series = (name, field, color) => curveSeries(c, field, name, color);
+    const val = curveSeries(c, "val", "validation", "#2f9e5b");
+    if (c.start_val !== null && c.start_val !== undefined) val.points.unshift([-1, c.start_val]); // even with no validation yet
+    const sigma = curveSeries(c, "sigma", "sigma", "#9b4dca", c.sigma0);
     return h("div", { class: "svgcharts" },
       lineChart("fitness per generation", [series("best", "best", "#2a5db0"), series("mean", "mean", "#8aa4cf"), val], "fitness"),
       sigma.points.length ? lineChart("step size σ per generation", [sigma], "σ") : h("p", { class: "muted" }, "no step size kept for this run"));
@@ -435,12 +441,8 @@
 
   function evolveCompareView(page) {
     const [A, B] = [page.a.id, page.b.id];
-    const series = (c, field, name, color, startField) => {
-      const points = c.points.filter((p) => p[field] !== null && p[field] !== undefined).map((p) => [p.generation, p[field]]);
-      if (startField && c[startField] !== null && c[startField] !== undefined && points.length) points.unshift([-1, c[startField]]);
-      return { name, color, points };
-    };
-    const both = (field, start) => [series(page.curves.a, field, A, "#2a5db0", start), series(page.curves.b, field, B, "#d9822b", start)];
+    const both = (field, start) => [curveSeries(page.curves.a, field, A, "#2a5db0", start && page.curves.a[start]),
+      curveSeries(page.curves.b, field, B, "#d9822b", start && page.curves.b[start])];
     const sigmas = both("sigma", "sigma0");
     const rows = (pairs) => h("table", { class: "view" },
       h("thead", {}, h("tr", {}, ["", A, B].map((c) => h("th", {}, c)))),
