@@ -12,7 +12,7 @@ from trinity_cli.answer_kinds.base import AnswerKind
 from trinity_cli.episode.loop import run_episode
 from trinity_cli.episode.schedules import FixedSchedule, agree
 from trinity_cli.errors import ConfigError
-from trinity_cli.messages import Role
+from trinity_cli.messages import Role, Turn
 from trinity_cli.pool.pool import open_pool
 from trinity_cli.pool_config import load_pool
 from trinity_cli.tasks.constraints import Constraints, check, parse
@@ -90,12 +90,19 @@ def test_short_kinds_keep_their_prompts_and_freeform_gets_its_own() -> None:
     short = prompts.build_messages(Role.WORKER, "What is 2+2?", [], style="reason", kind="numeric")
     assert short[-1].content.endswith(prompts.REQUEST["reason"][Role.WORKER])
     free = prompts.build_messages(Role.WORKER, "Write a haiku about rain.", [], style="direct", kind="freeform")
-    assert "Answer:' line" in free[-1].content and free[-1].content.endswith("Write your answer now.")
+    # a draft is the request as a person asks it: a plain system line, the request alone
+    assert [m.role for m in free] == ["system", "user"] and free[-1].content == "Write a haiku about rain."
+    assert free[0].content.startswith("You are a helpful assistant.") and "team" not in free[0].content
+    revising = prompts.build_messages(Role.WORKER, "Write a haiku about rain.", [
+        Turn(index=0, model="m", role=Role.WORKER, chosen_role=Role.WORKER, model_probs=[], role_probs=[],
+             messages=[], prompt_tokens=1, completion_tokens=1, latency_s=0.0, coordinator_s=0.0, reply="Rain.")],
+        style="direct", kind="freeform")
+    assert revising[-1].content.endswith("Write the whole revised answer now.")
 
 
 FREEFORM_RULES = [
     {"match": "Write the whole revised answer now", "reply": "Rain on the roof\nsoft drums in the night\nsleep comes"},
-    {"match": "Write your answer now", "reply": "Rain, rain, rain."},
+    {"match": "\\AWrite a haiku", "reply": "Rain, rain, rain."},  # a draft: the request alone
     {"match": "stated constraints: all met\\)\\s+You check", "reply": "Good.\nVerdict: ACCEPT"},
     {"match": "Give your critique and verdict now", "reply": "It is one line, not a haiku.\nVerdict: REVISE"},
 ]
@@ -142,7 +149,7 @@ def test_freeform_agree_is_draft_judge_revise(tmp_path: Path) -> None:
 
 def test_without_an_accept_the_answer_is_the_latest_revision(tmp_path: Path) -> None:
     rules = [{"match": "revised answer now", "reply": "Second try."},
-             {"match": "Write your answer now", "reply": "First try."},
+             {"match": "\\AWrite a haiku", "reply": "First try."},
              {"match": "verdict now", "reply": "Too short.\nVerdict: REVISE"}]
     models = [{"name": n, "kind": "scripted", "style": "reason", "rules": rules, "default": "?"} for n in ("a", "b")]
     with open_pool(load_pool(write_pool(tmp_path, {"name": "s", "models": models}))) as pool:

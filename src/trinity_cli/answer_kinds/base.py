@@ -9,6 +9,9 @@ An `AnswerKind` owns:
     instruction(style, role, revising)
                           (instruction, request) that replaces the style's own for this kind,
                           or None to keep the style's (turns/prompts.py).
+    draft_messages(style, task, context)
+                          the whole messages of a Worker shown no turns (a draft), or None
+                          for the layout of turns/prompts.py.
     fits_style(style, task)
                           whether a member of `style` is asked at all (a haiku is not a program).
     max_tokens(role)      a reply cap for the role, or None for the member's own.
@@ -38,10 +41,11 @@ A kind from another package registers in the entry-point group `trinity_cli.answ
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 from trinity_cli.answer_kinds.examples import examples_note
-from trinity_cli.messages import Role
+from trinity_cli.messages import ChatMessage, Role
 from trinity_cli.tasks.answers import FinalAnswer, final_answer, marked_answer, same_answer
 
 
@@ -98,6 +102,9 @@ class AnswerKind:
 
     def fits_style(self, style: str, task: str) -> bool:
         return True
+
+    def draft_messages(self, style: str, task: str, context: Sequence[ChatMessage] = ()) -> list[ChatMessage] | None:
+        return None
 
     def max_tokens(self, role: Role) -> int | None:
         return None

@@ -1,6 +1,11 @@
 """The free-form answer kind: a proof, an explanation, advice, a piece of writing — anything
 without a short checkable value. The answer is the whole reply, in Markdown.
 
+A draft (a Worker shown no turns: the first answer, or one asked alone) is the request asked
+as a person asks it: a plain system line (`DRAFT_SYSTEM`; a `direct` member's adds that the
+answer begins at once) and the earlier conversation and the request as chat messages, nothing
+about a team, roles or a transcript, so there is no scaffolding to copy.
+
 Roles, as the paper means them: a Thinker outlines (or critiques) without answering; a
 Worker writes the answer, or, once there is one, revises it with the critique and the check
 results shown above it; a Verifier is shown the request and the latest answer alone and
@@ -21,12 +26,14 @@ answer meets all of them.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Any
 
 from trinity_cli.answer_kinds.base import AnswerKind
-from trinity_cli.messages import Role
+from trinity_cli.messages import ChatMessage, Role
+from trinity_cli.tasks.answer_body import answer_body
 from trinity_cli.tasks.answers import FinalAnswer
-from trinity_cli.tasks.constraints import Constraints, answer_body, parse, score_constraints
+from trinity_cli.tasks.constraints import Constraints, parse, score_constraints
 
 # What a request for a free-form answer opens with (after "please", "can you", ...), or asks for anywhere.
 _OPENING = re.compile(
@@ -65,6 +72,10 @@ _OUTLINE = ("You help the team, but you do not write the answer. In at most five
             "written) or 'Next: verifier' (to have the latest answer checked).")
 
 
+DRAFT_SYSTEM = "You are a helpful assistant."
+_DRAFT_DIRECT = " Begin your answer at once, with no preamble."
+
+
 class FreeForm(AnswerKind):
     """Free-form answers, judged and revised (module docstring)."""
 
@@ -86,6 +97,10 @@ class FreeForm(AnswerKind):
 
     def max_tokens(self, role: Role) -> int | None:
         return self.caps[role]
+
+    def draft_messages(self, style: str, task: str, context: Sequence[ChatMessage] = ()) -> list[ChatMessage]:
+        system = DRAFT_SYSTEM + (_DRAFT_DIRECT if style == "direct" else "")
+        return [ChatMessage("system", system), *context, ChatMessage("user", task)]
 
     def instruction(self, style: str, role: Role, revising: bool) -> tuple[str, str]:
         if role is Role.THINKER:

@@ -12,7 +12,9 @@ Layout (version 1; every value rounded to 4 decimals):
      "tail": mean over the last `WINDOW` tokens (where the answer usually is),
      "low": the lowest mean over any `WINDOW` consecutive tokens (DeepConf's lowest group
             confidence; the mean itself when the reply is shorter),
-     "entropy": mean entropy (nats) of the distributions the tokens were drawn from}
+     "entropy": mean entropy (nats) of the distributions the tokens were drawn from,
+     "certainty": mean self-certainty (Kang et al. 2025): KL(uniform || p) of each token's
+                  distribution, in nats; absent in replies recorded before it was kept}
 A reply of no token has {"v": 1, "n": 0} alone. `None` in a Completion means the backend
 gives none (an API model, a recorded call made before they were kept); a call made again
 fills them in without changing its key (pool/pool.py, "Filling log-probabilities").
@@ -28,8 +30,10 @@ WINDOW = 16
 FIELDS = ("mean", "min", "tail", "low", "entropy")
 
 
-def summarize(logprobs: Sequence[float], entropies: Sequence[float]) -> dict[str, Any]:
-    """The version-1 summary (module docstring) of one reply's per-token values."""
+def summarize(logprobs: Sequence[float], entropies: Sequence[float],
+              certainties: Sequence[float] = ()) -> dict[str, Any]:
+    """The version-1 summary (module docstring) of one reply's per-token values ("certainty"
+    only when `certainties` are given)."""
     n = len(logprobs)
     if n == 0:
         return {"v": VERSION, "n": 0}
@@ -44,6 +48,8 @@ def summarize(logprobs: Sequence[float], entropies: Sequence[float]) -> dict[str
         "low": min(sums) / window,
         "entropy": sum(entropies) / len(entropies) if entropies else 0.0,
     }
+    if certainties:
+        out["certainty"] = sum(certainties) / len(certainties)
     return {"v": VERSION, "n": n, **{k: round(float(v), 4) for k, v in out.items()}}
 
 

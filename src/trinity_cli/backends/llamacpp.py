@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ctypes
 import json
+import math
 import os
 import threading
 import time
@@ -99,7 +100,8 @@ class GreedyGrammarSampler:
 class LogprobRecorder:
     """A sampler that draws as the sampler it wraps does and notes, for each drawn token, its
     log-probability under the model (log-softmax of the raw logits it was drawn from, before
-    temperature, top-p or a grammar) and that distribution's entropy; end-of-generation tokens
+    temperature, top-p or a grammar), that distribution's entropy and its self-certainty
+    (KL(uniform || p) = log-sum-exp - mean logit - log V); end-of-generation tokens
     are left out. It only reads the logits, so the reply is the one the wrapped sampler gives.
     Contract: `sample(ctx, idx)` as `LlamaSampler.sample`."""
 
@@ -112,6 +114,8 @@ class LogprobRecorder:
         self._n_vocab = int(llama_cpp.llama_vocab_n_tokens(vocab))
         self.logprobs: list[float] = []
         self.entropies: list[float] = []
+        self.certainties: list[float] = []
+        self._log_vocab = math.log(self._n_vocab)
 
     def sample(self, ctx: Any, idx: int = -1) -> int:
         import numpy as np
@@ -127,6 +131,7 @@ class LogprobRecorder:
         if not lib.llama_vocab_is_eog(self._vocab, token):
             self.logprobs.append(float(logits[token]) - log_total)
             self.entropies.append(entropy)
+            self.certainties.append(log_total - float(logits.mean(dtype=np.float64)) - self._log_vocab)
         return token
 
 
@@ -319,7 +324,7 @@ class LlamaCppBackend(GGUFFile, Backend):
                 latency_s=latency,
                 finish_reason=choice.get("finish_reason") or "stop",
                 cost_usd=price.cost(p_tok, c_tok) if price else None,
-                logprob_stats=(confidence.summarize(recorder.logprobs, recorder.entropies)
+                logprob_stats=(confidence.summarize(recorder.logprobs, recorder.entropies, recorder.certainties)
                                if recorder is not None else None),
             )
 

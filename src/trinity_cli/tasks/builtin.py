@@ -50,6 +50,8 @@ from typing import Any
 from trinity_cli.errors import AssetError
 from trinity_cli.tasks.answers import find_boxed
 from trinity_cli.tasks.doctests import examples_in_text
+from trinity_cli.tasks.ifeval import load_ifbench, load_ifeval
+from trinity_cli.tasks.ifeval import score as score_ifeval
 from trinity_cli.tasks.items import TaskFamily, TaskItem
 from trinity_cli.tasks.packaged import data_file, read_jsonl
 
@@ -265,3 +267,8 @@ MBPP = TaskFamily("mbpp", "MBPP Python programming problems (test set), run agai
                   "trinity-cli")
 INSTRUCTIONS = TaskFamily("instructions", "Free-form requests with constraints a program checks (IFEval-style; "
                           "made by tasks/instructions.py)", "freeform", _load_instructions, "trinity-cli")
+IFEVAL = TaskFamily("ifeval", "IFEval: 541 prompts with verifiable instructions, scored by IFEval's own checkers "
+                    "(prompt-level strict)", "freeform", load_ifeval, "trinity-cli", scorer=score_ifeval,
+                    split_counts=(150, 100))
+IFBENCH = TaskFamily("ifbench", "IFBench: prompts with new verifiable instructions (a transfer set: every item is "
+                     "test)", "freeform", load_ifbench, "trinity-cli", scorer=score_ifeval, split_counts=(10_000, 0))

@@ -34,6 +34,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from trinity_cli.tasks.answer_body import answer_body
+
 Constraint = dict[str, Any]
 
 _NUMBERS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9,
@@ -188,16 +190,6 @@ def parse(text: str) -> list[Constraint]:
             if constraint not in found:
                 found.append(constraint)
     return found
-
-
-def answer_body(reply: str) -> str:
-    """The part of a reply the constraints apply to: the reply without a leading
-    "Here is ..."/"Sure ..." line ending in a colon (what `ask` prints is the same text)."""
-    text = reply.strip()
-    first, _, rest = text.partition("\n")
-    if rest.strip() and re.match(r"^(?:sure|certainly|of course|here(?:'s| is| are))\b.*:\s*$", first, re.I):
-        return rest.strip()
-    return text
 
 
 @dataclass(frozen=True)

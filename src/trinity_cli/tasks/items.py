@@ -16,8 +16,9 @@ class TaskItem:
     `task` is the registry name (`gsm8k`, `file:my.jsonl`...), `id` is unique within the
     task and never changes between releases (it decides the item's split), `prompt` is the
     full text sent to the model (question plus answer-format instruction), `reference` is
-    what the scorer named by `scorer` compares the reply against. `reference` must be
-    JSON-serialisable: a string for the text scorers, a dict for `code` (see scoring.py).
+    what the scorer compares the reply against: the answer kind named by `scorer`, unless the
+    family has a scorer of its own. `reference` must be JSON-serialisable: a string for the
+    text scorers, a dict for `code` (see scoring.py).
     """
 
     task: str
@@ -60,8 +61,12 @@ class TaskFamily:
     and compare answers as that kind does; None for `file:` tasks, whose lines each name their
     own. `loader` gives every item, in the source's order (each `TaskItem.task` is `name`).
     `scorer` is the family's own (`score(output, reference) -> 1.0 or 0.0`, never raising on odd
-    output); None scores each item with its answer kind's scorer (tasks/scoring.py). `package`
-    is the distribution that ships the data ("trinity-cli" for `tasks/data/`).
+    output); None scores each item with the answer kind its `TaskItem.scorer` names
+    (`AnswerKind.score`, a package's kind as well as a built-in one: answer_kinds.score_item),
+    and a run whose items name a kind that cannot score is refused before it starts. `package`
+    is the distribution that ships the data ("trinity-cli" for `tasks/data/`). `split_counts`
+    (test, val): exact split sizes in split-position order instead of the fractions
+    (tasks/registry.py), for a fixed published set.
     """
 
     name: str
@@ -70,14 +75,7 @@ class TaskFamily:
     loader: Callable[[], list[TaskItem]]
     package: str = ""
     scorer: Callable[[str, Any], float] | None = None
+    split_counts: tuple[int, int] | None = None
 
     def load(self) -> list[TaskItem]:
         return self.loader()
-
-    def score(self, item: TaskItem, output: str) -> float:
-        """1.0 if `output` answers `item` rightly, else 0.0."""
-        if self.scorer is not None:
-            return float(self.scorer(output, item.reference))
-        from trinity_cli.tasks.scoring import get_scorer
-
-        return get_scorer(item.scorer)(output, item.reference)

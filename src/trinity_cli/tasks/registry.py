@@ -9,7 +9,10 @@ Splits. Every item of a task goes to exactly one split, decided by its id alone:
     train otherwise
 
 where <salt> is the task name for registered tasks and "file" for `file:` tasks (so the same
-file reached by two different paths splits the same way). An item's split therefore never
+file reached by two different paths splits the same way). A family of a fixed, published set
+may instead give exact counts (`TaskFamily.split_counts` = (test, val)): its items in the same
+`u` order, the first `test` of them test, the next `val` val, the rest train (IFEval: 150 / 100 /
+291; IFBench: all test). An item's split therefore never
 depends on which other items exist: a newer package release that adds questions cannot move
 an old test question into train. Within a split, items are ordered by `u`, so every call
 returns the same list in the same order. The split `all` is every item, in that order; use
@@ -60,6 +63,7 @@ FAMILIES: Registry[TaskFamily] = Registry(GROUP, "task", check=lambda found: isi
 for _name, _target in (
     ("gsm8k", "GSM8K"), ("math500", "MATH500"), ("arc-challenge", "ARC_CHALLENGE"), ("arc-easy", "ARC_EASY"),
     ("mmlu", "MMLU"), ("humaneval", "HUMANEVAL"), ("mbpp", "MBPP"), ("instructions", "INSTRUCTIONS"),
+    ("ifeval", "IFEVAL"), ("ifbench", "IFBENCH"),
 ):
     FAMILIES.register(_name, f"trinity_cli.tasks.builtin:{_target}")
 
@@ -102,7 +106,9 @@ def split_of(position: float) -> str:
 
 @functools.cache
 def _registered_items(name: str) -> tuple[TaskItem, ...]:
-    return tuple(FAMILIES.get(name).load())
+    family = FAMILIES.get(name)
+    with FAMILIES.guard(name, "its loader"):  # a package's loader that raises: named, with the fix
+        return tuple(family.load())
 
 
 def load_items(task: str) -> list[TaskItem]:
@@ -117,18 +123,29 @@ def load_items(task: str) -> list[TaskItem]:
     return items
 
 
+def _placed(task: str) -> list[tuple[str, TaskItem]]:
+    """Every item of `task` with its split, in split-position order (module docstring): by the
+    fractions, or, for a family with `split_counts` (test, val), the first `test` items in that
+    order test, the next `val` val, the rest train."""
+    salt = "file" if task.startswith(FILE_PREFIX) else task
+    placed = sorted((split_position(salt, item.id), item.id, item) for item in load_items(task))
+    counts = None if task.startswith(FILE_PREFIX) else FAMILIES.get(task).split_counts
+    if counts is None:
+        return [(split_of(position), item) for position, _, item in placed]
+    test, val = counts
+    return [("test" if rank < test else "val" if rank < test + val else "train", item)
+            for rank, (_, _, item) in enumerate(placed)]
+
+
 def load_split(task: str, split: str) -> list[TaskItem]:
     """The items of `task` in `split` ("train", "val", "test" or "all"), in a fixed order."""
     split = normalize_split(split)
-    salt = "file" if task.startswith(FILE_PREFIX) else task
-    placed = sorted((split_position(salt, item.id), item.id, item) for item in load_items(task))
-    return [item for position, _, item in placed if split == "all" or split_of(position) == split]
+    return [item for where, item in _placed(task) if split == "all" or where == split]
 
 
 def split_sizes(task: str) -> dict[str, int]:
     """How many items of `task` each split holds."""
-    salt = "file" if task.startswith(FILE_PREFIX) else task
     sizes = {"train": 0, "val": 0, "test": 0}
-    for item in load_items(task):
-        sizes[split_of(split_position(salt, item.id))] += 1
+    for where, _ in _placed(task):
+        sizes[where] += 1
     return sizes

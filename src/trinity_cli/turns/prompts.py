@@ -23,6 +23,10 @@ Verifiers), and last the style's instructions for the role and the request. What
 consecutive calls share (system, conversation, task, turns) thus comes first, where
 llama.cpp reuses the previous prompt's evaluated prefix.
 
+A Worker shown no turns (a first draft, or a draft asked alone) is asked in the answer kind's
+own words where it has them (`AnswerKind.draft_messages`: a free-form request is asked as a
+person asks it, the request alone under a plain system line).
+
 Asked alone (`alone=True`: the fixed `sc` and `agree` procedures, and every Verifier outside
 code tasks), a member sees only the conversation and the task, with the Worker's
 instructions: its answer is then independent of the episode's others and counts as a vote
@@ -226,6 +230,10 @@ def build_messages(
     if asked is Role.VERIFIER and not found.verifier_sees_turns:
         shown = []
     shown = [t for t in shown if t.error is None]  # a member that failed said nothing to show
+    if asked is Role.WORKER and not shown:
+        drafted = found.draft_messages(style, task, context)
+        if drafted is not None:
+            return drafted
     parts = opening(task, context)
     if shown:
         dropped = len(turns) - len(shown)
