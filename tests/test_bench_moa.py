@@ -163,9 +163,10 @@ def test_pick_aggregator_and_aggregate_task() -> None:
     def ep(system: str, reward: float) -> EpisodeResult:
         return EpisodeResult(system, "t", "q", 0, reward, "A", [], "max_turns", 0, 0.0, None, False)
 
-    singles = [ep("single:a", 0.0), ep("single:b", 1.0), ep("single:c", 1.0), ep("single:a", 1.0)]
+    singles = {"a": [ep("single:a", 0.0), ep("single:a", 1.0)], "b": [ep("single:b", 1.0)],
+               "c": [ep("single:c", 1.0)]}
     assert moa_mod.pick_aggregator(singles, ["a", "b", "c"]) == "b"  # b and c tie: pool order
-    assert moa_mod.pick_aggregator([], ["a", "b"]) == "a"
+    assert moa_mod.pick_aggregator({}, ["a", "b"]) == "a"
     long = "Step one. " * 400 + "Answer: 42"
     text = prompts.aggregate_task("Q?", ["Answer: 7", long], limit=300)
     assert text.startswith("Q?\n\nAnswers to this task from 2 assistants follow.")

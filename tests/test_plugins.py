@@ -7,10 +7,7 @@ a task family with `--tasks`."""
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,6 +16,7 @@ from trinity_cli.errors import ConfigError
 from trinity_cli.pool_config import load_pool, parse_pool
 
 from .conftest import write_pool
+from .packages import install_package, pip_install, trinity
 
 GUIDE = Path(__file__).resolve().parents[1] / "docs" / "extending.md"
 BACKEND, POLICY, FAMILY, KIND = 0, 1, 2, 3  # the guide's packages, in its order
@@ -38,19 +36,7 @@ def install_example(tmp_path: Path, n: int) -> Path:
     source.mkdir()
     (source / f"{module}.py").write_text(code)
     (source / "pyproject.toml").write_text(_block("toml", n))
-    site = tmp_path / f"site-{module}"
-    done = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-index", "--no-deps",
-                           "--no-build-isolation", "--target", str(site), str(source)],
-                          capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr
-    return site
-
-
-def trinity(tmp_path: Path, sites: list[Path], *args: str) -> subprocess.CompletedProcess[str]:
-    path = os.pathsep.join([*map(str, sites), *filter(None, [os.environ.get("PYTHONPATH")])])
-    env = {**os.environ, "TRINITY_HOME": str(tmp_path / "home"), "PYTHONPATH": path}
-    return subprocess.run([sys.executable, "-m", "trinity_cli", *args], env=env, capture_output=True, text=True,
-                          timeout=300)
+    return pip_install(source, tmp_path / f"site-{module}")
 
 
 def test_an_installed_backend_plugin_answers_through_trinity_ask(tmp_path: Path) -> None:
@@ -167,17 +153,66 @@ def test_a_task_family_from_the_guide_is_benched_with_its_own_scorer(tmp_path: P
     assert re.search(r"capitals .*trinity_capitals:FAMILY", listed.stdout), listed.stdout
 
 
-def test_a_task_file_with_a_scorer_of_its_own_is_refused_and_answers_keep_their_form(tmp_path: Path) -> None:
-    from trinity_cli.tasks.userfile import _reference, load_jsonl
+QUESTIONS = '''"""trinity_questions: yes-or-no questions, read and scored by an installed kind."""
 
+from trinity_cli.tasks.items import TaskFamily, TaskItem
+
+PRIMES = {2, 3, 5, 7, 11, 13, 17, 19, 23, 29}
+
+
+def load(name="questions", kind="yesno"):
+    return [TaskItem(task=name, id=str(n), prompt=f"Is {n} prime?", reference="yes" if n in PRIMES else "no",
+                     scorer=kind) for n in range(2, 30)]
+
+
+QUESTIONS = TaskFamily("questions", "Prime or not", answer_kind="yesno", loader=load)
+VAGUE = TaskFamily("vague", "Read kind-free", answer_kind="short", loader=lambda: load("vague", "short"))
+'''
+
+
+def test_an_installed_answer_kind_scores_task_files_and_families(tmp_path: Path) -> None:
+    """The answer kinds are the scorers: a package's kind scores a `file:` task naming it and a
+    family of its kind with no scorer of its own; a name no kind has, or a kind that cannot
+    score, is refused before a run starts, with the close names."""
+    sites = [install_example(tmp_path, KIND),
+             install_package(tmp_path, "trinity-questions", {"trinity_questions": QUESTIONS},
+                             {"trinity_cli.tasks": {"questions": "trinity_questions:QUESTIONS",
+                                                    "vague": "trinity_questions:VAGUE"}})]
+    pool = write_pool(tmp_path, {"name": "naysayer", "models": [
+        {"name": "nay", "kind": "scripted", "default": "It is not.\nAnswer: No"}]})
     own = tmp_path / "own.jsonl"
+    own.write_text("".join(json.dumps({"prompt": f"Is {n} prime?", "answer": "yes" if n in (7, 13) else "no",
+                                       "scorer": "yesno", "id": str(n)}) + "\n" for n in (7, 9, 13, 15)))
+    for tasks in (f"file:{own}:all", "questions:test"):
+        bench = trinity(tmp_path, sites, "bench", "--pool", str(pool), "--tasks", tasks, "--systems", "single",
+                        "--json", "-q")
+        assert bench.returncode == 0, bench.stderr
+        episodes = json.loads(bench.stdout)["episodes"]
+        # "Answer: No" is right exactly where the number is not prime: the kind read and scored it.
+        assert episodes and {e["reward"] for e in episodes} == {0.0, 1.0}
+        assert all(e["reward"] == (0.0 if int(e["item"]) in (2, 3, 5, 7, 11, 13, 17, 19, 23, 29) else 1.0)
+                   for e in episodes)
+
+    runs = sorted((tmp_path / "home" / "runs").iterdir())
     own.write_text(json.dumps({"prompt": "Name a capital.", "answer": "Paris", "scorer": "contains"}) + "\n")
-    with pytest.raises(ConfigError) as info:
-        load_jsonl(own)
-    assert "unknown scorer 'contains'" in info.value.message and "task family" in (info.value.hint or "")
+    mistyped = tmp_path / "mistyped.jsonl"
+    mistyped.write_text(json.dumps({"prompt": "Is 7 prime?", "answer": "yes", "scorer": "yesnoo"}) + "\n")
+    for tasks, said in ((f"file:{own}:all", "unknown scorer 'contains': a scorer is an answer kind"),
+                        (f"file:{mistyped}:all", "did you mean 'yesno'?"),
+                        ("vague:test", "the answer kind 'short' cannot score")):
+        refused = trinity(tmp_path, sites, "bench", "--pool", str(pool), "--tasks", tasks, "--systems", "single", "-q")
+        assert refused.returncode == 2 and said in refused.stderr, refused.stderr
+        assert refused.stderr.strip().count("\n") == 0 and "Traceback" not in refused.stderr
+    assert sorted((tmp_path / "home" / "runs").iterdir()) == runs  # refused before a run directory was made
+
+
+def test_task_file_answers_keep_their_form() -> None:
+    from trinity_cli.tasks.userfile import _reference
+
     # A scorer with no reference check of its own takes the answer as written, never as code tests.
     assert _reference(["no commas"], "freeform", "x:1") == ["no commas"]
     assert _reference("assert f() == 1", "code", "x:1")["tests"] == "assert f() == 1"
+    assert _reference("Yes", "yesno", "x:1") == "Yes"
 
 
 def test_an_answer_kind_from_the_guide_is_detected_read_and_agreed_on(tmp_path: Path) -> None:

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from trinity_cli.answer_kinds import score_item
 from trinity_cli.episode.loop import run_episode
 from trinity_cli.messages import Role
 from trinity_cli.pool.pool import Pool
 from trinity_cli.pool_config import load_pool
-from trinity_cli.tasks import score_item
 from trinity_cli.tasks.items import TaskItem
 from trinity_cli.turns import program
 from trinity_cli.turns.source_rules import SourceRules

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from trinity_cli import tasks
+from trinity_cli.answer_kinds import score_item
 from trinity_cli.bench.matrix import matrix_of
 from trinity_cli.bench.procedures import play as play_procedure
 from trinity_cli.coordinator import reader as reader_mod
@@ -140,7 +140,7 @@ def test_a_live_episode_is_what_the_matrix_play_foretold(tmp_path: Path) -> None
             transcript = policy.play(Engines(), Episode(item.prompt, max_turns=5, kind=item.scorer,  # type: ignore[arg-type]
                                                         examples=Examples.from_reference(item.reference)))
             assert len(transcript.turns) == foretold.calls
-            assert (tasks.score_item(item, transcript.answer or "") == 1.0) == foretold.correct
+            assert (score_item(item, transcript.answer or "") == 1.0) == foretold.correct
             assert all(t.alone and t.role.value == "worker" for t in transcript.turns)
             if foretold.calls < 2:  # it stopped before asking every member: its score said so
                 assert transcript.stop_reason == "read"

@@ -25,11 +25,11 @@ from pathlib import Path
 import pytest
 
 import trinity_cli
+from trinity_cli.answer_kinds import score_item
 from trinity_cli.errors import ConfigError, SandboxUnavailable
 from trinity_cli.sandbox import sandbox
 from trinity_cli.sandbox.isolation import isolation
 from trinity_cli.sandbox.sandbox import marked_pids, run_python
-from trinity_cli.tasks import score_item
 from trinity_cli.tasks.code import score_code
 from trinity_cli.tasks.items import TaskItem
 

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from trinity_cli import tasks
+from trinity_cli.answer_kinds import score_item
 from trinity_cli.episode.loop import attempt_salt, run_episode
 from trinity_cli.episode.schedules import FixedSchedule, agree
 from trinity_cli.messages import ROLES, Decision, Role, Turn
@@ -271,7 +272,7 @@ def test_a_function_fitted_to_the_shown_example_scores_zero() -> None:
     # remove_Occ("hello","l") == "heo" is shown; the hidden asserts use other strings.
     cheat = "```python\ndef remove_Occ(s, ch):\n    return 'heo'\n```"
     assert settle.run_examples(cheat, Examples.from_reference(item.reference)).passed
-    assert tasks.score_item(item, cheat) == 0.0
+    assert score_item(item, cheat) == 0.0
 
 
 def test_humaneval_examples_come_from_its_docstring() -> None:
@@ -302,7 +303,7 @@ def test_humaneval_reference_solutions_pass_the_tests_left_to_score() -> None:
     assert len(changed) == 60 and sum(i.reference["tests"].count("# shown in the prompt") for i in changed) == 152
     for item in changed:
         solution = rows[item.id]["prompt"] + rows[item.id]["canonical_solution"]
-        assert tasks.score_item(item, f"```python\n{solution}\n```") == 1.0, item.id
+        assert score_item(item, f"```python\n{solution}\n```") == 1.0, item.id
 
 
 def test_rng_unused_by_fixed_procedures() -> None:

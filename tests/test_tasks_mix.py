@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from trinity_cli.answer_kinds import score_item
 from trinity_cli.errors import ConfigError
-from trinity_cli.tasks import score_item
 from trinity_cli.tasks.mix import MixEntry, format_mix, parse_mix, sample_items
 from trinity_cli.tasks.registry import load_split, split_sizes
 from trinity_cli.tasks.userfile import load_jsonl
@@ -167,7 +167,7 @@ def test_user_file_splits_do_not_depend_on_the_path_spelling(numeric_file: Path,
         ),
         (['{"prompt": "q", "anwser": 1, "scorer": "numeric"}'], ":1: unknown field 'anwser'", "answer"),
         (['{"prompt": "q", "answer": 1}'], ":1: missing field 'scorer'", ""),
-        (['{"prompt": "q", "answer": 1, "scorer": "numerical"}'], ":1: unknown scorer", "numeric"),
+        (['{"prompt": "q", "answer": 1, "scorer": 3}'], ":1: 'scorer' must name an answer kind", "numeric"),
         (['{"prompt": "", "answer": 1, "scorer": "numeric"}'], "'prompt' must be a non-empty string", ""),
         (['{"prompt": "q", "answer": "lots", "scorer": "numeric"}'], "is not a number", "1,234"),
         (['{"prompt": "q", "answer": "F", "scorer": "choice"}'], "letter A-E", ""),

@@ -6,13 +6,14 @@ from fractions import Fraction
 
 import pytest
 
+from trinity_cli.answer_kinds import KINDS, score_item, scorer
+from trinity_cli.answer_kinds.registry import can_score
 from trinity_cli.errors import ConfigError
-from trinity_cli.tasks import score_item
 from trinity_cli.tasks.answers import extract_choice, extract_number, find_boxed
 from trinity_cli.tasks.code import build_program, extract_code
 from trinity_cli.tasks.items import TaskItem
 from trinity_cli.tasks.mathequiv import normalize_math
-from trinity_cli.tasks.scoring import SCORERS, get_scorer, score_choice, score_exact, score_math, score_numeric
+from trinity_cli.tasks.scoring import score_choice, score_exact, score_math, score_numeric
 
 # --------------------------------------------------------------------------- numeric
 
@@ -231,12 +232,14 @@ def test_score_item_dispatches_on_the_scorer() -> None:
     item = TaskItem(task="t", id="1", prompt="2+2?", reference="4", scorer="numeric")
     assert score_item(item, "Answer: 4") == 1.0
     assert score_item(item, "Answer: 5") == 0.0
-    assert set(SCORERS) == {"numeric", "math", "choice", "exact", "code", "freeform"}
+    # The scorers are the answer kinds that score (answer_kinds/registry.py): "short" does not.
+    assert [n for n, kind in KINDS.usable().items() if can_score(kind)] == [
+        "numeric", "choice", "math", "exact", "code", "freeform"]
 
 
 def test_unknown_scorer_suggests_close_names() -> None:
     with pytest.raises(ConfigError) as err:
-        get_scorer("numerc")
+        scorer("numerc")
     assert "numeric" in (err.value.hint or "")
 
 

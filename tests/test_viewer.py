@@ -13,7 +13,7 @@ import pytest
 
 from trinity_cli import paths
 from trinity_cli.errors import ConfigError, NotFound
-from trinity_cli.runs.store import RunStore
+from trinity_cli.runs.store import RunLock, RunStore
 from trinity_cli.viewer import export, pages, shape
 
 from . import viewer_home
@@ -216,8 +216,9 @@ def test_the_static_export_holds_one_file_per_page_and_refuses_a_folder_of_other
     key, body = re.fullmatch(r'TRINITY_PUT\("([^"]+)",(.*)\);\n', script, re.S).groups()
     assert key == f"run/{ids['bench']}/item/0" and json.loads(body)["kind"] == "item"
     assert viewer_home.SECRET not in script and shape.REDACTED in script
-    runs = json.loads((out / "data" / "runs.js").read_text()[len('TRINITY_PUT("runs",'):-3])["runs"]
-    assert [r["id"] for r in runs] == [ids["bench"]]
+    listed = json.loads((out / "data" / "runs.js").read_text()[len('TRINITY_PUT("runs",'):-3])
+    assert [r["id"] for r in listed["runs"]] == [ids["bench"]]
+    assert sorted(f"{k}.js" for k in listed["pages"]) == data  # what the page may load: these keys alone
     assert (out / "files" / ids["bench"] / "chart.png").is_file()
     assert sum(p.stat().st_size for p in out.rglob("*") if p.is_file()) == done.bytes
 
@@ -282,6 +283,18 @@ def test_the_served_app_answers_pages_and_charts_with_a_strict_policy(client, ma
     assert client.get("/", headers={"host": "evil.example"}).status_code == 400
 
 
+def test_the_served_app_answers_head_as_get(client, made) -> None:
+    """A HEAD request (link checkers, `curl -I`) gets GET's status and headers, never 405."""
+    _, ids = made
+    for url in ("/", "/viewer.js", "/viewer.css", "/api/runs", f"/api/run/{ids['bench']}/item/0",
+                f"/files/{ids['bench']}/chart.png", "/api/run/run-99"):
+        get, head = client.get(url), client.head(url)
+        assert head.status_code == get.status_code != 405, url
+        for name in ("content-type", "content-security-policy", "x-content-type-options"):
+            assert head.headers[name] == get.headers[name], (url, name)
+    assert client.post("/api/runs").status_code == 405
+
+
 def test_the_served_app_sees_a_run_that_finishes_and_a_run_whose_files_change(client, made, store) -> None:
     home, ids = made
     before = {r["id"] for r in client.get("/api/runs").json()["runs"]}
@@ -304,10 +317,14 @@ def test_an_evolve_run_under_way_is_a_live_page_until_it_finishes(client, made, 
     shutil.copytree(store.root / ids["evolve"], copy)
     finished = json.loads((copy / "run.json").read_text())
     (copy / "run.json").unlink()  # what an evolve run looks like between its checkpoints and its end
+    writer = RunLock(copy).__enter__()  # held as the process evolving it holds it
     try:
         page = client.get("/api/run/run-31").json()
-        assert page["kind"] == "evolve" and page["live"] is True and ["status", "unfinished"] in page["facts"]
+        assert page["kind"] == "evolve" and page["live"] is True and page["state"] == "under way"
+        assert ["status", "unfinished (under way)"] in page["facts"]
         assert page["resume"] == "trinity evolve --resume run-31"
+        entry = next(r for r in client.get("/api/runs").json()["runs"] if r["id"] == "run-31")
+        assert entry["status"] == "unfinished (under way)"
         from trinity_cli.viewer.opened import OpenedRun
 
         signature = OpenedRun(store, "run-31").signature()
@@ -317,6 +334,53 @@ def test_an_evolve_run_under_way_is_a_live_page_until_it_finishes(client, made, 
         (copy / "run.json").write_text(json.dumps({**finished, "id": "run-31"}))
         assert client.get("/api/run/run-31").json()["live"] is False
         assert client.get(f"/api/run/{ids['evolve']}").json()["live"] is False
+    finally:
+        writer.__exit__()
+        shutil.rmtree(copy)
+
+
+def test_an_unfinished_run_no_process_writes_is_stopped_not_live(client, made, store) -> None:
+    """Killed (its lock file names a dead process, or a live one that holds no lock) or
+    imported (no lock file): "stopped", the page not followed, the way to finish it shown."""
+    home, ids = made
+    copy = store.root / "run-32"
+    shutil.copytree(store.root / ids["evolve"], copy)
+    (copy / "run.json").unlink()
+    try:
+        for lock in ("none", "dead", "unheld"):
+            (copy / RunLock.FILE).unlink(missing_ok=True)
+            if lock == "dead":
+                (copy / RunLock.FILE).write_text("999999999")  # past any pid_max
+            elif lock == "unheld":
+                (copy / RunLock.FILE).write_text(str(__import__("os").getpid()))  # alive, holding nothing
+            assert not RunLock.held(copy), lock
+            page = client.get("/api/run/run-32").json()
+            assert page["live"] is False and page["state"] == "stopped", lock
+            assert ["status", "unfinished (stopped)"] in page["facts"]
+            assert page["resume"] == "trinity evolve --resume run-32"
+            entry = next(r for r in client.get("/api/runs").json()["runs"] if r["id"] == "run-32")
+            assert entry["status"] == "unfinished (stopped)" and entry["headline"].startswith("stopped: ")
+        with RunLock(copy):
+            assert RunLock.held(copy)
+        assert not RunLock.held(copy)  # and the probe left no lock behind: it can be taken again
+        with RunLock(copy):
+            pass
+    finally:
+        shutil.rmtree(copy)
+
+
+def test_the_best_found_at_the_start_says_start_not_generation_minus_one(store, made) -> None:
+    _, ids = made
+    copy = store.root / "run-33"
+    shutil.copytree(store.root / ids["evolve"], copy)
+    try:
+        record = json.loads((copy / "run.json").read_text())
+        (copy / "run.json").write_text(json.dumps({**record, "id": "run-33", "best_val": 0.604,
+                                                   "best_generation": -1}))
+        facts = dict(_page(store, "run/run-33")["facts"])
+        assert facts["best validation"] == "0.604 (start)"
+        (copy / "run.json").write_text(json.dumps({**record, "id": "run-33", "best_val": 0.61, "best_generation": 1}))
+        assert dict(_page(store, "run/run-33")["facts"])["best validation"] == "0.610 (generation 1)"
     finally:
         shutil.rmtree(copy)
 
@@ -340,6 +404,9 @@ def test_inspect_serve_prints_its_url_answers_and_stops_quietly_on_ctrl_c(made) 
         assert re.fullmatch(rf"http://127\.0\.0\.1:\d+/#/run/{ids['bench']}", url), line
         runs = httpx.get(url.split("#")[0] + "api/runs", timeout=30).json()["runs"]
         assert sorted(r["id"] for r in runs) == sorted(ids.values())
+        get, head = (httpx.request(method, url.split("#")[0], timeout=30) for method in ("GET", "HEAD"))
+        assert head.status_code == 200 and head.content == b""  # uvicorn sends a HEAD no body
+        assert head.headers["content-length"] == get.headers["content-length"] == str(len(get.content))
     finally:
         process.send_signal(signal.SIGINT)
         out, err = process.communicate(timeout=30)
@@ -360,6 +427,7 @@ def test_a_comparison_exports_both_runs_pages_and_the_changed_items(store, made,
                            *[f"compare/{a}/{b}/item/{row['i']}.js" for row in changed]])
     listed = json.loads((out / "data" / "runs.js").read_text()[len('TRINITY_PUT("runs",'):-3])
     assert [r["id"] for r in listed["runs"]] == [a, b] and listed["compare"] == f"compare/{a}/{b}"
+    assert sorted(f"{k}.js" for k in listed["pages"]) == data
     assert (out / "files" / a / "chart.png").is_file() and (out / "files" / b / "chart.png").is_file()
     evolved = tmp_path / "evolved"
     done = export.export_compare(ids["evolve"], ids["evolve_other"], evolved, store)
@@ -467,3 +535,78 @@ def test_inspect_of_an_imported_evolve_run_draws_every_table_as_markdown_when_re
     assert "| head:local-recipe-reader * | 61.6% | 181/294 | 556 | 0.588 | 5/9 p=0.42 | 22/4 p=0.00 |" in out
     assert "…" not in out and "/gone/machine" not in out
     assert "head: TRINITY_HOME/recipe/local-recipe/search (not here" in out
+
+
+# -- `trinity inspect` in the terminal: a bench item turn by turn, the list's order and dates ----
+def test_inspect_item_replays_every_rows_episodes_on_one_bench_item(made, store, monkeypatch, capsys) -> None:
+    home, ids = made
+    summary = store.load(ids["bench"])["summary"]
+    task, item = summary["items"][0]["task"], summary["items"][0]["id"]
+    code, out, err = run_main(["inspect", ids["bench"], "--item", item], monkeypatch, capsys)
+    assert code == 0, err
+    assert out.startswith(f"{ids['bench']}  ·  {task}/{item}")
+    assert [line for line in out.splitlines() if line.startswith("Task: ")] == [f"Task: {summary_question(out)}"]
+    heads = [line[3:].rsplit(" ", 1)[0] for line in out.splitlines() if line.startswith("── ")]
+    assert heads == viewer_home.SYSTEMS  # every row, in the run's order
+    assert "turn 1 · m0 · worker" in out and viewer_home.HOSTILE in out  # the reply, as written
+    assert out.count("plays nothing") == 3  # vote, best-per-task, oracle
+    code, same, _ = run_main(["inspect", ids["bench"], "--item", f"{task}/{item}"], monkeypatch, capsys)
+    assert code == 0 and same == out
+    code, raw, _ = run_main(["inspect", ids["bench"], "--item", item, "--json"], monkeypatch, capsys)
+    found = json.loads(raw)
+    assert code == 0 and [s["name"] for s in found["systems"]] == viewer_home.SYSTEMS
+    episodes = {s["name"]: s["episodes"] for s in found["systems"]}
+    assert len(episodes["single:m0"]) == 1 and episodes["oracle"] == []
+    assert episodes["single:m0"][0]["transcript"]["turns"][0]["model"] == "m0"
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (["{bench}", "--item", "nope"], "{bench} has no item 'nope'"),
+    (["{bench}", "--item", "q"], "did you mean"),
+    (["{evolve}", "--item", "q0"], "is not a bench run"),
+    (["--item", "q0"], "name the bench run"),
+    (["{bench}", "--item", "q0", "--html", "out"], "an item replays in the terminal"),
+])
+def test_inspect_item_refuses_what_names_no_item_in_one_line(made, monkeypatch, capsys, args, says) -> None:
+    home, ids = made
+    monkeypatch.setenv("TRINITY_HOME", str(home))
+    code, out, err = run_main(["inspect", *[a.format(**ids) for a in args]], monkeypatch, capsys)
+    assert code == 2 and out == "" and says.format(**ids) in err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    if "no item" in says:
+        assert f"trinity inspect {ids['bench']} --serve" in err  # where every id is seen
+
+
+def summary_question(out: str) -> str:
+    """The question `inspect --item` shows first (the line after its title)."""
+    return out.splitlines()[1].removeprefix("Task: ")
+
+
+def _unfinished(root: Path, n: int, meta: dict) -> Path:
+    run = root / f"run-{n}"
+    run.mkdir(parents=True)
+    (run / "evolve.json").write_text(json.dumps(meta))
+    return run
+
+
+def test_the_list_dates_an_unfinished_run_by_what_it_records_never_by_its_copy(tmp_path, monkeypatch,
+                                                                                capsys) -> None:
+    """An evolve run stopped before its end has no run.json: its date is the "created" its
+    evolve.json records, or, for a run made here (its lock file), when evolve.json was
+    written; an imported one without a recorded time is undated, not dated at its import."""
+    import os
+
+    meta = {"format": "x", "options": {"tasks": "gsm8k:train:4", "budget": 8}, "manifest": {"pool": "p", "models": []}}
+    store = RunStore(tmp_path / "home" / "runs")
+    _unfinished(store.root, 2, {**meta, "created": 1_700_000_000.0})
+    here = _unfinished(store.root, 10, meta)
+    (here / RunLock.FILE).write_text("")
+    os.utime(here / "evolve.json", (1_600_000_000, 1_600_000_000))
+    _unfinished(store.root, 9, meta)  # imported: no lock file, no recorded time
+    listed = {r.id: r for r in store.list()}
+    assert [r for r in listed] == ["run-2", "run-9", "run-10"]
+    assert listed["run-2"].created == 1_700_000_000.0 and listed["run-10"].created == 1_600_000_000
+    assert listed["run-9"].created == 0.0 and store.load("run-2")["created"] == 1_700_000_000.0
+    monkeypatch.setenv("TRINITY_HOME", str(tmp_path / "home"))
+    code, out, _ = run_main(["inspect"], monkeypatch, capsys)
+    assert code == 0 and "| run-9 | evolve | — | unfinished |" in out

@@ -1,9 +1,11 @@
 """The viewer in a real browser: Debian's headless Chromium, driven by chromedriver through
 Selenium, loads the served page (`trinity inspect --serve`, a real process) and the static
 export from disk, and checks what a person sees: the runs list, the grid's cells and its
-filters, an item's turns after a click, the evolve curves; a hostile reply shows as text and
-runs nothing; no request leaves this machine. Skips, saying why, without Chromium, its driver
-or Selenium (.ci/run installs them)."""
+filters, an item's turns after a click with every system in sight, Back to the row left, the
+evolve curves, a run under way followed and a stopped one left alone; a hostile reply shows as
+text and runs nothing, and no URL makes a static export run a script of its choosing; no
+request leaves this machine. Skips, saying why, without Chromium, its driver or Selenium
+(.ci/run installs them)."""
 
 from __future__ import annotations
 
@@ -140,11 +142,63 @@ def assert_no_page_errors(driver) -> None:
     assert errors == []
 
 
+def check_systems_in_sight(driver) -> None:
+    """An item's page: a chip per system (its name and result) on screen at the page's top,
+    the columns in a pane no taller than the window (its horizontal scrollbar on screen, not
+    under the longest column), and a chip's click bringing its column into sight."""
+    seen = driver.execute_script("""
+        const bar = document.querySelector('header').getBoundingClientRect().bottom;
+        const chips = [...document.querySelectorAll('.systems .system')];
+        const inside = (r) => r.top >= bar && r.bottom <= innerHeight && r.left >= 0 && r.right <= innerWidth;
+        return {chips: chips.map((c) => c.dataset.system),
+                inside: chips.every((c) => inside(c.getBoundingClientRect())),
+                columns: [...document.querySelectorAll('.episode-col')].map((c) => c.dataset.system),
+                pane: document.querySelector('.episodes').getBoundingClientRect().height, window: innerHeight};""")
+    assert seen["chips"] == seen["columns"] and len(seen["columns"]) > 3, seen
+    assert seen["inside"] and seen["pane"] <= seen["window"], seen
+    last = seen["columns"][-1]
+    head = f"document.querySelector('.episode-col[data-system=\"{last}\"] .col-head').getBoundingClientRect()"
+    driver.find_elements("css selector", ".systems .system")[-1].click()
+    wait_for(driver, f"const r = {head}; return r.left >= 0 && r.right <= innerWidth && r.top < innerHeight"
+                     " && r.bottom > 0")
+
+
+def check_back_keeps_the_row(driver, base: str, run: str) -> None:
+    """Back from an item, by the browser's Back and by the page's "← back": the run's page as
+    far down as it was left, the row of that item marked and where it was on screen (its
+    charts, loaded again from disk, may move the page under it: the row is what stays)."""
+    driver.get("about:blank")
+    open_key(driver, base, f"run/{run}")
+    last = viewer_home.ITEMS - 1
+    row = f"document.querySelector('table.grid tr.row[data-i=\"{last}\"]')"
+    for how in ("browser", "link"):
+        y, top = driver.execute_script(f"{row}.scrollIntoView({{block: 'center'}});"
+                                       f" return [window.scrollY, {row}.getBoundingClientRect().top]")
+        assert y > 0  # the grid is below the window's first screen: there is a place to come back to
+        driver.execute_script(f"{row}.querySelector('a').click()")
+        wait_for(driver, "return document.querySelector('main').getAttribute('data-kind') === 'item'")
+        assert driver.execute_script("return window.scrollY") == 0  # an item opens at its top
+        if how == "browser":
+            driver.back()
+        else:
+            driver.find_element("link text", "← back").click()
+        wait_for(driver, f"return document.querySelector('main').getAttribute('data-key') === 'run/{run}'")
+        time.sleep(0.3)  # the charts loaded
+        placed = driver.execute_script(f"""const r = {row}.getBoundingClientRect();
+            const head = document.querySelector('table.grid thead').getBoundingClientRect();
+            return [window.scrollY, r.top, r.top >= head.bottom && r.bottom <= innerHeight, {row}.className];""")
+        assert placed[0] > 0 and abs(placed[1] - top) <= 40 and placed[2], (how, y, top, placed)
+        assert "last-seen" in placed[3]
+
+
 def check_bench_and_item(driver, base: str, run: str) -> None:
     """The bench page's grid (every cell, then the disagreements, then a search), a click on
     an item, and that item's turns: the hostile reply as text, nothing run."""
     open_key(driver, base, f"run/{run}")
     assert driver.find_element("css selector", "h1").text.startswith("trinity bench")
+    caption = driver.execute_script("const c = document.querySelector('.caption');"
+                                    " return [c.textContent, c.querySelectorAll('code').length]")
+    assert "`" not in caption[0] and caption[1] >= 2  # the pool and the tasks, as code
     assert grid_counts(driver) == (viewer_home.ITEMS, viewer_home.ITEMS * len(viewer_home.SYSTEMS))
     assert len(driver.find_elements("css selector", "table.view")) >= 2  # the report's tables
     # Only the columns m0 and m2 (both answer 84 everywhere): they never disagree; with m1's
@@ -174,6 +228,7 @@ def check_bench_and_item(driver, base: str, run: str) -> None:
     wait_for(driver, "return document.querySelector('main').getAttribute('data-kind') === 'item'")
     columns = driver.find_elements("css selector", ".episode-col")
     assert [c.get_attribute("data-system") for c in columns] == viewer_home.SYSTEMS
+    check_systems_in_sight(driver)
     turns = driver.find_elements("css selector", ".episode-col .turn")
     assert len(turns) >= 5 and "m0" in turns[0].find_element("css selector", ".turn-head").text
     replies = driver.execute_script("return [...document.querySelectorAll('.reply')].map(p => p.textContent)")
@@ -194,6 +249,7 @@ def test_the_served_viewer(browser, server, made) -> None:
     assert {r[0]: r[2] for r in runs}[ids["evolve"]] == "evolve"
 
     check_bench_and_item(browser, server, ids["bench"])
+    check_back_keeps_the_row(browser, server, ids["bench"])
 
     open_key(browser, server, f"run/{ids['evolve']}")
     charts = browser.execute_script(
@@ -211,6 +267,9 @@ def test_the_served_viewer(browser, server, made) -> None:
     open_key(browser, server, f"compare/{ids['bench']}/{ids['bench_other']}")
     assert grid_counts(browser)[0] >= 1
     assert browser.find_elements("css selector", "td.cell.changed")
+    halves = browser.execute_script("return [...document.querySelectorAll('td.cell.pair')].map((td) =>"
+                                    " [...td.querySelectorAll('.half')].map((x) => x.getBoundingClientRect()))")
+    assert halves and all(len(h) == 2 and h[0]["right"] < h[1]["left"] for h in halves)  # apart, not "✗✓"
 
     open_key(browser, server, f"compare/{ids['evolve']}/{ids['evolve_other']}")
     charts = browser.execute_script(
@@ -224,19 +283,37 @@ def test_the_served_viewer(browser, server, made) -> None:
                                      ".map(td => td.textContent)")
     assert {"seed", "sigma0"} <= set(changed)
 
+    from trinity_cli.runs.store import RunLock
+
     copy = home / "runs" / "run-40"  # an evolve run under way: its page follows it to its end
     shutil.copytree(home / "runs" / ids["evolve"], copy)
     finished = json.loads((copy / "run.json").read_text())
     (copy / "run.json").unlink()
     try:
-        open_key(browser, server, "run/run-40", timeout=60)  # an unfinished run's record unpickles its checkpoint
-        assert browser.find_elements("css selector", ".live-note")
-        (copy / "run.json").write_text(json.dumps({**finished, "id": "run-40"}))
-        wait_for(browser, "return !document.querySelector('.live-note')"
-                          " && document.querySelector('main').getAttribute('data-kind') === 'evolve'", timeout=30)
+        with RunLock(copy):  # as the process evolving it holds it
+            open_key(browser, server, "run/run-40", timeout=60)  # an unfinished run's record unpickles its checkpoint
+            assert browser.find_elements("css selector", ".live-note")
+            assert not browser.find_elements("css selector", ".stopped-note")
+            (copy / "run.json").write_text(json.dumps({**finished, "id": "run-40"}))
+            wait_for(browser, "return !document.querySelector('.live-note')"
+                              " && document.querySelector('main').getAttribute('data-kind') === 'evolve'", timeout=30)
     finally:
         shutil.rmtree(copy)
-    assert_local(requested(browser))
+    stopped = home / "runs" / "run-41"  # killed: no process holds its lock; the page says so and asks no more
+    shutil.copytree(home / "runs" / ids["evolve"], stopped)
+    (stopped / "run.json").unlink()
+    try:
+        open_key(browser, server, "run/run-41", timeout=60)
+        assert browser.find_elements("css selector", ".stopped-note")
+        assert not browser.find_elements("css selector", ".live-note")
+        assert "trinity evolve --resume run-41" in browser.find_element("css selector", "main").text
+        urls = requested(browser)
+        time.sleep(6)  # past the page's five seconds between asks
+        later = requested(browser)
+        assert not [url for url in later if "api/" in url]
+    finally:
+        shutil.rmtree(stopped)
+    assert_local(urls + later)
     assert_no_page_errors(browser)
 
 
@@ -251,6 +328,7 @@ def test_the_static_export_opens_from_disk(browser, made, tmp_path) -> None:
         requested(browser)
         if run == ids["bench"]:
             check_bench_and_item(browser, base, run)
+            check_back_keeps_the_row(browser, base, run)
             open_key(browser, base, "runs")
             assert browser.execute_script("return document.querySelectorAll('table.runs tbody tr').length") == 1
         else:
@@ -274,6 +352,31 @@ def test_the_static_export_opens_from_disk(browser, made, tmp_path) -> None:
     assert labels and len(labels) % 2 == 0  # each changed system: the first run's episodes, then the second's
     assert_local(requested(browser))
     assert_no_page_errors(browser)
+
+
+def test_a_static_export_runs_no_script_its_url_names(browser, made, tmp_path) -> None:
+    """The page's key is the URL's #: a key the export does not list (a path out of data/, as
+    written or %2F-escaped, a script planted in data/) loads nothing and says so."""
+    home, ids = made
+    env = {**viewer_home.environ_with_secret(), "TRINITY_HOME": str(home)}
+    site = tmp_path / "out" / "site"
+    subprocess.run([sys.executable, "-m", "trinity_cli", "inspect", ids["bench"], "--html", str(site)], env=env,
+                   check=True, capture_output=True)
+    planted = "window.__pwned = (window.__pwned || 0) + 1;\n"
+    for folder in (tmp_path, tmp_path / "out", site, site / "data", site / "data" / "run"):
+        (folder / "evil.js").write_text(planted)
+    base = (site / "index.html").as_uri()
+    for hash_ in ("/../../evil", "/..%2F..%2Fevil", "/../../../evil", "/../evil", "/evil", "/run/evil",
+                  "/run/../../evil", "/runs/../evil", "%2F..%2F..%2Fevil", f"/run/{ids['bench']}/../../evil"):
+        browser.get("about:blank")
+        requested(browser)
+        browser.get(f"{base}#{hash_}")
+        wait_for(browser, "return document.querySelector('main .error')")
+        assert "does not hold" in browser.find_element("css selector", "main .error").text, hash_
+        assert browser.execute_script("return window.__pwned === undefined"), hash_
+        assert not [url for url in requested(browser) if "evil" in url.lower()], hash_
+    open_key(browser, base, f"run/{ids['bench']}/item/0")  # the keys it holds still open
+    assert browser.execute_script("return window.__pwned === undefined")
 
 
 RECORDED = Path(__file__).resolve().parents[1] / "recordings" / "local"
@@ -307,6 +410,7 @@ def test_the_300_item_bench_opens_served_and_exported(browser, tmp_path) -> None
             wait_for(browser, "return document.querySelectorAll('table.grid td.cell').length === 3000", timeout=60)
             browser.find_element("css selector", "table.grid tr.row").click()
             wait_for(browser, "return document.querySelectorAll('.episode-col').length === 10")
+            check_systems_in_sight(browser)  # ten columns of real replies, some thousands of pixels long
             assert_no_page_errors(browser)
     finally:
         stop_process(process)

@@ -2,14 +2,16 @@
 kinds and task families, each built in or from an installed package (`trinity pools`); and a
 pool file checked as a run would read it (`trinity pools --check FILE`).
 
-An installed entry that cannot be imported is listed with why, not raised: the listing is
-where a user looks to find out.
+An installed entry that cannot be used is listed with why and what to do, not raised, and
+so is a pool file that cannot be read (the other pools are listed): the listing is where a
+user looks to find out.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from trinity_cli.answer_kinds import KINDS as ANSWER_KINDS
@@ -32,11 +34,13 @@ class Entry:
 
 @dataclass
 class PoolListing:
-    """A pool: its name, file, and members as (name, "kind, style[, conductor][, not a member]")."""
+    """A pool: its name, file, and members as (name, "kind, style[, conductor][, not a member]");
+    `unreadable`: why the file cannot be read (then no members), else None."""
 
     name: str
     path: str
     members: list[tuple[str, str]]
+    unreadable: str | None = None
 
 
 @dataclass
@@ -56,9 +60,19 @@ def _entries(registry: Registry[Any], names: list[str], summary: Callable[[Any],
         try:
             said = summary(registry.get(name))
         except TrinityError as exc:
-            said = f"cannot be used: {exc.message}"
+            why = registry.why(name)
+            said = f"cannot be used: {why} ({registry.fix(name)})" if why else f"cannot be used: {exc.message}"
         found.append(Entry(name, said, installed.get(name, "built in")))
     return found
+
+
+def _pool_listing(path: Path) -> PoolListing:
+    """The pool file at `path` listed, or marked unreadable with the reason (its own file's
+    name left off: the listing shows the path)."""
+    try:
+        return pool_listing(load_pool(str(path)), str(path))
+    except TrinityError as exc:
+        return PoolListing(path.stem, str(path), [], exc.message.removeprefix(f"{path}: "))
 
 
 def pool_listing(config: PoolConfig, path: str) -> PoolListing:
@@ -69,8 +83,9 @@ def pool_listing(config: PoolConfig, path: str) -> PoolListing:
 
 
 def catalog() -> Catalog:
-    """Every pool (bundled, then the user's) and every name the registries hold."""
-    found = Catalog([pool_listing(load_pool(str(path)), str(path)) for path in available_pools().values()])
+    """Every pool (bundled, then the user's; one that cannot be read marked so) and every name
+    the registries hold."""
+    found = Catalog([_pool_listing(path) for path in available_pools().values()])
     found.sections["model kinds"] = _entries(backends.KINDS, backends.KINDS.names(), lambda cls: cls.summary or (
         _first_sentence(cls.__doc__ or cls.config_model.__doc__)))
     installed = policies.POLICIES.installed()

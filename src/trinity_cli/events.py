@@ -15,7 +15,8 @@ Who emits what:
     evolve/evolution.py                   RunResumed, CentreFitting, StartFitted, RotationPlaying,
                                           RotationFitted, EvolveStarted, StartValidated, EvolveEpisodeStarted,
                                           EvolveEpisodeFinished, GenerationFinished
-    bench/runner.py                       BenchStarted, SystemStarted, BenchEpisodeFinished
+    bench/runner.py                       BenchStarted, SystemStarted, BenchEpisodeFinished,
+                                          MemberFailing (a member's first failed call of the bench)
     bench/matrix.py                       MatrixItemPlayed
     evolve/reader_fit.py                  ReaderGeneration
     evolve/recipe.py                      RecipePhase, then its phases' events (matrix, evolve, bench)
@@ -267,6 +268,19 @@ class BenchEpisodeFinished:
     recorded: int = 0  # of the cache hits, calls imported from a recording
 
 
+@dataclass(frozen=True)
+class MemberFailing:
+    """A member's call failed (its backend raised: pool/pool.py's `MemberFailed`), the first of
+    its failures in this bench, seen when the episode of `system` that made it finished: `error`
+    says why. Its episodes go on without it (a failed turn: episode/turn.py); a row where every
+    call failed is reported as failed, not as wrong answers."""
+
+    member: str
+    kind: str  # the member's kind in the pool file ("gguf", "openai", a package's)
+    error: str
+    system: str
+
+
 # -- trinity matrix --------------------------------------------------------------------------
 @dataclass(frozen=True)
 class MatrixItemPlayed:
@@ -311,6 +325,7 @@ Event = (DecisionMade | TextWritten | TurnPlayed | RunAllocated | AskStarted | S
          | RequestFailed | EpisodeStarted | EpisodeFinished | RunResumed | CentreFitting | StartFitted
          | RotationPlaying | RotationFitted | EvolveStarted | StartValidated | EvolveEpisodeStarted
          | EvolveEpisodeFinished | GenerationFinished | BenchStarted | SystemStarted | BenchEpisodeFinished
+         | MemberFailing
          | MatrixItemPlayed | RecipePhase | ReaderGeneration)
 ProgressFn = Callable[[Event], None]
 EpisodeEvent = EpisodeStarted | EpisodeFinished

@@ -48,12 +48,14 @@ such a file once, and `max_resident` counts loaded files, not members.
 
 from __future__ import annotations
 
+import difflib
 import re
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 import yaml
-from pydantic import BeforeValidator, Field, ValidationError, model_validator
+from pydantic import BaseModel, BeforeValidator, Field, ValidationError, model_validator
 from pydantic_core import PydanticCustomError
 
 from trinity_cli import paths
@@ -68,9 +70,11 @@ CONDUCTOR_SELF = "conductor"  # reserved: a workflow step naming it is the condu
 ModelConfig = MemberBase
 
 
-def plain_error(error: Any) -> str:
+def plain_error(error: Any, model: type[BaseModel] | None = None) -> str:
     """One pydantic error in plain words, naming the dotted field: "field 'digits' must be a
-    whole number (got 'many')", "unknown field 'n_ctxx'"; never pydantic's own wording."""
+    whole number (got 'many')", "unknown field 'n_ctxx' (did you mean 'n_ctx'?)" (the close
+    names among the fields of `model`, the schema the error's location starts from); never
+    pydantic's own wording."""
     loc = [str(p) for p in error["loc"] if not _is_tag(p)]
     field = ".".join(loc)
     error_type = error["type"]
@@ -78,7 +82,9 @@ def plain_error(error: Any) -> str:
     got = f" (got {given!r})" if given is not None and not isinstance(given, (dict, list)) else ""
     ctx = error.get("ctx") or {}
     if error_type == "extra_forbidden":
-        return f"unknown field {field!r}"
+        close = difflib.get_close_matches(loc[-1], _fields_at(model, error["loc"]), n=3, cutoff=0.6) if loc else []
+        meant = f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
+        return f"unknown field {field!r}{meant}"
     plain = {
         "missing": "is required",
         "int_parsing": "must be a whole number", "int_type": "must be a whole number",
@@ -103,6 +109,26 @@ def plain_error(error: Any) -> str:
     return f"field {field!r}: {what}" if field else what
 
 
+def _fields_at(model: type[BaseModel] | None, loc: Sequence[Any]) -> list[str]:
+    """The field names the mapping holding the last part of `loc` may have, walking `loc` down
+    from `model`'s fields (list positions and union tags skipped); [] where it is not a model's."""
+    for part in loc[:-1]:
+        if model is None or isinstance(part, int) or _is_tag(part):
+            continue
+        info = model.model_fields.get(str(part))
+        model = _model_in(info.annotation) if info is not None else None
+    if model is None:
+        return []
+    return [info.alias or name for name, info in model.model_fields.items() if name != "source"]
+
+
+def _model_in(annotation: Any) -> type[BaseModel] | None:
+    """The pydantic model an annotation holds (itself, or inside Optional, a list, a union)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    return next((found for arg in get_args(annotation) if (found := _model_in(arg)) is not None), None)
+
+
 def _is_tag(part: Any) -> bool:
     """A location part pydantic adds for a union or validator, not a field name."""
     return isinstance(part, str) and ("[" in part or part in ("str", "MemberBase", "none", "int", "float"))
@@ -119,6 +145,8 @@ def _member(value: Any) -> Any:
     try:
         schema = registry.config_model(kind)
     except TrinityError as exc:
+        if kind in registry.KINDS:  # a package's kind that is broken: its fix is the error's hint
+            raise PydanticCustomError("member", "{text}", {"text": exc.message, "hint": exc.hint}) from None
         text = f"{exc.message} ({exc.hint}; a package can add kinds: docs/extending.md)"
         raise PydanticCustomError("member", "{text}", {"text": text}) from None
     try:
@@ -126,7 +154,7 @@ def _member(value: Any) -> Any:
     except ValidationError as exc:
         more = len(exc.errors()) - 1
         suffix = f" (and {more} more problem{'s' if more > 1 else ''})" if more else ""
-        raise PydanticCustomError("member", "{text}", {"text": plain_error(exc.errors()[0]) + suffix}) from None
+        raise PydanticCustomError("member", "{text}", {"text": plain_error(exc.errors()[0], schema) + suffix}) from None
 
 
 Member = Annotated[MemberBase, BeforeValidator(_member)]
@@ -213,7 +241,7 @@ def _describe(error: dict[str, Any], raw: Any) -> str:
     if error["type"] == "member":  # a member's own field, already in plain words (`_member`)
         what = str(error["msg"])
     else:
-        what = plain_error({**error, "loc": loc})
+        what = plain_error({**error, "loc": loc}, None if where else PoolConfig)
     return ": ".join([*where, what])
 
 
@@ -233,7 +261,8 @@ def parse_pool(text: str, source: str) -> PoolConfig:
         first = exc.errors()[0]
         more = len(exc.errors()) - 1
         suffix = f" (and {more} more problem{'s' if more > 1 else ''})" if more else ""
-        raise ConfigError(f"{source}: {_describe(dict(first), raw)}{suffix}", "fix the pool file") from None
+        hint = (first.get("ctx") or {}).get("hint") or "fix the pool file"
+        raise ConfigError(f"{source}: {_describe(dict(first), raw)}{suffix}", hint) from None
 
 
 def available_pools() -> dict[str, Path]:

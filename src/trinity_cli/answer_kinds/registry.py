@@ -1,20 +1,34 @@
 """Answer kinds by name (registry.py's `Registry`, entry-point group `trinity_cli.answer_kinds`),
-and which kind a question asks for.
+which kind a question asks for, and how a task item is scored: the answer kinds are trinity's
+one registry of scorers.
 
 Built-in kinds register here exactly as a package would; a package's kind is an
 `AnswerKind` instance named by its entry point. `detect(task)` tries every kind's `detect`
 in `priority` order (code 10, choice 20, math 30, numeric 40, a package's 50 by default,
 freeform 90) and gives the first that claims the task, else None: a short answer read
-kind-free (`answer_kind(None)`, the kind named "short"). A run record keeps the name
-(None for "short", as records before kinds were named did).
+kind-free (`answer_kind(None)`, the kind named "short"). A kind that cannot be imported or
+whose `detect` raises is set aside with one warning (registry.py) and detection goes on
+without it. A run record keeps the name (None for "short", as records before kinds were named
+did).
+
+Scoring. An item's `scorer` names the answer kind that grades it (`AnswerKind.score`; the
+built-in kinds call tasks/scoring.py's functions), unless its task family has a scorer of its
+own (`TaskFamily.scorer`), which then decides: `score_item`. `check_scoring(items)` refuses,
+before a run starts, an item whose scorer is no kind's name ("did you mean") or names a kind
+that cannot score (the kind-free "short" cannot).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from dataclasses import replace
 from typing import Any
 
 from trinity_cli.answer_kinds.base import AnswerKind, Checks
+from trinity_cli.errors import ConfigError, did_you_mean
 from trinity_cli.registry import Registry
+from trinity_cli.tasks import FAMILIES, family_of
+from trinity_cli.tasks.items import TaskItem
 
 GROUP = "trinity_cli.answer_kinds"
 
@@ -34,9 +48,9 @@ for _name, _target in (
 
 
 def answer_kind(name: str | None) -> AnswerKind:
-    """The kind named `name`; None, or a name no kind has (a task file's own scorer, such as
-    "contains"), is the kind-free "short" answer. Names a person gives are checked where they
-    come in (`kind_name`)."""
+    """The kind named `name`; None, or a name no kind has (a task family's items may name
+    their family's own scorer, such as "contains"), is the kind-free "short" answer. Names a
+    person gives are checked where they come in (`kind_name`)."""
     return KINDS.get(name if name is not None and name in KINDS else "short")
 
 
@@ -48,9 +62,15 @@ def kind_name(name: str | None) -> str | None:
 
 def detect(task: str) -> str | None:
     """The kind `task`'s wording asks for (module docstring), or None for a short answer."""
-    kinds = sorted((KINDS.get(n) for n in KINDS.names()), key=lambda k: k.priority)
-    found = next((k for k in kinds if k.detect(task)), None)
-    return None if found is None or found.name == "short" else found.name
+    for name, kind in sorted(KINDS.usable().items(), key=lambda found: found[1].priority):
+        try:
+            claims = kind.detect(task)
+        except Exception as exc:  # a package's detect: set aside, the others still decide
+            KINDS.tolerate(name, "its detect", exc)
+            continue
+        if claims:
+            return None if kind.name == "short" else kind.name
+    return None
 
 
 def item_checks(scorer: str | None, task: str, reference: Any) -> Checks | None:
@@ -59,3 +79,61 @@ def item_checks(scorer: str | None, task: str, reference: Any) -> Checks | None:
     scorer that is no answer kind's."""
     checks: Checks | None = answer_kind(scorer).checks(task, reference)  # "short" has none
     return checks
+
+
+def can_score(kind: AnswerKind) -> bool:
+    """Whether `kind` grades answers: it gives `score` of its own (AnswerKind's raises)."""
+    return type(kind).score is not AnswerKind.score
+
+
+def scorer(name: str) -> AnswerKind:
+    """The kind that scores items whose `scorer` is `name`; ConfigError when no kind has that
+    name (with the close names of those that score) or the kind cannot score."""
+    if name not in KINDS:
+        scoring = [n for n, kind in KINDS.usable().items() if can_score(kind)]
+        raise ConfigError(f"unknown scorer {name!r}: a scorer is an answer kind ({', '.join(scoring)})",
+                          f"{did_you_mean(name, scoring)} A scorer of your own is an answer kind or a task "
+                          "family of your own: docs/extending.md")
+    kind = KINDS.get(name)
+    if not can_score(kind):
+        raise ConfigError(f"the answer kind {name!r} cannot score: it gives no `score`",
+                          "name a kind that scores (trinity pools lists them), or give the task family a scorer")
+    return kind
+
+
+def _needs_kind(item: TaskItem) -> bool:
+    family = family_of(item.task)
+    return family is None or family.scorer is None
+
+
+def check_scoring(items: Iterable[TaskItem]) -> None:
+    """Raise ConfigError, before any episode, when one of `items` could not be scored (module
+    docstring); the message names the task and the item."""
+    seen: set[tuple[str, str]] = set()
+    for item in items:
+        if (item.task, item.scorer) in seen or not _needs_kind(item):
+            continue
+        seen.add((item.task, item.scorer))
+        try:
+            scorer(item.scorer)
+        except ConfigError as exc:
+            raise ConfigError(f"task {item.task}, item {item.id!r}: {exc.raw_message}", exc.raw_hint) from None
+
+
+def score_item(item: TaskItem, output: str, strict_sandbox: bool = False) -> float:
+    """Score a model's reply to `item`: 1.0 or 0.0, by its task family's own scorer if it has
+    one, else by the answer kind its `scorer` names (module docstring). A package's scorer that
+    raises is set aside and named (registry.py).
+
+    `strict_sandbox` (a pool's `sandbox: strict`): code items refuse to run without isolation.
+    """
+    reference = item.reference
+    if strict_sandbox and item.scorer == "code" and isinstance(reference, dict):
+        item = replace(item, reference={**reference, "sandbox": "strict"})
+    family = family_of(item.task)
+    if family is not None and family.scorer is not None:
+        with FAMILIES.guard(family.name, "its scorer"):
+            return float(family.scorer(output, item.reference))
+    kind = scorer(item.scorer)
+    with KINDS.guard(item.scorer, "its score"):
+        return float(kind.score(output, item.reference))

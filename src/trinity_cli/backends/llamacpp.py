@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from trinity_cli.backends import confidence
+from trinity_cli.backends import confidence, native_check
 from trinity_cli.backends.base import Backend
 from trinity_cli.backends.gguf_file import MIN_REPLY_TOKENS, GGUFFile, GGUFModel, package_version
 from trinity_cli.errors import AssetError, BackendError, ContextOverflow
@@ -230,6 +230,9 @@ class LlamaCppBackend(GGUFFile, Backend):
     def load(self) -> Any:
         with self._lock:
             if self._llm is None:
+                # Once per llama.cpp build, before it is loaded here: a child process decodes,
+                # so a native crash is named, not this process killed (native_check.py).
+                native_check.ensure_decodes(fallback=self.path)
                 try:
                     llama_class = _chunked_llama()
                 except ImportError:

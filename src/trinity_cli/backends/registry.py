@@ -11,7 +11,9 @@ A backend class subclasses `Backend` and declares `config_model`, the schema of 
 entry (`MemberBase`'s common fields and its own, `kind: Literal["mykind"]`): pool_config.py
 checks every member against its kind's schema when the pool file is read, so a wrong field is
 one line naming the file, the member and the field. `Backend.create(config)` makes the
-member's backend (the `gguf` kind picks llama.cpp's server for `runtime: server`). How to write
+member's backend (the `gguf` kind picks llama.cpp's server for `runtime: server`). A package's
+kind that cannot be imported or whose construction raises is named, with its package and the
+fix, by the pools that use it and set aside; pools of other kinds never import it. How to write
 one: docs/extending.md (a test installs its example and asks through it).
 """
 
@@ -54,5 +56,9 @@ def config_model(kind: str) -> type[MemberBase]:
 
 
 def create(config: MemberBase) -> Backend:
-    """Construct (not load) the backend of one pool member."""
-    return backend_class(config.kind).create(config)
+    """Construct (not load) the backend of one pool member. A package's backend that raises
+    here (anything but a TrinityError, which says what to fix) is set aside and named in one
+    line with its package and the fix (registry.py); pools without that kind never construct it."""
+    cls = backend_class(config.kind)
+    with KINDS.guard(config.kind, f"making member {config.name!r}'s backend"):
+        return cls.create(config)

@@ -62,7 +62,16 @@ only the other; p = min(1, 2 P(X <= min(b, c))) with X ~ Binomial(b + c, 1/2).
 
 `systems` (`--systems`) keeps only some kinds of row; moa, vote, best-per-task and oracle
 need the single runs, which are then played even when `single` itself is not listed (and
-not reported).
+not reported). What bench does with a row (plays it, derives it from the single runs, plays
+it once their best member is known, reports its gaps and selection, pairs it with which
+rows) is said by the policy kind that made it (policies/kinds.py), never by its name here,
+so a package's kind can be any of these rows.
+
+A member whose calls fail (its backend raises) is a failed turn of each episode that asks it:
+a warning says so at its first failure, and a row with no call that answered reads "failed"
+in the tables (`"failed": true` in its Metrics), not 0.0%. A bench in which no member answered
+at all ends with one error line and leaves no run. `use_cache` False (`--no-cache`) neither
+reads nor writes the rollout cache.
 
 Its run directory (bench.json, report.md, chart.png, selection.png, episodes.jsonl, run.json):
 docs/files.md#bench-runs.

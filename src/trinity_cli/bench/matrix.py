@@ -14,6 +14,8 @@ evolve/label_fit.py, evolve/reader_fit.py):
     {"mix": "gsm8k:train:32,...", "seed": the seed its items were drawn with (absent: 0),
      ... every key of the procedures result (bench/procedures.py, `analyse`) ...,
      "signals": how well each reply feature tells right from wrong (bench/signals.py),
+     "drafts": on free-form items (a kind judged, not voted), every way of choosing among the
+               drafts (bench/drafts.py),
      "matrix": {item key: {member: [{"reply": str, "correct": bool, "examples": str | null,
                                      "tokens": int, "seconds": float,
                                      "completion_tokens": int, "finish_reason": str | null,
@@ -38,7 +40,8 @@ from pathlib import Path
 from typing import Any
 
 from trinity_cli import paths, tasks
-from trinity_cli.answer_kinds import item_checks
+from trinity_cli.answer_kinds import answer_kind, check_scoring, item_checks, score_item
+from trinity_cli.bench import drafts
 from trinity_cli.bench.procedures import Matrix, Reply, agree_wants, analyse
 from trinity_cli.bench.signals import signal_table
 from trinity_cli.episode.loop import run_episode
@@ -102,7 +105,7 @@ def complete(items: Sequence[tasks.TaskItem], matrix: Matrix, config: PoolConfig
     def attempts(item: tasks.TaskItem, model: str, count: int) -> list[Reply]:
         transcript = run_episode(item.prompt, pool, sc(pool.names, model), max_turns=count,
                                  kind=item.scorer, examples=item_checks(item.scorer, item.prompt, item.reference))
-        return [Reply(replace(t, messages=[]), tasks.score_item(item, t.reply) == 1.0) for t in transcript.turns]
+        return [Reply(replace(t, messages=[]), score_item(item, t.reply) == 1.0) for t in transcript.turns]
 
     try:
         for n, item in enumerate(items, 1):
@@ -146,6 +149,7 @@ def matrix_of(mix: str, config: PoolConfig, k: int, budget: int = 5, seed: int =
     analysed, and written to `out` when given (module docstring)."""
     entries = tasks.parse_mix(mix)
     items = tasks.sample_items(entries, seed=seed)
+    check_scoring(items)
     names = config.names
     wants = (lambda row, kind: agree_wants(row, names, kind, budget)) if complete_agree else None
     matrix: Matrix = {}
@@ -153,6 +157,8 @@ def matrix_of(mix: str, config: PoolConfig, k: int, budget: int = 5, seed: int =
     order = [e.task for e in entries]
     result = {"mix": mix, "seed": seed, **analyse(matrix, items, budget, order),
               "signals": signal_table(matrix, items, order)}
+    if items and all(answer_kind(item.scorer).judged for item in items):
+        result["drafts"] = drafts.analyse(matrix, items, names, k)
     if out is not None:
         paths.atomic_write_bytes(out, json.dumps({**result, "matrix": matrix_json(matrix)}, indent=1).encode())
     return result

@@ -31,11 +31,12 @@ wrong with `error` saying why.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from trinity_cli.bench.systems import EpisodeResult
 from trinity_cli.episode.turn import reply_room
 from trinity_cli.messages import Role, Transcript
+from trinity_cli.policies.kinds import best_member
 from trinity_cli.pool.pool import Pool
 from trinity_cli.tasks.items import TaskItem
 from trinity_cli.turns import prompts
@@ -45,15 +46,10 @@ OVERRIDE = "moa aggregator"
 CLIPS = (prompts.AGGREGATE_ANSWER_CHARS, 800, 400, 200)
 
 
-def pick_aggregator(singles: Sequence[EpisodeResult], models: Sequence[str]) -> str:
-    """The member whose single runs scored best overall (ties: pool order; none scored:
-    the first member)."""
-    scores = []
-    for i, model in enumerate(models):
-        eps = [e for e in singles if e.system == f"single:{model}"]
-        if eps:
-            scores.append((sum(e.reward for e in eps) / len(eps), -i, model))
-    return max(scores)[2] if scores else models[0]
+def pick_aggregator(singles: Mapping[str, Sequence[EpisodeResult]], models: Sequence[str]) -> str:
+    """The member whose single runs (`singles`: member -> its single runs, in pool order)
+    scored best overall (ties: pool order; none scored: the first member)."""
+    return best_member(singles) or models[0]
 
 
 def context_fits(pool: Pool, model: str, kind: str | None) -> Callable[[str], bool]:

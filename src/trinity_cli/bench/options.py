@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from trinity_cli import tasks
+from trinity_cli import paths, tasks
 from trinity_cli.conductor.workflow import DEFAULT_DEPTH, ConductorSpec
 from trinity_cli.coordinator.head import DECISIONS, DEFAULT_DECISIONS
 from trinity_cli.errors import ConfigError, option
@@ -35,7 +35,11 @@ class BenchOptions:
     `sc`: the self-consistency rows, each `MEMBER[@K]`, `all[@K]` (one row per member) or
     `best[@K]` (the member with the best single row of this bench: a baseline chosen on the
     bench's own labels, which can only flatter the baseline); K defaults to the head's turn
-    budget. `conductor`, `conductor_depth`: the `conductor` row (conductor/run.py)."""
+    budget. `conductor`, `conductor_depth`: the `conductor` row (conductor/run.py).
+    `use_cache` False: replies are neither read from nor written to the rollout cache, so
+    every call reaches the member's backend as its code is now (a backend being developed);
+    such a run, stopped, starts again from nothing, and a row that repeats another's call
+    (the self-loop's first turn is the single run's) makes it again."""
 
     pool: str | None = None
     tasks: str = DEFAULT_TASKS
@@ -50,6 +54,7 @@ class BenchOptions:
     sc: Sequence[str] | None = None  # None: DEFAULT_SC
     conductor: str | None = None  # the conductor row's conductor (None: the pool's)
     conductor_depth: int = DEFAULT_DEPTH  # the conductor row's recursion depth (conductor/run.py)
+    use_cache: bool = True  # read and write the rollout cache (False: `--no-cache`)
 
     def sc_specs(self) -> list[tuple[str, int | None]]:
         """`sc` parsed: (member, "all" or "best"; K or None for the turn budget)."""
@@ -95,6 +100,10 @@ class BenchOptions:
         ConductorSpec(self.conductor, self.conductor_depth).check()
         if self.random_seeds < 0:
             raise ConfigError(f"{option('random_seeds')} must be 0 or more, got {self.random_seeds}")
+        if not self.use_cache and paths.replay_only():
+            raise ConfigError(f"{option('no_cache')} reads no reply from the caches, and replay-only mode "
+                              f"({paths.REPLAY_ONLY_ENV}, --replay-only) takes every reply from them",
+                              f"leave out {option('no_cache')} to replay, or replay-only to call the models")
         return held_out_mix(self.tasks)
 
 

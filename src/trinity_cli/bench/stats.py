@@ -1,7 +1,8 @@
-"""Bench statistics: Wilson intervals, metrics per system and task, the derived rows
-(vote, best-per-task, oracle), gaps, paired tests and selection shares, and `summarize`,
-which builds the `tasks`, `results`, `gaps`, `paired`, `selection`, `per_item` and
-`best_per_task` of bench.json."""
+"""Bench statistics: Wilson intervals, metrics per system and task, gaps, paired tests and
+selection shares, and `summarize`, which builds the `tasks`, `results`, `gaps`, `paired`,
+`selection`, `per_item` and `best_per_task` of bench.json. What each row is (played, derived
+from the single runs, routed, paired with what) is its kind's to say (policies/kinds.py:
+`Row.owner`); a row whose every call failed is marked `failed` in its metrics."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from trinity_cli import tasks
-from trinity_cli.answer_kinds import KINDS, answer_kind
 from trinity_cli.bench.systems import EpisodeResult, System
+from trinity_cli.policies.kinds import Derived, best_per_task
 from trinity_cli.runs.selection import turn_shares
 
 Z95 = 1.959963984540054  # two-sided 95% normal quantile
@@ -57,7 +58,8 @@ def paired_test(mine: dict[str, float], other: dict[str, float], other_name: str
 @dataclass
 class _Row:
     """One question's outcome for a system: what `metrics` averages (for a system with
-    several seeds, each field is the mean over the item's seeds)."""
+    several seeds, each field is the mean over the item's seeds); `answered` False when every
+    call it made failed."""
 
     reward: float
     turns: float | None
@@ -65,10 +67,23 @@ class _Row:
     tokens: float
     wall_s: float
     cost_usd: float | None
+    answered: bool = True
 
 
 def _row(ep: EpisodeResult) -> _Row:
-    return _Row(ep.reward, len(ep.turns), len(ep.turns), ep.tokens, ep.wall_s, ep.cost_usd)
+    return _Row(ep.reward, len(ep.turns), len(ep.turns), ep.tokens, ep.wall_s, ep.cost_usd, not ep.failed)
+
+
+def _derived_row(derived: Derived[EpisodeResult]) -> _Row:
+    """A derived row's outcome on one item: the single run it is, or the sums over those it
+    took (no turns of its own)."""
+    if derived.is_run:
+        return _row(derived.uses[0])
+    eps = derived.uses
+    costs = [e.cost_usd for e in eps if e.cost_usd is not None]
+    return _Row(derived.reward, None, sum(len(e.turns) for e in eps), sum(e.tokens for e in eps),
+                sum(e.wall_s for e in eps), sum(costs) if costs else None,
+                answered=not eps or any(not e.failed for e in eps))
 
 
 def _item_mean(rows: Sequence[_Row]) -> _Row:
@@ -83,11 +98,13 @@ def _item_mean(rows: Sequence[_Row]) -> _Row:
         tokens=sum(r.tokens for r in rows) / k,
         wall_s=sum(r.wall_s for r in rows) / k,
         cost_usd=sum(costs) / k if costs else None,
+        answered=any(r.answered for r in rows),
     )
 
 
 def metrics(rows: Sequence[_Row]) -> dict[str, Any]:
-    """The Metrics dict of the module docstring for a list of outcomes, one per item."""
+    """The Metrics dict of the module docstring for a list of outcomes, one per item, with
+    "failed": True when there are some and every call of every one failed."""
     n = len(rows)
     total = sum(r.reward for r in rows)
     # Whole for one episode per item; a sum of per-item means over seeds may be fractional.
@@ -110,6 +127,7 @@ def metrics(rows: Sequence[_Row]) -> dict[str, Any]:
         "mean_tokens": mean([r.tokens for r in rows]),
         "mean_wall_s": mean([r.wall_s for r in rows]),
         "mean_cost_usd": (sum(costs) / n) if costs and n else None,
+        **({"failed": True} if rows and not any(r.answered for r in rows) else {}),
     }
 
 
@@ -118,80 +136,6 @@ def _by_task(rows: Sequence[tuple[str, _Row]], task_names: Sequence[str]) -> dic
         "overall": metrics([r for _, r in rows]),
         "per_task": {t: metrics([r for task, r in rows if task == t]) for t in task_names},
     }
-
-
-def _oracle_rows(
-    singles: Sequence[EpisodeResult], items: Sequence[tasks.TaskItem]
-) -> list[tuple[tasks.TaskItem, _Row]]:
-    by_item: dict[str, list[EpisodeResult]] = {}
-    for ep in singles:
-        by_item.setdefault(ep.key, []).append(ep)
-    rows = []
-    for item in items:
-        eps = by_item.get(item.key, [])
-        costs = [e.cost_usd for e in eps if e.cost_usd is not None]
-        solved = any(e.reward >= 1.0 for e in eps)
-        rows.append((item, _Row(
-            reward=1.0 if solved else 0.0,
-            turns=None,
-            calls=sum(len(e.turns) for e in eps),
-            tokens=sum(e.tokens for e in eps),
-            wall_s=sum(e.wall_s for e in eps),
-            cost_usd=sum(costs) if costs else None,
-        )))
-    return rows
-
-
-def _vote_key(answer: str | None, item: tasks.TaskItem) -> str | None:
-    """What a member's single answer counts as in the vote (its kind's `vote_key`); None: no
-    readable answer, or a scorer that is no answer kind's."""
-    if not answer or item.scorer not in KINDS:
-        return None
-    return answer_kind(item.scorer).vote_key(answer, item.reference)
-
-
-def _vote_rows(
-    singles: Sequence[EpisodeResult], items: Sequence[tasks.TaskItem], models: Sequence[str]
-) -> list[tuple[tasks.TaskItem, _Row]]:
-    """Majority vote over the single answers of each item (module docstring); the winning
-    group's first answer in pool order is scored as the vote's reply."""
-    order = {f"single:{m}": i for i, m in enumerate(models)}
-    by_item: dict[str, list[EpisodeResult]] = {}
-    for ep in singles:
-        by_item.setdefault(ep.key, []).append(ep)
-    rows = []
-    for item in items:
-        eps = sorted(by_item.get(item.key, []), key=lambda e: order.get(e.system, len(order)))
-        groups: dict[str, list[EpisodeResult]] = {}
-        for ep in eps:
-            key = _vote_key(ep.answer, item)
-            if key is not None:
-                groups.setdefault(key, []).append(ep)
-        reward = 0.0
-        if groups:
-            # max() keeps the first of equal counts, and groups are in pool order of first member.
-            winner = max(groups.values(), key=len)
-            reward = float(tasks.score_item(item, winner[0].answer or ""))
-        costs = [e.cost_usd for e in eps if e.cost_usd is not None]
-        rows.append((item, _Row(reward, None, sum(len(e.turns) for e in eps), sum(e.tokens for e in eps),
-                                sum(e.wall_s for e in eps), sum(costs) if costs else None)))
-    return rows
-
-
-def best_per_task(
-    singles: Sequence[EpisodeResult], task_names: Sequence[str], models: Sequence[str]
-) -> dict[str, str]:
-    """task -> the member whose single runs scored best on it (ties: pool order)."""
-    best: dict[str, str] = {}
-    for task in task_names:
-        scores = []
-        for i, model in enumerate(models):
-            eps = [e for e in singles if e.system == f"single:{model}" and e.task == task]
-            if eps:
-                scores.append((sum(e.reward for e in eps) / len(eps), -i, model))
-        if scores:
-            best[task] = max(scores)[2]
-    return best
 
 
 def selection(
@@ -247,25 +191,29 @@ def workflows(episodes: Sequence[EpisodeResult]) -> dict[str, Any]:
             "topologies": {t: c / n for t, c in sorted(counts.items(), key=lambda tc: (-tc[1], tc[0]))}}
 
 
-def _gap(
-    results: dict[str, Any], name: str, singles: Sequence[str], scope: str | None
-) -> dict[str, Any] | None:
-    """The Gap of `name` overall (`scope` None) or on task `scope`; None when unscored."""
-    def acc(system: str) -> float | None:
-        block = results[system]["overall"] if scope is None else results[system]["per_task"][scope]
-        value: float | None = block["accuracy"]
+def _gap(results: dict[str, Any], name: str, singles: Sequence[str], references: dict[str, str | None],
+         scope: str | None) -> dict[str, Any] | None:
+    """The Gap of `name` overall (`scope` None) or on task `scope`: to the best of the single
+    rows `singles` (failed ones left out) and to each row of `references` (key -> row name,
+    None: no such row, or its accuracy, unscored: a None gap); None when unscored."""
+    def block(system: str) -> dict[str, Any]:
+        found: dict[str, Any] = results[system]["overall"] if scope is None else results[system]["per_task"][scope]
+        return found
+
+    def acc(system: str | None) -> float | None:
+        value: float | None = None if system is None else block(system)["accuracy"]
         return value
 
-    mine, oracle = acc(name), acc("oracle") if "oracle" in results else None
-    scored = [(acc(s), -i, s) for i, s in enumerate(singles) if acc(s) is not None]
+    mine = acc(name)
+    scored = [(acc(s), -i, s) for i, s in enumerate(singles) if acc(s) is not None and not block(s).get("failed")]
     if mine is None or not scored:
         return None
     best_acc, _, best = max(scored)
-    return {
-        "best_single": best,
-        "vs_best_single": mine - float(best_acc or 0.0),
-        "vs_oracle": None if oracle is None else mine - oracle,
-    }
+    gap: dict[str, Any] = {"best_single": best, "vs_best_single": mine - float(best_acc or 0.0)}
+    for key, row in references.items():
+        other = acc(row)
+        gap[key] = None if other is None else mine - other
+    return gap
 
 
 def summarize(
@@ -276,49 +224,53 @@ def summarize(
     task_order: Sequence[str] = (),
 ) -> dict[str, Any]:
     """tasks, results, gaps, paired, selection, per_item and best_per_task of bench.json
-    from the episodes;
+    from the episodes, for the `reported` rows of `systems` (every row of the bench: the single
+    runs played only because other rows are built on them are read, not reported);
     tasks are listed in `task_order` (the mix's order), then any others as items have them."""
     present = set(item.task for item in items)
     task_names = list(dict.fromkeys([*(t for t in task_order if t in present), *(i.task for i in items)]))
     by_system: dict[str, list[EpisodeResult]] = {}
     for ep in episodes:
         by_system.setdefault(ep.system, []).append(ep)
-    single_eps = [e for m in models for e in by_system.get(f"single:{m}", [])]
-    picks = best_per_task(single_eps, task_names, models)
+    singles = {s.model or "": by_system.get(s.name, []) for s in systems if s.owner.single_runs}
+    reported = [s for s in systems if s.reported]
     results: dict[str, Any] = {}
     per_item: dict[str, dict[str, float]] = {}
-    for system in systems:
-        rows, per_item[system.name] = _system_rows(system, by_system, single_eps, items, models, picks)
+    for system in reported:
+        rows, per_item[system.name] = _system_rows(system, by_system, singles, items)
         results[system.name] = _by_task(rows, task_names)
-    singles = [f"single:{m}" for m in models if f"single:{m}" in results]  # reported singles only
-    routed = [s.name for s in systems if s.kind in ("random", "head", "conductor")]
-    gaps = {
-        name: {"overall": _gap(results, name, singles, None),
-               "per_task": {t: _gap(results, name, singles, t) for t in task_names}}
-        for name in routed
-    }
-    chosen = {name: selection(by_system.get(name, []), models, task_names) for name in routed}
+    single_rows = [s.name for s in reported if s.owner.single_runs]
+    routed = [s for s in reported if s.owner.routes]
+    gaps = {}
+    for s in routed:
+        references = {f"vs_{kind}": _first(reported, kind) for kind in s.owner.gaps_against}
+        gaps[s.name] = {"overall": _gap(results, s.name, single_rows, references, None),
+                        "per_task": {t: _gap(results, s.name, single_rows, references, t) for t in task_names}}
+    chosen = {s.name: selection(by_system.get(s.name, []), models, task_names) for s in routed}
     conducted = {s.name: {"overall": workflows(by_system.get(s.name, [])),
                           "per_task": {t: workflows([e for e in by_system.get(s.name, []) if e.task == t])
                                        for t in task_names}}
-                 for s in systems if s.kind == "conductor"}
+                 for s in reported if s.owner.plays_workflows}
     return {"tasks": task_names, "results": results, "gaps": gaps,
-            "paired": _paired(systems, results, per_item, models, singles), "selection": chosen,
-            "per_item": per_item, "best_per_task": picks, **({"workflows": conducted} if conducted else {})}
+            "paired": _paired(reported, results, per_item), "selection": chosen,
+            "per_item": per_item, "best_per_task": best_per_task(singles, task_names),
+            **({"workflows": conducted} if conducted else {})}
 
 
-def _system_rows(system: System, by_system: dict[str, list[EpisodeResult]], single_eps: list[EpisodeResult],
-                 items: Sequence[tasks.TaskItem], models: Sequence[str],
-                 picks: dict[str, str]) -> tuple[list[tuple[str, Any]], dict[str, float]]:
+def _first(systems: Sequence[System], kind: str) -> str | None:
+    """The first of `systems` that a kind named `kind` made."""
+    return next((s.name for s in systems if s.owner.name == kind), None)
+
+
+def _system_rows(system: System, by_system: dict[str, list[EpisodeResult]],
+                 singles: dict[str, list[EpisodeResult]],
+                 items: Sequence[tasks.TaskItem]) -> tuple[list[tuple[str, Any]], dict[str, float]]:
     """A system's (task, row) per item and its reward per item key: derived from the single
-    runs (oracle, vote, best-per-task), else the mean over its own episodes of each item."""
-    if system.kind in ("oracle", "vote"):
-        derived = (_oracle_rows(single_eps, items) if system.kind == "oracle"
-                   else _vote_rows(single_eps, items, models))
-        return [(item.task, row) for item, row in derived], {item.key: row.reward for item, row in derived}
-    if system.kind == "best-per-task":
-        picked = [e for e in single_eps if picks.get(e.task) and e.system == f"single:{picks[e.task]}"]
-        return [(e.task, _row(e)) for e in picked], {e.key: e.reward for e in picked}
+    runs when its kind derives it (`PolicyKind.derive`), else the mean over its own episodes
+    of each item."""
+    derived = system.owner.derive(system, items, singles)
+    if derived is not None:
+        return [(d.task, _derived_row(d)) for d in derived], {d.key: d.reward for d in derived}
     by_item: dict[str, list[EpisodeResult]] = {}
     for ep in by_system.get(system.name, []):
         by_item.setdefault(ep.key, []).append(ep)
@@ -327,37 +279,35 @@ def _system_rows(system: System, by_system: dict[str, list[EpisodeResult]], sing
             {key: row.reward for key, row in item_rows.items()})
 
 
-def _paired(systems: Sequence[System], results: dict[str, Any], per_item: dict[str, dict[str, float]],
-            models: Sequence[str], singles: list[str]) -> dict[str, dict[str, Any]]:
-    """bench.json's "paired": each head and conductor row against the best single, self-loop
-    and sc rows and `agree` (and a head's other decision mode against its default one, a
-    conductor row against each head row: key `vs_head:NAME`)."""
-    selfloops = [f"selfloop:{m}" for m in models if f"selfloop:{m}" in results]
-    scs = [s.name for s in systems if s.kind == "sc"]
-    against = {"vs_best_single": _best(results, singles), "vs_best_selfloop": _best(results, selfloops),
-               "vs_agree": "agree" if "agree" in results else None, "vs_best_sc": _best(results, scs)}
-    paired = {
-        s.name: {key: None if other is None else paired_test(per_item[s.name], per_item[other], other)
-                 for key, other in against.items()}
-        for s in systems if s.kind in ("head", "conductor")
-    }
-    # A conductor row is also tested against each head row of the bench (`vs_head:NAME`): the
-    # two coordinators on the same items.
-    heads = [s.name for s in systems if s.kind == "head"]
-    for conductor in (s.name for s in systems if s.kind == "conductor"):
-        for head in heads:
-            paired[conductor][f"vs_{head}"] = paired_test(per_item[conductor], per_item[head], head)
-    # A head's row in the other decision mode (`head:NAME/greedy`) is also tested against its
-    # row in the default mode, on the same items and seeds.
-    for name in paired:
-        base = name.rsplit("/", 1)[0]
-        if "/" in name and base in per_item:
-            paired[name]["vs_default_mode"] = paired_test(per_item[name], per_item[base], base)
+def _paired(systems: Sequence[System], results: dict[str, Any],
+            per_item: dict[str, dict[str, float]]) -> dict[str, dict[str, Any]]:
+    """bench.json's "paired": each row whose kind is paired with others (`paired_against`:
+    heads and the conductor, against the best single, self-loop and sc rows and `agree`; a
+    conductor row also against each head row, key `vs_head:NAME`), and a row in another
+    decision mode (`Row.variant_of`: `head:NAME/greedy`) against its row in the default mode,
+    on the same items and seeds (`vs_default_mode`)."""
+    paired: dict[str, dict[str, Any]] = {}
+    for s in systems:
+        if not s.owner.paired_against:
+            continue
+        tests: dict[str, Any] = {}
+        for against in s.owner.paired_against:
+            rows = [r.name for r in systems if r.owner.name == against.kind]
+            if against.key is not None:
+                other = _best(results, rows)
+                tests[against.key] = None if other is None else paired_test(per_item[s.name], per_item[other], other)
+            else:
+                for other in rows:
+                    tests[f"vs_{other}"] = paired_test(per_item[s.name], per_item[other], other)
+        if s.variant_of is not None and s.variant_of in per_item:
+            tests["vs_default_mode"] = paired_test(per_item[s.name], per_item[s.variant_of], s.variant_of)
+        paired[s.name] = tests
     return paired
 
 
 def _best(results: dict[str, Any], names: Sequence[str]) -> str | None:
-    """The most accurate of `names` overall (ties: the first), None when none is scored."""
+    """The most accurate of `names` overall (ties: the first), None when none is scored (a
+    failed row is not)."""
     scored = [(results[n]["overall"]["accuracy"], -i, n) for i, n in enumerate(names)
-              if results[n]["overall"]["accuracy"] is not None]
+              if results[n]["overall"]["accuracy"] is not None and not results[n]["overall"].get("failed")]
     return max(scored)[2] if scored else None

@@ -3,7 +3,7 @@ episode's result reduced to what the report needs."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from trinity_cli import seeds
@@ -12,8 +12,7 @@ from trinity_cli.coordinator.head import Head, turn_budget
 from trinity_cli.coordinator.policy import resolve_head
 from trinity_cli.coordinator.reader import Reader
 from trinity_cli.evaluators.local import EpisodeSpec
-from trinity_cli.policies.kinds import BenchPlan, Row
-from trinity_cli.policies.registry import policy_kind
+from trinity_cli.policies.kinds import BenchPlan, PolicyKind, Row, singles_kind
 from trinity_cli.pool.pool import Pool
 from trinity_cli.tasks import TaskItem
 
@@ -47,6 +46,7 @@ class EpisodeResult:
     cached: bool
     error: str | None = None
     workflow: dict[str, Any] | None = None  # conductor rows: `workflow_summary`
+    failed: bool = False  # it made calls and every one failed (its members' backends raised: Turn.error)
 
     @property
     def key(self) -> str:
@@ -92,16 +92,22 @@ def _heads(options: BenchOptions, pool_name: str,
 
 def plan_systems(options: BenchOptions, pool: Pool) -> tuple[list[Row], list[str]]:
     """The rows of a bench in run order (the policies registry's order: rows derived from the
-    single runs last), and notes for the report. Each kind makes its own rows
-    (policies/kinds.py); the single runs are played whenever a reported row is built on them
-    (`needs_singles`, `sc:best@K`), reported only when asked for. Turn budgets: see
-    BenchOptions.max_turns."""
+    single runs last), each owned by the kind that made it (policies/kinds.py: what bench does
+    with a row is its kind's to say), and notes for the report. The single runs
+    (`singles_kind`) are played whenever a reported row is built on them (its kind
+    `needs_singles`, or it waits for their best member: `by_best_single`), reported only when
+    asked for. Turn budgets: see BenchOptions.max_turns."""
     kinds = options.kinds()
     heads, notes = _heads(options, pool.config.name, pool.names) if any(k.takes_head for k in kinds) else ([], [])
     plan = BenchPlan(pool, options, heads, turn_budget(options.max_turns, heads[0][1] if heads else None))
-    rows = [row for kind in kinds for row in kind.rows(plan)]
-    single = policy_kind("single", "systems")
-    best_sc = any(row.kind == "sc" and row.policy is None for row in rows)
-    if single not in kinds and (best_sc or any(kind.needs_singles for kind in kinds)):
-        rows = [*(replace(row, reported=False) for row in single.rows(plan)), *rows]
+    rows = [_owned(row, kind) for kind in kinds for row in kind.rows(plan)]
+    singles = singles_kind()
+    if singles not in kinds and any(row.owner.needs_singles or row.by_best_single for row in rows):
+        rows = [*(_owned(row, singles, reported=False) for row in singles.rows(plan)), *rows]
     return rows, notes
+
+
+def _owned(row: Row, kind: PolicyKind, reported: bool = True) -> Row:
+    row.owner = kind
+    row.reported = row.reported and reported
+    return row

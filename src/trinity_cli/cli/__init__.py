@@ -154,6 +154,9 @@ def inspect(
     episode: Annotated[
         str | None, typer.Option(help="For an evolve run: replay episode K of generation GEN, as GEN/K.")
     ] = None,
+    item: Annotated[str | None, typer.Option(
+        metavar="ID", help="For a bench run: replay item ID (TASK/ID, or the ID alone when one task has it), every "
+                           "row's episodes on it turn by turn.")] = None,
     serve: Annotated[bool, typer.Option(
         "--serve", help="Browse the runs in a web page served on this machine until Ctrl-C (at RUN's page "
                         "when given): tables, charts, every episode, runs compared.")] = False,
@@ -177,6 +180,9 @@ def inspect(
     if compare is not None and (run is None or not (serve or html is not None)):
         raise typer.BadParameter("the viewer draws a comparison: trinity inspect RUN --compare RUN2 --serve "
                                  "(or --html DIR)", param_hint="--compare")
+    if item is not None and (serve or html is not None):
+        raise typer.BadParameter("an item replays in the terminal: trinity inspect RUN --item ID (the viewer opens "
+                                 "it from the run's grid)", param_hint="--item")
     if serve or html is not None:
         from pathlib import Path
 
@@ -194,6 +200,15 @@ def inspect(
 
             serve_viewer(host=host, port=port, run=run, store=store, progress=render_viewer.viewer_progress,
                          open_browser=open_browser, compare=compare)
+        return
+    if item is not None:
+        if run is None:
+            raise typer.BadParameter("name the bench run: trinity inspect RUN --item ID", param_hint="--item")
+        found = store.bench_item(run, item)
+        if as_json:
+            console.out.print_json(json.dumps(found))
+        else:
+            terminal.replay_bench_item(found)
         return
     if run is not None and episode is not None:
         title, models, transcript, seed = store.evolve_episode(run, episode)
@@ -263,6 +278,9 @@ def bench(
     quiet: QuietOpt = False,
     conductor: ConductorOpt = None,
     conductor_depth: ConductorDepthOpt = 1,
+    no_cache: Annotated[bool, typer.Option(
+        "--no-cache", help="Do not read or write the rollout cache: every call reaches the backend as its code is "
+                           "now (while developing one).")] = False,
 ) -> None:
     """Benchmark heads against each pool model alone, self-loops, self-consistency, agreement, random routing,
     mixture-of-agents, vote, best-per-task and the oracle."""
@@ -276,7 +294,7 @@ def bench(
     kinds = [k.strip() for k in systems.split(",") if k.strip()] if systems else None
     options = BenchOptions(pool=pool, tasks=tasks, heads=head, max_turns=max_turns, random_seeds=random_seeds,
                            seed=seed, decisions=decisions, backbone=backbone, device=device, systems=kinds, sc=sc,
-                           conductor=conductor, conductor_depth=conductor_depth)
+                           conductor=conductor, conductor_depth=conductor_depth, use_cache=not no_cache)
     with render_progress.BenchProgress(quiet=quiet) as progress:
         result = run_bench(options, progress=progress, parallel=parallel, ray=cluster)
     results.bench_done(result, as_json=as_json, quiet=quiet)
@@ -304,7 +322,7 @@ def matrix(
     """Ask every member for k replies to each item, then score every fixed procedure on them (no further call)."""
     from pathlib import Path
 
-    from trinity_cli.bench import signals
+    from trinity_cli.bench import drafts, signals
     from trinity_cli.bench.matrix import MatrixOptions, sample_matrix
     from trinity_cli.bench.procedures import markdown
     from trinity_cli.render import console
@@ -315,8 +333,11 @@ def matrix(
                             seed=seed, complete_agree=complete_agree)
     with render_progress.MatrixProgress(quiet=quiet) as progress:
         result = sample_matrix(options, out=Path(out) if out else None, progress=progress)
-    text = (markdown(result) + "\n\nWhat a greedy reply shows (bench/signals.py):\n\n"
-            + signals.markdown(result["signals"]))
+    if "drafts" in result:  # free-form items: votes and agreement mean nothing there
+        text = drafts.markdown(result["drafts"], result["mix"])
+    else:
+        text = (markdown(result) + "\n\nWhat a greedy reply shows (bench/signals.py):\n\n"
+                + signals.markdown(result["signals"]))
     console.out.print(text, markup=False, highlight=False, soft_wrap=True)
 
 

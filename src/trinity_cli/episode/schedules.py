@@ -103,3 +103,40 @@ def sc(models: Sequence[str], model: str) -> FixedSchedule:
     """bench's `sc:<model>@K` row (FixedSchedule's docstring): `model`'s Worker replies from the
     task alone, one per turn."""
     return FixedSchedule(models, model, (Role.WORKER,), alone=True)
+
+
+class DraftSchedule(FixedSchedule):
+    """Drafts until one passes (bench/drafts.py's `until-pass@N/<fallback>`, N the episode's
+    `max_turns`): the members of `order` asked in turn, each from the task alone (a member asked
+    again makes a fresh attempt: the matrix's calls, in bench/drafts.py `drafts_of`'s order); the
+    episode stops at the first draft that passes the request's stated checks, or at the first
+    draft when the request states none trinity reads; without a passing draft the answer is
+    the `fallback` rule's pick among the drafts (turns/choose.py `CHOOSERS`)."""
+
+    stop_reason = "drafted"
+
+    def __init__(self, models: Sequence[str], order: Sequence[str], fallback: str = "first") -> None:
+        from trinity_cli.turns.choose import CHOOSERS
+
+        if fallback not in CHOOSERS:
+            raise ConfigError(f"unknown way of choosing among drafts {fallback!r}",
+                              hint="use one of " + ", ".join(CHOOSERS))
+        super().__init__(models, order, (Role.WORKER,), alone=True)
+        self.fallback = fallback
+
+    def stop(self, turns: Sequence[Turn], kind: str | None) -> int | None:
+        last = turns[-1] if turns else None
+        if last is None or last.error is not None:
+            return None
+        checks = last.examples
+        return last.index if not checks or not checks.get("checked") or checks.get("passed") else None
+
+    def final(self, turns: Sequence[Turn], kind: str | None) -> str | None:
+        from trinity_cli.turns.choose import CHOOSERS, Draft
+
+        drafted = [t for t in turns if t.error is None and t.reply.strip()]
+        if not drafted:
+            return None
+        found = [Draft(t.reply, bool(t.examples_passed), (t.logprob_stats or {}).get("certainty"),
+                       (t.logprob_stats or {}).get("mean")) for t in drafted]
+        return drafted[CHOOSERS[self.fallback](found)].reply

@@ -50,7 +50,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from trinity_cli import tasks
-from trinity_cli.answer_kinds import item_checks
+from trinity_cli.answer_kinds import item_checks, score_item
 from trinity_cli.coordinator.head import Head
 from trinity_cli.coordinator.policy import Coordinator
 from trinity_cli.episode.loop import turn_params
@@ -159,7 +159,7 @@ class Runtime:
                 raise
             return EpisodeOutcome(None, 0.0, f"context overflow: {exc.message}")
         strict = self.pool.config.sandbox == "strict"
-        return EpisodeOutcome(transcript, float(tasks.score_item(spec.item, transcript.answer or "",
+        return EpisodeOutcome(transcript, float(score_item(spec.item, transcript.answer or "",
                                                                  strict_sandbox=strict)))
 
     def close(self) -> None:

@@ -56,6 +56,7 @@ from typing import Any
 import numpy as np
 
 from trinity_cli import events, paths, tasks
+from trinity_cli.answer_kinds import check_scoring
 from trinity_cli.coordinator import head as head_mod
 from trinity_cli.coordinator.backbone_refs import describe, hidden_size_of
 from trinity_cli.coordinator.policy import COORDINATOR_VERSION, Coordinator
@@ -166,6 +167,7 @@ class Evolution:
                               f"the projection on; {option('tasks')} {options.tasks!r} has {len(self.train_items)}",
                               f"use a smaller {option('input_dims')}, or more training tasks")
         tasks.check_code_sandbox([*self.train_items, *self.val_items], strict_sandbox=self.config.sandbox == "strict")
+        check_scoring([*self.train_items, *self.val_items])
 
     def _make_head(self) -> None:
         """The untrained base head (its layout: coordinator/head.py) and the coordinator that

@@ -15,6 +15,7 @@ and coordinator versions: re-running the same command finds the run by it (evolv
 from __future__ import annotations
 
 import hashlib
+import time
 from collections.abc import Collection
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
@@ -188,8 +189,9 @@ def open_run(store: RunStore, options: EvolveOptions, manifest: dict[str, Any], 
             progress(RunResumed(run=run.name))
             return run.path
     run = EvolveRun(store.allocate())
+    # "created" dates an unfinished run wherever it travels (runs/store.started)
     run.write_meta({"format": RUN_FORMAT, "options": asdict(options), "manifest": manifest,
-                    "config_hash": config_hash})
+                    "config_hash": config_hash, "created": time.time()})
     return run.path
 
 

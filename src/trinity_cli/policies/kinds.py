@@ -18,15 +18,37 @@ and declares `asks` (ask and serve answer with it; bench-only rows such as `sing
 budget when none is given). A package's policy class becomes a kind through `PolicyClass`:
 asked like `agree`, one bench row named after it, played only when `--systems` names it.
 
+What bench does with a kind's rows is the kind's to say, each with a default (bench/ reads
+these and never a policy's name):
+
+    single_runs         its rows are the single runs, each member's one reply to an item: what
+                        rows that `needs_singles` are built on (bench plays them, unreported,
+                        when only those rows are asked for)
+    derive(row, items, singles)
+                        a row computed from the single runs with no call of its own (vote,
+                        best-per-task, the oracle): its outcome per item; None (the default):
+                        the row plays episodes of its own
+    played_by(row, member, models)
+                        the policy of a row that waits for the single runs (`Row.by_best_single`:
+                        sc:best@K, moa's aggregator), played by their best member
+    aggregates_singles  its episodes aggregate the members' single answers (bench/moa.py)
+                        instead of answering the item
+    routes              its rows route among the members (heads, random, the conductor): their
+                        gaps to the best single row and to `gaps_against`, the shares of turns
+                        each member and role got, how their episodes ended
+    plays_workflows     its episodes play a workflow a model wrote: how the workflows were read
+    paired_against      what each of its rows is paired with (exact McNemar on the same items):
+                        `Against`; a row's other decision mode (`Row.variant_of`) too
+
 Light on purpose (no model code, no numpy): the command line lists the names and summaries
 when it starts; what a kind plays is imported when it is made.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from trinity_cli.errors import ConfigError, option
 from trinity_cli.events import AskStarted
@@ -35,6 +57,7 @@ from trinity_cli.messages import Role
 if TYPE_CHECKING:
     from trinity_cli.policies.base import Policy
     from trinity_cli.pool.pool import Pool
+    from trinity_cli.tasks.items import TaskItem
 
 
 class Asking(Protocol):
@@ -87,10 +110,16 @@ class Answering:
 @dataclass
 class Row:
     """One row of a bench report (bench/__init__.py). `seeds`: episodes each item gets (random:
-    one per seed); `policy` None for rows the bench completes or derives itself (moa,
-    `sc:best@K`, vote, best-per-task, the oracle); `stream`: where its episode seeds come from
+    one per seed); `policy` None for rows derived from the single runs (`PolicyKind.derive`)
+    or played once they are in (`by_best_single`); `stream`: where its episode seeds come from
     (bench/systems.episode_seed); `model`: its member (single, self-loop, sc) or conductor;
-    `reported` False for the single runs played only because another row is built on them."""
+    `reported` False for the single runs played only because another row is built on them.
+    `owner`: the kind that made it (set by bench when it plans the rows), which says what bench
+    does with it (module docstring); `stream_per_seed`: seed r of the row plays the episode seeds
+    of stream "<stream>:<r>" (random routing), else every seed those of `stream`;
+    `by_best_single`: it is played once the single runs are in, by their best member
+    (`PolicyKind.played_by`); `variant_of`: the row it plays in another decision mode (a head's
+    `head:<name>/<mode>`), which it is paired with."""
 
     name: str
     kind: str
@@ -102,6 +131,14 @@ class Row:
     policy: Policy | None = None
     greedy: bool = False
     reported: bool = True
+    owner: PolicyKind = field(default_factory=lambda: PolicyKind(), repr=False, compare=False)
+    stream_per_seed: bool = False
+    by_best_single: bool = False
+    variant_of: str | None = None
+
+    def seed_stream(self, r: int) -> str:
+        """The stream of its `r`-th seed's episode seeds (bench/systems.episode_seed)."""
+        return f"{self.stream}:{r}" if self.stream_per_seed else self.stream
 
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "kind": self.kind, "model": self.model, "head": self.head,
@@ -135,17 +172,68 @@ class BenchPlan:
     budget: int = 5
 
 
+class SingleRun(Protocol):
+    """One member's single run on one item, as a row derived from the single runs reads it
+    (`PolicyKind.derive`; bench/systems.EpisodeResult is one): its task, reward and answer."""
+
+    task: str
+    reward: float
+    answer: str | None
+
+    @property
+    def key(self) -> str: ...  # "<task>/<item id>"
+
+
+Run = TypeVar("Run", bound=SingleRun)
+
+
+@dataclass(frozen=True)
+class Derived(Generic[Run]):
+    """A derived row's outcome on one item (`PolicyKind.derive`): its `reward`, and `uses`, the
+    single runs it took, whose calls, tokens, seconds and cost are its own; `is_run`: it is the
+    one run in `uses` itself, whose turns are its turns (else it has none)."""
+
+    task: str
+    key: str
+    reward: float
+    uses: tuple[Run, ...]
+    is_run: bool = False
+
+
+@dataclass(frozen=True)
+class Against:
+    """What a row is paired with in bench's paired test (`PolicyKind.paired_against`): the most
+    accurate reported row of kind `kind` (ties: the first), under `key`; with `key` None, each
+    row of that kind, under "vs_<its name>"."""
+
+    kind: str
+    key: str | None = None
+
+
+# The baselines every system under test is paired with, in the order bench reports them.
+BASELINES = (Against("single", "vs_best_single"), Against("selfloop", "vs_best_selfloop"),
+             Against("agree", "vs_agree"), Against("sc", "vs_best_sc"))
+
+
 class PolicyKind:
     """What a registered policy name stands for (module docstring). The defaults fit a policy
-    that needs nothing but the pool (`make`): asked like `agree`, one bench row."""
+    that needs nothing but the pool (`make`): asked like `agree`, one bench row, played on
+    every item and reported as its episodes scored."""
 
     name: str = ""
     summary: str = ""
     asks: bool = True
     takes_head: bool = False
     in_bench: bool = False
-    needs_singles: bool = False
     max_turns: int = 5
+    # What bench does with its rows (module docstring):
+    single_runs: bool = False  # they are the single runs that rows built on them read
+    needs_singles: bool = False  # they are built on the single runs (which bench then plays)
+    aggregates_singles: bool = False  # their episodes aggregate the single answers (bench/moa.py)
+    routes: bool = False  # they route among the members: gaps, shares of turns, how episodes ended
+    gaps_against: tuple[str, ...] = ("oracle",)  # a routed row's gaps: "vs_<kind>" to that kind's row
+    plays_workflows: bool = False  # their episodes play a written workflow: how it was read
+    paired_against: tuple[Against, ...] = ()  # each row's paired tests (`Against`)
 
     def make(self, pool: Pool) -> Policy:
         raise ConfigError(f"{self.name} is a row of bench's report, not a policy that answers a question",
@@ -179,6 +267,39 @@ class PolicyKind:
         return [Row(self.name, self.name, max_turns=plan.options.max_turns or self.turn_budget(), stream=self.name,
                     policy=self.make(plan.pool))]
 
+    def derive(self, row: Row, items: Sequence[TaskItem],
+               singles: Mapping[str, Sequence[Run]]) -> list[Derived[Run]] | None:
+        """`row` computed from the single runs with no call of its own: its outcome on each item
+        (an item it has none on is left out of its numbers). `singles`: member -> its single
+        runs, members in pool order, each member's runs in item order. None (the default): the
+        row plays episodes of its own."""
+        return None
+
+    def played_by(self, row: Row, member: str, models: Sequence[str]) -> Policy:
+        """The policy that plays `row`, a row that waits for the single runs
+        (`Row.by_best_single`), as `member`: the member whose single runs scored best (ties:
+        pool order), picked with the bench's own labels. `models`: the pool's members."""
+        raise NotImplementedError(f"{type(self).__name__} makes rows played by the best single member: "
+                                  "it must define played_by(row, member, models)")
+
+
+def best_member(singles: Mapping[str, Sequence[SingleRun]], task: str | None = None) -> str | None:
+    """The member whose single runs (on `task`; None: on every task) have the best mean
+    reward, ties going to the first in `singles`' order (pool order); None when no member has
+    a run there."""
+    scores = []
+    for i, (member, runs) in enumerate(singles.items()):
+        mine = [r.reward for r in runs if task is None or r.task == task]
+        if mine:
+            scores.append((sum(mine) / len(mine), -i, member))
+    return max(scores)[2] if scores else None
+
+
+def singles_kind() -> PolicyKind:
+    """The kind whose rows are the single runs (`single_runs`), which bench plays whenever a
+    row it reports is built on them."""
+    return SINGLE
+
 
 class PolicyClass(PolicyKind):
     """The kind of a policy class a package registers: made with no arguments; the first line
@@ -205,6 +326,8 @@ class HeadKind(PolicyKind):
     summary = "a head picks a member and a role every turn (--head; bench calls its rows head)"
     takes_head = True
     in_bench = True
+    routes = True
+    paired_against = BASELINES
 
     def check(self, asking: Asking) -> None:
         return None
@@ -233,7 +356,8 @@ class HeadKind(PolicyKind):
 
     def rows(self, plan: BenchPlan) -> list[Row]:
         """A row per head and decision mode: `head:<name>` in the default mode, `head:<name>/<mode>`
-        in the other (`--decisions both`); both modes play the same episode seeds."""
+        in the other (`--decisions both`, paired with the first); both modes play the same
+        episode seeds."""
         from trinity_cli.coordinator.head import DEFAULT_DECISIONS, turn_budget
 
         rows: list[Row] = []
@@ -250,7 +374,8 @@ class HeadKind(PolicyKind):
                 # Left to the default, an untrained head is sampled (head.default_greedy).
                 greedy = mode == "greedy" and (head.learned or plan.options.decisions is not None)
                 rows.append(Row(row, "head", head=info, max_turns=turn_budget(plan.options.max_turns, head),
-                                stream="head", policy=head_policy(head, plan.options.backbone), greedy=greedy))
+                                stream="head", policy=head_policy(head, plan.options.backbone), greedy=greedy,
+                                variant_of=None if row == name else name))
         return rows
 
 
@@ -268,6 +393,7 @@ class RandomKind(PolicyKind):
     summary = "an untrained head: a member and a role drawn at random every turn (one row per --random-seeds)"
     asks = False
     in_bench = True
+    routes = True
 
     def rows(self, plan: BenchPlan) -> list[Row]:
         from trinity_cli.coordinator.policy import resolve_head
@@ -277,7 +403,7 @@ class RandomKind(PolicyKind):
         pool = plan.pool
         untrained = resolve_head("untrained", pool.config.name, pool.names, plan.options.backbone)
         return [Row("random", "random", seeds=plan.options.random_seeds, max_turns=plan.budget, stream="random",
-                    policy=head_policy(untrained, plan.options.backbone))]
+                    policy=head_policy(untrained, plan.options.backbone), stream_per_seed=True)]
 
 
 class AgreeKind(PolicyKind):
@@ -308,6 +434,7 @@ class SingleKind(PolicyKind):
     summary = "each member alone, one reply (a row per member)"
     asks = False
     in_bench = True
+    single_runs = True
 
     def rows(self, plan: BenchPlan) -> list[Row]:
         from trinity_cli.policies.fixed import schedule_policy
@@ -338,8 +465,8 @@ class ScKind(PolicyKind):
     in_bench = True
 
     def rows(self, plan: BenchPlan) -> list[Row]:
-        """The `sc:<member>@K` rows of `--sc` (`sc:best@K`'s member is set once the single runs
-        are played: bench/runner.py)."""
+        """The `sc:<member>@K` rows of `--sc` (`sc:best@K` waits for the single runs: its member
+        is their best, `played_by`)."""
         from trinity_cli.errors import did_you_mean
         from trinity_cli.policies.fixed import sc_policy
 
@@ -352,16 +479,24 @@ class ScKind(PolicyKind):
             for model in models if who == "all" else [who]:
                 name = f"sc:{model}@{turns}"
                 if all(r.name != name for r in rows):
-                    policy = None if model == "best" else sc_policy(models, model)
-                    rows.append(Row(name, "sc", model=None if model == "best" else model, max_turns=turns,
-                                    stream="fresh", policy=policy))
+                    best = model == "best"
+                    rows.append(Row(name, "sc", model=None if best else model, max_turns=turns, stream="fresh",
+                                    policy=None if best else sc_policy(models, model), by_best_single=best))
         return rows
+
+    def played_by(self, row: Row, member: str, models: Sequence[str]) -> Policy:
+        from trinity_cli.policies.fixed import sc_policy
+
+        return sc_policy(models, member)
 
 
 class ConductorKind(PolicyKind):
     name = "conductor"
     summary = ("one model writes the whole workflow (member, subtask, which earlier outputs each step reads) "
                "and trinity runs it")
+    routes = True
+    plays_workflows = True
+    paired_against = (*BASELINES, Against("coordinator"))  # and each head row: two coordinators compared
 
     def _spec(self, conductor: str | None, depth: int) -> Any:
         from trinity_cli.conductor.workflow import ConductorSpec
@@ -392,8 +527,8 @@ class ConductorKind(PolicyKind):
 
 class BuiltOnSingles(PolicyKind):
     """A bench row built on the single runs, which are then played: mixture-of-agents (its
-    aggregator episodes, bench/moa.py) or computed from them with no further call (vote,
-    best-per-task, the oracle: bench/stats.py)."""
+    aggregator's episodes, bench/moa.py) or computed from them with no further call (vote,
+    best-per-task, the oracle: `derive`)."""
 
     asks = False
     in_bench = True
@@ -407,9 +542,97 @@ class BuiltOnSingles(PolicyKind):
         return [Row(self.name, self.name)]
 
 
+def _by_item(singles: Mapping[str, Sequence[Run]]) -> dict[str, list[Run]]:
+    """Item key -> the single runs on it, in pool order."""
+    by_item: dict[str, list[Run]] = {}
+    for runs in singles.values():
+        for run in runs:
+            by_item.setdefault(run.key, []).append(run)
+    return by_item
+
+
+class OracleKind(BuiltOnSingles):
+    """An item counts as solved when any single run solved it; it costs every single run."""
+
+    def derive(self, row: Row, items: Sequence[TaskItem],
+               singles: Mapping[str, Sequence[Run]]) -> list[Derived[Run]]:
+        by_item = _by_item(singles)
+        return [Derived(item.task, item.key, 1.0 if any(r.reward >= 1.0 for r in runs) else 0.0, tuple(runs))
+                for item in items for runs in [by_item.get(item.key, [])]]
+
+
+class VoteKind(BuiltOnSingles):
+    """The plurality of the single answers of an item, each read as its kind reads it (code by its
+    normalised text); a tie goes to the group holding the earliest member in pool order, whose
+    answer is scored. It costs every single run."""
+
+    def derive(self, row: Row, items: Sequence[TaskItem],
+               singles: Mapping[str, Sequence[Run]]) -> list[Derived[Run]]:
+        from trinity_cli.answer_kinds import score_item
+
+        by_item = _by_item(singles)
+        out = []
+        for item in items:
+            runs = by_item.get(item.key, [])
+            groups: dict[str, list[Run]] = {}
+            for run in runs:
+                key = _vote_key(run.answer, item)
+                if key is not None:
+                    groups.setdefault(key, []).append(run)
+            reward = 0.0
+            if groups:
+                # max() keeps the first of equal counts, and groups are in pool order of first member.
+                winner = max(groups.values(), key=len)
+                reward = float(score_item(item, winner[0].answer or ""))
+            out.append(Derived(item.task, item.key, reward, tuple(runs)))
+        return out
+
+
+def _vote_key(answer: str | None, item: TaskItem) -> str | None:
+    """What a member's single answer counts as in the vote (its kind's `vote_key`); None: no
+    readable answer, or a scorer that is no answer kind's."""
+    from trinity_cli.answer_kinds import KINDS, answer_kind
+
+    if not answer or item.scorer not in KINDS:
+        return None
+    return answer_kind(item.scorer).vote_key(answer, item.reference)
+
+
+class BestPerTaskKind(BuiltOnSingles):
+    """Each task's best single member (`best_member`, ties: pool order), picked with the bench's
+    own labels: on each item of a task, that member's single run itself."""
+
+    def derive(self, row: Row, items: Sequence[TaskItem],
+               singles: Mapping[str, Sequence[Run]]) -> list[Derived[Run]]:
+        picks = best_per_task(singles, [item.task for item in items])
+        return [Derived(run.task, run.key, run.reward, (run,), is_run=True)
+                for member, runs in singles.items() for run in runs if picks.get(run.task) == member]
+
+
+def best_per_task(singles: Mapping[str, Sequence[SingleRun]], tasks: Sequence[str]) -> dict[str, str]:
+    """Task -> the member whose single runs scored best on it (`best_member`), for each of
+    `tasks` some member has a run on."""
+    picks = {}
+    for task in dict.fromkeys(tasks):
+        member = best_member(singles, task)
+        if member is not None:
+            picks[task] = member
+    return picks
+
+
 class MoaKind(BuiltOnSingles):
+    """Mixture-of-agents: once the single runs are in, their best member aggregates every
+    member's single answer to an item as a Worker (bench/moa.py)."""
+
+    aggregates_singles = True
+
     def rows(self, plan: BenchPlan) -> list[Row]:
-        return [Row(self.name, self.name, max_turns=len(plan.pool.names) + 1)]
+        return [Row(self.name, self.name, max_turns=len(plan.pool.names) + 1, by_best_single=True)]
+
+    def played_by(self, row: Row, member: str, models: Sequence[str]) -> Policy:
+        from trinity_cli.policies.fixed import schedule_policy
+
+        return schedule_policy(models, member, (Role.WORKER,))
 
 
 COORDINATOR = HeadKind()
@@ -420,6 +643,6 @@ SELFLOOP = SelfLoopKind()
 SC = ScKind()
 CONDUCTOR = ConductorKind()
 MOA = MoaKind("moa", "mixture-of-agents: one member aggregates every member's single reply")
-VOTE = BuiltOnSingles("vote", "the plurality of the single replies (no further call)")
-BEST_PER_TASK = BuiltOnSingles("best-per-task", "each task's best single member (chosen on the bench's own labels)")
-ORACLE = BuiltOnSingles("oracle", "right when any single reply is right (an upper bound)")
+VOTE = VoteKind("vote", "the plurality of the single replies (no further call)")
+BEST_PER_TASK = BestPerTaskKind("best-per-task", "each task's best single member (chosen on the bench's own labels)")
+ORACLE = OracleKind("oracle", "right when any single reply is right (an upper bound)")

@@ -10,11 +10,15 @@ below exactly as a package registers its own, as "module:attribute":
 A package's entry may name a `PolicyKind` instance or a policy class (base.LoopPolicy made
 with no arguments: `PolicyClass` is its kind). Names are listed in registration order (the
 order of bench's report), then installed ones; `head` is bench's name for the coordinator's
-rows. How to write one: docs/extending.md (a test installs its example and plays it).
+rows. A package's kind that fails (it cannot be imported, or its code raises where trinity
+builds its policy, engine or rows) is named and set aside (registry.py): listings go on without
+it, and a command that names it fails in one line naming the package and the fix. How to write
+one: docs/extending.md (a test installs its example and plays it).
 """
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from trinity_cli.errors import ConfigError, did_you_mean, option
@@ -38,16 +42,58 @@ for _name, _target in (
     ("vote", "VOTE"), ("best-per-task", "BEST_PER_TASK"), ("oracle", "ORACLE"),
 ):
     POLICIES.register(_name, f"trinity_cli.policies.kinds:{_target}")
+POLICIES.register("drafts", "trinity_cli.policies.drafts:DRAFTS")
 
 
 def policy_kind(name: str, flag: str = "systems", asking: bool = False) -> PolicyKind:
     """The kind named `name`, built in or installed; an unknown name raises ConfigError naming
-    the option `flag` and the close matches (among those that answer questions, `asking`)."""
+    the option `flag` and the close matches (among those that answer questions, `asking`). An
+    installed one that cannot be imported raises the registry's one line naming its package;
+    one whose own code raises later is set aside the same way (`Contained`)."""
     if name not in POLICIES:
         raise ConfigError(f"{option(flag)}: unknown policy {name!r}", did_you_mean(name, policy_names(asking)))
-    found = POLICIES.get(name)  # an installed one that cannot be imported: the registry's own words
-    kind: PolicyKind = found if isinstance(found, PolicyKind) else PolicyClass(name, found)
-    return kind
+    return _kind(name, POLICIES.get(name))
+
+
+def _kind(name: str, found: Any) -> PolicyKind:
+    if name in POLICIES.built_in():
+        built: PolicyKind = found
+        return built
+    held = _CONTAINED.get(name)
+    if held is None or held[0] is not found:
+        held = (found, Contained(name, found if isinstance(found, PolicyKind) else PolicyClass(name, found)))
+        _CONTAINED[name] = held
+    return held[1]
+
+
+class Contained(PolicyKind):
+    """A package's policy kind as trinity uses it: every attribute is the kind's own, and every
+    method runs under the registry's guard (registry.py), so a package's kind that raises while
+    it builds its policy (`make`), its engine or its bench rows fails in one line naming its
+    package, and is set aside, instead of ending the command with an unexpected error."""
+
+    def __init__(self, name: str, inner: PolicyKind) -> None:
+        self._entry, self._inner = name, inner
+
+    def __getattribute__(self, attr: str) -> Any:
+        # Forwarded, not copied: attributes a kind gains later are read from the package's kind.
+        if attr.startswith("_"):
+            return object.__getattribute__(self, attr)
+        found = getattr(object.__getattribute__(self, "_inner"), attr)
+        if not callable(found) or isinstance(found, type):
+            return found
+        entry = object.__getattribute__(self, "_entry")
+
+        @functools.wraps(found)
+        def guarded(*args: Any, **kwargs: Any) -> Any:
+            with POLICIES.guard(entry, f"its {attr}()"):
+                return found(*args, **kwargs)
+
+        return guarded
+
+
+# A package's kind, wrapped once per name, so the same name gives the same object.
+_CONTAINED: dict[str, tuple[Any, Contained]] = {}
 
 
 def answering_kind(name: str) -> PolicyKind:
@@ -59,27 +105,31 @@ def answering_kind(name: str) -> PolicyKind:
     return kind
 
 
+def _listed() -> list[str]:
+    """Built-in names under their own name (not `head`, bench's alias), then installed ones."""
+    return [*(name for name in POLICIES.built_in() if POLICIES.get(name).name == name), *sorted(POLICIES.installed())]
+
+
 def policy_names(asking: bool = False, built_in: bool = False) -> list[str]:
     """The policy names to list: built-in ones under their own name (not `head`, bench's alias),
-    only those that answer questions with `asking`, then the installed ones (not imported:
-    a package's policy is taken to answer questions) unless `built_in`."""
-    names = []
-    for name in POLICIES.built_in():
-        kind = POLICIES.get(name)
-        if kind.name == name and (kind.asks or not asking):
-            names.append(name)
-    return names if built_in else [*names, *sorted(POLICIES.installed())]
+    then the installed ones unless `built_in`; only those that answer questions with `asking`.
+    An installed one that cannot be imported is left out, set aside with one warning
+    (registry.py), so what lists the policies (help, serve's models) works without it."""
+    listed = [name for name in _listed() if name in POLICIES.built_in()] if built_in else _listed()
+    usable = POLICIES.usable(listed)
+    return [name for name in listed if name in usable and (not asking or _kind(name, usable[name]).asks)]
 
 
 def summaries() -> dict[str, str]:
-    """Each name of `policy_names()` -> its one-line summary (installed ones imported to read
-    it; one that cannot be imported says why)."""
+    """Each built-in and installed policy name -> its one-line summary (installed ones imported
+    to read it; one that cannot be used says why and what to do, without a warning: this is
+    the listing where a user looks)."""
     found: dict[str, str] = {}
-    for name in policy_names():
+    for name in _listed():
         try:
             found[name] = policy_kind(name).summary
-        except ConfigError as exc:
-            found[name] = f"cannot be used: {exc.message}"
+        except ConfigError:
+            found[name] = f"cannot be used: {POLICIES.why(name)} ({POLICIES.fix(name)})"
     return found
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import filecmp
 import gzip
+import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -133,7 +134,10 @@ def import_runs(target: Path, store: RunStore | None = None) -> list[Carried]:
     if not folder.is_dir():
         return []
     out = []
-    for source in sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.endswith(".incoming")):
+    # numeric order (run-2 before run-10), so renamed copies keep the order they were made in
+    found = [p for p in folder.iterdir() if p.is_dir() and not p.name.endswith(".incoming")]
+    for source in sorted(found, key=lambda p: (int(m.group(1)) if (m := re.match(r"run-(\d+)$", p.name)) else 1 << 62,
+                                               p.name)):
         dest = store.root / source.name
         if not dest.exists():
             _copy(source, dest, pack=False)

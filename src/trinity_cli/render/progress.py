@@ -25,6 +25,7 @@ from trinity_cli.events import (
     EvolveStarted,
     GenerationFinished,
     MatrixItemPlayed,
+    MemberFailing,
     ReaderGeneration,
     RecipePhase,
     RotationFitted,
@@ -134,6 +135,14 @@ def _bar(description: str, quiet: bool) -> Any:
     return Progress(TextColumn(description), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[info]}"),
                     TimeRemainingColumn(), console=console.err, transient=False,
                     speed_estimate_period=_window_s(), disable=quiet or not console.err.is_terminal)
+
+
+def member_failing(event: MemberFailing) -> None:
+    """A member's first failed call, as one warning line on stderr (shown even with --quiet:
+    the rows it plays alone will be marked failed)."""
+    console.warning(f"member {event.member!r} (kind {event.kind}) failed: {event.error} (first in "
+                    f"{event.system}); its episodes go on without it, and a row where every call failed is "
+                    "marked failed")
 
 
 def _calls(calls: int, cache_hits: int, recorded: int = 0) -> str:
@@ -250,7 +259,8 @@ class EvolveProgress(_LiveBar):
 
 class BenchProgress(_LiveBar):
     """Progress callback for `bench`: one bar over all episodes, named after the system
-    being run, with the share of pool calls served by the rollout cache so far."""
+    being run, with the share of pool calls served by the rollout cache so far; a line when a
+    member first fails, also with `quiet`."""
 
     def __init__(self, quiet: bool = False) -> None:
         self.quiet = quiet
@@ -262,6 +272,8 @@ class BenchProgress(_LiveBar):
 
     def __call__(self, event: Event) -> None:
         match event:
+            case MemberFailing():
+                member_failing(event)
             case BenchStarted():
                 if not self.quiet:
                     console.err.print(Text(f"{event.run}: {event.items} items × {len(event.systems)} systems "
@@ -304,6 +316,8 @@ class RecipeProgress(EvolveProgress):
         self.played = 0
 
     def __call__(self, event: Event) -> None:
+        if isinstance(event, MemberFailing):  # the validation bench's: shown even when quiet
+            member_failing(event)
         if self.quiet:
             return
         match event:

@@ -153,7 +153,8 @@ def replay_evolve(record: dict[str, Any]) -> None:
                    f"backbone {o['backbone']}  ·  seed {o['seed']}", style="bold"))
     best = record.get("best_val")
     best_text = (f"best validation {best if best is None else f'{best:.3f}'} "
-                 f"at generation {record.get('best_generation')}")
+                 + ("at the start" if record.get("best_generation") == -1
+                    else f"at generation {record.get('best_generation')}"))
     if record.get("status") == "unfinished":
         console.out.print(Text(f"unfinished: {record['spent']} of {o['budget']} training episodes, {best_text}; "
                        f"no head written yet", style="yellow"))

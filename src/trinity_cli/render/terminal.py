@@ -67,19 +67,25 @@ def turn_line(turn: Turn) -> Text:
 
 class LiveTurns:
     """`trinity ask`'s progress (events.py): the header once the pool is ready, a spinner
-    while a turn runs, each turn as it is recorded; on stderr."""
+    while a turn runs, each turn as it is recorded; on stderr. With `quiet`, only a member
+    whose call failed, one line each once the question is answered (when none answered, the
+    command's error says so instead)."""
 
     def __init__(self, quiet: bool = False, show_replies: bool = True) -> None:
         self.quiet = quiet
         self.show_replies = show_replies
         self._status: Any = None
         self._writing: int | None = None  # the turn whose reply is being shown as it is written
+        self._failed: dict[str, str] = {}  # quiet: member -> its first failure
 
     def __enter__(self) -> LiveTurns:
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, exc_type: object, *exc: object) -> None:
         self._stop()
+        if exc_type is None:
+            for member, error in self._failed.items():
+                console.warning(f"member {member!r} failed: {error}; the others answered without it")
 
     def _stop(self) -> None:
         if self._status is not None:
@@ -88,6 +94,8 @@ class LiveTurns:
 
     def __call__(self, event: Event) -> None:
         if self.quiet:
+            if isinstance(event, TurnPlayed) and event.turn.error is not None:
+                self._failed.setdefault(event.turn.model, event.turn.error)
             return
         match event:
             case AskStarted():
@@ -198,7 +206,8 @@ def runs_table(runs: Sequence[Any]) -> None:
         return
     view = TableView("", ["run", "kind", "when", "status", "title"], numeric_from=5)
     for run in runs:
-        when = dt.datetime.fromtimestamp(run.created).strftime("%Y-%m-%d %H:%M")
+        # 0: a time the run's files do not record (an unfinished run imported from elsewhere)
+        when = dt.datetime.fromtimestamp(run.created).strftime("%Y-%m-%d %H:%M") if run.created else "—"
         view.rows.append([run.id, run.kind, when, run.status, run.title])
     if not console.out.is_terminal:
         console.out.print("\n".join(md_table(view)), markup=False, highlight=False)
@@ -211,8 +220,9 @@ def runs_table(runs: Sequence[Any]) -> None:
     console.out.print(table)
 
 
-def replay_ask(record: dict[str, Any]) -> None:
-    """Turn-by-turn replay of an ask run: probabilities, chosen pair, prompt, reply."""
+def replay_ask(record: dict[str, Any], show_task: bool = True) -> None:
+    """Turn-by-turn replay of an ask run: probabilities, chosen pair, prompt, reply (the
+    task first, unless `show_task` is False: a caller that showed it already)."""
     models = record["pool"]["models"]
     tr = record["transcript"]
     seed = record["seed"]
@@ -221,8 +231,11 @@ def replay_ask(record: dict[str, Any]) -> None:
     head = record.get("head")
     who = (f"head {head.get('name')}" if head else f"conductor {record.get('conductor')}" if record.get("conductor")
            else f"{record.get('mode')} procedure")
-    console.out.print(Text(f"{record['id']}  ·  pool {record['pool']['name']}  ·  {who}  ·  seed {seed}", style="bold"))
-    console.out.print(Text("Task: ", style="bold").append(tr["task"]))
+    said = [record["id"], f"pool {record['pool']['name']}" if record["pool"]["name"] else "",
+            who if who.split(" ", 1)[-1].strip() else "", f"seed {seed}"]  # an episode's: no pool, no head
+    console.out.print(Text("  ·  ".join(part for part in said if part), style="bold"))
+    if show_task:
+        console.out.print(Text("Task: ", style="bold").append(tr["task"]))
     if tr.get("workflow"):
         console.out.print(workflow_tree(tr["workflow"]))
     for t in tr["turns"]:
@@ -270,24 +283,61 @@ def replay_ask(record: dict[str, Any]) -> None:
     console.out.print(Text(shown or "(none)"))
 
 
-def replay_transcript(title: str, models: Sequence[str], transcript: dict[str, Any], seed: Any = "") -> None:
+def replay_transcript(title: str, models: Sequence[str], transcript: dict[str, Any], seed: Any = "",
+                      show_task: bool = True) -> None:
     """Replay a transcript that is not an ask run (an evolve or bench episode)."""
     replay_ask({"id": title, "pool": {"name": "", "models": list(models)}, "head": {"name": ""}, "seed": seed,
-                "transcript": transcript})
+                "transcript": transcript}, show_task=show_task)
 
 
-def pools_list(pools: Sequence[tuple[str, str, Sequence[tuple[str, str]]]]) -> None:
-    """`trinity pools`: each pool's name and file, then its models as "name (what)"."""
-    for name, path, models in pools:
-        line = Text(name, style="bold")
-        line.append(f"  {path}\n  " + ", ".join(f"{m} ({what})" for m, what in models))
+def _reward_text(reward: Any) -> Text:
+    if reward is None:
+        return Text("no result", style="dim")
+    value = float(reward)
+    style = "green" if value >= 1 else "red" if value <= 0 else "yellow"
+    return Text("right" if value >= 1 else "wrong" if value <= 0 else f"{value:.2f}", style=style)
+
+
+def replay_bench_item(item: dict[str, Any]) -> None:
+    """`trinity inspect RUN --item ID` (RunStore.bench_item): the question once, then each row
+    of the bench on it, its result and its episodes turn by turn; a row that plays nothing
+    (vote, best-per-task, the oracle) says what its result is made of."""
+    console.out.print(Text(f"{item['run']}  ·  {item['task']}/{item['id']}", style="bold"))
+    console.out.print(Text("Task: ", style="bold").append(item["question"] or "(not recorded)"))
+    for system in item["systems"]:
+        head = Text(f"\n── {system['name']} ", style="bold").append_text(_reward_text(system["reward"]))
+        console.out.print(head)
+        if not system["episodes"]:
+            console.out.print(Text("plays nothing: its result is made of the single rows' answers"
+                                   if system["kind"] in ("vote", "best-per-task", "oracle")
+                                   else "no episode recorded", style="dim"))
+        for k, ep in enumerate(system["episodes"]):
+            if ep.get("error"):
+                console.out.print(Text(f"failed: {ep['error']}", style="red"))
+            if ep.get("transcript"):
+                several = len(system["episodes"]) > 1
+                title = f"episode {k + 1} of {len(system['episodes'])}" if several else "episode"
+                replay_transcript(f"{title} · reward {ep.get('reward')}", item["models"], ep["transcript"],
+                                  ep.get("seed"), show_task=False)
+
+
+def pools_list(pools: Sequence[Any]) -> None:
+    """`trinity pools`: each pool's name and file (catalog.PoolListing), then its models as
+    "name (what)", or why its file cannot be read."""
+    for pool in pools:
+        line = Text(pool.name, style="bold")
+        line.append(f"  {pool.path}\n  ")
+        if pool.unreadable is not None:
+            line.append(f"unreadable: {pool.unreadable}", style="red")
+        else:
+            line.append(", ".join(f"{m} ({what})" for m, what in pool.members))
         console.out.print(line)
 
 
 def catalog_list(found: Any) -> None:
     """`trinity pools`: the pools (`pools_list`), then each registry's names (catalog.py), a
     package's marked with its entry."""
-    pools_list([(p.name, p.path, p.members) for p in found.pools])
+    pools_list(found.pools)
     for section, entries in found.sections.items():
         console.out.print(Text(f"\n{section}", style="bold"))
         for entry in entries:

@@ -25,6 +25,7 @@ from typing import Any
 from trinity_cli.messages import ROLES
 
 DASH = "—"  # a number that does not exist (no priced model, no turns)
+FAILED = "failed"  # an accuracy that does not exist: every call of the row failed (Metrics "failed")
 
 # Folders of a TRINITY_HOME that runs name files in (heads, the recipe's heads, matrices, runs).
 # -- cells -------------------------------------------------------------------------------
@@ -47,7 +48,13 @@ def signed(x: float | None) -> str:
 
 
 def interval(m: dict[str, Any]) -> str:
-    return f"{pct(m['ci_low'])} – {pct(m['ci_high'])}"
+    return DASH if m.get("failed") else f"{pct(m['ci_low'])} – {pct(m['ci_high'])}"
+
+
+def accuracy_cell(m: dict[str, Any]) -> str:
+    """A Metrics' accuracy: `FAILED` for a row whose every call failed (its members' backends
+    raised), not the 0.0% of wrong answers."""
+    return FAILED if m.get("failed") else pct(m["accuracy"])
 
 
 def p_value(p: float | None) -> str:
@@ -130,8 +137,8 @@ def _accuracy_table(summary: dict[str, Any], per_task_cols: list[str]) -> TableV
     for system in summary["systems"]:
         block = summary["results"][system["name"]]
         m = block["overall"]
-        accuracy.rows.append([system["name"], pct(m["accuracy"]), interval(m),
-                              *[pct(block["per_task"][t]["accuracy"]) for t in per_task_cols],
+        accuracy.rows.append([system["name"], accuracy_cell(m), interval(m),
+                              *[accuracy_cell(block["per_task"][t]) for t in per_task_cols],
                               num(m["mean_turns"]), num(m["mean_pool_calls"]), num(m["mean_tokens"], "{:.0f}"),
                               num(m["mean_wall_s"]), num(m["mean_cost_usd"], "{:.5f}")])
         accuracy.kinds.append(system["kind"])
@@ -140,7 +147,7 @@ def _accuracy_table(summary: dict[str, Any], per_task_cols: list[str]) -> TableV
 
 def _per_task_table(summary: dict[str, Any]) -> TableView:
     return _by_task(summary, "Per task (accuracy, 95% CI, n)", "system",
-                    lambda m: f"{pct(m['accuracy'])} ({interval(m)}, n={m['n']})")
+                    lambda m: f"{accuracy_cell(m)} ({interval(m)}, n={m['n']})")
 
 
 def _per_task_cost_table(summary: dict[str, Any]) -> TableView:
@@ -402,17 +409,19 @@ def curve_rows(curves: Sequence[dict[str, Any]], start_val: float | None = None)
     return table
 
 
-def under_way_line(generation: int, processes: Sequence[Mapping[str, Any]]) -> str:
+def under_way_line(generation: int, processes: Sequence[Mapping[str, Any]], stopped: bool = False) -> str:
     """The unfinished generation of an evolve run, from what each process did on it
     (run_files.EvolveRun.partial): episodes played so far is the largest count of one process
     (a resumed process replays the episodes the earlier ones finished before it plays new
-    ones); calls, cache hits and minutes are summed over all processes."""
+    ones); calls, cache hits and minutes are summed over all processes. `stopped`: no process
+    is playing it now (store.RunLock.held), so it is said to have stopped partway."""
     played = max(int(p["episodes"]) for p in processes)
     calls = sum(int(p["pool_calls"]) for p in processes)
     hits = sum(int(p["cache_hits"]) for p in processes)
     seconds = sum(float(p["seconds"]) for p in processes)
     who = "1 process" if len(processes) == 1 else f"{len(processes)} processes"
-    return (f"generation {generation} under way: {played} episodes played so far, by {who} "
+    return (f"generation {generation} {'stopped partway' if stopped else 'under way'}: {played} episodes played "
+            f"so far, by {who} "
             f"({calls} calls, {hits} from the cache, {seconds / 60:.0f} min)")
 
 

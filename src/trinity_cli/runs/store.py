@@ -23,7 +23,10 @@ before); a damaged latest one is passed over for the previous, with a warning.
 
 Locks: `RunStore.lock(run_dir)` holds an OS lock (flock) on `run-N/.lock` while a process
 evolves or benches that run; it goes with the process, so a killed run leaves no stale
-lock. A second process is refused with `RunBusy` naming the holder's pid.
+lock. A second process is refused with `RunBusy` naming the holder's pid. Whether a run
+has a live writer is `RunLock.held(run_dir)`: an unfinished evolve run nobody holds was
+stopped (killed, or imported from elsewhere: a lock file does not travel) and stays as it is
+until `trinity evolve --resume`.
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ from typing import Any
 
 from trinity_cli import paths
 from trinity_cli.errors import DamagedState, NotFound, RunBusy, option
-from trinity_cli.runs.run_files import EvolveRun, RunSummary
+from trinity_cli.runs.run_files import BenchRun, EvolveRun, RunSummary
 
 log = logging.getLogger("trinity_cli.runs.store")
 
@@ -130,7 +133,8 @@ class RunStore:
         A run.json that cannot be read raises `DamagedState` naming it and why."""
         path = self.path(run_id)
         if not (path / "run.json").is_file():
-            return EvolveRun(path).record()
+            record = EvolveRun(path).record()
+            return {**record, "created": started(path, record["created"])}
         data, why = _read_record(path / "run.json")
         if data is None:
             raise DamagedState(f"{path.name}: its record {path / 'run.json'} is damaged ({why})",
@@ -175,6 +179,53 @@ class RunStore:
                  f"reward {ep['reward']})")
         return title, meta["manifest"]["models"], ep["transcript"], ep["seed"]
 
+    def bench_item(self, run_id: str, ref: str) -> dict[str, Any]:
+        """Item `ref` of bench run `run_id` ("TASK/ID" as the run's per_item and the viewer
+        name it, or the ID alone when one task of the run has it), every row's episodes on it:
+        {"run", "task", "id", "question", "models", "systems": [{"name", "kind", "reward" (the
+        mean over seeds, None when the row has none), "episodes": [its lines of episodes.jsonl,
+        {"seed", "reward", "error", "transcript", ...}]}]}, rows in the run's order (a row that
+        plays nothing, vote or the oracle, has no episode). NotFound for a run that is not a
+        bench, or an item it does not hold (with the close matches and where the ids are)."""
+        path = self.path(run_id)
+        record = self.load(path.name)
+        if record.get("kind") != "bench":
+            raise NotFound(f"{path.name} is not a bench run (it is {record.get('kind')}): {option('item')} names an "
+                           "item of a bench run", f"an evolve run's episode: trinity inspect {path.name} "
+                           f"{option('episode')} GEN/K")
+        summary = record.get("summary") or {}
+        items = [(str(it["task"]), str(it["id"])) for it in summary.get("items") or []]
+        keys = [f"{task}/{item}" for task, item in items]  # a file: task's name holds slashes: match whole
+        matches = [k for k in keys if k == ref] or [k for k, (_, item) in zip(keys, items, strict=True) if item == ref]
+        if len(matches) != 1:
+            ids = (f"every item's id: the grid of trinity inspect {path.name} {option('serve')}, or summary.items "
+                   f"in trinity inspect {path.name} {option('as_json')}")
+            if matches:
+                raise NotFound(f"{path.name} has {ref!r} in several tasks: {', '.join(matches)}",
+                               f"name one as TASK/ID, e.g. {option('item')} {matches[0]}")
+            close = difflib.get_close_matches(ref, keys, n=3, cutoff=0.6) or difflib.get_close_matches(
+                ref, [item for _, item in items], n=3, cutoff=0.6)
+            said = f"did you mean {' or '.join(repr(c) for c in close)}? " if close else ""
+            raise NotFound(f"{path.name} has no item {ref!r} (its {len(keys)} items are TASK/ID, e.g. "
+                           f"{', '.join(keys[:2])})", said + ids)
+        task, item = items[keys.index(matches[0])]
+        by_system: dict[str, list[dict[str, Any]]] = {}
+        episodes = path / BenchRun.EPISODES
+        if episodes.is_file():
+            with open(episodes, encoding="utf-8") as fh:
+                for line in fh:
+                    if item in line and line.strip():  # most lines are another item's: parse these alone
+                        ep = json.loads(line)
+                        if ep.get("task") == task and str(ep.get("item")) == item:
+                            by_system.setdefault(ep["system"], []).append(ep)
+        question = next((str((eps[0].get("transcript") or {}).get("task") or "") for eps in by_system.values()), "")
+        per_item = summary.get("per_item") or {}
+        return {"run": path.name, "task": task, "id": item, "question": question,
+                "models": list((summary.get("pool") or {}).get("models") or []),
+                "systems": [{"name": s["name"], "kind": s["kind"],
+                             "reward": per_item.get(s["name"], {}).get(matches[0]),
+                             "episodes": by_system.get(s["name"], [])} for s in summary.get("systems") or []]}
+
     def list(self) -> list[RunSummary]:
         """Every finished run and every unfinished evolve run, oldest first."""
         out = []
@@ -183,6 +234,7 @@ class RunStore:
             if not (path / "run.json").is_file():
                 summary = EvolveRun(path).summary()
                 if summary is not None:
+                    summary.created = started(path, summary.created)
                     out.append(summary)
                 continue
             data, why = _read_record(path / "run.json")
@@ -200,6 +252,21 @@ class RunStore:
                 )
             )
         return out
+
+
+def started(run_dir: Path, written: float) -> float:
+    """When the unfinished evolve run `run_dir` began, for `inspect`'s list: the time its
+    evolve.json records ("created"), else `written` (evolve.json's modification time) where
+    the run was made in this home (it has a lock file), else 0: unknown. An imported run's
+    files are as old as the copy (a git checkout keeps no times), so their times say when it
+    was imported, never when it ran."""
+    try:
+        recorded = json.loads((run_dir / EvolveRun.META).read_text(encoding="utf-8")).get("created")
+    except (OSError, ValueError, AttributeError):
+        recorded = None
+    if isinstance(recorded, (int, float)) and not isinstance(recorded, bool) and recorded > 0:
+        return float(recorded)
+    return written if (run_dir / RunLock.FILE).is_file() else 0.0
 
 
 def _read_record(path: Path) -> tuple[dict[str, Any] | None, str]:
@@ -245,9 +312,45 @@ class RunLock:
         self.fd = fd
         return self
 
+    @classmethod
+    def held(cls, run_dir: Path) -> bool:
+        """Whether a live process holds `run_dir`'s lock now (an evolve or a bench writing the
+        run). The pid the lock file names is asked first: a dead one, or no lock file (a run
+        never locked here: an imported run carries none), is no writer, and nothing is locked.
+        Only for a pid alive (it may have been reused) is the lock itself tried, shared and
+        without waiting, and let go at once. False where the OS has no flock."""
+        try:
+            import fcntl
+        except ImportError:
+            return False
+        try:
+            fd = os.open(run_dir / cls.FILE, os.O_RDONLY)
+        except OSError:
+            return False
+        try:
+            pid = os.read(fd, 32).decode(errors="replace").strip()
+            if pid.isdigit() and not _alive(int(pid)):
+                return False
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return True
+            return False
+        finally:
+            os.close(fd)  # lets go of the shared lock, when it was taken
+
     def __exit__(self, *exc: object) -> None:
         if self.fd is not None:
             os.close(self.fd)  # releases the lock
             self.fd = None
 
 
+def _alive(pid: int) -> bool:
+    """Whether process `pid` exists (one of another user counts: it is alive)."""
+    try:
+        os.kill(pid, 0)
+    except PermissionError:
+        return True
+    except (OSError, OverflowError):
+        return False
+    return True

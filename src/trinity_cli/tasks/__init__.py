@@ -5,21 +5,23 @@
     load_split(task, s)    the items of a task's fixed "train" / "val" / "test" split (or "all")
     parse_mix(text)        "gsm8k:train,mmlu:test:200" -> [MixEntry(task, split, n)]
     sample_items(mix, s)   the items of a mix, drawn deterministically from seed `s`
-    score_item(item, out)  1.0 if the reply `out` answers `item` correctly, else 0.0
+    family_of(task)        the registered family of a task name (None for `file:` tasks)
     check_code_sandbox(items, strict)  refuse up front code items that must run isolated, where
                            they cannot
 
 Built-in tasks read data shipped inside PyPI packages (builtin.py); `file:PATH` reads your
-own JSONL (userfile.py). Splits are documented in registry.py, scorers in scoring.py, the
-code sandbox in sandbox/sandbox.py (with isolation.py: bubblewrap; limits.py: resource limits;
-sandbox/recorded.py: recorded runs, so replayed episodes do not run their programs again).
+own JSONL (userfile.py). Splits are documented in registry.py. An item is scored by its
+family's own scorer, else by the answer kind its `scorer` names (answer_kinds.score_item: the
+kinds are the one registry of scorers); the built-in kinds' scoring functions are scoring.py's,
+code.py's and constraints.py's. Code runs in sandbox/sandbox.py (with isolation.py:
+bubblewrap; limits.py: resource limits; sandbox/recorded.py: recorded runs, so replayed
+episodes do not run their programs again).
 """
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Iterable
-from dataclasses import replace
 
 from trinity_cli.tasks.items import TaskFamily, TaskItem
 from trinity_cli.tasks.mix import MixEntry, format_mix, parse_mix, sample_items
@@ -31,27 +33,13 @@ from trinity_cli.tasks.registry import (
     load_split,
     split_sizes,
 )
-from trinity_cli.tasks.scoring import SCORERS, get_scorer
 from trinity_cli.tasks.userfile import load_jsonl
-
-
-def score_item(item: TaskItem, output: str, strict_sandbox: bool = False) -> float:
-    """Score a model's reply to `item` as its task family does (`TaskFamily.score`: the
-    family's own scorer, else the item's answer kind's): 1.0 or 0.0.
-
-    `strict_sandbox` (a pool's `sandbox: strict`): code items refuse to run without isolation.
-    """
-    reference = item.reference
-    if strict_sandbox and item.scorer == "code" and isinstance(reference, dict):
-        item = replace(item, reference={**reference, "sandbox": "strict"})
-    family = family_of(item.task)
-    return family.score(item, output) if family is not None else get_scorer(item.scorer)(output, item.reference)
 
 
 @functools.cache
 def family_of(task: str) -> TaskFamily | None:
     """The registered family named `task` (None for `file:` tasks and items of no family:
-    they are scored by their answer kind's scorer)."""
+    they are scored by the answer kind their `scorer` names)."""
     return FAMILIES.get(task) if not task.startswith("file:") and task in FAMILIES else None
 
 
@@ -72,7 +60,6 @@ def check_code_sandbox(items: Iterable[TaskItem], strict_sandbox: bool = False) 
 
 
 __all__ = [
-    "SCORERS",
     "SPLITS",
     "FAMILIES",
     "MixEntry",
@@ -80,13 +67,12 @@ __all__ = [
     "TaskFamily",
     "format_mix",
     "check_code_sandbox",
-    "get_scorer",
     "get_task",
     "load_items",
     "load_jsonl",
     "load_split",
     "parse_mix",
     "sample_items",
-    "score_item",
+    "family_of",
     "split_sizes",
 ]

@@ -145,24 +145,32 @@ def describe(constraint: Constraint) -> str:
 
 # (pattern, builder): each finds one constraint in a request's wording.
 _PATTERNS: list[tuple[re.Pattern[str], Callable[[re.Match[str]], Constraint]]] = [
-    (re.compile(r"\b(?:without(?: using)?|no|(?:do )?not (?:use|using|include|including)|avoid(?: using)?) "
-                r"(?:any )?commas?\b",
+    (re.compile(r"\b(?:without(?: using)?|no|(?:do )?not (?:use|using|include|including|contain|have)|"
+                r"(?:cannot|can't|don't|never|must not|should not) (?:use|contain|include|have)|"
+                r"refrain from(?: using)?|avoid(?: using)?) (?:any )?commas?\b|\bcommas? (?:are|is) not allowed\b",
                 re.I), lambda m: {"type": "no_commas"}),
     (re.compile(r"\b(?:in|using|use) (?:all |only )?lower[- ]?case\b|\ball lower[- ]?case\b|"
-                r"\blower[- ]?case letters only\b", re.I),
+                r"\blower[- ]?case letters(?: only)?\b|\bonly lower[- ]?case\b|\bin lower[- ]?cases\b|"
+                r"\ball letters lower[- ]?cased\b|\bwithout (?:using )?any capital letters\b", re.I),
      lambda m: {"type": "lowercase"}),
     (re.compile(r"\b(?:in )?all (?:capital|upper[- ]?case) letters\b|\bin all caps\b|\bentirely in upper[- ]?case\b",
                 re.I), lambda m: {"type": "uppercase"}),
     (re.compile(rf"\b{_RELATION} {_N} words?\b", re.I),
      lambda m: {"type": "words", "relation": _RELATIONS[m.group(1).lower()], "n": _number(m.group(2))}),
+    (re.compile(rf"\b{_N}(?:\+| or more) words?\b|\b{_N} words? or more\b", re.I),
+     lambda m: {"type": "words", "relation": "at_least", "n": _number(m.group(1) or m.group(2))}),
+    (re.compile(rf"\b{_N} (?:or (?:less|fewer) words?|words? or (?:less|fewer))\b", re.I),
+     lambda m: {"type": "words", "relation": "at_most", "n": _number(m.group(1))}),
     (re.compile(rf"\b{_RELATION} {_N} sentences?\b", re.I),
      lambda m: {"type": "sentences", "relation": _RELATIONS[m.group(1).lower()], "n": _number(m.group(2))}),
     (re.compile(rf"\b(?:exactly |in |with |using |as )?{_N} bullet(?:ed)?[- ]points?\b", re.I),
      lambda m: {"type": "bullets", "n": _number(m.group(1))}),
     (re.compile(rf"\b(?:exactly |in |with )?{_N} paragraphs\b", re.I),
      lambda m: {"type": "paragraphs", "n": _number(m.group(1))}),
-    (re.compile(r"\b(?:end|finish|conclude)(?: your (?:response|answer|reply)| it)? with (?:the (?:exact )?"
-                r"(?:phrase|words?|sentence) )?([\"“'‘])(.+?)[\"”'’](?=[\s.,;]|$)", re.I),
+    (re.compile(r"\b(?:end|finish|conclude)(?: (?:your|the) (?:entire |whole )?\w+(?: post)?| it)? with "
+                r"(?:(?:the|this) (?:exact )?(?:phrase|words?|sentence):? |exactly:? )?"
+                r"([\"“'‘])(.+?)[\"”'’](?=[\s.,;]|$)",
+                re.I),
      lambda m: {"type": "ends_with", "phrase": _phrase(m.group(2))}),
     (re.compile(r"\b(?:start|begin|open)(?: your (?:response|answer|reply)| it)? with (?:the (?:exact )?"
                 r"(?:phrase|words?|sentence) )?([\"“'‘])(.+?)[\"”'’](?=[\s.,;]|$)", re.I),
@@ -170,13 +178,49 @@ _PATTERNS: list[tuple[re.Pattern[str], Callable[[re.Match[str]], Constraint]]] =
     (re.compile(r"(?<!not )(?<!n't )(?<!never )(?<!without )\b(?:include|use|mention|contain)s? the (?:key)?words? "
                 r"((?:[\"“'‘][^\"”'’]+[\"”'’](?:,? (?:and )?)?)+)",
                 re.I), lambda m: {"type": "include", "words": [_phrase(w) for w in re.findall(_QUOTED, m.group(1))]}),
-    (re.compile(r"\b(?:do not|don't|never|without) (?:use|using|say|saying|mention|mentioning|include|including)"
-                r" the words? ((?:[\"“'‘][^\"”'’]+[\"”'’](?:,? (?:or |and )?)?)+)", re.I),
+    (re.compile(r"\b(?:do not|don't|never|without|not) (?:use|using|say|saying|mention|mentioning|include|including)"
+                r"(?: the)?(?: following)? (?:key)?words?:? \[?((?:[\"“'‘][^\"”'’]+[\"”'’](?:,? (?:or |and )?)?)+)",
+                re.I),
      lambda m: {"type": "exclude", "words": [_phrase(w) for w in re.findall(_QUOTED, m.group(1))]}),
-    (re.compile(r"\bwrap (?:your )?(?:entire |whole )?(?:response|answer|reply) (?:in|with) double quot", re.I),
+    (re.compile(r"\bthe words? [\"“'‘]?([A-Za-z][\w-]*)[\"”'’]? (?:should|must|does|do|will|may)(?: not|n't) "
+                r"(?:appear|be used|be included|be in)", re.I),
+     lambda m: {"type": "exclude", "words": [m.group(1)]}),
+    (re.compile(r"\b(?:wrap|put|enclose|surround)\b[^.!?\n]{0,40}?\b(?:in|with|inside|within) double quot|"
+                r"\bdouble quot\w*(?: marks)? around (?:your |the )?(?:entire |whole )", re.I),
      lambda m: {"type": "quoted"}),
     (re.compile(r"double angular brackets|<<\s*title\s*>>", re.I), lambda m: {"type": "title"}),
 ]
+
+
+# Wordings a pattern matches that state another constraint, one trinity cannot check: a few
+# capitalised words ("at least 10 words in all capital letters"), how a paragraph or section
+# starts ("Paragraph 2 must start with ..."). Read as the pattern reads them, they would fail
+# answers that follow the request (found on IFEval's train split: docs/freeform.md).
+_CAPITAL_WORDS_BEFORE = re.compile(r"\b(?:words|phrases)\s+(?:(?:with|in|using|written in)\s+)?$|"
+                                   r"\bwords\b(?:\s+\w+){0,4}\s+(?:should|must|will)\s+be\s+$", re.I)
+_TIMES_AFTER = re.compile(r"^\s*(?:should |must |will )?(?:appear |be used )?(?:at least |at most |less than |"
+                          r"more than |fewer than |exactly )?\d+\s+times|^\s+(?:at least|at most|less than|more than|"
+                          r"fewer than)\s+\d+", re.I)
+_CAPITAL_AFTER = re.compile(r"^\s+(?:or phrases\s+)?(?:\w+\s+)?(?:in|with|using)\s+(?:all\s+)?(?:capital|caps|upper)",
+                            re.I)
+_PART_BEFORE = re.compile(r"\b(?:paragraph|section|sentence|line|bullet|point|part|stanza|verse)s?\b[^.!?\n]{0,25}$",
+                          re.I)
+
+
+def _other(constraint: Constraint, text: str, match: re.Match[str]) -> bool:
+    """Whether `match` states something else than `constraint` (the wordings above)."""
+    before, after = text[max(0, match.start() - 60): match.start()], text[match.end(): match.end() + 60]
+    kind = constraint["type"]
+    if kind == "uppercase":
+        return bool(_CAPITAL_WORDS_BEFORE.search(before) or _TIMES_AFTER.search(after)
+                    or re.search(r"\bcapitali[sz]ed words\b", before + after, re.I))
+    if kind == "lowercase":  # "no lowercase letters allowed": the opposite
+        return bool(re.search(r"\b(?:no|not|any|without|never)\b[^.!?\n]{0,60}$", before, re.I))
+    if kind == "words":
+        return bool(_CAPITAL_AFTER.search(after))
+    if kind == "starts_with":
+        return bool(_PART_BEFORE.search(before))
+    return False
 
 
 def parse(text: str) -> list[Constraint]:
@@ -185,7 +229,7 @@ def parse(text: str) -> list[Constraint]:
     for pattern, build in _PATTERNS:
         for match in pattern.finditer(text):
             constraint = build(match)
-            if constraint.get("words") == []:
+            if constraint.get("words") == [] or _other(constraint, text, match):
                 continue
             if constraint not in found:
                 found.append(constraint)

@@ -10,7 +10,8 @@ TASK is a registered task family (tasks/registry.py: built in, or a package's) o
 `A-B` instead of N takes the items ranked A to B (1-based, both included: `gsm8k:test:101-200`
 is the 100 items drawn after the first 100).
 A task may appear with several splits, but not twice with the same split, nor with `all`
-and another split.
+and another split. An entry whose split holds no item is refused when it is drawn, with how
+many items each split holds (a small file's ids may leave its test split empty: take `:all`).
 
 Sampling is a pure function of (mix, seed) and the task data; it uses no random-number
 generator state at all. Each item gets the rank sha256("<seed>:<task>:<split>:<id>") and an
@@ -28,7 +29,15 @@ from typing import NamedTuple
 from trinity_cli import seeds
 from trinity_cli.errors import ConfigError, did_you_mean, option
 from trinity_cli.tasks.items import TaskItem
-from trinity_cli.tasks.registry import FAMILIES, FILE_PREFIX, SPLIT_ALIASES, SPLITS, load_split, normalize_split
+from trinity_cli.tasks.registry import (
+    FAMILIES,
+    FILE_PREFIX,
+    SPLIT_ALIASES,
+    SPLITS,
+    load_split,
+    normalize_split,
+    split_sizes,
+)
 
 MIX_HINT = "write TASK:SPLIT[:N] entries separated by commas, e.g. gsm8k:train,mmlu:test:200"
 
@@ -159,6 +168,8 @@ def sample_items(mix: str | Sequence[MixEntry], seed: int) -> list[TaskItem]:
     chosen: list[TaskItem] = []
     for entry in entries:
         items = load_split(entry.task, entry.split)
+        if not items:
+            raise _empty(entry)
         if entry.n is None:
             chosen.extend(items)
             continue
@@ -172,3 +183,19 @@ def sample_items(mix: str | Sequence[MixEntry], seed: int) -> list[TaskItem]:
         ranked = sorted(items, key=lambda item: _rank(seed, entry.task, entry.split, item.id))
         chosen.extend(ranked[entry.first - 1 : last])
     return sorted(chosen, key=lambda item: _rank(seed, "mix", item.task, item.id))
+
+
+def _empty(entry: MixEntry) -> ConfigError:
+    """The error of an entry whose split holds no item: how many each split holds, and what to
+    take instead (a small file's items fall in whichever split their ids send them to)."""
+    sizes = split_sizes(entry.task)
+    held = ", ".join(f"{split} {count}" for split, count in sizes.items())
+    if entry.task.startswith(FILE_PREFIX):
+        hint = (f"take every item of the file: {entry.task}:all (ids decide the splits, so a small "
+                "file leaves some empty)")
+    elif any(sizes.values()):
+        hint = "use a split that holds items: " + ", ".join(f"{entry.task}:{s}" for s, n in sizes.items() if n)
+    else:
+        hint = f"the task {entry.task} gives no items: check the package that provides it"
+    return ConfigError(f"mix entry {entry} selects no items: its {sum(sizes.values())} items are split {held}",
+                       hint=hint)

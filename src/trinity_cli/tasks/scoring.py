@@ -1,8 +1,12 @@
-"""Scorers: grade a model's reply against a task item's reference.
+"""The built-in answer kinds' scoring functions: grade a model's reply against a task item's
+reference.
 
-Every scorer is `score(output_text, reference) -> float` and returns 1.0 or 0.0. They never
-raise on odd model output (an unparseable reply scores 0.0); a malformed *reference* is a
-bug in the task data and raises `ValueError`.
+Which function scores an item is its answer kind's business: an item's `scorer` names an
+answer kind, whose `score` decides (answer_kinds/registry.py: the one registry of scorers;
+answer_kinds/short.py and freeform.py call the functions here and in code.py and
+constraints.py). Every function is `score(output_text, reference) -> float` and returns 1.0
+or 0.0. They never raise on odd model output (an unparseable reply scores 0.0); a malformed
+*reference* is a bug in the task data and raises `ValueError`.
 
 References, by scorer:
 
@@ -34,9 +38,8 @@ How answers are read from a reply:
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any
 
-from trinity_cli.errors import ConfigError, did_you_mean
 from trinity_cli.tasks.answers import (
     _LETTERS,
     _answer_tails,
@@ -47,15 +50,7 @@ from trinity_cli.tasks.answers import (
     normalize_text,
     parse_reference_number,
 )
-from trinity_cli.tasks.code import score_code
-from trinity_cli.tasks.constraints import score_constraints
 from trinity_cli.tasks.mathequiv import math_equal, normalize_math
-
-
-class Scorer(Protocol):
-    """A scorer (module docstring): the reply's text and the item's reference in, 1.0 or 0.0 out."""
-
-    def __call__(self, output: str, reference: Any, /) -> float: ...
 
 
 def score_numeric(output: str, reference: Any) -> float:
@@ -82,22 +77,3 @@ def score_math(output: str, reference: Any) -> float:
     if got is None:
         return 0.0
     return 1.0 if math_equal(normalize_math(got), normalize_math(str(reference))) else 0.0
-
-
-# --------------------------------------------------------------------------- registry
-
-SCORERS: dict[str, Scorer] = {
-    "numeric": score_numeric,
-    "math": score_math,
-    "choice": score_choice,
-    "exact": score_exact,
-    "code": score_code,
-    "freeform": score_constraints,
-}
-
-
-def get_scorer(name: str) -> Scorer:
-    try:
-        return SCORERS[name]
-    except KeyError:
-        raise ConfigError(f"unknown scorer {name!r}", hint=did_you_mean(name, SCORERS)) from None

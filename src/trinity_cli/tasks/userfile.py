@@ -18,10 +18,13 @@ One JSON object per line (blank lines are skipped):
                         `examples` (optional, a string or a list of assert lines) are the
                         tests the prompt shows: episodes run every code answer against
                         them (turns/settle.py), so keep them out of `tests`, which scores
-    scorer   required: numeric | math | choice | exact | code | freeform (tasks/scoring.py);
-             another name is refused: a scorer of your own needs a task family of your own
-             (docs/extending.md). A scorer with no reference check below (freeform) takes the
-             answer as written
+    scorer   required: the name of an answer kind that scores, built in (numeric | math |
+             choice | exact | code | freeform) or an installed package's (`trinity pools`
+             lists them; answer_kinds/registry.py). A run refuses, before it starts, a name
+             no kind has (with the close ones) or a kind that cannot score (`short`). A
+             scorer with no reference check below (freeform, a package's kind) takes the
+             answer as written; a scorer of your own is an answer kind or a task family of
+             your own (docs/extending.md)
     id       optional string or integer, unique in the file; defaults to "line-N". The id
              decides the item's split, so keep ids stable when you edit the file.
 
@@ -39,7 +42,6 @@ from typing import Any
 from trinity_cli.errors import ConfigError, did_you_mean
 from trinity_cli.tasks.answers import parse_reference_number
 from trinity_cli.tasks.items import TaskItem
-from trinity_cli.tasks.scoring import SCORERS
 
 FIELDS = ("prompt", "answer", "scorer", "id")
 CODE_FIELDS = ("tests", "prelude", "entry_point", "timeout_s", "sandbox", "examples")
@@ -97,11 +99,11 @@ def _item(record: Any, task: str, lineno: int, where: str) -> TaskItem:
     prompt, scorer = record["prompt"], record["scorer"]
     if not isinstance(prompt, str) or not prompt.strip():
         raise ConfigError(f"{where}: 'prompt' must be a non-empty string", hint="put the question text there")
-    if scorer not in SCORERS:
-        raise ConfigError(f"{where}: unknown scorer {scorer!r}: a task file's lines are scored by "
-                          f"{', '.join(SCORERS)}",
-                          hint=f"{did_you_mean(str(scorer), SCORERS)} A scorer of your own belongs to a task family "
-                               "of your own: docs/extending.md, 'A task family of your own'")
+    # Which kinds exist is the answer kinds' registry's to say, below this layer: a run checks
+    # the name before it starts (answer_kinds.check_scoring); here only its form.
+    if not isinstance(scorer, str) or not scorer.strip():
+        raise ConfigError(f"{where}: 'scorer' must name an answer kind",
+                          hint='e.g. "scorer": "numeric" (trinity pools lists the answer kinds)')
     item_id = record.get("id", f"line-{lineno}")
     if isinstance(item_id, bool) or not isinstance(item_id, (str, int)) or str(item_id) == "":
         raise ConfigError(f"{where}: 'id' must be a non-empty string or an integer", hint='e.g. "id": "q17"')
@@ -110,8 +112,9 @@ def _item(record: Any, task: str, lineno: int, where: str) -> TaskItem:
 
 
 def _reference(answer: Any, scorer: str, where: str) -> Any:
-    """The checked reference for `scorer`, in the form scoring.py expects (`REFERENCES`); a
-    scorer with no check of its own here takes the answer as written, never another form."""
+    """The checked reference for `scorer`, in the form the built-in kind of that name scores
+    (`REFERENCES`, scoring.py); a scorer with no check here (freeform, a package's kind) takes
+    the answer as written, never another form."""
     check = REFERENCES.get(scorer)
     return check(answer, scorer, where) if check is not None else answer
 

@@ -12,6 +12,7 @@ from typing import Any
 from trinity_cli.errors import NotFound, TrinityError
 from trinity_cli.runs import reports, verdict
 from trinity_cli.runs.reports import DASH, TableView
+from trinity_cli.runs.store import RunLock
 from trinity_cli.viewer import shape
 from trinity_cli.viewer.bench_page import QUESTION_CHARS
 from trinity_cli.viewer.opened import OpenedRun
@@ -78,16 +79,31 @@ def cost_table(record: Mapping[str, Any], validated: Mapping[str, Any] | None) -
     return view
 
 
+def _at(generation: Any) -> str:
+    """Where the best head was found: generation -1 is the start, scored before any generation."""
+    return "start" if generation == -1 else f"generation {generation}"
+
+
+def writing(run: OpenedRun, record: Mapping[str, Any]) -> str:
+    """An unfinished run's state: "under way" while a process holds its lock (RunLock.held),
+    "stopped" when none does (killed, or imported: it waits for `trinity evolve --resume`);
+    "" for a finished run."""
+    if record.get("status") != "unfinished":
+        return ""
+    return "under way" if RunLock.held(run.path) else "stopped"
+
+
 def _facts(run: OpenedRun, record: Mapping[str, Any]) -> list[list[str]]:
     o = record.get("options") or {}
     best = record.get("best_val")
+    state = writing(run, record)
     facts = [["pool", str(o.get("pool") or "local")], ["tasks", str(o.get("tasks"))],
              ["validation", str(o.get("val_tasks") or f"{o.get('val_size')} items")],
              ["backbone", str(o.get("backbone"))], ["seed", str(o.get("seed"))],
              ["episodes", f"{record.get('spent')} of {o.get('budget')}"],
              ["population, minibatch", f"{o.get('popsize')}, {o.get('minibatch')}"],
-             ["best validation", DASH if best is None else f"{best:.3f} (generation {record.get('best_generation')})"],
-             ["status", str(record.get("status", ""))]]
+             ["best validation", DASH if best is None else f"{best:.3f} ({_at(record.get('best_generation'))})"],
+             ["status", str(record.get("status", "")) + (f" ({state})" if state else "")]]
     if record.get("head"):
         facts.append(["head", str(shape.shown(record["head"]))])
     if o.get("init_labels"):
@@ -121,17 +137,19 @@ def evolve_page(run: OpenedRun) -> dict[str, Any]:
                                                                 models)] if scopes else []
     under_way = record.get("under_way") or {}
     popsize = (record.get("options") or {}).get("popsize")
+    state = writing(run, record)
     return {
         "kind": "evolve", "id": run.id, "title": record.get("title", ""), "created": record.get("created"),
         "facts": _facts(run, record), "curves": curve_points(run, record), "tables": tables,
-        "under_way": (reports.under_way_line(under_way["generation"], under_way["processes"])
+        "under_way": (reports.under_way_line(under_way["generation"], under_way["processes"], state == "stopped")
                       if under_way.get("processes") else ""),
         "verdict": {"winner": recipe.get("winner"), "validate": validate_run if validated is not None else None,
                     "validate_named": validate_run} if recipe else None,
         "generations": [{"generation": g, "key": f"run/{run.id}/gen/{g}", "candidates": popsize,
                          **_curve_of(record, g)} for g in run.generation_numbers()],
         "resume": record.get("resume"),
-        "live": record.get("status") == "unfinished",  # the page asks again as generations end
+        "state": state,
+        "live": state == "under way",  # the page asks again as generations end; a stopped run will not change
     }
 
 

@@ -10,7 +10,9 @@ folder that opens from disk with no server and no network.
 `trinity inspect A --compare B --html DIR` writes the comparison instead (export_compare):
 the two runs' pages, the compare page and the pages of the items whose result changed.
 
-The runs list holds the one run; a bench run's items and an evolve run's generations each get
+The runs list holds the one run, and the keys of every page the folder holds ("pages"): the
+viewer loads data/KEY.js for those keys alone, so no URL (`index.html#/../../x`) makes it run
+a script from anywhere else. A bench run's items and an evolve run's generations each get
 their own file, so opening the folder reads the run's page alone and an item is read when
 opened. Every page is scrubbed as the server's are (shape.scrub). The folder is written
 beside DIR and renamed into place; DIR may be absent, empty, or an earlier export.
@@ -141,7 +143,8 @@ def _write(out: Path, store: RunStore, runs: list[OpenedRun], keys: list[str], o
         write("index.html", index_html("static"))
         for asset_name in ASSETS[1:]:
             write(asset_name, asset(asset_name))
-        listed = {"kind": "runs", "runs": entries, **({"compare": compare} if compare else {})}
+        listed = {"kind": "runs", "runs": entries, "pages": ["runs", *keys],
+                  **({"compare": compare} if compare else {})}
         write("data/runs.js", data_script("runs", shape.scrub(listed, pairs)))
         for key in keys:
             page = (made or {}).get(key) or pages.page(key, store, opened.__getitem__)

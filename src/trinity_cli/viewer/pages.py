@@ -24,7 +24,7 @@ from typing import Any
 
 from trinity_cli.errors import DamagedState, NotFound
 from trinity_cli.runs.run_files import EvolveRun, RunSummary
-from trinity_cli.runs.store import RunStore
+from trinity_cli.runs.store import RunLock, RunStore
 from trinity_cli.viewer import bench_page, evolve_page, shape
 from trinity_cli.viewer.opened import OpenedRun
 
@@ -99,9 +99,11 @@ def _entry(summary: RunSummary, store: RunStore) -> dict[str, Any]:
     if summary.status == "damaged":
         entry["headline"] = summary.title
         return entry
-    if summary.status == "unfinished":  # an evolve run under way: its record would read every generation
+    if summary.status == "unfinished":  # an evolve run not done: its record would read every generation
         meta = EvolveRun(store.root / summary.id).meta() or {}
-        entry.update(pool=(meta.get("manifest") or {}).get("pool", ""), headline=f"unfinished: {summary.title}")
+        state = "under way" if RunLock.held(store.root / summary.id) else "stopped"
+        entry.update(pool=(meta.get("manifest") or {}).get("pool", ""), status=f"unfinished ({state})",
+                     headline=f"{state}: {summary.title}")
         return entry
     try:
         record = store.load(summary.id)

@@ -6,6 +6,9 @@ loopback unless told otherwise.
                            unknown key or run: 404 {"error", "hint"}
     GET /files/RUN/NAME    a bench run's chart (NAME one of opened.CHARTS)
 
+HEAD is answered wherever GET is, with the same status and headers (uvicorn sends no body
+to a HEAD request): link checkers and `curl -I` ask that way.
+
 Pages are computed when asked, from the run's files as they are then, so the runs list shows
 runs as they finish (the page asks for it again every few seconds). A few opened runs are
 kept, each reopened when its files change (OpenedRun.signature). Every answer carries a
@@ -33,6 +36,7 @@ from trinity_cli.viewer.opened import CHARTS, OpenedRun
 
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
        "base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
+READ = ["GET", "HEAD"]  # the methods every route answers
 KEPT_RUNS = 3  # opened runs kept between requests (a 300-item bench's index is a few MB)
 
 
@@ -83,26 +87,26 @@ def create_app(store: RunStore, allowed_hosts: list[str]) -> Any:
         response.headers["Cache-Control"] = "no-store"
         return response
 
-    @app.get("/")
+    @app.api_route("/", methods=READ)
     def index() -> Response:
         return Response(index_html("served"), media_type="text/html; charset=utf-8")
 
-    @app.get("/viewer.js")
+    @app.api_route("/viewer.js", methods=READ)
     def script() -> Response:
         return Response(asset("viewer.js"), media_type="text/javascript; charset=utf-8")
 
-    @app.get("/viewer.css")
+    @app.api_route("/viewer.css", methods=READ)
     def style() -> Response:
         return Response(asset("viewer.css"), media_type="text/css; charset=utf-8")
 
-    @app.get("/api/{key:path}")
+    @app.api_route("/api/{key:path}", methods=READ)
     def api(key: str) -> Response:
         try:
             return JSONResponse(shape.scrub(pages.page(key, store, runs.open), pairs))
         except TrinityError as exc:
             return JSONResponse(shape.scrub({"error": exc.message, "hint": exc.hint}, pairs), status_code=404)
 
-    @app.get("/files/{run_id}/{name}")
+    @app.api_route("/files/{run_id}/{name}", methods=READ)
     def chart(run_id: str, name: str) -> Response:
         if name not in CHARTS or not pages.RUN_ID.match(run_id):
             return JSONResponse({"error": "no such file"}, status_code=404)

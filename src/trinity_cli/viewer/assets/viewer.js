@@ -7,6 +7,10 @@
  * Every text that comes from a run (questions, replies, prompts, code, answers, names) goes
  * into the page as a text node: nothing here parses HTML, so a reply holding <script> or
  * <img onerror> shows as written and runs nothing.
+ *
+ * A page's key comes from the URL (#/KEY), which anyone may write: only the keys of
+ * viewer/pages.py are asked for (KEY below), and from disk only the keys the export lists in
+ * its data/runs.js ("pages"), so no URL makes the page load a script of its choosing.
  */
 (function () {
   "use strict";
@@ -62,9 +66,22 @@
 
   const link = (key, ...text) => h("a", { href: "#/" + key }, ...text);
 
+  // Text of the report (captions, notes, titles) marks code `like this`, as Markdown does: the
+  // marked parts shown as code, every part a text node; a backtick left unpaired is text.
+  function prose(text) {
+    const parts = String(text ?? "").split("`");
+    if (parts.length % 2 === 0) parts.push(parts.splice(-2).join("`"));
+    return parts.map((part, i) => (i % 2 ? h("code", {}, part) : part)).filter((p) => p !== "");
+  }
+
   // -- data --------------------------------------------------------------------------------
   const loaded = new Map();
   const waiting = new Map();
+  // The keys of viewer/pages.py's docstring; nothing else is ever asked for.
+  const KEY = /^(runs|run\/run-\d{1,9}(\/item\/\d{1,9}|\/gen\/\d{1,9}(\/item\/\d{1,9})?)?|compare\/run-\d{1,9}\/run-\d{1,9}(\/item\/\d{1,9})?)$/;
+  let held = null; // from disk: the keys data/runs.js says the export holds
+  const notHeld = (key) => new Error("this export does not hold " + JSON.stringify(key) +
+    " (it holds what it was written with: start from the runs list)");
 
   window.TRINITY_PUT = function (key, data) {
     loaded.set(key, data);
@@ -74,6 +91,7 @@
 
   function loadStatic(key) {
     if (loaded.has(key)) return Promise.resolve(loaded.get(key));
+    if (key !== "runs" && !(KEY.test(key) && held && held.has(key))) return Promise.reject(notHeld(key));
     return new Promise((resolve, reject) => {
       if (!waiting.has(key)) waiting.set(key, []);
       waiting.get(key).push(resolve);
@@ -86,20 +104,25 @@
       script.onerror = () => {
         script.remove();
         waiting.delete(key);
-        reject(new Error("this export does not hold " + key + " (it holds what it was written with: start from the runs list)"));
+        reject(notHeld(key));
       };
       document.head.appendChild(script);
     });
   }
 
   async function loadServed(key) {
+    if (!KEY.test(key)) throw new Error("no page " + JSON.stringify(key) + " — start from the runs list");
     const response = await fetch("api/" + key, { cache: "no-store" });
     const data = await response.json();
     if (!response.ok) throw new Error(data.error + (data.hint ? " — " + data.hint : ""));
     return data;
   }
 
-  const load = (key) => (MODE === "static" ? loadStatic(key) : loadServed(key));
+  async function load(key) {
+    const page = await (MODE === "static" ? loadStatic(key) : loadServed(key));
+    if (MODE === "static" && key === "runs") held = new Set(page.pages || []);
+    return page;
+  }
 
   // -- cells -----------------------------------------------------------------------------
   function outcome(r) {
@@ -126,7 +149,7 @@
   function table(t) {
     const numeric = (i) => i >= t.numeric_from;
     return h("div", {},
-      t.title ? h("h3", {}, t.title) : null,
+      t.title ? h("h3", {}, prose(t.title)) : null,
       h("table", { class: "view" },
         h("thead", {}, h("tr", {}, t.header.map((c, i) => h("th", { class: numeric(i) ? "num" : "" }, c)))),
         h("tbody", {}, t.rows.map((row, r) => h("tr", { class: t.kinds[r] ? "kind-" + t.kinds[r] : "" },
@@ -204,11 +227,11 @@
         body.appendChild(h("tr", { class: "row", onclick: open, "data-i": String(row.i) },
           h("td", {}, link(grid.item + row.i, row.id)), h("td", {}, row.task),
           cols.map((i) => {
-            if (compare) {
+            if (compare) { // two halves, the first run's result then the second's, a gap between them
               const [a, b] = row.cells[i];
-              const cls = "cell " + outcome(b) + (a !== b ? " changed" : "");
+              const cls = "cell pair" + (a !== b ? " changed" : "");
               return h("td", { class: cls, title: `${grid.columns[i].name}: ${outcome(a)} → ${outcome(b)}` },
-                MARK[outcome(a)] + MARK[outcome(b)]);
+                h("span", { class: "half " + outcome(a) }, MARK[outcome(a)]), h("span", { class: "half " + outcome(b) }, MARK[outcome(b)]));
             }
             const o = outcome(row.cells[i]);
             return h("td", { class: "cell " + o, title: `${grid.columns[i].name}: ${o}` }, MARK[o]);
@@ -300,18 +323,27 @@
         h("details", {}, h("summary", {}, "answer"), h("pre", {}, tr.answer ?? "(none)"))));
   }
 
+  // The episodes side by side in a pane no taller than the window, so its horizontal scrollbar
+  // is on screen, never under the longest column; above it, a chip per column (its name and
+  // result) that brings that column into the pane: every system in sight from the page's top.
   function columnsView(page) {
     const columns = page.columns.filter((c) => page.kind !== "item" || !hiddenColumns.has(c.name) || page.columns.length <= 2);
     const box = h("div", { class: "episodes" + (columns.length === 1 ? " single" : "") });
+    const chips = h("div", { class: "systems" });
     for (const c of columns) {
+      chips.appendChild(h("button", { class: "system", type: "button", "data-system": c.name, title: "show this column",
+        onclick: () => {
+          const col = [...box.children].find((el) => el.getAttribute("data-system") === c.name);
+          if (col) box.scrollTo({ left: col.offsetLeft - box.firstChild.offsetLeft, top: 0 });
+        } }, c.label || c.name, c.reward !== undefined && c.reward !== null ? badge(c.reward) : null));
       box.appendChild(h("section", { class: "episode-col", "data-system": c.name },
         h("div", { class: "col-head" }, h("span", { class: "name" }, c.label || c.name),
           c.reward !== undefined && c.reward !== null ? badge(c.reward) : null),
-        c.note ? h("div", { class: "col-note" }, c.note) : null,
+        c.note ? h("div", { class: "col-note" }, prose(c.note)) : null,
         c.episodes.length ? null : (c.note ? null : h("div", { class: "col-note" }, "no episode recorded")),
         c.episodes.map((ep) => episodeView(ep, c.models || page.models, page.roles, c.kind))));
     }
-    return box;
+    return columns.length > 1 ? h("div", {}, chips, box) : box;
   }
 
   function itemView(page) {
@@ -392,11 +424,11 @@
 
   function benchView(page) {
     return h("div", {},
-      h("h1", {}, page.heading), h("div", { class: "caption" }, page.caption),
+      h("h1", {}, page.heading), h("div", { class: "caption" }, prose(page.caption)),
       page.tables.map(table), page.report ? h("pre", { class: "report" }, page.report) : null,
       page.charts.length ? h("div", { class: "charts" }, page.charts.map((c) => h("img", { src: c.src, alt: c.name, title: c.name }))) : null,
       page.selection.length ? h("details", {}, h("summary", {}, "selection: each member's and role's share of turns"), page.selection.map(table)) : null,
-      h("p", { class: "muted" }, page.stats), page.notes.map((n) => h("p", { class: "muted" }, "note: " + n)),
+      h("p", { class: "muted" }, prose(page.stats)), page.notes.map((n) => h("p", { class: "muted" }, "note: ", prose(n))),
       h("h2", {}, "Items × systems"),
       h("p", { class: "muted" }, "✓ right, ✗ wrong; click an item for every system's episode side by side."),
       gridView(page.grid, false));
@@ -409,8 +441,9 @@
       h("h1", {}, `${page.id} · ${page.title}`),
       facts(page.facts),
       page.live && MODE === "served" ? h("p", { class: "muted live-note" }, "under way: this page follows it as generations end") : null,
+      page.state === "stopped" ? h("p", { class: "stopped-note" }, "stopped: no trinity process is writing this run (it was killed, or it was made elsewhere)") : null,
       page.under_way ? h("p", {}, page.under_way) : null,
-      page.resume ? h("p", { class: "muted" }, "finish it: " + page.resume) : null,
+      page.resume && !page.live ? h("p", { class: "muted" }, "finish it: ", h("code", {}, page.resume)) : null,
       v ? h("p", {}, `verdict: ${v.winner} validates best` ,
         v.validate_named ? [" · validation: ", known(v.validate_named) ? link("run/" + v.validate_named, v.validate_named + " (bench)") : v.validate_named + " (not here)"] : null) : null,
       h("h2", {}, "Curves"), curvesView(page.curves),
@@ -473,11 +506,30 @@
   // -- routing -----------------------------------------------------------------------------
   let current = "";
   let poll = null;
+  const scrolls = new Map(); // page key -> how far down it was when left
+  if ("scrollRestoration" in history) history.scrollRestoration = "manual"; // show() places the page itself
   let followed = null; // {key, text} of the live page drawn (an evolve run under way)
   let following = false;
 
+  // Where a page opens: back from one of its items (the grid's row, a generation), as far down
+  // as it was left, with the row of the item just seen marked and in sight; else at its top.
+  function place(key, from) {
+    const back = from.startsWith(key + "/");
+    window.scrollTo(0, back ? scrolls.get(key) || 0 : 0);
+    const item = back ? from.match(/\/item\/(\d+)$/) : null;
+    const row = item ? main.querySelector(`table.grid tr.row[data-i="${item[1]}"]`) : null;
+    if (!row) return;
+    row.classList.add("last-seen");
+    const r = row.getBoundingClientRect();
+    const head = row.closest("table").querySelector("thead").getBoundingClientRect();
+    if (r.top < head.bottom || r.bottom > window.innerHeight) row.scrollIntoView({ block: "center" });
+  }
+
   async function show() {
-    const key = decodeURIComponent(location.hash.replace(/^#\/?/, "")) || "runs";
+    let key = location.hash.replace(/^#\/?/, "");
+    try { key = decodeURIComponent(key) || "runs"; } catch (err) { /* a stray "%": no key, shown as not found */ }
+    const from = current;
+    if (from) scrolls.set(from, window.scrollY);
     current = key;
     where.textContent = key === "runs" ? "" : key;
     try {
@@ -485,7 +537,7 @@
       const page = await load(key);
       if (current !== key) return;
       draw(page);
-      window.scrollTo(0, 0);
+      place(key, from);
     } catch (err) {
       if (current !== key) return;
       clear(main);

@@ -1,0 +1,114 @@
+"""Which of a free-form request's drafts is the answer: the ways of choosing among drafts, with
+no model call. bench/drafts.py scores every one of them from a recorded matrix; the draft policy
+(episode/schedules.py `drafts`) plays the one chosen on validation items.
+
+A draft (`Draft`) is what a Worker asked alone wrote, with what trinity knows of it without the
+benchmark's own checker: whether it passed the constraints the request states (`passed`: None
+when the request states none trinity can read), its self-certainty (`certainty`: mean
+KL(uniform || p) of its tokens, backends/confidence.py; None when the backend gives none) and its
+tokens' mean log-probability (`confidence`).
+
+Rules (`CHOOSERS`: name -> drafts in the order drawn -> the index of the answer):
+
+    first         the first draft
+    passing       the first draft that passed the checks, else the first
+    mbr           minimum Bayes risk (consensus): the draft whose mean similarity to the others
+                  is highest (ties: the earlier); similarity is ROUGE-L F1 over lower-cased
+                  words (`similarity`, word LCS computed by rapidfuzz)
+    passing-mbr   mbr among the drafts that passed, else mbr among all
+    certainty     the highest self-certainty (ties, or none known: the earlier)
+    passing-certainty   the same among the drafts that passed, else among all
+    confidence    the highest mean log-probability
+
+Where a request states no constraint trinity reads, `passed` is None for every draft, and the
+passing rules act as their fallbacks do.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+_WORD = re.compile(r"[a-z0-9]+")
+
+
+@dataclass(frozen=True)
+class Draft:
+    """One draft and what is known of it without the benchmark's checker (module docstring)."""
+
+    reply: str
+    passed: bool | None = None
+    certainty: float | None = None
+    confidence: float | None = None
+
+
+def words(text: str) -> list[str]:
+    """ROUGE's tokens: lower-cased runs of letters and digits."""
+    return _WORD.findall(text.lower())
+
+
+def similarity(a: Sequence[str], b: Sequence[str]) -> float:
+    """ROUGE-L F1 of two word lists: 2 LCS / (|a| + |b|); 0.0 when both are empty."""
+    from rapidfuzz.distance import LCSseq  # C++ LCS; only needed here
+
+    if not a and not b:
+        return 0.0
+    return 2 * LCSseq.similarity(a, b) / (len(a) + len(b))
+
+
+def consensus(texts: Sequence[str]) -> list[float]:
+    """Each text's mean similarity to the others (a lone text: 0.0)."""
+    tokens = [words(t) for t in texts]
+    n = len(tokens)
+    if n < 2:
+        return [0.0] * n
+    pair = {(i, j): similarity(tokens[i], tokens[j]) for i in range(n) for j in range(i + 1, n)}
+    return [sum(pair[min(i, j), max(i, j)] for j in range(n) if j != i) / (n - 1) for i in range(n)]
+
+
+def _best(scores: Sequence[float | None], among: Sequence[int]) -> int:
+    known = [(s, -i) for i in among if (s := scores[i]) is not None]
+    return -max(known)[1] if known else among[0]
+
+
+def _passing(drafts: Sequence[Draft]) -> list[int]:
+    return [i for i, d in enumerate(drafts) if d.passed]
+
+
+def first(drafts: Sequence[Draft]) -> int:
+    return 0
+
+
+def passing(drafts: Sequence[Draft]) -> int:
+    return next(iter(_passing(drafts)), 0)
+
+
+def mbr(drafts: Sequence[Draft], among: Sequence[int] | None = None) -> int:
+    among = list(range(len(drafts))) if among is None else list(among)
+    if len(among) == 1:
+        return among[0]
+    scores = consensus([drafts[i].reply for i in range(len(drafts))])
+    return _best([scores[i] if i in among else None for i in range(len(drafts))], among)
+
+
+def passing_mbr(drafts: Sequence[Draft]) -> int:
+    return mbr(drafts, _passing(drafts) or None)
+
+
+def certainty(drafts: Sequence[Draft], among: Sequence[int] | None = None) -> int:
+    return _best([d.certainty for d in drafts], list(range(len(drafts))) if among is None else among)
+
+
+def passing_certainty(drafts: Sequence[Draft]) -> int:
+    return certainty(drafts, _passing(drafts) or None)
+
+
+def confidence(drafts: Sequence[Draft]) -> int:
+    return _best([d.confidence for d in drafts], list(range(len(drafts))))
+
+
+CHOOSERS: dict[str, Callable[[Sequence[Draft]], int]] = {
+    "first": first, "passing": passing, "mbr": mbr, "passing-mbr": passing_mbr, "certainty": certainty,
+    "passing-certainty": passing_certainty, "confidence": confidence,
+}
