@@ -9,13 +9,13 @@ import pytest
 
 from trinity_cli.answer_kinds import KINDS, answer_kind, detect, kind_name
 from trinity_cli.answer_kinds.base import AnswerKind
+from trinity_cli.answer_kinds.constraints import Constraints, check, parse
 from trinity_cli.episode.loop import run_episode
 from trinity_cli.episode.schedules import FixedSchedule, agree
 from trinity_cli.errors import ConfigError
 from trinity_cli.messages import Role, Turn
 from trinity_cli.pool.pool import open_pool
 from trinity_cli.pool_config import load_pool
-from trinity_cli.tasks.constraints import Constraints, check, parse
 from trinity_cli.turns import prompts
 from trinity_cli.turns.answer_text import answer_text
 
@@ -87,16 +87,17 @@ def test_freeform_scores_an_item_by_its_constraints() -> None:
 
 
 def test_short_kinds_keep_their_prompts_and_freeform_gets_its_own() -> None:
-    short = prompts.build_messages(Role.WORKER, "What is 2+2?", [], style="reason", kind="numeric")
+    short = prompts.build_messages(Role.WORKER, "What is 2+2?", [], style="reason", kind=answer_kind("numeric"))
     assert short[-1].content.endswith(prompts.REQUEST["reason"][Role.WORKER])
-    free = prompts.build_messages(Role.WORKER, "Write a haiku about rain.", [], style="direct", kind="freeform")
+    freeform = answer_kind("freeform")
+    free = prompts.build_messages(Role.WORKER, "Write a haiku about rain.", [], style="direct", kind=freeform)
     # a draft is the request as a person asks it: a plain system line, the request alone
     assert [m.role for m in free] == ["system", "user"] and free[-1].content == "Write a haiku about rain."
     assert free[0].content.startswith("You are a helpful assistant.") and "team" not in free[0].content
     revising = prompts.build_messages(Role.WORKER, "Write a haiku about rain.", [
         Turn(index=0, model="m", role=Role.WORKER, chosen_role=Role.WORKER, model_probs=[], role_probs=[],
              messages=[], prompt_tokens=1, completion_tokens=1, latency_s=0.0, coordinator_s=0.0, reply="Rain.")],
-        style="direct", kind="freeform")
+        style="direct", kind=freeform)
     assert revising[-1].content.endswith("Write the whole revised answer now.")
 
 
@@ -129,7 +130,8 @@ def test_a_freeform_episode_drafts_judges_revises_and_ends_at_an_accept(tmp_path
     assert "Rain, rain, rain." in transcript.turns[1].messages[-1].content  # revising, shown the draft
     assert "it has 2 comma(s)" in transcript.turns[1].messages[-1].content
     assert transcript.accepted and transcript.stop_reason == "accepted"
-    assert answer_text(transcript.answer, "freeform") == "Rain on the roof\nsoft drums in the night\nsleep comes"
+    answer = answer_text(transcript.answer, answer_kind("freeform"))
+    assert answer == "Rain on the roof\nsoft drums in the night\nsleep comes"
     # a freeform Verifier is shown the answer, not the whole transcript, and no program member is asked
     verifier = next(t for t in transcript.turns if t.role is Role.VERIFIER)
     assert "Answer to check:" in verifier.messages[-1].content and "Turns so far" not in verifier.messages[-1].content

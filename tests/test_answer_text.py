@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from trinity_cli.answer_kinds import answer_kind
 from trinity_cli.turns import program
 from trinity_cli.turns.answer_text import answer_text
 
@@ -46,38 +47,39 @@ CASES = [
 @pytest.mark.parametrize(("kind", "reply", "expected"),
                          [pytest.param(*case[1:], id=f"{case[0]}-{case[1]}-{i}") for i, case in enumerate(CASES)])
 def test_text_replies(kind: str | None, reply: str, expected: str) -> None:
-    assert answer_text(reply, kind) == expected
+    assert answer_text(reply, answer_kind(kind)) == expected
 
 
 @pytest.mark.parametrize("kind", ["numeric", None, "exact"])
 def test_a_program_answers_with_its_printed_value(kind: str | None) -> None:
     reply = program_reply("print(12 * 7)")
     assert "Program output" in reply and "Answer: 84" in reply
-    assert answer_text(reply, kind) == "84"
+    assert answer_text(reply, answer_kind(kind)) == "84"
 
 
 def test_a_program_choice_and_math() -> None:
-    assert answer_text(program_reply("print('C')"), "choice") == "C"
-    assert answer_text(program_reply("from fractions import Fraction\nprint(Fraction(1, 2))"), "math") == "1/2"
+    assert answer_text(program_reply("print('C')"), answer_kind("choice")) == "C"
+    fraction = program_reply("from fractions import Fraction\nprint(Fraction(1, 2))")
+    assert answer_text(fraction, answer_kind("math")) == "1/2"
 
 
 def test_a_program_on_a_code_task_answers_with_its_code_alone() -> None:
     reply = program_reply(FUNCTION)  # defines, prints nothing
-    assert answer_text(reply, "code") == FUNCTION
+    assert answer_text(reply, answer_kind("code")) == FUNCTION
     # Even when the model wrote no fence: trinity's output block is not taken for the code.
     bare = program.run_reply(FUNCTION)[0]
-    assert "Program output" in bare and answer_text(bare, "code") == FUNCTION
+    assert "Program output" in bare and answer_text(bare, answer_kind("code")) == FUNCTION
 
 
 def test_a_program_that_printed_nothing_or_crashed_gives_its_text_without_scaffold() -> None:
     crashed = program_reply("raise ValueError('boom')")
     assert "Program output" in crashed and "Answer:" not in crashed
-    assert answer_text(crashed, None) == "```python\nraise ValueError('boom')\n```"
-    assert answer_text(crashed, "numeric") == "```python\nraise ValueError('boom')\n```"
+    assert answer_text(crashed, answer_kind(None)) == "```python\nraise ValueError('boom')\n```"
+    assert answer_text(crashed, answer_kind("numeric")) == "```python\nraise ValueError('boom')\n```"
 
 
 def test_no_reply_is_an_empty_answer() -> None:
-    assert answer_text(None, "numeric") == "" and answer_text("  \n", None) == ""
+    assert answer_text(None, answer_kind("numeric")) == "" and answer_text("  \n", answer_kind(None)) == ""
 
 
 def test_split_reply_reads_back_what_run_reply_appends() -> None:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from trinity_cli.answer_kinds import answer_kind
 from trinity_cli.bench import moa as moa_mod
 from trinity_cli.bench.options import BenchOptions
 from trinity_cli.bench.runner import bench
@@ -92,7 +93,8 @@ def test_moa_reuses_the_single_calls_and_aggregates_with_the_strongest_member(
         agg = moa.turns[3]
         assert (agg.index, agg.model, agg.role, agg.override) == (3, "m0", Role.WORKER, moa_mod.OVERRIDE)
         task = prompts.aggregate_task(item_prompts[line["item"]], [m.answer for m in members])
-        assert agg.messages == prompts.build_messages(Role.WORKER, task, [], style="reason", kind="numeric")
+        numeric = answer_kind("numeric")
+        assert agg.messages == prompts.build_messages(Role.WORKER, task, [], style="reason", kind=numeric)
         assert "m0" not in task and "[Answer 3]" in task  # answers are anonymous, in pool order
         assert moa.answer == agg.reply and moa.task == item_prompts[line["item"]]
         tokens = sum(m.prompt_tokens + m.completion_tokens for m in members) + agg.prompt_tokens \

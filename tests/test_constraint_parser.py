@@ -1,4 +1,4 @@
-"""What trinity's constraint parser (tasks/constraints.py `parse`) reads, on a labelled set: 80 requests
+"""What trinity's constraint parser (answer_kinds/constraints.py `parse`) reads, on a labelled set: 80 requests
 of our own that state no constraint (tests/data/plain_requests.txt) and IFEval's train split, labelled
 by IFEval's own instruction ids where trinity has a check of the same kind (`SAME`). The parser was
 tuned on these alone, never on IFEval's validation or test items."""
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from trinity_cli import tasks
-from trinity_cli.tasks.constraints import parse
+from trinity_cli.answer_kinds.constraints import parse
 
 PLAIN = [line for line in (Path(__file__).parent / "data" / "plain_requests.txt").read_text().splitlines()
          if line and not line.startswith("#")]

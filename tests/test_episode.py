@@ -238,3 +238,38 @@ def test_role_max_tokens_caps_each_role_and_keys_its_cache_entry(tmp_path: Path)
     # Each call is cached under its role's parameters: a replay is served from the cache.
     again = run_episode("What is 12*7?", pool, FixedCoordinator(head, np.array([1.0, 0, 0, 0])), max_turns=2, seed=0)
     assert [t.cached for t in again.turns] == [True, True]
+
+
+def test_the_answer_kind_is_resolved_once_and_rides_on_the_episode_as_the_object(tmp_path: Path) -> None:
+    """answer_kinds.resolve_kind: an `AnswerKind` stays itself, a name is looked up, None is
+    detected from the task; `Episode` holds the resolved object, and run_episode gives that one
+    object to its decision source every turn (turns/source_rules.py)."""
+    from trinity_cli.answer_kinds import answer_kind, resolve_kind
+    from trinity_cli.answer_kinds.base import AnswerKind
+    from trinity_cli.episode.schedules import FixedSchedule
+    from trinity_cli.policies.base import Episode
+
+    code = answer_kind("code")
+    assert resolve_kind(code, "What is 12*7?") is code
+    assert resolve_kind("numeric", "Write a python function f.") is answer_kind("numeric")
+    assert resolve_kind(None, "Write a python function f.") is code
+    assert resolve_kind(None, "What is 12*7?") is answer_kind(None)
+    episode = Episode("Write a python function f.")
+    assert episode.kind is code and dataclasses.replace(episode, max_turns=2).kind is code
+    assert Episode("t", kind="contains").kind is answer_kind(None)  # a family's own scorer: read kind-free
+
+    seen: list[AnswerKind] = []
+
+    class Watching(FixedSchedule):
+        def stop(self, turns, kind):
+            seen.append(kind)
+            return super().stop(turns, kind)
+
+        def final(self, turns, kind):
+            seen.append(kind)
+            return super().final(turns, kind)
+
+    _, pool = setup(tmp_path)
+    run_episode("What is 12*7?", pool, Watching(pool.names, pool.names, (Role.WORKER,)), max_turns=3,
+                kind="numeric")
+    assert len(seen) == 4 and all(kind is answer_kind("numeric") for kind in seen)

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from trinity_cli import tasks
+from trinity_cli.answer_kinds import answer_kind
 from trinity_cli.bench.matrix import MatrixOptions, sample_matrix
 from trinity_cli.events import MatrixItemPlayed
 from trinity_cli.evolve.label_fit import read_labels
@@ -142,11 +143,12 @@ def test_the_confidence_weighted_vote_and_the_most_consistent_member() -> None:
         "b": [_reply("7", False, -1.5), _reply("9", False, -3.0)],
         "c": [_reply("42", True, -0.1), _reply("42", True, -0.2)],
     }
-    assert not play("vote-all", {"a": row["a"], "b": row["b"]}, "numeric", 5).correct  # 7 twice, 42 once
-    assert play("cvote-all", {"a": row["a"], "b": row["b"]}, "numeric", 5).correct  # 0.95 beats 0.14 + 0.22
-    mux = play("mux-all", row, "numeric", 5)
+    numeric = answer_kind("numeric")
+    assert not play("vote-all", {"a": row["a"], "b": row["b"]}, numeric, 5).correct  # 7 twice, 42 once
+    assert play("cvote-all", {"a": row["a"], "b": row["b"]}, numeric, 5).correct  # 0.95 beats 0.14 + 0.22
+    mux = play("mux-all", row, numeric, 5)
     assert mux.correct and mux.calls == 6  # c agrees with itself; a and b do not
     # Code: among replies that pass their examples, the most confident.
     code = {"a": [_reply("x", False, -0.1, passed=True)], "b": [_reply("y", True, -0.01, passed=True)],
             "c": [_reply("z", False, -0.001, passed=False)]}
-    assert play("cvote-all", code, "code", 5).correct
+    assert play("cvote-all", code, answer_kind("code"), 5).correct

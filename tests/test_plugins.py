@@ -2,7 +2,8 @@
 packages (its code and its pyproject.toml, read from the guide) is installed by pip as `pip
 install .` installs it, into a folder of its own put on the path, and used from the command
 line with no edit to trinity: a backend in a pool file, a policy with `--mode` and `--systems`,
-a task family with `--tasks`."""
+a task family with `--tasks`, an answer kind detected, and scoring task files and families (the
+answer kinds are the scorers). What happens when such a package fails: test_plugin_failures.py."""
 
 from __future__ import annotations
 

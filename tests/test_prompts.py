@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import pytest
 
+from trinity_cli.answer_kinds import answer_kind
 from trinity_cli.messages import Role, Turn
 from trinity_cli.turns import prompts, replies
 
@@ -41,7 +42,7 @@ def test_p4_layout_one_system_message_and_instructions_last() -> None:
     turns = [_turn(Role.THINKER, "add them up", 0), _turn(Role.WORKER, "Answer: 3", 1)]
     for style in ("reason", "direct", "program"):
         for role in (Role.THINKER, Role.WORKER, Role.VERIFIER):
-            msgs = prompts.build_messages(role, "What is 1+2?", turns, style=style, kind="code")
+            msgs = prompts.build_messages(role, "What is 1+2?", turns, style=style, kind=answer_kind("code"))
             assert [m.role for m in msgs] == ["system", "user"]
             assert msgs[0].content == prompts.SYSTEM
             assert msgs[1].content.startswith("Task:\nWhat is 1+2?\n\nTurns so far:\n[Thinker]\nadd them up")
@@ -55,7 +56,8 @@ def test_p4_layout_one_system_message_and_instructions_last() -> None:
 def test_verifiers_outside_code_are_asked_alone_as_a_worker_would_be() -> None:
     turns = [_turn(Role.THINKER, "add them up", 0), _turn(Role.WORKER, "Answer: 3", 1)]
     for style in ("reason", "direct", "program"):
-        for kind in (None, "numeric", "choice", "math"):
+        for name in (None, "numeric", "choice", "math"):
+            kind = answer_kind(name)
             msgs = prompts.build_messages(Role.VERIFIER, "What is 1+2?", turns, style=style, kind=kind)
             # Neither the proposed answer nor the turns holding it: a small model copies it.
             assert "Answer: 3" not in msgs[1].content and "add them up" not in msgs[1].content
@@ -66,7 +68,7 @@ def test_verifiers_outside_code_are_asked_alone_as_a_worker_would_be() -> None:
         # On a code task the proposed code is shown, with its example run when there is one.
         code_turns = [turns[0], _turn(Role.WORKER, "def f(): return 3", 1)]
         code_turns[1].examples = {"passed": False, "failing": "assert f() == 4", "error": "AssertionError: "}
-        code = prompts.build_messages(Role.VERIFIER, "Write f.", code_turns, style=style, kind="code")
+        code = prompts.build_messages(Role.VERIFIER, "Write f.", code_turns, style=style, kind=answer_kind("code"))
         assert "Proposed code to check:\ndef f(): return 3\n(trinity ran the task's examples" in code[1].content
         assert "failed `assert f() == 4`: AssertionError:" in code[1].content
         assert "Turns so far" in code[1].content

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from trinity_cli.answer_kinds import score_item
+from trinity_cli.answer_kinds import answer_kind, score_item
 from trinity_cli.bench.matrix import matrix_of
 from trinity_cli.bench.procedures import play as play_procedure
 from trinity_cli.coordinator import reader as reader_mod
@@ -65,8 +65,8 @@ def test_the_start_plays_agree_on_every_recorded_training_item() -> None:
     assert len(data.items) == 96
     for item in data.items:
         row = {m: replies[:1] for m, replies in data.matrix[item.key].items()}
-        mine = reader_fit.play(start, row, item.scorer)
-        theirs = play_procedure("agree:" + ">".join(models), row, item.scorer, 5)
+        mine = reader_fit.play(start, row, answer_kind(item.scorer))
+        theirs = play_procedure("agree:" + ">".join(models), row, answer_kind(item.scorer), 5)
         assert (mine.correct, mine.calls, mine.tokens) == (theirs.correct, theirs.calls, theirs.tokens), item.key
 
 
@@ -82,8 +82,8 @@ def test_the_route_reader_plays_the_route_on_every_recorded_training_item() -> N
     route = Reader.route("local", models, routes)
     for item in data.items:
         row = data.matrix[item.key]
-        mine = reader_fit.play(route, row, item.scorer)
-        theirs = play_procedure(f"single:{routes[family(item.scorer)]}", row, item.scorer, 5)
+        mine = reader_fit.play(route, row, answer_kind(item.scorer))
+        theirs = play_procedure(f"single:{routes[family(answer_kind(item.scorer))]}", row, answer_kind(item.scorer), 5)
         assert (mine.correct, mine.calls, mine.tokens) == (theirs.correct, 1, theirs.tokens), item.key
 
 
@@ -97,8 +97,8 @@ def test_a_start_with_more_calls_than_members_plays_agree_at_that_budget(calls: 
     fourth = 0
     for item in data.items:
         row = data.matrix[item.key]
-        mine = reader_fit.play(start, row, item.scorer)
-        theirs = play_procedure("agree:" + ">".join(models), row, item.scorer, calls)
+        mine = reader_fit.play(start, row, answer_kind(item.scorer))
+        theirs = play_procedure("agree:" + ">".join(models), row, answer_kind(item.scorer), calls)
         assert (mine.correct, mine.calls, mine.tokens) == (theirs.correct, theirs.calls, theirs.tokens), item.key
         fourth += mine.calls > len(models)
     assert fourth >= 10  # the calls beyond the members' first are played, not a corner case
@@ -136,7 +136,7 @@ def test_a_live_episode_is_what_the_matrix_play_foretold(tmp_path: Path) -> None
     early = 0
     try:
         for item in val.items:
-            foretold = reader_fit.play(found.reader, val.matrix[item.key], item.scorer)
+            foretold = reader_fit.play(found.reader, val.matrix[item.key], answer_kind(item.scorer))
             transcript = policy.play(Engines(), Episode(item.prompt, max_turns=5, kind=item.scorer,  # type: ignore[arg-type]
                                                         examples=Examples.from_reference(item.reference)))
             assert len(transcript.turns) == foretold.calls
@@ -170,17 +170,17 @@ def test_the_reader_file_round_trips_and_damage_is_one_line(tmp_path: Path) -> N
 def test_a_member_without_log_probabilities_reads_as_its_centre() -> None:
     reader = Reader.agree_start("duo", ["sure", "other"], {"answer": {"sure": {"mean": -0.5, "low": -1.0}}})
     source = ReaderSource(reader)
-    decision = source.next_member([], "numeric")
+    decision = source.next_member([], answer_kind("numeric"))
     assert decision.model == "sure" and decision.alone
     from trinity_cli.messages import Role, Turn
 
     turn = Turn(index=0, model="sure", role=Role.WORKER, chosen_role=Role.WORKER, model_probs=[], role_probs=[],
                 messages=[], reply="Answer: 4", prompt_tokens=5, completion_tokens=3, latency_s=0.1,
                 coordinator_s=0.0, alone=True, vote=True)
-    features = reader.features(turn, "numeric")
+    features = reader.features(turn, answer_kind("numeric"))
     assert not features.measured and features.confidence == 0.0 and features.low == 0.0
     turn.logprob_stats = {"v": 1, "n": 3, "mean": -0.25, "low": -0.75}
-    features = reader.features(turn, "numeric")
+    features = reader.features(turn, answer_kind("numeric"))
     assert features.measured and features.confidence == pytest.approx(0.25) and features.low == pytest.approx(0.25)
 
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from trinity_cli import tasks
-from trinity_cli.answer_kinds import score_item
+from trinity_cli.answer_kinds import answer_kind, score_item
 from trinity_cli.episode.loop import attempt_salt, run_episode
 from trinity_cli.episode.schedules import FixedSchedule, agree
 from trinity_cli.messages import ROLES, Decision, Role, Turn
@@ -153,22 +153,22 @@ def test_plurality_and_its_ties() -> None:
     replies = ["Answer: 5", "Answer: 3", "The sum is 3.\nAnswer: 3", "The sum is 5.\nAnswer: 5"]
     turns = [_turn(i, r) for i, r in enumerate(replies)]
     # Two votes each: the tie goes to the answer voted for first (5), its first reply.
-    assert settle.settled_answer(turns, "numeric") == "Answer: 5"
+    assert settle.settled_answer(turns, answer_kind("numeric")) == "Answer: 5"
     turns[3].vote = False
-    assert settle.settled_answer(turns, "numeric") == "Answer: 3"  # 3 has two votes now, its first reply
+    assert settle.settled_answer(turns, answer_kind("numeric")) == "Answer: 3"  # 3 has two votes now, its first reply
     # No vote at all: the latest answering turn. Thinkers never answer.
     quiet = [_turn(0, "Answer: 3", vote=False), _turn(1, "Answer: 9", vote=False),
              _turn(2, "Think: 7", vote=False, role=Role.THINKER)]
-    assert settle.settled_answer(quiet, "numeric") == "Answer: 9"
-    assert settle.settled_answer([], "numeric") is None
+    assert settle.settled_answer(quiet, answer_kind("numeric")) == "Answer: 9"
+    assert settle.settled_answer([], answer_kind("numeric")) is None
 
 
 def test_agreement_for_the_agree_procedure() -> None:
     turns = [_turn(0, "Answer: 3"), _turn(1, "Answer: 5"), _turn(2, "Answer: 3")]
-    assert settle.agreement(turns[:2], "numeric") is None
-    assert settle.agreement(turns, "numeric") == 0
+    assert settle.agreement(turns[:2], answer_kind("numeric")) is None
+    assert settle.agreement(turns, answer_kind("numeric")) == 0
     turns[2].vote = False
-    assert settle.agreement(turns, "numeric") is None
+    assert settle.agreement(turns, answer_kind("numeric")) is None
 
 
 ADD = "Write a function add(a, b) that returns the sum.\n\n```python\nassert add(1, 2) == 3\n```"
@@ -317,7 +317,7 @@ class HeadScript(Script):
 
     def __init__(self, models: Sequence[str], steps: Sequence[tuple[str, Role]], alone: bool = False) -> None:
         super().__init__(models, steps, alone)
-        self.stop_when_code_passes = True
+        self.stop_when_checks_settle = True
 
 
 def test_a_coordinators_code_episode_ends_at_the_first_code_that_passes_its_examples(tmp_path: Path) -> None:
@@ -345,6 +345,6 @@ def test_the_coordinator_is_a_source_that_stops_at_passing_code() -> None:
     from trinity_cli.coordinator.policy import Coordinator
     from trinity_cli.episode.schedules import FixedSchedule
 
-    assert Coordinator.stop_when_code_passes is True
+    assert Coordinator.stop_when_checks_settle is True
     assert Coordinator.stop_when_agreed is False
-    assert FixedSchedule(["a"], "a", (Role.WORKER,)).stop_when_code_passes is False
+    assert FixedSchedule(["a"], "a", (Role.WORKER,)).stop_when_checks_settle is False

@@ -45,8 +45,12 @@ GOLDEN_SPLIT_IDS = {
     ("instructions", "train"): (145, "fb84ad4570feb157812b99196896e8a24c34c3b44665993db4817809833d18ea"),
     ("instructions", "val"): (48, "8df390b7618720fac809b5f57e7119dd2c3802c6616dcae494425e636c193aea"),
     ("instructions", "test"): (47, "1ce468867de3a8af46d34a436c3b6de7ad46cc01f6f5e87b42073168a1e4c34d"),
+    ("ifeval", "train"): (291, "78480957e34ef5b73e1bb70b9a7cf2ff9424d666144fc88a03c3e4eb542a78ee"),
+    ("ifeval", "val"): (100, "effe5132bfc0d59cb78ee2362fef9db0276c12763e95c4d9f1b06a6157a29cab"),
+    ("ifeval", "test"): (150, "4861b9f699266cbe254d740f097accb937efdca4b35a6772bed1ca13f0250049"),
+    ("ifbench", "test"): (282, "090e39deaf3b4abb0cdabc6fa05fd858226dcf3de4d0e73426cca153b83f1e5b"),
 }
-SHIPPED = ("gsm8k", "math500", "arc-challenge", "arc-easy", "mmlu", "mbpp")
+SHIPPED = ("gsm8k", "math500", "arc-challenge", "arc-easy", "mmlu", "mbpp", "ifeval", "ifbench")
 
 
 def split_ids_hash(ids: list[str]) -> str:

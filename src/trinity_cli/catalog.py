@@ -86,8 +86,9 @@ def catalog() -> Catalog:
     """Every pool (bundled, then the user's; one that cannot be read marked so) and every name
     the registries hold."""
     found = Catalog([_pool_listing(path) for path in available_pools().values()])
-    found.sections["model kinds"] = _entries(backends.KINDS, backends.KINDS.names(), lambda cls: cls.summary or (
-        _first_sentence(cls.__doc__ or cls.config_model.__doc__)))
+    found.sections["model kinds"] = _entries(
+        backends.MODEL_KINDS, backends.MODEL_KINDS.names(),
+        lambda cls: cls.summary or _first_sentence(cls.__doc__ or cls.config_model.__doc__))
     installed = policies.POLICIES.installed()
     found.sections["policies"] = [Entry(name, summary, installed.get(name, "built in"))
                                   for name, summary in policies.summaries().items()]

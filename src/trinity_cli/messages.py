@@ -108,7 +108,7 @@ class Turn:
     greedy first reply), `temperature` and `sample_seed` of a fresh attempt (episode/loop.py).
     How it was settled (turns/settle.py): `examples`, what the task's checks recorded of it (a
     code answer's example run, answer_kinds/examples.py; a free-form answer's stated
-    constraints, tasks/constraints.py) or None; `vote`, whether its answer counts
+    constraints, answer_kinds/constraints.py) or None; `vote`, whether its answer counts
     toward agreement and the plurality (an answer its author was shown does not);
     `agreed_with`, the index of the earlier turn whose answer a Verifier's agreed with.
     `max_tokens`: the reply cap the call was made with when it is not the member's cap for

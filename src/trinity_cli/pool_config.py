@@ -145,7 +145,7 @@ def _member(value: Any) -> Any:
     try:
         schema = registry.config_model(kind)
     except TrinityError as exc:
-        if kind in registry.KINDS:  # a package's kind that is broken: its fix is the error's hint
+        if kind in registry.MODEL_KINDS:  # a package's kind that is broken: its fix is the error's hint
             raise PydanticCustomError("member", "{text}", {"text": exc.message, "hint": exc.hint}) from None
         text = f"{exc.message} ({exc.hint}; a package can add kinds: docs/extending.md)"
         raise PydanticCustomError("member", "{text}", {"text": text}) from None

@@ -22,10 +22,11 @@ imported, is not what the registry holds (`check`), or whose own code raises whe
 calls it (`guard`, `tolerate`: a kind's `detect`, a backend's construction, a policy's build)
 is *set aside*: from then on `get(name)` raises one `ConfigError` naming the entry, its
 package (the entry point's distribution) and the fix (`pip uninstall PKG`, or fix it), so a
-command that needs it fails in that one line; `usable()`, what listings and detection walk,
-leaves it out and logs one warning (a `logging` warning of "trinity_cli.registry", once per
-entry and process; the command line renders it as one line). A built-in's own code is not
-guarded: its failure is a bug in trinity and surfaces as one.
+command that needs it fails in that one line; `usable()`, what detection and the name lists of
+help and serve walk, leaves it out and logs one warning (a `logging` warning of
+"trinity_cli.registry", once per entry and process; the command line renders it as one line).
+`trinity pools` lists it with `why` and `fix` instead. A built-in's own code is not guarded:
+its failure is a bug in trinity and surfaces as one.
 """
 
 from __future__ import annotations

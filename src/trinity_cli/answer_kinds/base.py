@@ -15,6 +15,8 @@ An `AnswerKind` owns:
     fits_style(style, task)
                           whether a member of `style` is asked at all (a haiku is not a program).
     max_tokens(role)      a reply cap for the role, or None for the member's own.
+    last_step_note(style) what a conductor's last step is told besides its Worker instructions
+                          (code: reply with the complete code; "" for none).
     read(reply)           the answer a reply commits to (`FinalAnswer`), or None; kinds that
                           are not compared by value return None always.
     same(a, b)            whether two read answers agree.
@@ -34,6 +36,16 @@ and declares how an episode settles its answers (`settles`):
     "judged"    answers are not compared: a Verifier is shown the latest answer and judges
                 it (`Verdict: ACCEPT|REVISE`); checks, where the task has them, run on every
                 answer, and a Verifier is not asked about an answer that failed them.
+
+The class attributes of `AnswerKind` below are what an episode's rules read of the kind (each
+documented where it is defined, and where it is read): `reader_weights`, `verifier_sees_turns`,
+`passing_checks_settle`, `agree_by_verdict`, `default_mode`, `failed_check_override`,
+`proposal_label`, `retry_from_task_alone`, `history_chars`.
+
+The episode carries the kind as this object, resolved once where it starts (`resolve_kind`,
+registry.py: policies/base.Episode, episode/loop.run_episode, conductor/run.run_conductor);
+turns/, the decision sources and the conductor are given the object, never a name to look up
+again.
 
 A kind from another package registers in the entry-point group `trinity_cli.answer_kinds`
 (registry.py) with an `AnswerKind` instance.
@@ -67,31 +79,34 @@ class AnswerKind:
     summary: str = "a short answer: a number, a word, a name"
     # Detection order: lower first (code before a free-form "Write ...").
     priority: int = 50
-    # Which reader weights a reader (coordinator/reader.py) applies: "answer", "choice" or "code".
-    reader_family: str = "answer"
+    # Which of a reader's weight sets (coordinator/reader.py) scores this kind's replies:
+    # "answer", "choice" or "code" (only "code" reads the examples feature).
+    reader_weights: str = "answer"
     # A Verifier is shown the turns so far as well as the answer it judges (code), or the
-    # answer alone (free-form: a long answer is not shown twice).
+    # answer alone (free-form: a long answer is not shown twice). Read by turns/prompts.py.
     verifier_sees_turns: bool = True
-    # A head's episode ends at the first answer that passes the task's checks (rule 5,
-    # turns/source_rules.py): the checks are the whole judgement (code's examples).
-    stop_when_checks_pass: bool = False
-    # The fixed `agree` procedure drafts, judges and revises (episode/schedules.py) rather than
-    # asking members alone until two answers agree.
-    agree_judges: bool = False
+    # An answer that passes the task's checks is settled: the checks are the whole judgement
+    # (code's shown examples), so there is nothing left for a Verifier to add. The pair of
+    # `SourceRules.stop_when_checks_settle` (turns/source_rules.py): the fixed `agree` and
+    # every head stop at the first such answer (turns/settle.agreement, rule 5).
+    passing_checks_settle: bool = False
+    # The fixed `agree` procedure settles this kind by a Verifier's verdict, drafting, judging
+    # and revising until an ACCEPT (episode/schedules.py), rather than by asking members alone
+    # until two answers agree. Free-form: whole answers are judged, not compared.
+    agree_by_verdict: bool = False
     # The policy `ask` and `serve` answer with when no mode or head is named (None: the pool's
     # default); a kind no head was validated on names the fixed procedure it was measured with.
     default_mode: str | None = None
-    # Turn.override of a Verifier that acts as a Worker after a failed check (rule 3).
+    # Turn.override of a Verifier that acts as a Worker after a failed check (rule 3,
+    # turns/source_rules.py).
     failed_check_override: str = "the proposed answer failed its checks: verifier acts as worker"
-    # What a Verifier is shown the answer under.
+    # What a Verifier is shown the answer under (turns/prompts.py).
     proposal_label: str = "Proposed code to check:"
-    # Said to the conductor's last step, before its Worker instructions (conductor/run.py).
-    final_step_note: str = ""
-    # How a Verifier of this kind's checked answers is answered when a check fails: the
-    # next Worker writes from the task alone (code: shown failing code, members repeat it),
-    # or revises it (free-form: the failure says what to fix).
-    retry_alone: bool = False
-    # Past replies shown to later turns are clipped to this many characters.
+    # After an answer fails its checks, the next Worker is asked from the task alone, shown no
+    # turns (code: shown failing code, members repeat it), instead of revising it shown what
+    # failed (free-form: the failure says what to fix). Read by turns/source_rules.asked_alone.
+    retry_from_task_alone: bool = False
+    # Past replies shown to later turns are clipped to this many characters (turns/prompts.py).
     history_chars: int = 1500
 
     def detect(self, task: str) -> bool:
@@ -108,6 +123,11 @@ class AnswerKind:
 
     def max_tokens(self, role: Role) -> int | None:
         return None
+
+    def last_step_note(self, style: str) -> str:
+        """What the conductor's last step is told before its Worker instructions, for a member
+        of `style` (conductor/run.py `step_messages`; "": nothing)."""
+        return ""
 
     def procedure_summary(self, procedure: str | None) -> str | None:
         """How the fixed `procedure` ("agree", ...) plays this kind, in one line, where it plays

@@ -30,10 +30,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from trinity_cli.answer_kinds.base import AnswerKind
+from trinity_cli.answer_kinds.constraints import Constraints, parse, score_constraints
 from trinity_cli.messages import ChatMessage, Role
 from trinity_cli.tasks.answer_body import answer_body
 from trinity_cli.tasks.answers import FinalAnswer
-from trinity_cli.tasks.constraints import Constraints, parse, score_constraints
 
 # What a request for a free-form answer opens with (after "please", "can you", ...), or asks for anywhere.
 _OPENING = re.compile(
@@ -83,7 +83,7 @@ class FreeForm(AnswerKind):
     settles = "judged"
     summary = "a whole answer in Markdown (a proof, an explanation, advice, writing), judged and revised"
     verifier_sees_turns = False
-    agree_judges = True
+    agree_by_verdict = True
     default_mode = "agree"
     proposal_label = "Answer to check:"
     history_chars = 3000

@@ -6,16 +6,17 @@ Built-in kinds register here exactly as a package would; a package's kind is an
 `AnswerKind` instance named by its entry point. `detect(task)` tries every kind's `detect`
 in `priority` order (code 10, choice 20, math 30, numeric 40, a package's 50 by default,
 freeform 90) and gives the first that claims the task, else None: a short answer read
-kind-free (`answer_kind(None)`, the kind named "short"). A kind that cannot be imported or
-whose `detect` raises is set aside with one warning (registry.py) and detection goes on
-without it. A run record keeps the name (None for "short", as records before kinds were named
-did).
+kind-free (`answer_kind(None)`, the kind named "short"). `resolve_kind(kind, task)` is how
+an episode gets its kind once, as the object it then carries (from a name, or None to detect
+it). A kind that cannot be imported or whose `detect` raises is set aside with one warning
+(registry.py) and detection goes on without it. A run record keeps the name (None for
+"short", as records before kinds were named did).
 
 Scoring. An item's `scorer` names the answer kind that grades it (`AnswerKind.score`; the
-built-in kinds call tasks/scoring.py's functions), unless its task family has a scorer of its
-own (`TaskFamily.scorer`), which then decides: `score_item`. `check_scoring(items)` refuses,
-before a run starts, an item whose scorer is no kind's name ("did you mean") or names a kind
-that cannot score (the kind-free "short" cannot).
+built-in kinds call the functions of tasks/scoring.py, tasks/code.py and constraints.py),
+unless its task family has a scorer of its own (`TaskFamily.scorer`), which then decides:
+`score_item`. `check_scoring(items)` refuses, before a run starts, an item whose scorer is no
+kind's name ("did you mean") or names a kind that cannot score (the kind-free "short" cannot).
 """
 
 from __future__ import annotations
@@ -52,6 +53,16 @@ def answer_kind(name: str | None) -> AnswerKind:
     their family's own scorer, such as "contains"), is the kind-free "short" answer. Names a
     person gives are checked where they come in (`kind_name`)."""
     return KINDS.get(name if name is not None and name in KINDS else "short")
+
+
+def resolve_kind(kind: AnswerKind | str | None, task: str) -> AnswerKind:
+    """The answer kind an episode of `task` carries, resolved once where the episode starts
+    (episode/loop.run_episode, policies/base.Episode, conductor/run.run_conductor): `kind`
+    itself when it is one, the kind a name names (`answer_kind`), or, for None, the kind
+    `task`'s wording asks for (`detect`)."""
+    if isinstance(kind, AnswerKind):
+        return kind
+    return answer_kind(detect(task) if kind is None else kind)
 
 
 def kind_name(name: str | None) -> str | None:

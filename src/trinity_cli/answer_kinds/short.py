@@ -40,8 +40,8 @@ class Marked(AnswerKind):
 
     def __init__(self, name: str, summary: str, reader: Callable[[str], FinalAnswer | None],
                  scorer: Callable[[str, Any], float], finder: Callable[[str], str | None] | None = None,
-                 hint: str | None = None, priority: int = 50, reader_family: str = "answer") -> None:
-        self.name, self.summary, self.priority, self.reader_family = name, summary, priority, reader_family
+                 hint: str | None = None, priority: int = 50, reader_weights: str = "answer") -> None:
+        self.name, self.summary, self.priority, self.reader_weights = name, summary, priority, reader_weights
         self.hint = re.compile(hint, re.I) if hint is not None else None
         self.reader, self.scorer, self.finder = reader, scorer, finder
 
@@ -65,18 +65,22 @@ class Code(AnswerKind):
     """A program, judged by running it: against the task's shown examples on every answer
     (turns/settle.py), read or tested by a Verifier shown it."""
 
-    name, priority, reader_family = "code", 10, "code"
+    name, priority, reader_weights = "code", 10, "code"
     settles = "judged"
     summary = "a Python function or program (MBPP, HumanEval), run against the task's shown examples"
-    retry_alone = True
+    retry_from_task_alone = True
     failed_check_override = "the proposed code failed its examples: verifier acts as worker, alone"
-    stop_when_checks_pass = True
-    final_step_note = ("Reply with the complete code the task asks for, in one ```python block that defines it: "
-                       "not a description of earlier steps' code.")
+    passing_checks_settle = True
+    _last_step = ("Reply with the complete code the task asks for, in one ```python block that defines it: "
+                  "not a description of earlier steps' code.")
     _hint = re.compile(r"```python|\bpython (?:code|function)\b|\bwrite a (?:python )?function\b", re.I)
 
     def detect(self, task: str) -> bool:
         return bool(self._hint.search(task))
+
+    def last_step_note(self, style: str) -> str:
+        """A `program` member's step is a program already: it is told nothing more."""
+        return "" if style == "program" else self._last_step
 
     def read(self, reply: str) -> None:
         return None  # programs are compared by running them, not by reading
@@ -110,7 +114,7 @@ NUMERIC = Marked("numeric", "a number (GSM8K); asked for by 'Answer: <number>'",
                  scoring.score_numeric, number_text, r"answer:\s*<number>", priority=40)
 CHOICE = Marked("choice", "a choice letter A-E (ARC, MMLU); asked for by lettered options", choice_answer,
                 scoring.score_choice, extract_choice, r"answer:\s*<letter>|\n\s*\(?[B-E][.)]\s", priority=20,
-                reader_family="choice")
+                reader_weights="choice")
 MATH = Marked("math", "a LaTeX answer compared by equivalence (MATH-500); asked for by \\boxed", math_answer,
               scoring.score_math, extract_math_answer, r"\\boxed", priority=30)
 EXACT = Marked("exact", "a short text compared after normalising case, spaces and outer punctuation", exact_answer,

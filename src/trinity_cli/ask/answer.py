@@ -46,7 +46,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from trinity_cli.answer_kinds import answer_kind, detect, kind_name
-from trinity_cli.answer_kinds.base import Checks
+from trinity_cli.answer_kinds.base import AnswerKind, Checks
+from trinity_cli.answer_kinds.constraints import Constraints
 from trinity_cli.answer_kinds.examples import Examples
 from trinity_cli.ask import AskOptions, AskResult, answer_mode, question_seed, read_question
 from trinity_cli.coordinator.head import Head
@@ -62,7 +63,6 @@ from trinity_cli.policies.registry import answering_kind
 from trinity_cli.pool.pool import Pool, open_pool
 from trinity_cli.pool_config import load_pool
 from trinity_cli.runs.store import JOURNAL, RunStore
-from trinity_cli.tasks.constraints import Constraints
 from trinity_cli.turns import prompts
 from trinity_cli.turns.answer_text import answer_text
 
@@ -73,19 +73,19 @@ def question_kind(question: str, options: AskOptions) -> str | None:
     return kind_name(options.kind) if options.kind is not None else detect(question)
 
 
-def question_examples(question: str, kind: str | None) -> Checks | None:
+def question_examples(question: str, kind: AnswerKind) -> Checks | None:
     """What trinity checks on every answer of the question (its kind's `checks`: the asserts
     and `>>>` lines a code question shows, the constraints a free-form request states); None
     when there are none."""
-    checks: Checks | None = answer_kind(kind).checks(question)
+    checks: Checks | None = kind.checks(question)
     return checks
 
 
-def kind_default(options: AskOptions, kind: str | None) -> AskOptions:
+def kind_default(options: AskOptions, kind: AnswerKind) -> AskOptions:
     """`options` for a question of answer kind `kind`: when they name neither a mode nor a head,
     the kind's own procedure if it has one (`AnswerKind.default_mode`: free-form answers are
     drafted, judged and revised by `agree`, which no head has been validated against)."""
-    mode = answer_kind(kind).default_mode
+    mode = kind.default_mode
     if mode is None or options.mode is not None or options.head is not None:
         return options
     return replace(options, mode=mode)
@@ -132,7 +132,7 @@ def answering(options: AskOptions, pool: Pool, engine: HeadEngine | None) -> Ans
 def _answer(
     question: str, pool: Pool, coordinator: HeadEngine | None, how: Answering, options: AskOptions,
     context: Sequence[ChatMessage],
-    kind: str | None, examples: Checks | None, episode_seed: int, usable: set[str], progress: ProgressFn,
+    kind: AnswerKind, examples: Checks | None, episode_seed: int, usable: set[str], progress: ProgressFn,
 ) -> tuple[Transcript, dict[str, Any]]:
     """Play the question with the answering policy (`how`). Returns the transcript and the run
     record's fields that say who answered (module docstring)."""
@@ -212,21 +212,22 @@ def ask(
         # any model file is located and before a run exists (serve answers errors plainly then).
         usable = usable_models(pool, question, options.exclude, context)
         pool.check_assets()
-        kind = question_kind(question, options)
-        options = kind_default(options, kind)
+        kind = question_kind(question, options)  # the name, as the record keeps it
+        found = answer_kind(kind)  # the kind, resolved once: the episode carries this object
+        options = kind_default(options, found)
         how = answering(options, pool, coordinator)
-        procedure = answer_kind(kind).procedure_summary(how.started.procedure)
+        procedure = found.procedure_summary(how.started.procedure)
         emit(how.started if procedure is None else replace(how.started, summary=procedure))
         start = time.perf_counter()
         episode_seed = question_seed(options.seed, question, context)
-        examples = question_examples(question, kind)
+        examples = question_examples(question, found)
         with store.new_run() as run_dir, journal_to(run_dir / JOURNAL):
             emit(RunAllocated(run_dir.name))
-            transcript, said = _answer(question, pool, coordinator, how, options, context, kind, examples,
+            transcript, said = _answer(question, pool, coordinator, how, options, context, found, examples,
                                        episode_seed, usable, emit)
             refuse_unanswered(transcript, pool)
             wall = time.perf_counter() - start
-            answer = answer_text(transcript.answer, kind)
+            answer = answer_text(transcript.answer, found)
             record = {**_record(question, pool, said, options, episode_seed, kind, examples, transcript, answer,
                                 wall), **(extra or {})}
             store.save(run_dir, record)

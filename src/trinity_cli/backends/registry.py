@@ -32,7 +32,7 @@ def _is_backend(found: Any) -> bool:
     return isinstance(found, type) and issubclass(found, Backend) and issubclass(found.config_model, MemberBase)
 
 
-KINDS: Registry[type[Backend]] = Registry(
+MODEL_KINDS: Registry[type[Backend]] = Registry(
     GROUP, "model kind", check=_is_backend,
     expected="a subclass of trinity_cli.backends.base.Backend with a config_model")
 
@@ -41,13 +41,13 @@ for _name, _target in (
     ("openai", "trinity_cli.backends.openai_api:OpenAIBackend"),
     ("scripted", "trinity_cli.backends.scripted:ScriptedBackend"),
 ):
-    KINDS.register(_name, _target)
+    MODEL_KINDS.register(_name, _target)
 
 
 def backend_class(kind: str) -> type[Backend]:
     """The backend class of member kind `kind`, built in or installed; an unknown kind raises
     ConfigError with the close matches."""
-    return KINDS.get(kind)
+    return MODEL_KINDS.get(kind)
 
 
 def config_model(kind: str) -> type[MemberBase]:
@@ -60,5 +60,5 @@ def create(config: MemberBase) -> Backend:
     here (anything but a TrinityError, which says what to fix) is set aside and named in one
     line with its package and the fix (registry.py); pools without that kind never construct it."""
     cls = backend_class(config.kind)
-    with KINDS.guard(config.kind, f"making member {config.name!r}'s backend"):
+    with MODEL_KINDS.guard(config.kind, f"making member {config.name!r}'s backend"):
         return cls.create(config)

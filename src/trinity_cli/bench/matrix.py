@@ -41,6 +41,7 @@ from typing import Any
 
 from trinity_cli import paths, tasks
 from trinity_cli.answer_kinds import answer_kind, check_scoring, item_checks, score_item
+from trinity_cli.answer_kinds.base import AnswerKind
 from trinity_cli.bench import drafts
 from trinity_cli.bench.procedures import Matrix, Reply, agree_wants, analyse
 from trinity_cli.bench.signals import signal_table
@@ -90,7 +91,7 @@ def select_members(config: PoolConfig, members: Sequence[str]) -> PoolConfig:
     return config.model_copy(update={"models": [by_name[m] for m in members]})
 
 
-Wants = Callable[[dict[str, list[Reply]], str], "str | None"]  # (row, scorer kind) -> member
+Wants = Callable[[dict[str, list[Reply]], AnswerKind], "str | None"]  # (row, the item's answer kind) -> member
 
 
 def complete(items: Sequence[tasks.TaskItem], matrix: Matrix, config: PoolConfig, wants: Wants | None, k: int = 1,
@@ -102,20 +103,21 @@ def complete(items: Sequence[tasks.TaskItem], matrix: Matrix, config: PoolConfig
     pool = open_pool(config)
     added = 0
 
-    def attempts(item: tasks.TaskItem, model: str, count: int) -> list[Reply]:
+    def attempts(item: tasks.TaskItem, kind: AnswerKind, model: str, count: int) -> list[Reply]:
         transcript = run_episode(item.prompt, pool, sc(pool.names, model), max_turns=count,
-                                 kind=item.scorer, examples=item_checks(item.scorer, item.prompt, item.reference))
+                                 kind=kind, examples=item_checks(item.scorer, item.prompt, item.reference))
         return [Reply(replace(t, messages=[]), score_item(item, t.reply) == 1.0) for t in transcript.turns]
 
     try:
         for n, item in enumerate(items, 1):
             row = matrix.setdefault(item.key, {})
+            kind = answer_kind(item.scorer)  # resolved once for the item's episodes
             for model in pool.names:
                 if len(row.get(model, [])) < k:
-                    row[model] = attempts(item, model, k)
-            while wants is not None and (wanted := wants(row, item.scorer)) is not None:
+                    row[model] = attempts(item, kind, model, k)
+            while wants is not None and (wanted := wants(row, kind)) is not None:
                 # the first attempts replay from the cache: only the new one is a call
-                row[wanted] = attempts(item, wanted, len(row[wanted]) + 1)
+                row[wanted] = attempts(item, kind, wanted, len(row[wanted]) + 1)
                 added += 1
             progress(MatrixItemPlayed(index=n, total=len(items), key=item.key, calls=pool.stats.calls,
                                       cache_hits=pool.stats.cache_hits))

@@ -33,6 +33,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 
+from trinity_cli.answer_kinds.base import AnswerKind
 from trinity_cli.bench.systems import EpisodeResult
 from trinity_cli.episode.turn import reply_room
 from trinity_cli.messages import Role, Transcript
@@ -52,7 +53,7 @@ def pick_aggregator(singles: Mapping[str, Sequence[EpisodeResult]], models: Sequ
     return best_member(singles) or models[0]
 
 
-def context_fits(pool: Pool, model: str, kind: str | None) -> Callable[[str], bool]:
+def context_fits(pool: Pool, model: str, kind: AnswerKind) -> Callable[[str], bool]:
     """Whether a Worker request with this task text fits `model`'s context with the reply
     room an episode asks for (`episode/turn.reply_room`)."""
     room = reply_room(pool, model, Role.WORKER)

@@ -46,6 +46,7 @@ from typing import TypeVar
 
 from trinity_cli import tasks
 from trinity_cli.answer_kinds import answer_kind
+from trinity_cli.answer_kinds.base import AnswerKind
 from trinity_cli.bench.stats import paired_test
 from trinity_cli.messages import Turn
 from trinity_cli.turns import settle
@@ -84,25 +85,25 @@ def _renumber(seq: Sequence[Reply]) -> list[Turn]:
     return [replace(r.turn, index=i) for i, r in enumerate(seq)]
 
 
-def settle_all(seq: Sequence[Reply], kind: str) -> Outcome:
+def settle_all(seq: Sequence[Reply], kind: AnswerKind) -> Outcome:
     """Plurality over `seq` (code: the latest passing its examples), as an episode ends."""
     return outcome(seq, settle.settled_answer(_renumber(seq), kind))
 
 
-def until_agreement(row: dict[str, list[Reply]], order: Sequence[str], kind: str, budget: int) -> Outcome:
+def until_agreement(row: dict[str, list[Reply]], order: Sequence[str], kind: AnswerKind, budget: int) -> Outcome:
     """The `agree` procedure over `order`: round-robin, stop at the first agreement."""
     seq, found, missing = _agree_walk(row, order, kind, budget)
     done = outcome(seq, seq[found].turn.reply) if found is not None else settle_all(seq, kind)
     return replace(done, short=missing is not None)
 
 
-def agree_wants(row: dict[str, list[Reply]], order: Sequence[str], kind: str, budget: int) -> str | None:
+def agree_wants(row: dict[str, list[Reply]], order: Sequence[str], kind: AnswerKind, budget: int) -> str | None:
     """The member whose next attempt `until_agreement` over `order` asks for and `row` does
     not hold, before it agrees or spends `budget` calls (None: it settles on what `row` holds)."""
     return _agree_walk(row, order, kind, budget)[2]
 
 
-def _agree_walk(row: dict[str, list[Reply]], order: Sequence[str], kind: str,
+def _agree_walk(row: dict[str, list[Reply]], order: Sequence[str], kind: AnswerKind,
                 budget: int) -> tuple[list[Reply], int | None, str | None]:
     """The replies `agree` reads, the index of the one it agrees on (None: none) and the
     member whose attempt it lacked when the row ran out (None: it did not)."""
@@ -135,7 +136,7 @@ def weight(reply: Reply) -> float:
     return math.exp(mean) if mean is not None else 1.0
 
 
-def _groups(seq: Sequence[Reply], kind: str) -> list[list[Reply]]:
+def _groups(seq: Sequence[Reply], kind: AnswerKind) -> list[list[Reply]]:
     """The answering replies of `seq` grouped by their final answer (not code)."""
     groups: list[list[Reply]] = []
     for reply in seq:
@@ -144,7 +145,7 @@ def _groups(seq: Sequence[Reply], kind: str) -> list[list[Reply]]:
             continue
         for group in groups:
             theirs = settle.answer_of(group[0].turn, kind)
-            if theirs is not None and answer_kind(kind).same(mine, theirs):
+            if theirs is not None and kind.same(mine, theirs):
                 group.append(reply)
                 break
         else:
@@ -152,9 +153,9 @@ def _groups(seq: Sequence[Reply], kind: str) -> list[list[Reply]]:
     return groups
 
 
-def _most_confident(seq: Sequence[Reply], kind: str) -> Reply | None:
+def _most_confident(seq: Sequence[Reply], kind: AnswerKind) -> Reply | None:
     """The reply the confidence-weighted plurality settles on (module docstring, cvote-all)."""
-    if answer_kind(kind).judged:
+    if kind.judged:
         passing = [r for r in seq if r.turn.examples_passed]
         pool = passing or list(seq)
         return max(pool, key=weight) if pool else None
@@ -165,11 +166,11 @@ def _most_confident(seq: Sequence[Reply], kind: str) -> Reply | None:
     return max(best, key=weight)
 
 
-def _mux(row: dict[str, list[Reply]], kind: str) -> Outcome:
+def _mux(row: dict[str, list[Reply]], kind: AnswerKind) -> Outcome:
     """SLM-MUX over the members' own replies (module docstring, mux-all)."""
     scored = []
     for i, (member, replies) in enumerate(row.items()):
-        if answer_kind(kind).judged:
+        if kind.judged:
             share = sum(bool(r.turn.examples_passed) for r in replies) / len(replies)
         else:
             groups = _groups(replies, kind)
@@ -189,7 +190,7 @@ def samples(row: dict[str, list[T]]) -> dict[str, list[T]]:
     return {m: replies[:k] for m, replies in row.items()}
 
 
-def play(name: str, row: dict[str, list[Reply]], kind: str, budget: int) -> Outcome:
+def play(name: str, row: dict[str, list[Reply]], kind: AnswerKind, budget: int) -> Outcome:
     """Procedure `name` on one item's row: `agree` reads every attempt it needs, the others
     the row's `samples`."""
     if name.startswith("agree:"):
@@ -217,11 +218,12 @@ def analyse(matrix: Matrix, items: Sequence[tasks.TaskItem], budget: int, order:
     task_names = [t for t in order if any(i.task == t for i in items)]
     table: dict[str, dict[str, dict[str, float]]] = {}
     right: dict[str, dict[str, float]] = {}  # procedure -> item key -> reward (0 or 1)
+    kinds = {item.key: answer_kind(item.scorer) for item in items}  # each item's kind, resolved once
     for name in procedures(models, k):
         per_task: dict[str, list[Outcome]] = {t: [] for t in task_names}
         right[name] = {}
         for item in items:
-            out = play(name, matrix[item.key], item.scorer, budget)
+            out = play(name, matrix[item.key], kinds[item.key], budget)
             per_task[item.task].append(out)
             right[name][item.key] = float(out.correct)
         table[name] = {t: _summary(outs) for t, outs in per_task.items()}
@@ -262,7 +264,8 @@ def verifier_table(matrix: Matrix, items: Sequence[tasks.TaskItem]) -> dict[str,
     every member (itself included), outside code tasks (module docstring)."""
     table: dict[str, dict[str, int]] = {}
     for item in items:
-        if answer_kind(item.scorer).judged:
+        kind = answer_kind(item.scorer)
+        if kind.judged:
             continue  # a judged answer is not compared
         row = matrix[item.key]
         for verifier in row:
@@ -272,9 +275,9 @@ def verifier_table(matrix: Matrix, items: Sequence[tasks.TaskItem]) -> dict[str,
                     continue  # with --k 1 a member has no second reply to check its own with
                 answer = row[worker][0]
                 check = row[verifier][1 if verifier == worker else 0]
-                mine = settle.answer_of(check.turn, item.scorer)
-                theirs = settle.answer_of(answer.turn, item.scorer)
-                agreed = mine is not None and theirs is not None and answer_kind(item.scorer).same(mine, theirs)
+                mine = settle.answer_of(check.turn, kind)
+                theirs = settle.answer_of(answer.turn, kind)
+                agreed = mine is not None and theirs is not None and kind.same(mine, theirs)
                 if answer.correct:
                     counts["right"] += 1
                     counts["accepted"] += agreed

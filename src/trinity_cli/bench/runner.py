@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from trinity_cli import tasks
-from trinity_cli.answer_kinds import check_scoring
+from trinity_cli.answer_kinds import answer_kind, check_scoring
 from trinity_cli.bench import moa
 from trinity_cli.bench.options import BENCH_FORMAT, BenchOptions
 from trinity_cli.bench.stats import summarize
@@ -128,7 +128,7 @@ def _play_moa(
     for item in items:
         members[item.key] = [singles[(m, item.key)].transcript for m in models]
         text = moa.aggregation_task(item, moa.member_answers(members[item.key]),
-                                    moa.context_fits(pool, aggregator, item.scorer))
+                                    moa.context_fits(pool, aggregator, answer_kind(item.scorer)))
         if text is not None:
             seed = episode_seed(options.seed, system.stream, item.key)
             plan.append((system, item, seed))

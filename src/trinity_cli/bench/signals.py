@@ -28,6 +28,7 @@ from typing import Any
 
 from trinity_cli import tasks
 from trinity_cli.answer_kinds import answer_kind
+from trinity_cli.answer_kinds.base import AnswerKind
 from trinity_cli.bench.procedures import Matrix, Reply, samples
 from trinity_cli.turns import settle
 
@@ -48,15 +49,15 @@ def _stat(reply: Reply, key: str, sign: float = 1.0) -> float | None:
     return None if value is None else sign * float(value)
 
 
-def _same(a: Reply, b: Reply, kind: str) -> bool:
+def _same(a: Reply, b: Reply, kind: AnswerKind) -> bool:
     mine, theirs = settle.answer_of(a.turn, kind), settle.answer_of(b.turn, kind)
-    return mine is not None and theirs is not None and answer_kind(kind).same(mine, theirs)
+    return mine is not None and theirs is not None and kind.same(mine, theirs)
 
 
-def features(row: dict[str, list[Reply]], member: str, kind: str) -> dict[str, float | None]:
+def features(row: dict[str, list[Reply]], member: str, kind: AnswerKind) -> dict[str, float | None]:
     """The features of `member`'s greedy reply in one item's row (module docstring)."""
     mine = row[member][0]
-    code = answer_kind(kind).judged
+    code = kind.judged
     finish = mine.turn.finish_reason
     return {
         "confidence": _stat(mine, "mean"), "tail": _stat(mine, "tail"), "low": _stat(mine, "low"),
@@ -75,7 +76,8 @@ def signal_table(matrix: Matrix, items: Sequence[tasks.TaskItem], order: Sequenc
     scopes: list[tuple[str, Callable[[tasks.TaskItem], bool]]] = [
         *((t, lambda item, t=t: item.task == t) for t in order), ("all", lambda item: True)]
     table: dict[str, Any] = {"features": list(FEATURES), "auc": {}, "n": {}}
-    rows = {item.key: {m: features(matrix[item.key], m, item.scorer) for m in members} for item in items}
+    kinds = {item.key: answer_kind(item.scorer) for item in items}
+    rows = {item.key: {m: features(matrix[item.key], m, kinds[item.key]) for m in members} for item in items}
     for member in members:
         table["auc"][member], table["n"][member] = {}, {}
         for scope, within in scopes:

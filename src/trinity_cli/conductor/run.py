@@ -28,7 +28,7 @@ below `ConductorSpec.depth` (0 disables it); deeper, the conductor's model does 
 plain step (noted in `repairs`). The last step's output is the answer.
 
 The last step's output must hold the answer: on a code task it is asked for the complete code
-(the kind's `final_step_note`), and when its reply holds no answer the scorer can read (turns/settle.gives_answer)
+(the kind's `last_step_note`), and when its reply holds no answer the scorer can read (turns/settle.gives_answer)
 it is asked once more, as a fresh attempt told what was missing (REASK); the step's record
 says `reasked`.
 
@@ -65,8 +65,9 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from trinity_cli.answer_kinds import answer_kind
-from trinity_cli.answer_kinds.base import Checks
+from trinity_cli.answer_kinds import resolve_kind
+from trinity_cli.answer_kinds.base import AnswerKind, Checks
+from trinity_cli.answer_kinds.short import SHORT
 from trinity_cli.conductor.workflow import (
     MAX_STEPS,
     SELF,
@@ -148,11 +149,12 @@ def conduct_messages(pool: Pool, task: str, members: Sequence[str], context: Seq
 
 def step_messages(task: str, workflow: Workflow, index: int, outputs: dict[int, str], notes: dict[int, str],
                   style: str, context: Sequence[ChatMessage] = (), limit: int = prompts.HISTORY_CHARS,
-                  kind: str | None = None) -> list[ChatMessage]:
+                  kind: AnswerKind = SHORT) -> list[ChatMessage]:
     """Step `index`'s messages: the task, the outputs its access list grants (`outputs`,
     with `notes` such as an example run under them, each clipped to `limit`), its
     subtask, and its style's step (or, for the last step, Worker) instructions; on a code
-    task the last step is asked for the code itself (the kind's `final_step_note`)."""
+    task the last step is asked for the code itself (the kind's `last_step_note` for the
+    member's style)."""
     parts = prompts.opening(task, context)
     reads = workflow.access[index]
     if reads:
@@ -162,8 +164,8 @@ def step_messages(task: str, workflow: Workflow, index: int, outputs: dict[int, 
     last = index == len(workflow) - 1
     parts.append(f"Your part of the team's work (step {index} of {len(workflow)}): {workflow.subtasks[index]}")
     if last:
-        note = answer_kind(kind).final_step_note
-        code = f" {note}" if note and style != "program" else ""
+        note = kind.last_step_note(style)
+        code = f" {note}" if note else ""
         parts.append(f"{FINAL_NOTE}{code} {prompts.INSTRUCTIONS[style][Role.WORKER]}\n"
                      f"{prompts.REQUEST[style][Role.WORKER]}")
     else:
@@ -204,7 +206,7 @@ class _Conducting:
     members: list[str]
     task: str
     context: list[ChatMessage]
-    kind: str | None
+    kind: AnswerKind
     examples: Checks | None
     salt: str = ""
 
@@ -235,7 +237,7 @@ class _Conducting:
                 repairs += [repair] if repair else []
                 note = step_turns[-1].examples if nested is None else None
                 if note is not None:
-                    notes[i] = answer_kind(self.kind).check_note(note)
+                    notes[i] = self.kind.check_note(note)
                 add(step_turns)
                 steps[i] = {"model": workflow.model_id[i], "subtask": workflow.subtasks[i],
                             "access": list(workflow.access[i]), "turns": step_turns, "nested": nested,
@@ -313,7 +315,7 @@ class _Conducting:
             cap = max(cap, SCHEMA_REPLY_TOKENS)
         call = Call(model=self.conductor, role=Role.THINKER, messages=messages, answering=False, max_tokens=cap,
                     json_schema=schema, override="conductor" + (f" (depth {depth})" if depth else ""))
-        turn = play(self.pool, call, index, self.salt, self.kind, self.examples)
+        turn = play(self.pool, call, index, self.salt, self.examples)
         return turn, read_workflow(turn.reply, self.members, self.spec.max_steps, allow_self=True)
 
     def _step(self, task: str, workflow: Workflow, index: int, outputs: dict[int, str], notes: dict[int, str],
@@ -339,7 +341,7 @@ class _Conducting:
         label = f"step {index}" + (f" (depth {depth})" if depth else "")
         call = Call(model=model, role=Role.WORKER, messages=messages, answering=True, attempt=attempt,
                     override=label)
-        turn = play(self.pool, call, first, self.salt, self.kind, self.examples, run_examples="with code")
+        turn = play(self.pool, call, first, self.salt, self.examples, run_examples="with code")
         if index < len(workflow) - 1 or gives_answer(turn.reply, self.kind):
             return turn.reply, [turn], None, repair, False
         # The last step must answer: asked once more, shown its reply and what was missing.
@@ -348,7 +350,7 @@ class _Conducting:
                        overflow)
         call = Call(model=model, role=Role.WORKER, messages=again, answering=True, attempt=attempt + 1,
                     override=f"{label}, asked again")
-        retry = play(self.pool, call, first + 1, self.salt, self.kind, self.examples, run_examples="with code")
+        retry = play(self.pool, call, first + 1, self.salt, self.examples, run_examples="with code")
         return retry.reply, [turn, retry], None, repair, True
 
 
@@ -371,7 +373,7 @@ def run_conductor(
     spec: ConductorSpec | None = None,
     exclude: Collection[str] = (),
     context: Sequence[ChatMessage] = (),
-    kind: str | None = None,
+    kind: AnswerKind | str | None = None,
     examples: Checks | None = None,
     progress: ProgressFn | None = None,
     usable: Collection[str] | None = None,
@@ -381,12 +383,15 @@ def run_conductor(
     level is done.
     `exclude`d members are not offered to the conductor, nor run (the conductor itself may
     still conduct); `usable`: the members a caller already found usable (episode/loop.usable_models),
-    None to check here. Raises ContextOverflow when no member, or the conductor, can hold the task."""
+    None to check here. Raises ContextOverflow when no member, or the conductor, can hold the task.
+    `kind`: the task's answer kind, resolved here once as run_episode resolves it (an `AnswerKind`,
+    its name, or None for the kind the task's wording asks for); every step, and the fallback,
+    is given that object."""
     spec = spec or ConductorSpec()
     conductor = spec.name(pool)
     usable = set(usable if usable is not None else usable_models(pool, task, exclude, context))
     members = [m for m in pool.names if m in usable]
-    conducting = _Conducting(pool, spec, conductor, members, task, list(context), kind, examples,
+    conducting = _Conducting(pool, spec, conductor, members, task, list(context), resolve_kind(kind, task), examples,
                              salt=attempt_salt(task, context))
     numbered: list[Turn] = []
 

@@ -41,6 +41,7 @@ import numpy as np
 
 # prompts only holds prompt text (it imports messages alone): read for PROMPT_VERSION.
 from trinity_cli import paths
+from trinity_cli.answer_kinds.base import AnswerKind
 from trinity_cli.coordinator import head as head_mod
 from trinity_cli.coordinator import reader as reader_mod
 from trinity_cli.coordinator.head import Head
@@ -96,7 +97,7 @@ class Coordinator(SourceRules):
     """
 
     stop_when_agreed = False
-    stop_when_code_passes = True
+    stop_when_checks_settle = True  # rule 5 (turns/source_rules.py)
 
     def __init__(
         self,
@@ -322,7 +323,7 @@ class Coordinator(SourceRules):
         excluded: Collection[str] = (),
         context: Sequence[ChatMessage] = (),
         greedy: bool = False,
-        kind: str | None = None,
+        kind: AnswerKind | None = None,
     ) -> Decision:
         start = time.perf_counter()
         mask = np.array([m not in excluded for m in self.models])

@@ -60,7 +60,8 @@ from typing import Any
 import numpy as np
 
 from trinity_cli import paths
-from trinity_cli.answer_kinds import answer_kind
+from trinity_cli.answer_kinds.base import AnswerKind
+from trinity_cli.answer_kinds.short import SHORT
 from trinity_cli.errors import ConfigError, HeadMismatch
 from trinity_cli.messages import ROLES, ChatMessage, Decision, Role, Turn
 from trinity_cli.turns import rules, settle
@@ -75,9 +76,10 @@ WEIGHT_GROUPS = (*PER_MEMBER, "capped_w", "examples_w", "margin")  # the floor m
 START_FLOOR = 1.5
 
 
-def family(kind: str | None) -> str:
-    """The family of weights a scorer kind reads (module docstring)."""
-    return answer_kind(kind).reader_family
+def family(kind: AnswerKind) -> str:
+    """The family of weights `kind`'s replies are scored by (module docstring): the kind's
+    `reader_weights` (answer_kinds/base.py)."""
+    return kind.reader_weights
 
 
 @dataclass(frozen=True)
@@ -218,7 +220,7 @@ class Reader:
         return Reader(self.pool, list(self.models), weights, self.centres, dict(self.manifest), self.calls)
 
     # -- reading replies --
-    def features(self, turn: Turn, kind: str | None) -> ReplyFeatures:
+    def features(self, turn: Turn, kind: AnswerKind) -> ReplyFeatures:
         """`turn`'s reply features (module docstring)."""
         fam = family(kind)
         member = self.models.index(turn.model)
@@ -232,34 +234,34 @@ class Reader:
             confidence=float(mean or 0.0) - centre.get("mean", 0.0) if measured else 0.0,
             low=float(low or 0.0) - centre.get("low", 0.0) if measured else 0.0,
             capped=-1.0 if turn.finish_reason == "length" else 0.0,
-            examples=0.0 if family(kind) != "code" or passed is None else (1.0 if passed else -1.0),
+            examples=0.0 if fam != "code" or passed is None else (1.0 if passed else -1.0),
             measured=measured)
 
-    def reply_score(self, turn: Turn, kind: str | None) -> float:
+    def reply_score(self, turn: Turn, kind: AnswerKind) -> float:
         w, f = self.weights[family(kind)], self.features(turn, kind)
         return (w["member"][f.member] + w["conf"][f.member] * f.confidence + w["low"][f.member] * f.low
                 + w["capped_w"] * f.capped + w["examples_w"] * f.examples)
 
-    def groups(self, turns: Sequence[Turn], kind: str | None) -> list[tuple[float, list[Turn]]]:
+    def groups(self, turns: Sequence[Turn], kind: AnswerKind) -> list[tuple[float, list[Turn]]]:
         """The answering turns grouped by answer (code: one group a reply), each with its
         score, in the order their first reply came."""
         answering = [t for t in turns if rules.proposes_answer(t)]
-        if answer_kind(kind).judged:  # one group a reply
+        if kind.judged:  # one group a reply
             return [(self.reply_score(t, kind), [t]) for t in answering if settle.gives_answer(t.reply, kind)]
         found: list[tuple[Any, list[Turn]]] = []
         for turn in answering:
             mine = settle.answer_of(turn, kind)
             if mine is None or not turn.vote:
                 continue
-            group = next((g for g in found if answer_kind(kind).same(g[0], mine)), None)
+            group = next((g for g in found if kind.same(g[0], mine)), None)
             if group is None:
                 found.append((mine, [turn]))
             else:
                 group[1].append(turn)
         return [(sum(self.reply_score(t, kind) for t in g), g) for _, g in found]
 
-    def best(self, groups: list[tuple[float, list[Turn]]], kind: str | None) -> int:
-        if answer_kind(kind).judged:  # ties to the latest
+    def best(self, groups: list[tuple[float, list[Turn]]], kind: AnswerKind) -> int:
+        if kind.judged:  # ties to the latest
             return max(range(len(groups)), key=lambda i: (groups[i][0], i))
         return max(range(len(groups)), key=lambda i: (groups[i][0], -i))
 
@@ -295,10 +297,10 @@ class ReaderSource(SourceRules):
         return self.reader.calls
 
     def decide(self, task: str, turns: Sequence[Turn], rng: np.random.Generator, excluded: Collection[str] = (),
-               context: Sequence[ChatMessage] = (), greedy: bool = False, kind: str | None = None) -> Decision:
+               context: Sequence[ChatMessage] = (), greedy: bool = False, kind: AnswerKind = SHORT) -> Decision:
         return self.next_member(turns, kind, excluded)
 
-    def next_member(self, turns: Sequence[Turn], kind: str | None, excluded: Collection[str] = ()) -> Decision:
+    def next_member(self, turns: Sequence[Turn], kind: AnswerKind, excluded: Collection[str] = ()) -> Decision:
         """Whom to ask next (module docstring, "whom"), from the task alone, as a Worker."""
         models = self.reader.models
         priority = self.reader.weights[family(kind)]["priority"]
@@ -311,7 +313,7 @@ class ReaderSource(SourceRules):
                         model_probs=[float(i == pick) for i in range(len(models))],
                         role_probs=[float(r is Role.WORKER) for r in ROLES], alone=True)
 
-    def stop(self, turns: Sequence[Turn], kind: str | None) -> int | None:
+    def stop(self, turns: Sequence[Turn], kind: AnswerKind) -> int | None:
         """After the latest turn: the index of the best group's first reply when its lead is at
         least the margin for this many calls (module docstring), else None."""
         n = len(turns)
@@ -329,7 +331,7 @@ class ReaderSource(SourceRules):
             return groups[best][1][0].index
         return None
 
-    def final(self, turns: Sequence[Turn], kind: str | None) -> str | None:
+    def final(self, turns: Sequence[Turn], kind: AnswerKind) -> str | None:
         groups = self.reader.groups(turns, kind)
         if groups:
             return groups[self.reader.best(groups, kind)][1][0].reply

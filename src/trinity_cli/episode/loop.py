@@ -34,9 +34,12 @@ passing code would only add a turn); a reader (coordinator/reader.py) stops and 
 final answer by the score of what the replies show. Fixed schedules (single, self-loops,
 `sc`, the matrix) do not stop early.
 
-`kind` is the task's scorer kind ("numeric", "choice", "math", "exact", "code"; from the
-task item in evolve and bench, guessed from the task's wording in ask and serve): answers
-are compared exactly as that scorer reads them.
+`kind` is the task's answer kind (answer_kinds/: "numeric", "choice", "math", "exact", "code",
+"freeform", a package's; from the task item in evolve and bench, guessed from the task's
+wording in ask and serve): answers are compared exactly as that scorer reads them. It is
+resolved once, when the episode starts (`answer_kinds.resolve_kind`: an `AnswerKind`, a name,
+or None to detect it), and the object is what the decision source, turns/ and the turn
+machinery are given.
 
 Models whose context cannot hold the task at all
 are routed around (masked like `--exclude`); if no model can hold it, `ContextOverflow`.
@@ -56,8 +59,8 @@ from typing import Protocol
 
 import numpy as np
 
-from trinity_cli.answer_kinds import answer_kind, detect
-from trinity_cli.answer_kinds.base import Checks
+from trinity_cli.answer_kinds import resolve_kind
+from trinity_cli.answer_kinds.base import AnswerKind, Checks
 from trinity_cli.episode.turn import MIN_REPLY_ROOM, Call, fit, play
 from trinity_cli.errors import ConfigError, ContextOverflow
 from trinity_cli.events import DecisionMade, ProgressFn, TextWritten, TurnPlayed, quiet
@@ -68,22 +71,22 @@ from trinity_cli.turns import prompts, replies, rules, settle
 
 class DecisionSource(Protocol):
     """What picks (model, role) each turn: the evolved `Coordinator`, a reader, or a fixed
-    schedule (bench's single-model and self-loop baselines), told the task's scorer `kind`
-    (the one the episode settles answers by). Besides its picks, the loop
+    schedule (bench's single-model and self-loop baselines), told the episode's `kind` (the
+    `AnswerKind` it settles answers by). Besides its picks, the loop
     obeys the rules it declares (turns/source_rules.py): `acting_role`, the role that acts
     after its pick; `stop`, whether the episode ends after the latest turn and on which
     turn's reply; `final`, the answer when it ends otherwise."""
 
     def acting_role(self, decision: Decision, suggested: Role | None, proposed: Turn | None, last: bool,
-                    spent: str | None, kind: str | None) -> tuple[Role, str | None]: ...
+                    spent: str | None, kind: AnswerKind) -> tuple[Role, str | None]: ...
 
-    def asked_alone(self, decision: Decision, role: Role, proposed: Turn | None, kind: str | None) -> bool: ...
+    def asked_alone(self, decision: Decision, role: Role, proposed: Turn | None, kind: AnswerKind) -> bool: ...
 
     stop_reason: str
 
-    def stop(self, turns: Sequence[Turn], kind: str | None) -> int | None: ...
+    def stop(self, turns: Sequence[Turn], kind: AnswerKind) -> int | None: ...
 
-    def final(self, turns: Sequence[Turn], kind: str | None) -> str | None: ...
+    def final(self, turns: Sequence[Turn], kind: AnswerKind) -> str | None: ...
 
     def can_pick(self, models: Sequence[str], excluded: Collection[str]) -> bool: ...
 
@@ -98,13 +101,13 @@ class DecisionSource(Protocol):
         excluded: Collection[str] = (),
         context: Sequence[ChatMessage] = (),
         greedy: bool = False,
-        kind: str | None = None,
+        kind: AnswerKind = ...,
     ) -> Decision: ...
 
 
 def _fit(
     pool: Pool, model: str, role: Role, task: str, turns: Sequence[Turn], context: Sequence[ChatMessage],
-    kind: str | None, alone: bool = False,
+    kind: AnswerKind, alone: bool = False,
 ) -> tuple[list[ChatMessage], int]:
     """`model`'s messages as `role`, its oldest turns left out until they fit (asked alone:
     shown no turns, one try), and how many were left out."""
@@ -122,11 +125,10 @@ def _fit(
     return messages, len(turns) - (most - shortened)  # the turns not shown
 
 
-def unfit_members(pool: Pool, task: str, kind: str | None, masked: Collection[str] = ()) -> set[str]:
+def unfit_members(pool: Pool, task: str, kind: AnswerKind, masked: Collection[str] = ()) -> set[str]:
     """The members whose style does not fit `kind` (answer_kinds/base.py `fits_style`: no
     program writes a haiku), masked like `--exclude`; none when that would leave no member."""
-    found = answer_kind(kind)
-    unfit = {m for m in pool.names if not found.fits_style(pool.style(m), task)}
+    unfit = {m for m in pool.names if not kind.fits_style(pool.style(m), task)}
     return unfit if set(pool.names) - set(masked) - unfit else set()
 
 
@@ -161,12 +163,13 @@ def run_episode(
     progress: ProgressFn | None = None,
     token_budget: int | None = None,
     cost_budget: float | None = None,
-    kind: str | None = None,
+    kind: AnswerKind | str | None = None,
     examples: Checks | None = None,
     usable: Collection[str] | None = None,
     first_index: int = 0,
 ) -> Transcript:
-    """Run one episode (`kind`: the task's scorer kind, None to guess it from the task;
+    """Run one episode (`kind`: the task's answer kind, an `AnswerKind` or its name, None to
+    guess it from the task: resolved here, once, module docstring;
     `examples`: a code task's shown tests, run on every code answer: turns/settle.py;
     `progress` receives DecisionMade before each call and TurnPlayed after each turn).
     Decisions are sampled from `np.random.default_rng(seed)`, so the
@@ -188,10 +191,10 @@ def run_episode(
         raise ConfigError(f"max_turns must be at least 1, got {max_turns}")
     if coordinator.models != pool.names:
         raise ConfigError(f"the coordinator routes {coordinator.models}, the pool has {pool.names}")
-    kind = detect(task) if kind is None else kind
+    resolved = resolve_kind(kind, task)
     masked = set(pool.names) - set(usable if usable is not None else usable_models(pool, task, exclude, context))
-    masked |= unfit_members(pool, task, kind, masked)
-    play = _Play(pool, task, list(context), kind, examples, emit := progress or quiet)
+    masked |= unfit_members(pool, task, resolved, masked)
+    play = _Play(pool, task, list(context), resolved, examples, emit := progress or quiet)
     rng = np.random.default_rng(seed)
     transcript = Transcript(task=task, context=list(context))
     spent: str | None = None  # which budget was reached: "token_budget" or "cost_budget"
@@ -201,17 +204,17 @@ def run_episode(
         if len(left_out) > len(masked) and not coordinator.can_pick(pool.names, left_out):
             transcript.stop_reason = "failed"
             break
-        decision = coordinator.decide(task, transcript.turns, rng, left_out, context, greedy, kind)
+        decision = coordinator.decide(task, transcript.turns, rng, left_out, context, greedy, resolved)
         emit(DecisionMade(first_index + index, decision))
         turns = transcript.turns
         proposed = rules.latest_proposal(turns)
         last = index == max_turns - 1 or spent is not None
         role, override = coordinator.acting_role(decision, turns[-1].suggestion if turns else None, proposed, last,
-                                                 spent, kind)
-        alone = coordinator.asked_alone(decision, role, proposed, kind)
+                                                 spent, resolved)
+        alone = coordinator.asked_alone(decision, role, proposed, resolved)
         turn = play.turn(turns, first_index + index, decision, role, override, proposed, alone)
         if turn.error is None:  # a failed call is settled as nothing
-            _judge(turn, turns, kind)
+            _judge(turn, turns, resolved)
         turns.append(turn)
         emit(TurnPlayed(turn))
         if turn.verdict == "ACCEPT":
@@ -220,14 +223,14 @@ def run_episode(
             accepted = turns[turn.agreed_with - first_index] if turn.agreed_with is not None else proposed
             settled = accepted.reply if accepted is not None else None
             break
-        if (found := coordinator.stop(turns, kind)) is not None:
-            transcript.stop_reason, settled = coordinator.stop_reason, turns[found - first_index].reply
+        if (stopped := coordinator.stop(turns, resolved)) is not None:
+            transcript.stop_reason, settled = coordinator.stop_reason, turns[stopped - first_index].reply
             break
         spent = spent or _budget_reached(transcript, token_budget, cost_budget)
         if spent is not None and rules.latest_proposal(turns) is not None:
             transcript.stop_reason = spent
             break
-    transcript.answer = settled if settled is not None else coordinator.final(transcript.turns, kind)
+    transcript.answer = settled if settled is not None else coordinator.final(transcript.turns, resolved)
     return transcript
 
 
@@ -238,7 +241,7 @@ class _Play:
     pool: Pool
     task: str
     context: list[ChatMessage]
-    kind: str | None
+    kind: AnswerKind
     examples: Checks | None
     emit: ProgressFn
 
@@ -248,21 +251,20 @@ class _Play:
         alone when the source's rules say so) through the turn machinery (episode/turn.py);
         verdicts are `_judge`'s."""
         model = decision.model
-        found = answer_kind(self.kind)
         messages, dropped = _fit(self.pool, model, role, self.task, turns, self.context, self.kind, alone)
         call = Call(model=model, role=role, messages=messages, answering=rules.role_proposes_answer(role, alone),
-                    max_tokens=found.max_tokens(Role.WORKER if alone else role),
+                    max_tokens=self.kind.max_tokens(Role.WORKER if alone else role),
                     attempt=sum(t.model == model for t in turns), alone=alone, chosen_role=decision.role,
                     model_probs=decision.model_probs, role_probs=decision.role_probs,
                     coordinator_s=decision.seconds, override=override, dropped=dropped)
         def written(piece: str) -> None:
             self.emit(TextWritten(index, model, role.value, piece))
 
-        return play(self.pool, call, index, attempt_salt(self.task, self.context), self.kind, self.examples, proposed,
+        return play(self.pool, call, index, attempt_salt(self.task, self.context), self.examples, proposed,
                     on_text=written)
 
 
-def _judge(turn: Turn, turns: Sequence[Turn], kind: str | None) -> None:
+def _judge(turn: Turn, turns: Sequence[Turn], kind: AnswerKind) -> None:
     """Settle `turn` against the earlier `turns` (turns/settle.py): a Verifier's verdict (asked
     alone: agreement with any earlier answer; on code: stated or executed, and only ever about
     code that passed its examples, rule 3), a Thinker's suggestion, and whether it votes."""

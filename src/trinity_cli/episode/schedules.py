@@ -7,7 +7,8 @@ from collections.abc import Collection, Sequence
 
 import numpy as np
 
-from trinity_cli.answer_kinds import answer_kind
+from trinity_cli.answer_kinds.base import AnswerKind
+from trinity_cli.answer_kinds.short import SHORT
 from trinity_cli.errors import ConfigError, ContextOverflow
 from trinity_cli.messages import ROLES, ChatMessage, Decision, Role, Turn
 from trinity_cli.turns.source_rules import SourceRules
@@ -26,8 +27,8 @@ class FixedSchedule(SourceRules):
                  settled by plurality (turns/settle.py)
     agree        agree(models): every member in pool order, round-robin, from the task
                  alone, until two answers agree (code: one passes its examples); on a kind
-                 judged by a Verifier (answer_kinds/base.py `agree_judges`: free-form) it is
-                 draft, judge, revise instead: the first usable member writes, the next one
+                 settled by a Verifier's verdict (answer_kinds/base.py `agree_by_verdict`:
+                 free-form) it is draft, judge, revise instead: the first usable member writes, the next one
                  judges the latest answer, the first revises, ... until an ACCEPT
 
     `alone`: every call is made from the task alone (Decision.alone); `stop_when_agreed`:
@@ -35,7 +36,7 @@ class FixedSchedule(SourceRules):
     (their context cannot hold the task) are skipped; with none left, ContextOverflow.
     """
 
-    stop_when_code_passes = False  # rule 5 is a head's (turns/source_rules.py)
+    stop_when_checks_settle = False  # rule 5 is a head's (turns/source_rules.py)
 
     def __init__(self, models: Sequence[str], model: str | Sequence[str], plan: Sequence[Role],
                  alone: bool = False, stop_when_agreed: bool = False) -> None:
@@ -64,14 +65,16 @@ class FixedSchedule(SourceRules):
         excluded: Collection[str] = (),
         context: Sequence[ChatMessage] = (),
         greedy: bool = False,
-        kind: str | None = None,
+        kind: AnswerKind = SHORT,
     ) -> Decision:
         usable = [m for m in self.order if m not in excluded]
         if not usable:
             who = f"model {self.order[0]!r} cannot" if len(self.order) == 1 else "no model of this schedule can"
             raise ContextOverflow(f"{who} hold this task in its context, or answer it in its style "
-                                  f"(a {answer_kind(kind).name} answer: answer_kinds/)")
-        if self.stop_when_agreed and answer_kind(kind).agree_judges:  # draft, judge, revise
+                                  f"(a {kind.name} answer: answer_kinds/)")
+        # `agree` on a kind settled by a verdict (answer_kinds/base.py `agree_by_verdict`):
+        # draft, judge, revise.
+        if self.stop_when_agreed and kind.agree_by_verdict:
             drafts = len(turns) % 2 == 0
             model, role = usable[0 if drafts else 1 % len(usable)], Role.WORKER if drafts else Role.VERIFIER
             return Decision(model=model, role=role, model_probs=[float(m == model) for m in self.models],
@@ -124,14 +127,14 @@ class DraftSchedule(FixedSchedule):
         super().__init__(models, order, (Role.WORKER,), alone=True)
         self.fallback = fallback
 
-    def stop(self, turns: Sequence[Turn], kind: str | None) -> int | None:
+    def stop(self, turns: Sequence[Turn], kind: AnswerKind) -> int | None:
         last = turns[-1] if turns else None
         if last is None or last.error is not None:
             return None
         checks = last.examples
         return last.index if not checks or not checks.get("checked") or checks.get("passed") else None
 
-    def final(self, turns: Sequence[Turn], kind: str | None) -> str | None:
+    def final(self, turns: Sequence[Turn], kind: AnswerKind) -> str | None:
         from trinity_cli.turns.choose import CHOOSERS, Draft
 
         drafted = [t for t in turns if t.error is None and t.reply.strip()]

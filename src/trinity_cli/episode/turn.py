@@ -84,7 +84,7 @@ class Call:
     dropped: int = 0
 
 
-def play(pool: Pool, call: Call, index: int, salt: str, kind: str | None, examples: Checks | None,
+def play(pool: Pool, call: Call, index: int, salt: str, examples: Checks | None,
          proposed: Turn | None = None, run_examples: str = "answering",
          on_text: Callable[[str], None] | None = None) -> Turn:
     """Make `call` and record it as turn `index` (module docstring); `proposed` is the code a

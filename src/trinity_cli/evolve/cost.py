@@ -30,6 +30,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from trinity_cli import paths, tasks
+from trinity_cli.answer_kinds import answer_kind
 from trinity_cli.episode.loop import attempt_salt
 from trinity_cli.errors import TrinityError
 from trinity_cli.evolve.options import EvolveOptions
@@ -128,9 +129,10 @@ def recorded_alone(config: PoolConfig, items: Sequence[tasks.TaskItem], k: int) 
     try:
         for item in items:
             salt = attempt_salt(item.prompt, [])
+            kind = answer_kind(item.scorer)
             for model in config.names:
                 messages = prompts.build_messages(Role.WORKER, item.prompt, [], style=pool.style(model),
-                                                  kind=item.scorer, alone=True)
+                                                  kind=kind, alone=True)
                 for attempt in range(k):
                     try:
                         key = pool.cache_key(model, messages, pool.params(model, Role.WORKER.value, attempt, salt))

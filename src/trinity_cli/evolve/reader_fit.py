@@ -28,12 +28,15 @@ import json
 import statistics
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from trinity_cli import tasks
+from trinity_cli.answer_kinds import answer_kind
+from trinity_cli.answer_kinds.base import AnswerKind
 from trinity_cli.bench.procedures import Matrix, Outcome, Reply, outcome
 from trinity_cli.coordinator.reader import FAMILIES, WEIGHT_GROUPS, Reader, ReaderSource, family
 from trinity_cli.errors import ConfigError
@@ -58,6 +61,11 @@ class Items:
     matrix: Matrix
     items: list[tasks.TaskItem]
 
+    @cached_property
+    def kinds(self) -> dict[str, AnswerKind]:
+        """Each item's answer kind (item.key -> kind), resolved once from its `scorer`."""
+        return {i.key: answer_kind(i.scorer) for i in self.items}
+
 
 def read_matrix(path: str | Path) -> Items:
     """A matrix file's replies as turns (asked alone, as a Worker, attempt order), with its items."""
@@ -70,7 +78,8 @@ def read_matrix(path: str | Path) -> Items:
     items = [i for i in tasks.sample_items(mix, seed=seed) if i.key in rows]
     matrix: Matrix = {}
     for item in items:
-        matrix[item.key] = {m: [_reply(r, m, n, item.scorer) for n, r in enumerate(replies)]
+        kind = answer_kind(item.scorer)
+        matrix[item.key] = {m: [_reply(r, m, n, kind) for n, r in enumerate(replies)]
                             for m, replies in rows[item.key].items()}
     return Items(matrix, items)
 
@@ -84,7 +93,7 @@ def read_pool_matrix(path: str | Path, pool: str, models: Sequence[str], label: 
     return data
 
 
-def _reply(entry: dict[str, Any], member: str, attempt: int, kind: str) -> Reply:
+def _reply(entry: dict[str, Any], member: str, attempt: int, kind: AnswerKind) -> Reply:
     completion = int(entry.get("completion_tokens") or 0)
     turn = Turn(index=attempt, model=member, role=Role.WORKER, chosen_role=Role.WORKER, model_probs=[], role_probs=[],
                 messages=[], reply=entry["reply"], prompt_tokens=int(entry["tokens"]) - completion,
@@ -95,19 +104,19 @@ def _reply(entry: dict[str, Any], member: str, attempt: int, kind: str) -> Reply
     return Reply(turn, bool(entry["correct"]))
 
 
-def play(reader: Reader, row: dict[str, list[Reply]], kind: str) -> Outcome:
+def play(reader: Reader, row: dict[str, list[Reply]], kind: AnswerKind) -> Outcome:
     """The episode `reader` plays on one item, read off its matrix row (module docstring);
     `short` when the row lacked an attempt it asked for (it stopped there)."""
     return _play(reader, row, kind)[0]
 
 
-def wanted(reader: Reader, row: dict[str, list[Reply]], kind: str) -> str | None:
+def wanted(reader: Reader, row: dict[str, list[Reply]], kind: AnswerKind) -> str | None:
     """The member whose attempt `reader` asks for on this row and the row lacks (None: it
     plays to its end on what the row holds): what bench/matrix.complete asks for."""
     return _play(reader, row, kind)[1]
 
 
-def _play(reader: Reader, row: dict[str, list[Reply]], kind: str) -> tuple[Outcome, str | None]:
+def _play(reader: Reader, row: dict[str, list[Reply]], kind: AnswerKind) -> tuple[Outcome, str | None]:
     source = ReaderSource(reader)
     turns: list[Turn] = []
     seq: list[Reply] = []
@@ -143,7 +152,7 @@ class Score:
 
 def score(reader: Reader, data: Items) -> Score:
     """Accuracy, mean tokens and per-item rewards (item order) of `reader` on `data`."""
-    outs = [play(reader, data.matrix[i.key], i.scorer) for i in data.items]
+    outs = [play(reader, data.matrix[i.key], data.kinds[i.key]) for i in data.items]
     rewards = [float(o.correct) for o in outs]
     return Score(float(np.mean(rewards)), float(np.mean([o.tokens for o in outs])), rewards)
 
@@ -153,7 +162,7 @@ def centres(data: Items, models: Sequence[str]) -> dict[str, dict[str, dict[str,
     out: dict[str, dict[str, dict[str, float]]] = {}
     for fam in FAMILIES:
         for m in models:
-            stats = [s for i in data.items if family(i.scorer) == fam for r in data.matrix[i.key][m]
+            stats = [s for i in data.items if family(data.kinds[i.key]) == fam for r in data.matrix[i.key][m]
                      if (s := r.turn.logprob_stats) and not s.get("unmatched") and s.get("mean") is not None]
             if stats:
                 out.setdefault(fam, {})[m] = {"mean": statistics.median(s["mean"] for s in stats),

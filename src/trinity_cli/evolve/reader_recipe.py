@@ -228,7 +228,7 @@ def route_members(train: Items, models: list[str]) -> dict[str, str]:
     """Per family, the member right most often on the training matrix (ties: pool order)."""
     picks = {}
     for fam in FAMILIES:
-        items = [i for i in train.items if family(i.scorer) == fam]
+        items = [i for i in train.items if family(train.kinds[i.key]) == fam]
         picks[fam] = max(models, key=lambda m: (sum(train.matrix[i.key][m][0].correct for i in items),
                                                 -models.index(m)))
     return picks
@@ -241,17 +241,17 @@ def table(reader: reader_mod.Reader, train: Items, val: Items, models: list[str]
 
     def procedure(name: Callable[[TaskItem], str]) -> Callable[[TaskItem], Outcome]:
         """The fixed procedure `name(item)` names, played on an item's validation row."""
-        return lambda i: play_procedure(name(i), val.matrix[i.key], i.scorer, AGREE_TURNS)
+        return lambda i: play_procedure(name(i), val.matrix[i.key], val.kinds[i.key], AGREE_TURNS)
 
     def fixed(name: str) -> Callable[[TaskItem], Outcome]:
         return procedure(lambda i: name)
 
     plays: list[tuple[str, str, Callable[[TaskItem], Outcome]]] = [
         *((f"single:{m}", "single", fixed(f"single:{m}")) for m in models),
-        ("route", "route", procedure(lambda i: f"single:{routes[family(i.scorer)]}")),
+        ("route", "route", procedure(lambda i: f"single:{routes[family(val.kinds[i.key])]}")),
         ("agree", "agree", fixed("agree:" + ">".join(models))),
         *((name, kind, fixed(name)) for kind, name in FIXED.items()),
-        ("reader", "reader", lambda i: play(reader, val.matrix[i.key], i.scorer)),
+        ("reader", "reader", lambda i: play(reader, val.matrix[i.key], val.kinds[i.key])),
     ]
     per_row: dict[str, tuple[str, list[bool], list[int], int]] = {}
     for row, kind, play_item in plays:

@@ -3,8 +3,10 @@ policy's registered name stands for.
 
 A `Policy` turns one question into a transcript: `play(engines, episode)`. Everything an
 episode needs besides the policy is in `Episode` (the task, its seed, turn budget, how
-decisions are taken, the scorer kind and shown examples, the earlier conversation, the
-members left out, budgets and progress). `Engines` is where a policy finds the pool and, for
+decisions are taken, the answer kind and shown examples, the earlier conversation, the
+members left out, budgets and progress). Its `kind` is the `AnswerKind` object (answer_kinds/base.py),
+resolved once when the `Episode` is made from a name or from the task's wording; a policy, the
+turn loop and the conductor read that object. `Engines` is where a policy finds the pool and, for
 a head, the coordinator that reads it (evaluators/local.Runtime shares one backbone per
 reference between episodes; `ask` gives the one it built). A policy is plain data that
 pickles, so it travels to threads and Ray actors inside an `EpisodeSpec`.
@@ -25,7 +27,8 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from trinity_cli.answer_kinds.base import Checks
+from trinity_cli.answer_kinds import resolve_kind
+from trinity_cli.answer_kinds.base import AnswerKind, Checks
 from trinity_cli.coordinator.head import Head
 from trinity_cli.coordinator.policy import Coordinator
 from trinity_cli.episode.loop import DecisionSource, run_episode
@@ -36,13 +39,17 @@ from trinity_cli.pool.pool import Pool
 
 @dataclass(frozen=True)
 class Episode:
-    """One question to play (episode/loop.run_episode's parameters: its docstring)."""
+    """One question to play (episode/loop.run_episode's parameters: its docstring).
+
+    `kind`: given as an `AnswerKind`, a kind's name (a task item's `scorer`) or None (the kind
+    the task's wording asks for); once made, always the resolved `AnswerKind`
+    (answer_kinds.resolve_kind), which is what plays the episode."""
 
     task: str
     seed: int = 0
     max_turns: int = 5
     greedy: bool = False
-    kind: str | None = None
+    kind: AnswerKind | str | None = None
     examples: Checks | None = None
     context: Sequence[ChatMessage] = ()
     exclude: Collection[str] = ()
@@ -50,6 +57,9 @@ class Episode:
     progress: ProgressFn | None = None
     token_budget: int | None = None
     cost_budget: float | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "kind", resolve_kind(self.kind, self.task))
 
 
 def play_loop(pool: Pool, source: DecisionSource, episode: Episode) -> Transcript:

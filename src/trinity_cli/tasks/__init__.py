@@ -12,8 +12,8 @@
 Built-in tasks read data shipped inside PyPI packages (builtin.py); `file:PATH` reads your
 own JSONL (userfile.py). Splits are documented in registry.py. An item is scored by its
 family's own scorer, else by the answer kind its `scorer` names (answer_kinds.score_item: the
-kinds are the one registry of scorers); the built-in kinds' scoring functions are scoring.py's,
-code.py's and constraints.py's. Code runs in sandbox/sandbox.py (with isolation.py:
+kinds are the one registry of scorers); the built-in short and code kinds' scoring functions
+are scoring.py's and code.py's. Code runs in sandbox/sandbox.py (with isolation.py:
 bubblewrap; limits.py: resource limits; sandbox/recorded.py: recorded runs, so replayed
 episodes do not run their programs again).
 """

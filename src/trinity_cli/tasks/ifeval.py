@@ -15,7 +15,7 @@ Splits (tasks/registry.py, `TaskFamily.split_counts`): IFEval's items in hash or
 on it: every item is test. IFBench items holding an instruction its checkers cannot run offline
 (`ifeval_checks.UNSCORABLE`) are left out.
 
-trinity's own constraint checks (tasks/constraints.py), which an episode runs on every draft,
+trinity's own constraint checks (answer_kinds/constraints.py), which an episode runs on every draft,
 read the prompt's words alone (the kind's `checks` of a reference that is not a list): they
 never see these references.
 """

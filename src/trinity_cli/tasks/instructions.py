@@ -2,14 +2,14 @@
 (in the spirit of IFEval), made here from fixed lists, so they ship with no data file.
 
 Each item is one writing request (`TOPICS`: an explanation, a letter, a story, advice, a
-poem...) with one or two stated constraints (`_TEMPLATES`, tasks/constraints.py's types),
+poem...) with one or two stated constraints (`_TEMPLATES`, answer_kinds/constraints.py's types),
 chosen by `seeds.seed` of the topic and the variant number (`_chosen`): the same items, ids, wording
 and references on every machine. Item ids are "t<topic>-v<variant>" (TOPICS' order, from 0);
 40 topics × 6 variants = 240 items, split by id as every task is (tasks/registry.py).
 
-Reference: the list of constraint dicts; scorer `freeform` (tasks/constraints.py's
+Reference: the list of constraint dicts; scorer `freeform` (answer_kinds/constraints.py's
 `score_constraints`): an answer scores 1.0 when it meets all of them. The constraints are
-said in the prompt in words tasks/constraints.py's `parse` also reads, so `ask` checks the
+said in the prompt in words answer_kinds/constraints.py's `parse` also reads, so `ask` checks the
 same things when a person types such a request (tests/test_answer_kinds.py holds the two
 readings equal on every item).
 """
@@ -17,10 +17,12 @@ readings equal on every item).
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from trinity_cli import seeds
-from trinity_cli.tasks.constraints import Constraint
 from trinity_cli.tasks.items import TaskItem
+
+Constraint = dict[str, Any]  # answer_kinds/constraints.py's: {"type": TYPE, ...parameters}
 
 # (request, two words it would use, two words it would naturally use that a constraint may forbid)
 TOPICS: tuple[tuple[str, tuple[str, str], tuple[str, str]], ...] = (

@@ -3,10 +3,10 @@ reference.
 
 Which function scores an item is its answer kind's business: an item's `scorer` names an
 answer kind, whose `score` decides (answer_kinds/registry.py: the one registry of scorers;
-answer_kinds/short.py and freeform.py call the functions here and in code.py and
-constraints.py). Every function is `score(output_text, reference) -> float` and returns 1.0
-or 0.0. They never raise on odd model output (an unparseable reply scores 0.0); a malformed
-*reference* is a bug in the task data and raises `ValueError`.
+answer_kinds/short.py calls the functions here and in code.py, freeform.py those of
+answer_kinds/constraints.py). Every function is `score(output_text, reference) -> float` and
+returns 1.0 or 0.0. They never raise on odd model output (an unparseable reply scores 0.0); a
+malformed *reference* is a bug in the task data and raises `ValueError`.
 
 References, by scorer:
 
@@ -15,7 +15,7 @@ References, by scorer:
     choice    a letter "A".."E"
     exact     a string, compared after normalisation (case, spaces, outer punctuation)
     code      {"tests": str, "prelude": str = "", "entry_point": str | None, "timeout_s": float = 10}
-    freeform  a list of constraints the whole reply must meet (tasks/constraints.py)
+    freeform  a list of constraints the whole reply must meet (answer_kinds/constraints.py)
 
 How answers are read from a reply:
 

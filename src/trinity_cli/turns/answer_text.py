@@ -3,7 +3,7 @@ the assistant message, and the `answer` of an ask run's record (bench.json keeps
 
 `answer_text(reply, kind)`: `reply` is the episode's answer reply (the Worker reply it settled
 on, with trinity's program scaffold when a `program` member wrote it), `kind` the task's
-answer kind (None: a short answer of no stated form). The kind reads it (answer_kinds/:
+`AnswerKind` (default: a short answer of no stated form). The kind reads it (answer_kinds/:
 `AnswerKind.answer_text`):
 
     code      the code alone, plain (no fence), so `trinity ask ... > f.py` is a program.
@@ -20,13 +20,14 @@ reply itself instead; run records keep both.
 
 from __future__ import annotations
 
-from trinity_cli.answer_kinds import answer_kind
+from trinity_cli.answer_kinds.base import AnswerKind
+from trinity_cli.answer_kinds.short import SHORT
 from trinity_cli.turns.program import split_reply
 
 
-def answer_text(reply: str | None, kind: str | None = None) -> str:
+def answer_text(reply: str | None, kind: AnswerKind = SHORT) -> str:
     """The answer in `reply` for a task of answer kind `kind` (module docstring)."""
     if not reply or not reply.strip():
         return ""
     text, printed, _ = split_reply(reply)
-    return answer_kind(kind).answer_text(text, printed)
+    return kind.answer_text(text, printed)

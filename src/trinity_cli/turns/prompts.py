@@ -50,7 +50,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from trinity_cli.answer_kinds import answer_kind
+from trinity_cli.answer_kinds.base import AnswerKind
+from trinity_cli.answer_kinds.short import SHORT
 from trinity_cli.messages import ChatMessage, Role, Turn
 from trinity_cli.turns.rules import asked_alone, latest_proposal
 
@@ -194,12 +195,12 @@ def aggregate_task(task: str, answers: Sequence[str], limit: int = AGGREGATE_ANS
     return AGGREGATE.format(task=task, count=count, answers=shown)
 
 
-def _shown_turn(turn: Turn, kind: str | None = None) -> str:
-    """A turn as later prompts show it: label, reply (clipped), and its checks' result."""
-    found = answer_kind(kind)
-    text = f"[{LABEL[turn.role]}]\n{clip(turn.reply, found.history_chars)}"
+def _shown_turn(turn: Turn, kind: AnswerKind) -> str:
+    """A turn as later prompts show it: label, reply (clipped to the kind's `history_chars`),
+    and its checks' result (the kind's `check_note`)."""
+    text = f"[{LABEL[turn.role]}]\n{clip(turn.reply, kind.history_chars)}"
     if turn.examples is not None:
-        text += "\n" + found.check_note(turn.examples)
+        text += "\n" + kind.check_note(turn.examples)
     return text
 
 
@@ -211,27 +212,27 @@ def build_messages(
     context: Sequence[ChatMessage] = (),
     keep_last: int | None = None,
     style: str = "reason",
-    kind: str | None = None,
+    kind: AnswerKind = SHORT,
     alone: bool = False,
 ) -> list[ChatMessage]:
     """The messages sent to a `style` member acting as `role` (see module docstring);
-    `kind` is the task's answer kind (None: a short answer of no stated form), which may
-    replace the style's instructions (answer_kinds/base.py `instruction`); `alone`: asked from
+    `kind` is the episode's `AnswerKind` (default: a short answer of no stated form), which may
+    replace the style's instructions (answer_kinds/base.py `instruction`); what a Verifier is
+    shown is the kind's too (`verifier_sees_turns`, `proposal_label`); `alone`: asked from
     the task alone, with the Worker's instructions, whatever `role` is recorded."""
     if style not in INSTRUCTIONS:
         raise ValueError(f"unknown style {style!r}")
-    found = answer_kind(kind)
     if asked_alone(role, kind, alone):
         shown: list[Turn] = []
         asked = Role.WORKER
     else:
         shown = list(turns) if keep_last is None else list(turns)[len(turns) - keep_last :] if keep_last else []
         asked = role
-    if asked is Role.VERIFIER and not found.verifier_sees_turns:
+    if asked is Role.VERIFIER and not kind.verifier_sees_turns:  # free-form: the answer alone
         shown = []
     shown = [t for t in shown if t.error is None]  # a member that failed said nothing to show
     if asked is Role.WORKER and not shown:
-        drafted = found.draft_messages(style, task, context)
+        drafted = kind.draft_messages(style, task, context)
         if drafted is not None:
             return drafted
     parts = opening(task, context)
@@ -241,9 +242,9 @@ def build_messages(
         parts.append(header + "\n" + "\n\n".join(_shown_turn(t, kind) for t in shown))
     proposed = latest_proposal(turns)
     if asked is Role.VERIFIER and proposed is not None:
-        note = f"\n{found.check_note(proposed.examples)}" if proposed.examples is not None else ""
-        parts.append(f"{found.proposal_label}\n{clip(proposed.reply, found.history_chars)}{note}")
-    own = found.instruction(style, asked, revising=bool(shown) and proposed is not None)
+        note = f"\n{kind.check_note(proposed.examples)}" if proposed.examples is not None else ""
+        parts.append(f"{kind.proposal_label}\n{clip(proposed.reply, kind.history_chars)}{note}")
+    own = kind.instruction(style, asked, revising=bool(shown) and proposed is not None)
     instruction, request = own if own is not None else (INSTRUCTIONS[style][asked], REQUEST[style][asked])
     parts.append(f"{instruction}\n{request}")
     return [ChatMessage("system", SYSTEM), ChatMessage("user", "\n\n".join(parts))]

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from trinity_cli.answer_kinds import answer_kind
+from trinity_cli.answer_kinds.base import AnswerKind
 from trinity_cli.messages import Role, Turn
 
 
@@ -34,7 +34,8 @@ def role_proposes_answer(role: Role, alone: bool) -> bool:
     return role is Role.WORKER or (role is Role.VERIFIER and alone)
 
 
-def asked_alone(role: Role, kind: str | None, alone: bool = False) -> bool:
+def asked_alone(role: Role, kind: AnswerKind, alone: bool = False) -> bool:
     """Whether a call in `role` sees the task alone (module docstring): when the decision
-    says so, and a Verifier of every kind but the judged ones, whose answer it must judge."""
-    return alone or (role is Role.VERIFIER and not answer_kind(kind).judged)
+    says so, and a Verifier of every kind but the judged ones (`kind.judged`), whose answer it
+    must judge."""
+    return alone or (role is Role.VERIFIER and not kind.judged)

@@ -2,7 +2,8 @@
 at the end, and code answers run against the examples the task itself shows.
 
 Answers are read exactly as the task's scorer reads them (`tasks.answers.final_answer` for
-the scorer kind). Rules (episode/loop.py applies them turn by turn):
+the scorer kind). Every function is given the episode's `AnswerKind` (answer_kinds/base.py),
+the object the episode carries, and asks it how to read and compare. Rules (episode/loop.py applies them turn by turn):
 
     vote        A turn that answers (a Worker, or a Verifier asked alone: rules.proposes_answer)
                 casts a vote for its answer, unless an equal answer was in its prompt (an
@@ -36,7 +37,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from trinity_cli.answer_kinds import answer_kind
+from trinity_cli.answer_kinds.base import AnswerKind
 from trinity_cli.answer_kinds.examples import ExampleRun, Examples, run_examples
 from trinity_cli.messages import Turn
 from trinity_cli.tasks.answers import FinalAnswer
@@ -44,18 +45,18 @@ from trinity_cli.turns import rules
 
 __all__ = ["ExampleRun", "Examples", "run_examples"]  # where callers have always found them
 
-def answer_of(turn: Turn, kind: str | None) -> FinalAnswer | None:
+def answer_of(turn: Turn, kind: AnswerKind) -> FinalAnswer | None:
     """The answer an answering turn commits to, as the scorer of `kind` reads it (None for
     code, and for turns that do not answer)."""
     if not rules.proposes_answer(turn):
         return None
-    return answer_kind(kind).read(turn.reply)
+    return kind.read(turn.reply)
 
 
-def gives_answer(reply: str, kind: str | None) -> bool:
+def gives_answer(reply: str, kind: AnswerKind) -> bool:
     """Whether `reply` holds an answer of `kind` (its `gives_answer`: on code, a definition in
     its code; a short answer of no stated form or free-form, any text; otherwise a final answer)."""
-    return answer_kind(kind).gives_answer(reply)
+    return kind.gives_answer(reply)
 
 
 def shown_turns(turns: Sequence[Turn], turn: Turn) -> list[Turn]:
@@ -66,49 +67,50 @@ def shown_turns(turns: Sequence[Turn], turn: Turn) -> list[Turn]:
     return list(turns[turn.truncated_turns : turn.index - turns[0].index])
 
 
-def is_vote(turns: Sequence[Turn], turn: Turn, kind: str | None) -> bool:
+def is_vote(turns: Sequence[Turn], turn: Turn, kind: AnswerKind) -> bool:
     """Whether `turn` (not yet in, or last of, `turns`) casts a vote (module docstring)."""
     mine = answer_of(turn, kind)
     if mine is None:
         return False
     for seen in shown_turns(turns, turn):
         theirs = answer_of(seen, kind)
-        if theirs is not None and answer_kind(kind).same(mine, theirs):
+        if theirs is not None and kind.same(mine, theirs):
             return False
     return True
 
 
-def agreed_with(turns: Sequence[Turn], answer: FinalAnswer | None, kind: str | None) -> int | None:
+def agreed_with(turns: Sequence[Turn], answer: FinalAnswer | None, kind: AnswerKind) -> int | None:
     """Index of the latest answering turn of `turns` whose answer equals `answer`, or None."""
     if answer is None:
         return None
     for turn in reversed(turns):
         theirs = answer_of(turn, kind)
-        if theirs is not None and answer_kind(kind).same(answer, theirs):
+        if theirs is not None and kind.same(answer, theirs):
             return turn.index
     return None
 
 
-def agreement(turns: Sequence[Turn], kind: str | None) -> int | None:
+def agreement(turns: Sequence[Turn], kind: AnswerKind) -> int | None:
     """For the `agree` procedure, after the latest turn: the index of the turn it agrees
     with when it is a vote equal to an earlier vote (code: the latest turn itself when its
     code passed its examples); else None."""
     if not turns:
         return None
     last = turns[-1]
-    if answer_kind(kind).judged:  # code: the first that passes its examples; free-form: only an ACCEPT
-        return last.index if last.examples_passed and answer_kind(kind).stop_when_checks_pass else None
+    if kind.judged:  # code: the first that passes its examples; free-form: only an ACCEPT
+        # `passing_checks_settle` (answer_kinds/base.py): passing the checks is the whole judgement.
+        return last.index if last.examples_passed and kind.passing_checks_settle else None
     if not last.vote:
         return None
     return agreed_with([t for t in turns[:-1] if t.vote], answer_of(last, kind), kind)
 
 
-def settled_answer(turns: Sequence[Turn], kind: str | None) -> str | None:
+def settled_answer(turns: Sequence[Turn], kind: AnswerKind) -> str | None:
     """The episode's answer at the end without agreement (module docstring: plurality; code)."""
     answering = [t for t in turns if rules.proposes_answer(t)]
     if not answering:
         return None
-    if answer_kind(kind).judged:
+    if kind.judged:
         passing = [t for t in answering if t.examples_passed]
         return (passing or answering)[-1].reply
     groups: list[tuple[FinalAnswer, list[Turn]]] = []
@@ -117,7 +119,7 @@ def settled_answer(turns: Sequence[Turn], kind: str | None) -> str | None:
             continue
         mine = answer_of(turn, kind)
         assert mine is not None  # a vote has an answer
-        group = next((g for g in groups if answer_kind(kind).same(g[0], mine)), None)
+        group = next((g for g in groups if kind.same(g[0], mine)), None)
         if group is None:
             groups.append((mine, [turn]))
         else:

@@ -24,14 +24,16 @@ it decides otherwise (a reader, coordinator/reader.py, decides stop and final an
     asked_alone(...)    whether the acting role is asked from the task alone, shown no turns:
                         when the pick says so (`Decision.alone`: sc, agree), a Verifier of a kind
                         compared by value (turns/rules.asked_alone), and, after an answer that
-                        failed its checks on a kind that retries afresh (`retry_alone`: code),
-                        the next Worker (rule 3: shown the failing code, members repeat it).
+                        failed its checks on a kind that retries from the task alone
+                        (`AnswerKind.retry_from_task_alone`: code), the next Worker (rule 3:
+                        shown the failing code, members repeat it).
     stop(turns, kind)   after each turn: the index of the turn whose reply ends the episode
-                        now (stop_reason `stop_reason`, "agreed"), or None to go on. With `stop_when_agreed` (the fixed
-                        `agree`): the first agreement (turns/settle.agreement; on code, the
-                        first code passing its shown examples). With `stop_when_code_passes`
-                        (rule 5, every head): on a kind whose checks are its whole judgement
-                        (`stop_when_checks_pass`: code), the first answer passing them.
+                        now (stop_reason `stop_reason`, "agreed"), or None to go on. With
+                        `stop_when_agreed` (the fixed `agree`): the first agreement
+                        (turns/settle.agreement; on code, the first code passing its shown
+                        examples). With `stop_when_checks_settle` (rule 5, every head): on a
+                        kind whose checks are its whole judgement (the pair's other half,
+                        `AnswerKind.passing_checks_settle`: code), the first answer passing them.
     final(turns, kind)  at the end without an ACCEPT or a stop: the episode's answer, the
                         plurality of votes (turns/settle.settled_answer).
     can_pick(models, excluded)
@@ -40,13 +42,16 @@ it decides otherwise (a reader, coordinator/reader.py, decides stop and final an
                         hold the task are; once no member the source picks from is left, the
                         episode ends (stop_reason "failed"). Every member of the pool, or a
                         fixed schedule's own (episode/schedules.py).
+
+`kind` is the episode's `AnswerKind` (answer_kinds/base.py), the object episode/loop.py
+resolved once when the episode started.
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 
-from trinity_cli.answer_kinds import answer_kind
+from trinity_cli.answer_kinds.base import AnswerKind
 from trinity_cli.messages import Decision, Role, Turn
 from trinity_cli.turns import rules, settle
 
@@ -54,13 +59,16 @@ from trinity_cli.turns import rules, settle
 class SourceRules:
     """The rules of a decision source (module docstring)."""
 
+    # Stop at the first agreement (the fixed `agree`: turns/settle.agreement).
     stop_when_agreed: bool = False
-    stop_when_code_passes: bool = False
+    # Rule 5 (every head): stop at the first answer whose passing checks settle it, on a kind
+    # that says they do (`AnswerKind.passing_checks_settle`: code's shown examples).
+    stop_when_checks_settle: bool = False
     stop_reason = "agreed"  # the Transcript.stop_reason of an episode `stop` ends
     label: str | None = None  # Turn.override of this source's turns where no rule overrode the pick
 
     def acting_role(self, decision: Decision, suggested: Role | None, proposed: Turn | None, last: bool,
-                    spent: str | None, kind: str | None) -> tuple[Role, str | None]:
+                    spent: str | None, kind: AnswerKind) -> tuple[Role, str | None]:
         """Rules 1-4 (module docstring): the acting role and why it differs from the pick."""
         role, override = decision.role, None
         if suggested is not None and suggested is not role:
@@ -68,23 +76,24 @@ class SourceRules:
         if role is Role.VERIFIER and proposed is None:
             role, override = Role.WORKER, "no answer to verify yet: verifier acts as worker"
         if role is Role.VERIFIER and proposed is not None and proposed.examples_passed is False:
-            role, override = Role.WORKER, answer_kind(kind).failed_check_override
+            role, override = Role.WORKER, kind.failed_check_override
         if last and proposed is None and role is not Role.WORKER:
             why = "last turn" if spent is None else f"{spent.replace('_', ' ')} spent"
             role, override = Role.WORKER, f"{why} and no answer yet: worker"
         return role, override if override is not None else self.label
 
-    def asked_alone(self, decision: Decision, role: Role, proposed: Turn | None, kind: str | None) -> bool:
-        """Whether the acting `role` is asked from the task alone (module docstring)."""
-        retry = answer_kind(kind).retry_alone and proposed is not None and proposed.examples_passed is False
+    def asked_alone(self, decision: Decision, role: Role, proposed: Turn | None, kind: AnswerKind) -> bool:
+        """Whether the acting `role` is asked from the task alone (module docstring); after a
+        failed check only on a kind that retries from the task alone (`retry_from_task_alone`)."""
+        retry = kind.retry_from_task_alone and proposed is not None and proposed.examples_passed is False
         return rules.asked_alone(role, kind, decision.alone) or (retry and role is Role.WORKER)
 
-    def stop(self, turns: Sequence[Turn], kind: str | None) -> int | None:
-        if self.stop_when_agreed or (answer_kind(kind).stop_when_checks_pass and self.stop_when_code_passes):
+    def stop(self, turns: Sequence[Turn], kind: AnswerKind) -> int | None:
+        if self.stop_when_agreed or (self.stop_when_checks_settle and kind.passing_checks_settle):
             return settle.agreement(turns, kind)
         return None
 
-    def final(self, turns: Sequence[Turn], kind: str | None) -> str | None:
+    def final(self, turns: Sequence[Turn], kind: AnswerKind) -> str | None:
         return settle.settled_answer(turns, kind)
 
     def can_pick(self, models: Sequence[str], excluded: Collection[str]) -> bool:
