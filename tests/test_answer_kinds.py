@@ -197,9 +197,14 @@ def test_ask_prints_a_freeform_answer_whole_and_streams_it(tmp_path: Path, monke
     code, out, err = run_main(["ask", "--pool", str(pool), "--no-warm", "Write a haiku about rain."],
                               monkeypatch, capsys)
     assert code == 0, err
-    # no head named: a free-form question is drafted, judged and revised (`agree`), never by a program
-    assert out == "Rain on the roof\nsoft drums in the night\nsleep comes\n"
-    assert "Rain, rain, rain." in err and "It is one line, not a haiku." in err  # the replies as written
+    # no head named: a free-form question gets the `drafts` policy: no constraint stated, one draft
+    assert out == "Rain, rain, rain.\n"
+    assert "Rain, rain, rain." in err and "Verdict" not in err  # the reply as written, and no judge
+    code, out, err = run_main(["ask", "--pool", str(pool), "--no-warm", "--mode", "agree",
+                               "Write a haiku about rain."], monkeypatch, capsys)
+    # draft, judge, revise stays selectable, never by a program
+    assert code == 0 and out == "Rain on the roof\nsoft drums in the night\nsleep comes\n"
+    assert "It is one line, not a haiku." in err
     code, out, err = run_main(["ask", "--pool", str(pool), "--no-warm", "--kind", "short", "--json",
                                "Write a haiku about rain."], monkeypatch, capsys)
     record = json.loads(out)
@@ -220,13 +225,15 @@ def test_serve_answers_a_freeform_request_whole_and_streams_its_drafts(tmp_path:
     with TestClient(create_app(ServeOptions(pool=str(_pool(tmp_path))))) as client:
         plain = client.post("/v1/chat/completions", json={"model": "trinity", "messages": question})
         assert plain.status_code == 200, plain.text
+        # `trinity` plays what ask plays: the drafts policy, one draft when no constraint is stated
+        assert plain.json()["choices"][0]["message"]["content"] == "Rain, rain, rain."
         haiku = "Rain on the roof\nsoft drums in the night\nsleep comes"
-        assert plain.json()["choices"][0]["message"]["content"] == haiku
-        streamed = client.post("/v1/chat/completions", json={"model": "trinity", "messages": question, "stream": True})
+        streamed = client.post("/v1/chat/completions", json={"model": "trinity/agree", "messages": question,
+                                                             "stream": True})
         _, data = sse_events(streamed.text)
         deltas = [d["choices"][0]["delta"] for d in data if isinstance(d, dict) and d.get("choices")]
         thinking = "".join(d.get("reasoning_content", "") for d in deltas)
         assert "Rain, rain, rain." in thinking and "It is one line, not a haiku." in thinking
-        assert "".join(d.get("content", "") for d in deltas) == "Rain on the roof\nsoft drums in the night\nsleep comes"
+        assert "".join(d.get("content", "") for d in deltas) == haiku
         bad = client.post("/v1/chat/completions", json={"model": "trinity", "messages": question, "kind": "poem"})
         assert bad.status_code == 400 and "answer kind" in bad.json()["error"]["message"]

@@ -76,6 +76,9 @@ def test_every_row_is_scored_from_the_matrix_and_paired_with_the_best_member() -
     assert table["certainty@4"]["strict"] == 2  # item 2's most certain draft has a comma
     assert table["until-pass@4/first"]["paired"] == {"b": 1, "c": 0, "p_value": 1.0}
     assert table["draft:a"]["inst_strict"] == 1 and table["draft:a"]["instructions"] == 3
+    assert table["draft:a"]["tokens"] == table["draft:b"]["tokens"] == 20 and table["draft:b"]["calls"] == 1
+    # drawn b first: b0 passes on items 0 and 1, item 2 draws b0, a0, b1 and then a1 passes
+    assert table["until-pass@4/first b>a"]["calls"] == (1 + 1 + 4) / 3
     assert result["best"] == "until-pass@4/first"  # 3 of 3, with the fewest tokens of those
     text = drafts.markdown(result, "ifeval:val:3")
     assert "until-pass@4/first" in text and "vs draft:b" in text

@@ -4,14 +4,16 @@ tables when redirected. tests/test_viewer_browser.py draws the same pages in Chr
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from trinity_cli import paths
+from trinity_cli import listening, paths
 from trinity_cli.errors import ConfigError, NotFound
 from trinity_cli.runs.store import RunLock, RunStore
 from trinity_cli.viewer import export, pages, shape
@@ -21,6 +23,17 @@ from .conftest import run_main
 
 ROOT = Path(__file__).resolve().parents[1]
 ASSETS = ROOT / "src" / "trinity_cli" / "viewer" / "assets"
+
+
+@contextlib.contextmanager
+def _copy_of(store, source: str, name: str) -> Iterator[Path]:
+    """A copy of run `source` named `name` in `store`, removed afterwards."""
+    copy = store.root / name
+    shutil.copytree(store.root / source, copy)
+    try:
+        yield copy
+    finally:
+        shutil.rmtree(copy)
 
 
 @pytest.fixture(scope="module")
@@ -77,17 +90,13 @@ def test_a_bench_page_has_its_tables_charts_and_an_items_by_systems_grid(store, 
 
 def test_a_bench_summary_the_report_cannot_read_shows_report_md_and_still_its_grid(store, made) -> None:
     _, ids = made
-    copy = store.root / "run-31"
-    shutil.copytree(store.root / ids["bench"], copy)
-    try:
+    with _copy_of(store, ids["bench"], "run-31") as copy:
         record = json.loads((copy / "run.json").read_text())
         del record["summary"]["results"]  # as a summary older than the report's fields would lack them
         (copy / "run.json").write_text(json.dumps({**record, "id": "run-31"}))
         page = _page(store, "run/run-31")
         assert page["tables"] == [] and page["report"] == (copy / "report.md").read_text()
         assert page["report"].startswith("# trinity bench") and len(page["grid"]["rows"]) == viewer_home.ITEMS
-    finally:
-        shutil.rmtree(copy)
 
 
 def test_an_item_page_has_every_systems_episode_turn_by_turn(store, made) -> None:
@@ -298,17 +307,13 @@ def test_the_served_app_answers_head_as_get(client, made) -> None:
 def test_the_served_app_sees_a_run_that_finishes_and_a_run_whose_files_change(client, made, store) -> None:
     home, ids = made
     before = {r["id"] for r in client.get("/api/runs").json()["runs"]}
-    copy = store.root / "run-30"
-    shutil.copytree(store.root / ids["ask"], copy)
-    try:
+    with _copy_of(store, ids["ask"], "run-30") as copy:
         record = {**json.loads((copy / "run.json").read_text()), "id": "run-30"}
         (copy / "run.json").write_text(json.dumps(record))
         assert {r["id"] for r in client.get("/api/runs").json()["runs"]} == before | {"run-30"}
         assert client.get("/api/run/run-30").json()["answer"] == "84"
         (copy / "run.json").write_text(json.dumps({**record, "answer": "85"}))
         assert client.get("/api/run/run-30").json()["answer"] == "85"
-    finally:
-        shutil.rmtree(copy)
 
 
 def test_an_evolve_run_under_way_is_a_live_page_until_it_finishes(client, made, store) -> None:
@@ -371,9 +376,7 @@ def test_an_unfinished_run_no_process_writes_is_stopped_not_live(client, made, s
 
 def test_the_best_found_at_the_start_says_start_not_generation_minus_one(store, made) -> None:
     _, ids = made
-    copy = store.root / "run-33"
-    shutil.copytree(store.root / ids["evolve"], copy)
-    try:
+    with _copy_of(store, ids["evolve"], "run-33") as copy:
         record = json.loads((copy / "run.json").read_text())
         (copy / "run.json").write_text(json.dumps({**record, "id": "run-33", "best_val": 0.604,
                                                    "best_generation": -1}))
@@ -381,8 +384,6 @@ def test_the_best_found_at_the_start_says_start_not_generation_minus_one(store, 
         assert facts["best validation"] == "0.604 (start)"
         (copy / "run.json").write_text(json.dumps({**record, "id": "run-33", "best_val": 0.61, "best_generation": 1}))
         assert dict(_page(store, "run/run-33")["facts"])["best validation"] == "0.610 (generation 1)"
-    finally:
-        shutil.rmtree(copy)
 
 
 @pytest.mark.slow
@@ -453,7 +454,7 @@ def test_serve_refuses_an_unknown_run_and_a_taken_port_before_listening(store) -
         taken.listen(1)
         with pytest.raises(ConfigError, match="pick another"):
             web.serve(port=taken.getsockname()[1], store=store)
-    assert web.is_loopback("127.0.0.1") and web.is_loopback("::1") and not web.is_loopback("0.0.0.0")
+    assert listening.is_loopback("127.0.0.1") and listening.is_loopback("::1") and not listening.is_loopback("0.0.0.0")
 
 
 def test_inspect_lists_runs_as_markdown_when_redirected(made, monkeypatch, capsys) -> None:

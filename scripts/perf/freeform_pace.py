@@ -76,7 +76,7 @@ def main() -> None:
     options = AskOptions(mode=args.mode, use_cache=False)
     built = build(options)
     ask("Say hello.", replace(options, use_cache=True), built=built)  # loads the model and the backbone
-    weights = next(Path(paths.home(), "cache", "models").glob("qwen2.5-coder-1.5b*.gguf"))
+    weights = next(Path(paths.home(), "cache", "models").glob("*qwen2.5-coder-1.5b*.gguf"))
     llm = Llama(model_path=str(weights), n_ctx=4096, n_threads=2, verbose=False)
     groups = {"no stated constraint": list(OWN[: args.own]),
               "IFEval val": [i.prompt for i in tasks.load_split("ifeval", "val")[: args.ifeval]]}
@@ -89,6 +89,8 @@ def main() -> None:
         print(f"| {name} | {len(requests)} | {mine:.1f} | {theirs:.1f} | {mine / theirs:.2f} | "
               f"{statistics.median(f for _, f in ours):.2f} / {statistics.median(f for _, f in plain):.2f} |")
     built[0].close()
+    if built[1] is not None:
+        built[1].close()
 
 
 if __name__ == "__main__":

@@ -6,6 +6,11 @@ as a person asks it: a plain system line (`DRAFT_SYSTEM`; a `direct` member's ad
 answer begins at once) and the earlier conversation and the request as chat messages, nothing
 about a team, roles or a transcript, so there is no scaffolding to copy.
 
+What `ask` and `serve` play on a free-form question when no mode or head is named
+(`default_mode`): the `drafts` policy (policies/drafts.py), chosen on IFEval's validation items
+(docs/freeform.md). The roles below are those of `--mode agree` (draft, judge, revise) and of a
+head's episodes.
+
 Roles, as the paper means them: a Thinker outlines (or critiques) without answering; a
 Worker writes the answer, or, once there is one, revises it with the critique and the check
 results shown above it; a Verifier is shown the request and the latest answer alone and
@@ -77,14 +82,14 @@ _DRAFT_DIRECT = " Begin your answer at once, with no preamble."
 
 
 class FreeForm(AnswerKind):
-    """Free-form answers, judged and revised (module docstring)."""
+    """Free-form answers: drafted, or judged and revised (module docstring)."""
 
     name, priority = "freeform", 90
     settles = "judged"
-    summary = "a whole answer in Markdown (a proof, an explanation, advice, writing), judged and revised"
+    summary = "a whole answer in Markdown (a proof, an explanation, advice, writing), drafted as a person asks"
     verifier_sees_turns = False
     agree_by_verdict = True
-    default_mode = "agree"
+    default_mode = "drafts"  # validated on IFEval: docs/freeform.md, policies/drafts.py
     proposal_label = "Answer to check:"
     history_chars = 3000
     caps = {Role.WORKER: 1024, Role.VERIFIER: 320, Role.THINKER: 192}

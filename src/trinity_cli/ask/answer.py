@@ -83,8 +83,8 @@ def question_examples(question: str, kind: AnswerKind) -> Checks | None:
 
 def kind_default(options: AskOptions, kind: AnswerKind) -> AskOptions:
     """`options` for a question of answer kind `kind`: when they name neither a mode nor a head,
-    the kind's own procedure if it has one (`AnswerKind.default_mode`: free-form answers are
-    drafted, judged and revised by `agree`, which no head has been validated against)."""
+    the kind's own procedure if it has one (`AnswerKind.default_mode`: a free-form question gets
+    the `drafts` policy, validated on IFEval and never measured against a head: docs/freeform.md)."""
     mode = kind.default_mode
     if mode is None or options.mode is not None or options.head is not None:
         return options

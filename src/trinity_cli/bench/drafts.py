@@ -19,6 +19,10 @@ Rows (`analyse`):
                       drafts drawn (what the draft policy plays)
     oracle@N          an item counts when any of the first N drafts is right (a bound)
 
+Every row but `draft:M` depends on the order the drafts are drawn in: each is scored in every
+order of the members (`orders`, up to three members), named "<row> <M1>><M2>..." for an order
+other than the matrix's member order.
+
 Each row: prompt-level strict (the family's scorer: `Reply.correct`) with its 95% Wilson
 interval and, where the item's reference holds IFEval-style instructions (tasks/ifeval.py),
 prompt-level loose and instruction-level strict and loose; mean calls, tokens and model seconds
@@ -33,6 +37,7 @@ Result: {"members", "k", "n", "best_member", "best", "rows": {name: {"strict", "
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -88,32 +93,30 @@ def drafts_of(row: dict[str, list[Reply]], members: Sequence[str]) -> list[Reply
     return [row[m][a] for a in range(depth) for m in members if a < len(row.get(m, []))]
 
 
-Rule = Callable[[Sequence[Scored]], tuple[int, int]]  # drafts -> (chosen index, drafts drawn)
+Rule = Callable[[Sequence[Scored]], tuple[int, list[int]]]  # drafts -> (chosen index, indices drawn)
 
 
 def _fixed(rule: str, n: int) -> Rule:
     choose = CHOOSERS[rule]
-    return lambda drafts: (choose([s.draft for s in drafts[:n]]), min(n, len(drafts)))
+    return lambda drafts: (choose([s.draft for s in drafts[:n]]), list(range(min(n, len(drafts)))))
 
 
 def _until_pass(n: int, fallback: str) -> Rule:
     choose = CHOOSERS[fallback]
 
-    def play(drafts: Sequence[Scored]) -> tuple[int, int]:
+    def play(drafts: Sequence[Scored]) -> tuple[int, list[int]]:
         for i, scored in enumerate(drafts[:n]):
             if scored.draft.passed is None or scored.draft.passed:
-                return i, i + 1
+                return i, list(range(i + 1))
         drawn = min(n, len(drafts))
-        return choose([s.draft for s in drafts[:drawn]]), drawn
+        return choose([s.draft for s in drafts[:drawn]]), list(range(drawn))
     return play
 
 
-def _only(i: int) -> Rule:
-    return lambda drafts: (i, 1)
-
-
 def _rules(members: Sequence[str], k: int) -> dict[str, Rule]:
-    rules: dict[str, Rule] = {f"draft:{member}": _only(i) for i, member in enumerate(members)}
+    """The rows that depend on the order drafts are drawn in (module docstring), for drafts in
+    `members`' order."""
+    rules: dict[str, Rule] = {}
     total = len(members) * k
     for n in sorted({n for n in (2, len(members), total) if 2 <= n <= total}):
         for name in CHOOSERS:
@@ -124,22 +127,40 @@ def _rules(members: Sequence[str], k: int) -> dict[str, Rule]:
     return rules
 
 
+def orders(members: Sequence[str]) -> list[tuple[str, ...]]:
+    """The member orders rows are scored in: every order of up to three members, the given first."""
+    return [tuple(members)] + ([o for o in itertools.permutations(members) if o != tuple(members)]
+                               if len(members) <= 3 else [])
+
+
 def analyse(matrix: Matrix, items: Sequence[tasks.TaskItem], members: Sequence[str], k: int) -> dict[str, Any]:
-    """Every row of the module docstring on the items of `matrix`."""
-    scored = {item.key: [_scored(r, item) for r in drafts_of(matrix[item.key], members)]
-              for item in items if item.key in matrix}
-    rules = _rules(members, k)
-    outcomes: dict[str, dict[str, tuple[Scored, int, Sequence[Scored]]]] = {}
-    for name, rule in rules.items():
-        outcomes[name] = {}
-        for key, drafts in scored.items():
-            chosen, drawn = rule(drafts)
-            outcomes[name][key] = (drafts[chosen], drawn, drafts[:drawn])
+    """Every row of the module docstring on the items of `matrix`; a row that depends on the
+    order drafts are drawn in is scored in every order of the members (`orders`), named
+    "<row> <first>>..." for an order other than the given one."""
+    keys = [item.key for item in items if item.key in matrix]
+    by_key = {item.key: item for item in items}
+    outcomes: dict[str, dict[str, tuple[Scored, list[Scored]]]] = {}
+    for m in members:
+        outcomes[f"draft:{m}"] = {}
+        for key in keys:
+            first = _scored(matrix[key][m][0], by_key[key])
+            outcomes[f"draft:{m}"][key] = (first, [first])
+    deepest: dict[str, list[Scored]] = {}
+    for order in orders(members):
+        suffix = "" if order == tuple(members) else " " + ">".join(order)
+        scored = {key: [_scored(r, by_key[key]) for r in drafts_of(matrix[key], order)] for key in keys}
+        if not suffix:
+            deepest = scored
+        for name, rule in _rules(order, k).items():
+            outcomes[name + suffix] = {}
+            for key, drafts in scored.items():
+                chosen, drawn = rule(drafts)
+                outcomes[name + suffix][key] = (drafts[chosen], [drafts[i] for i in drawn])
     rows = {name: _row(by_item) for name, by_item in outcomes.items()}
-    depth = max((len(d) for d in scored.values()), default=0)
+    depth = max((len(d) for d in deepest.values()), default=0)
     for n in sorted({min(2, depth), depth} - {0}):
-        right = {key: any(s.strict for s in drafts[:n]) for key, drafts in scored.items()}
-        rows[f"oracle@{n}"] = {**_counts(right, scored), "bound": True}
+        rows[f"oracle@{n}"] = {**_row({key: (next((s for s in d[:n] if s.strict), d[0]), d[:n])
+                                       for key, d in deepest.items()}), "bound": True}
     singles = [f"draft:{m}" for m in members]
     best_member = max(singles, key=lambda s: (rows[s]["strict"], -rows[s]["tokens"]))
     base = {key: o[0].strict for key, o in outcomes[best_member].items()}
@@ -153,32 +174,20 @@ def analyse(matrix: Matrix, items: Sequence[tasks.TaskItem], members: Sequence[s
         row["paired"] = {"b": b, "c": c, "p_value": mcnemar_exact(b, c)}
     playable = [name for name, row in rows.items() if not row["bound"]]
     best = max(playable, key=lambda s: (rows[s]["strict"], -rows[s]["tokens"]))
-    return {"members": list(members), "k": k, "n": len(scored), "best_member": best_member, "best": best,
+    return {"members": list(members), "k": k, "n": len(keys), "best_member": best_member, "best": best,
             "rows": rows}
 
 
-def _counts(right: dict[str, bool], scored: dict[str, list[Scored]]) -> dict[str, Any]:
-    n = len(right)
-    correct = sum(right.values())
-    low, high = wilson_interval(correct, n)
-    return {"strict": correct, "n": n, "low": low, "high": high, "loose": None, "inst_strict": None,
-            "inst_loose": None, "instructions": None,
-            "calls": sum(len(d) for d in scored.values()) / (n or 1),
-            "tokens": sum(s.tokens for d in scored.values() for s in d) / (n or 1),
-            "seconds": sum(s.seconds for d in scored.values() for s in d) / (n or 1)}
-
-
-def _row(by_item: dict[str, tuple[Scored, int, Sequence[Scored]]]) -> dict[str, Any]:
+def _row(by_item: dict[str, tuple[Scored, list[Scored]]]) -> dict[str, Any]:
     n = len(by_item)
-    chosen = [c for c, _, _ in by_item.values()]
+    chosen = [c for c, _ in by_item.values()]
     correct = sum(c.strict for c in chosen)
     low, high = wilson_interval(correct, n)
+    drawn = [s for _, d in by_item.values() for s in d]
     return {"strict": correct, "n": n, "low": low, "high": high, "loose": sum(c.loose for c in chosen),
             "inst_strict": sum(c.inst_strict for c in chosen), "inst_loose": sum(c.inst_loose for c in chosen),
-            "instructions": sum(c.instructions for c in chosen),
-            "calls": sum(d for _, d, _ in by_item.values()) / (n or 1),
-            "tokens": sum(s.tokens for _, _, drawn in by_item.values() for s in drawn) / (n or 1),
-            "seconds": sum(s.seconds for _, _, drawn in by_item.values() for s in drawn) / (n or 1),
+            "instructions": sum(c.instructions for c in chosen), "calls": len(drawn) / (n or 1),
+            "tokens": sum(s.tokens for s in drawn) / (n or 1), "seconds": sum(s.seconds for s in drawn) / (n or 1),
             "bound": False}
 
 

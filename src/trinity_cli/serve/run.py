@@ -2,48 +2,17 @@
 
 from __future__ import annotations
 
-import errno
-import ipaddress
 import re
-import socket
 import threading
 import time
 
 from trinity_cli.errors import ConfigError, option
 from trinity_cli.events import ProgressFn, ServeStarted, quiet
+from trinity_cli.listening import bind, is_loopback
 from trinity_cli.serve import warm
 from trinity_cli.serve.app import create_app
 from trinity_cli.serve.protocol import MAX_TURNS_LIMIT
 from trinity_cli.serve.service import ServedPool, ServeOptions
-
-
-def _bind(host: str, port: int) -> socket.socket:
-    """A listening socket on host:port (port 0: any free one); a clear error when taken."""
-    try:
-        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
-    except socket.gaierror as exc:
-        raise ConfigError(f"{option('host')} {host}: cannot resolve it ({exc.strerror})",
-                          "use an IP such as 127.0.0.1") from None
-    family, kind, proto, _, address = infos[0]
-    sock = socket.socket(family, kind, proto)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(address)
-        sock.listen(128)
-    except OSError as exc:
-        sock.close()
-        hint = (f"another server is using it: pick another {option('port')}" if exc.errno == errno.EADDRINUSE
-                else "use an address of this machine, such as 127.0.0.1")
-        raise ConfigError(f"cannot listen on {host}:{port} ({exc.strerror})", hint) from None
-    sock.set_inheritable(True)
-    return sock
-
-
-def _is_loopback(host: str) -> bool:
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return host == "localhost"
 
 
 def _url(host: str, port: int) -> str:
@@ -76,14 +45,14 @@ def run(options: ServeOptions, progress: ProgressFn | None = None) -> None:
         raise ConfigError(f"{option('max_turns')} must be from 1 to {MAX_TURNS_LIMIT}, got {options.max_turns}")
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", options.api_key_env or "X"):
         raise ConfigError(f"{option('api_key_env')} {options.api_key_env!r} is not an environment variable name")
-    sock = _bind(options.host, options.port)
+    sock = bind(options.host, options.port)
     record = None
     try:
         app = create_app(options, progress)
         port = sock.getsockname()[1]
         served: ServedPool = app.state.served
         (progress or quiet)(ServeStarted(
-            url=_url(options.host, port), exposed=not served.token and not _is_loopback(options.host),
+            url=_url(options.host, port), exposed=not served.token and not is_loopback(options.host),
             models=tuple(served.served_models()), pool=served.config.name, members=tuple(served.config.names),
             head=served.default_head, auth=bool(served.token), host=options.host))
         config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on",

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from trinity_cli import ask as ask_mod
+from trinity_cli.answer_kinds import answer_kind
 from trinity_cli.ask import answer as answering
 from trinity_cli.conductor.workflow import DEFAULT_DEPTH, ConductorSpec
 from trinity_cli.coordinator.head import available_heads
@@ -157,7 +158,13 @@ class ServedPool:
         """Run one episode for `request` and save it (blocking). `progress` receives the
         episode's events (ask.answer.ask): RunAllocated, DecisionMade, TurnPlayed."""
         try:
-            mode = ask_mod.answer_mode(ask_mod.AskOptions(mode=request.mode, head=request.head or self.options.head),
+            requested = request.mode
+            if requested is None and not (request.head or self.options.head):
+                # what `ask` plays for the question's kind when no mode or head is named (a
+                # free-form question: the drafts policy), so serve's `trinity` answers as ask does
+                kind = answering.question_kind(request.task, ask_mod.AskOptions(kind=request.kind))
+                requested = answer_kind(kind).default_mode
+            mode = ask_mod.answer_mode(ask_mod.AskOptions(mode=requested, head=request.head or self.options.head),
                                        self.config)
             reads_head = answering_kind(mode).takes_head
             coordinator = self.engine(mode, request.head)

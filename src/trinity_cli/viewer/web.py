@@ -19,16 +19,14 @@ a DNS name of its own).
 
 from __future__ import annotations
 
-import errno
-import ipaddress
-import socket
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
-from trinity_cli.errors import ConfigError, TrinityError, option
+from trinity_cli.errors import TrinityError
 from trinity_cli.events import ProgressFn, ViewerStarted, quiet
+from trinity_cli.listening import bind, is_loopback
 from trinity_cli.runs.store import RunStore
 from trinity_cli.viewer import pages, shape
 from trinity_cli.viewer.export import asset, index_html
@@ -121,34 +119,6 @@ def create_app(store: RunStore, allowed_hosts: list[str]) -> Any:
     return app
 
 
-def _bind(host: str, port: int) -> socket.socket:
-    """A listening socket on host:port (port 0: a free one); a clear error when it cannot be."""
-    try:
-        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
-                                                             flags=socket.AI_PASSIVE)[0]
-    except socket.gaierror as exc:
-        raise ConfigError(f"{option('host')} {host}: cannot resolve it ({exc.strerror})",
-                          "use an address such as 127.0.0.1") from None
-    sock = socket.socket(family, kind, proto)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(address)
-        sock.listen(64)
-    except OSError as exc:
-        sock.close()
-        hint = (f"something else listens there: pick another {option('port')}, or leave it out for a free one"
-                if exc.errno == errno.EADDRINUSE else "use an address of this machine, such as 127.0.0.1")
-        raise ConfigError(f"cannot listen on {host}:{port} ({exc.strerror})", hint) from None
-    return sock
-
-
-def is_loopback(host: str) -> bool:
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return host == "localhost"
-
-
 def serve(host: str = "127.0.0.1", port: int = 0, run: str | None = None, store: RunStore | None = None,
           progress: ProgressFn | None = None, open_browser: bool = False, compare: str | None = None) -> None:
     """Serve the viewer until Ctrl-C: bind (port 0: any free port), report ViewerStarted
@@ -164,7 +134,7 @@ def serve(host: str = "127.0.0.1", port: int = 0, run: str | None = None, store:
         start = f"#/compare/{a.id}/{b.id}"
     elif run is not None:
         start = f"#/run/{store.path(run).name}"
-    sock = _bind(host, port)
+    sock = bind(host, port)
     try:
         bound = sock.getsockname()[1]
         shown = f"[{host}]" if ":" in host else host
