@@ -67,10 +67,7 @@ class Scored:
 
 def _scored(reply: Reply, item: tasks.TaskItem) -> Scored:
     turn = reply.turn
-    stats = turn.logprob_stats or {}
-    checks = turn.examples
-    passed = None if not checks or not checks.get("checked") else bool(checks.get("passed"))
-    draft = Draft(turn.reply, passed, stats.get("certainty"), stats.get("mean"))
+    draft = Draft.of(turn)
     strict = loose = reply.correct
     inst_strict = inst_loose = int(reply.correct)
     count = 1
@@ -139,16 +136,18 @@ def analyse(matrix: Matrix, items: Sequence[tasks.TaskItem], members: Sequence[s
     "<row> <first>>..." for an order other than the given one."""
     keys = [item.key for item in items if item.key in matrix]
     by_key = {item.key: item for item in items}
+    # each reply scored once (IFEval's checkers are the slow part), whatever the orders below
+    scores = {id(r): _scored(r, by_key[key]) for key in keys for replies in matrix[key].values() for r in replies}
     outcomes: dict[str, dict[str, tuple[Scored, list[Scored]]]] = {}
     for m in members:
         outcomes[f"draft:{m}"] = {}
         for key in keys:
-            first = _scored(matrix[key][m][0], by_key[key])
+            first = scores[id(matrix[key][m][0])]
             outcomes[f"draft:{m}"][key] = (first, [first])
     deepest: dict[str, list[Scored]] = {}
     for order in orders(members):
         suffix = "" if order == tuple(members) else " " + ">".join(order)
-        scored = {key: [_scored(r, by_key[key]) for r in drafts_of(matrix[key], order)] for key in keys}
+        scored = {key: [scores[id(r)] for r in drafts_of(matrix[key], order)] for key in keys}
         if not suffix:
             deepest = scored
         for name, rule in _rules(order, k).items():

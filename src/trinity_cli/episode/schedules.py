@@ -128,11 +128,12 @@ class DraftSchedule(FixedSchedule):
         self.fallback = fallback
 
     def stop(self, turns: Sequence[Turn], kind: AnswerKind) -> int | None:
+        from trinity_cli.turns.choose import Draft
+
         last = turns[-1] if turns else None
         if last is None or last.error is not None:
             return None
-        checks = last.examples
-        return last.index if not checks or not checks.get("checked") or checks.get("passed") else None
+        return last.index if Draft.of(last).passed is not False else None
 
     def final(self, turns: Sequence[Turn], kind: AnswerKind) -> str | None:
         from trinity_cli.turns.choose import CHOOSERS, Draft
@@ -140,6 +141,4 @@ class DraftSchedule(FixedSchedule):
         drafted = [t for t in turns if t.error is None and t.reply.strip()]
         if not drafted:
             return None
-        found = [Draft(t.reply, bool(t.examples_passed), (t.logprob_stats or {}).get("certainty"),
-                       (t.logprob_stats or {}).get("mean")) for t in drafted]
-        return drafted[CHOOSERS[self.fallback](found)].reply
+        return drafted[CHOOSERS[self.fallback]([Draft.of(t) for t in drafted])].reply

@@ -158,14 +158,10 @@ class ServedPool:
         """Run one episode for `request` and save it (blocking). `progress` receives the
         episode's events (ask.answer.ask): RunAllocated, DecisionMade, TurnPlayed."""
         try:
-            requested = request.mode
-            if requested is None and not (request.head or self.options.head):
-                # what `ask` plays for the question's kind when no mode or head is named (a
-                # free-form question: the drafts policy), so serve's `trinity` answers as ask does
-                kind = answering.question_kind(request.task, ask_mod.AskOptions(kind=request.kind))
-                requested = answer_kind(kind).default_mode
-            mode = ask_mod.answer_mode(ask_mod.AskOptions(mode=requested, head=request.head or self.options.head),
-                                       self.config)
+            # the kind's own procedure when no mode or head is named, as `ask` plays it (kind_default)
+            named = ask_mod.AskOptions(mode=request.mode, head=request.head or self.options.head)
+            kind = answer_kind(answering.question_kind(request.task, ask_mod.AskOptions(kind=request.kind)))
+            mode = ask_mod.answer_mode(answering.kind_default(named, kind), self.config)
             reads_head = answering_kind(mode).takes_head
             coordinator = self.engine(mode, request.head)
             with self._episode_lock:

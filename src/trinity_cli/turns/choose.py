@@ -30,6 +30,8 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from trinity_cli.messages import Turn
+
 _WORD = re.compile(r"[a-z0-9]+")
 
 
@@ -41,6 +43,14 @@ class Draft:
     passed: bool | None = None
     certainty: float | None = None
     confidence: float | None = None
+
+    @classmethod
+    def of(cls, turn: Turn) -> Draft:
+        """A recorded turn as a draft: its checks' result (`Turn.examples`; None when none ran or
+        none was stated) and its log-probability summary's certainty and mean."""
+        checks, stats = turn.examples, turn.logprob_stats or {}
+        passed = None if not checks or not checks.get("checked") else bool(checks.get("passed"))
+        return cls(turn.reply, passed, stats.get("certainty"), stats.get("mean"))
 
 
 def words(text: str) -> list[str]:
