@@ -110,3 +110,46 @@ def test_evolve_progress_counts_whole_generations_and_tells_no_time_while_valida
     shown(events.EvolveEpisodeFinished(kind="val", in_flight=0, pool_calls=40, cache_hits=10, tokens=0))
     last = screens["err"].getvalue().splitlines()[-1]
     assert "778/1536 episodes" in last and "validating" in last and "left" not in last
+
+
+URL = "https://example.org/a/very/long/path/that/no/terminal/of/eighty/columns/holds/on/one/line/index.html"
+
+
+def _inside(text: str) -> str:
+    """What the panels of a replay hold, their borders and padding taken off, lines joined by
+    spaces (a folded token is joined again by `"".join` in the test)."""
+    inner = []
+    for line in text.splitlines():
+        core = line.strip().strip("│╭╮╰╯─").strip()
+        inner.append(core.strip("│").strip())
+    return " ".join(inner)
+
+
+def test_a_replay_wraps_every_prompt_and_reply_inside_its_panels_at_80_columns(monkeypatch) -> None:
+    """`trinity inspect RUN` at 80 columns: every word of a long prompt line, a long reply and a
+    long unbroken token is shown (render/console.py: panels printed without soft wrap)."""
+    from trinity_cli.messages import ChatMessage, Role, Turn
+
+    buffer = io.StringIO()
+    # As render/console.py makes `out`: soft-wrapping, here 80 columns wide.
+    monkeypatch.setattr(console, "out", Console(file=buffer, width=80, highlight=False, soft_wrap=True, emoji=False))
+    prompt = ("You are one member of a team of assistants that solve tasks together. Follow the plan the "
+              "thinker wrote, step by step, and end with the final answer on a line of its own. " * 2).strip()
+    reply = " ".join(f"step{i}-of-the-plan" for i in range(60)) + " see " + URL
+    turn = Turn(index=0, model="qwen", role=Role.WORKER, chosen_role=Role.WORKER, model_probs=[1.0],
+                role_probs=[0.0, 1.0, 0.0], messages=[ChatMessage("system", prompt), ChatMessage("user", URL)],
+                reply=reply, prompt_tokens=10, completion_tokens=20, latency_s=1.0, coordinator_s=0.01)
+    workflow = {"conductor": "qwen", "topology": "chain", "turn": 0, "steps": [
+        {"model": "qwen", "access": [], "turns": [0], "subtask": "Plan " + " ".join(f"sub{i}" for i in range(40))}]}
+    record = {"id": "run-1", "pool": {"name": "p", "models": ["qwen"]}, "head": {"name": "h"}, "seed": 0,
+              "answer": "42", "transcript": {"task": "What is 6*7?", "turns": [turn.to_dict()], "accepted": False,
+                                             "stop_reason": "max_turns", "workflow": workflow}}
+    terminal.replay_ask(record)
+    shown = buffer.getvalue()
+    assert all(len(line) <= 80 for line in shown.splitlines()), shown
+    words = _inside(shown).split()
+    for text in (prompt, reply, workflow["steps"][0]["subtask"]):
+        for word in text.split():
+            if word != URL:
+                assert word in words, (word, shown)
+    assert _inside(shown).replace(" ", "").count(URL) == 2, shown  # folded, whole: in the prompt and the reply

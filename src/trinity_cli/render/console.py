@@ -5,6 +5,11 @@ Text that comes from models, users or files (replies, answers, prompts, question
 paths) is always printed literally: as `rich.text.Text`, escaped, or with `markup=False`, never
 parsed as Rich markup, so a reply holding `[bold]` or `[/]` shows as written; and neither
 console turns `:name:` into an emoji (a mix such as `gsm8k:train:16` holds `:train:`).
+
+`out` soft-wraps: a line longer than the terminal is written whole and left to the terminal
+to wrap, so piped text keeps its own lines. Inside a panel or a tree that would crop every
+line at the border, so those are printed with `soft_wrap=False`: their text wraps inside
+them at any width, a long unbroken token (a URL) folded across lines.
 """
 
 from __future__ import annotations

@@ -237,7 +237,7 @@ def replay_ask(record: dict[str, Any], show_task: bool = True) -> None:
     if show_task:
         console.out.print(Text("Task: ", style="bold").append(tr["task"]))
     if tr.get("workflow"):
-        console.out.print(workflow_tree(tr["workflow"]))
+        console.out.print(workflow_tree(tr["workflow"]), soft_wrap=False)  # wrapped inside (console.py)
     for t in tr["turns"]:
         turn = Turn.from_dict(t)
         probs = Table.grid(padding=(0, 2))
@@ -275,7 +275,8 @@ def replay_ask(record: dict[str, Any], show_task: bool = True) -> None:
         )
         title = f"turn {turn.index + 1} · {turn.model} · {turn.role.value}"
         style = console.ROLE_STYLE[turn.role.value]
-        console.out.print(Panel(body, title=title, title_align="left", border_style=style))
+        # Wrapped inside its panels at any width, never cropped at the border (console.py).
+        console.out.print(Panel(body, title=title, title_align="left", border_style=style), soft_wrap=False)
     end = stop_text(tr.get("stop_reason", "max_turns"), bool(tr["accepted"]))
     console.out.print(Text(f"Answer ({end}):", style="bold"))
     # An ask run records the answer alone (turns/answer_text.py); other episodes, the answering reply.
