@@ -231,15 +231,48 @@ def test_the_static_export_holds_one_file_per_page_and_refuses_a_folder_of_other
     assert (out / "files" / ids["bench"] / "chart.png").is_file()
     assert sum(p.stat().st_size for p in out.rglob("*") if p.is_file()) == done.bytes
 
-    again = export.export_run(ids["evolve"], out, store)  # an earlier export is replaced whole
-    assert again.items == 4 and not (out / "data" / "run" / ids["bench"]).exists()
+    manifest = json.loads((out / export.MANIFEST).read_text())
+    assert sorted(manifest["files"]) == sorted(p.relative_to(out).as_posix() for p in out.rglob("*")
+                                               if p.is_file() and p.name != export.MANIFEST)
+
+    (out / "notes.txt").write_text("mine")  # what a user adds to an export is theirs
+    (out / "drafts" / "deep").mkdir(parents=True)
+    (out / "drafts" / "deep" / "a.md").write_text("mine too")
+    (out / "data" / "run" / ids["bench"] / "mine.txt").write_text("in a folder of the export")
+    again = export.export_run(ids["evolve"], out, store)  # the earlier export's files replaced, no other
+    assert again.items == 4 and not (out / "data" / "run" / ids["bench"] / "item").exists()
+    assert not (out / "data" / "run" / f"{ids['bench']}.js").exists()
     assert (out / "data" / "run" / ids["evolve"] / "gen" / "1" / "item" / "1.js").is_file()
+    assert (out / "notes.txt").read_text() == "mine" and (out / "drafts" / "deep" / "a.md").read_text() == "mine too"
+    assert (out / "data" / "run" / ids["bench"] / "mine.txt").is_file()
+    owned = (out / export.MANIFEST).read_text()
+    assert ids["bench"] not in owned and "notes.txt" not in owned and "drafts" not in owned
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporary folder left beside it
+
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    (out / "data" / "run" / f"{ids['bench']}.js").write_text("a user's file where the export writes")
+    in_the_way = f"data/run/{ids['bench']}.js is in the way, and the earlier export did not write it"
+    with pytest.raises(ConfigError, match=in_the_way):
+        export.export_run(ids["bench"], out, store)
+    assert {p: p.read_bytes() for p in before} == before
+    (out / "data" / "run" / f"{ids['bench']}.js").unlink()
+    (out / export.MANIFEST).write_text(json.dumps({"format": 1, "files": ["index.html", "../notes-elsewhere"]}))
+    for outside in (True, False):  # a manifest naming a path outside the folder; then no manifest
+        if not outside:
+            (out / export.MANIFEST).unlink()
+        with pytest.raises(ConfigError, match="holds other files and no export-manifest.json"):
+            export.export_run(ids["bench"], out, store)
+        assert (out / "notes.txt").read_text() == "mine" and (out / "index.html").is_file()
+
     other = tmp_path / "mine"
     other.mkdir()
     (other / "notes.txt").write_text("keep me")
     with pytest.raises(ConfigError, match="holds other files"):
         export.export_run(ids["bench"], other, store)
     assert (other / "notes.txt").read_text() == "keep me"
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert export.export_run(ids["bench"], empty, store).items == viewer_home.ITEMS and (empty / "index.html").is_file()
 
 
 def test_inspect_html_on_the_command_line(made, monkeypatch, capsys, tmp_path) -> None:
@@ -252,6 +285,11 @@ def test_inspect_html_on_the_command_line(made, monkeypatch, capsys, tmp_path) -
     assert code == 2 and "name the run to export" in err
     code, out, err = run_main(["inspect", "run-77", "--html", str(tmp_path / "y")], monkeypatch, capsys)
     assert code != 0 and "no run 'run-77'" in err and not (tmp_path / "y").exists()
+    (tmp_path / "site" / export.MANIFEST).unlink()  # no longer an export: refused, nothing deleted
+    (tmp_path / "site" / "notes.txt").write_text("mine")
+    code, out, err = run_main(["inspect", ids["ask"], "--html", str(tmp_path / "site")], monkeypatch, capsys)
+    assert code == 2 and err.strip().count("\n") == 0 and "holds other files" in err and "Traceback" not in err
+    assert (tmp_path / "site" / "notes.txt").read_text() == "mine" and (tmp_path / "site" / "index.html").is_file()
 
 
 def test_the_page_never_parses_text_as_html_and_fetches_nothing_from_elsewhere() -> None:
