@@ -93,7 +93,9 @@ def test_an_answer_kind_that_fails_is_set_aside_and_named(tmp_path: Path) -> Non
     listed = trinity(tmp_path, [site], "pools")
     assert listed.returncode == 0 and "set aside" not in listed.stderr, listed.stderr
     assert "  gone  cannot be used: trinity_shaky_gone:KIND cannot be imported" in listed.stdout
-    assert FIX in listed.stdout and "  numeric  " in listed.stdout and "  touchy  " in listed.stdout
+    # A detect that raises is named there too, in a fresh process that has detected nothing yet.
+    assert "  touchy  cannot be used: its detect raised KeyError: 'detect blew up'" in listed.stdout
+    assert FIX in listed.stdout and "  numeric  " in listed.stdout
 
 
 POLICIES = '''"""Policies that fail."""
@@ -120,7 +122,8 @@ def test_a_policy_that_fails_is_set_aside_and_named(tmp_path: Path) -> None:
     served = trinity(tmp_path, [site], "serve", "--pool", str(pool), "--port", "0", "--idle-exit", "1", timeout=120)
     assert served.returncode == 0, served.stderr
     assert "trinity/agree" in served.stderr and "trinity/gone" not in served.stderr
-    _warned(served, "gone")
+    assert "trinity/fragile" not in served.stderr
+    _warned(served, "fragile", "gone")
     asked = trinity(tmp_path, [site], "ask", "--pool", str(pool), "--mode", "agree", "-q", "What is six times seven?")
     assert asked.returncode == 0 and asked.stdout.strip() == "42", asked.stderr
     benched = trinity(tmp_path, [site], "bench", "--pool", str(pool), "--tasks", _questions(tmp_path),
@@ -135,6 +138,13 @@ def test_a_policy_that_fails_is_set_aside_and_named(tmp_path: Path) -> None:
                   "raised ValueError: needs a config file")
     listed = trinity(tmp_path, [site], "pools")
     assert listed.returncode == 0 and "  gone  cannot be used: " in listed.stdout and "  agree  " in listed.stdout
+    assert "  fragile  cannot be used: its make() raised ValueError: needs a config file" in listed.stdout
+    assert "set aside" not in listed.stderr, listed.stderr
+    # ask's help offers neither as a mode, and says why in one warning line each.
+    helped = trinity(tmp_path, [site], "ask", "--help")
+    assert helped.returncode == 0 and "agree" in helped.stdout and "fragile" not in helped.stdout, helped.stdout
+    assert "gone" not in helped.stdout
+    _warned(helped, "fragile", "gone")
 
 
 BACKENDS = '''"""Backends that fail."""

@@ -4,7 +4,11 @@ pool file checked as a run would read it (`trinity pools --check FILE`).
 
 An installed entry that cannot be used is listed with why and what to do, not raised, and
 so is a pool file that cannot be read (the other pools are listed): the listing is where a
-user looks to find out.
+user looks to find out. Besides importing every entry, it tries what is cheap and needs no
+pool: each package answer kind's `detect` on sample questions (answer_kinds/registry.listed)
+and each package policy class made once (policies/registry.py); a backend is made when a pool
+file of its kind is checked (`check_pool`), a task family's loader runs when its tasks are
+asked for (it may read or download data), and either is named then.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from trinity_cli.answer_kinds import KINDS as ANSWER_KINDS
+from trinity_cli.answer_kinds.registry import listed as listed_kind
 from trinity_cli.backends import registry as backends
 from trinity_cli.errors import TrinityError
 from trinity_cli.policies import registry as policies
@@ -53,12 +58,15 @@ def _first_sentence(text: str | None) -> str:
     return " ".join((text or "").split()).split(". ")[0].rstrip(".")
 
 
-def _entries(registry: Registry[Any], names: list[str], summary: Callable[[Any], str]) -> list[Entry]:
+def _entries(registry: Registry[Any], names: list[str], summary: Callable[[Any], str],
+             get: Callable[[str], Any] | None = None) -> list[Entry]:
+    """Each of `names` with its `summary`, or why it cannot be used: `get` (default: the
+    registry's) is what finds out, and may try the entry's own code."""
     installed = registry.installed()
     found = []
     for name in names:
         try:
-            said = summary(registry.get(name))
+            said = summary((get or registry.get)(name))
         except TrinityError as exc:
             why = registry.why(name)
             said = f"cannot be used: {why} ({registry.fix(name)})" if why else f"cannot be used: {exc.message}"
@@ -92,7 +100,8 @@ def catalog() -> Catalog:
     installed = policies.POLICIES.installed()
     found.sections["policies"] = [Entry(name, summary, installed.get(name, "built in"))
                                   for name, summary in policies.summaries().items()]
-    found.sections["answer kinds"] = _entries(ANSWER_KINDS, ANSWER_KINDS.names(), lambda kind: kind.summary)
+    found.sections["answer kinds"] = _entries(ANSWER_KINDS, ANSWER_KINDS.names(), lambda kind: kind.summary,
+                                              get=listed_kind)
     found.sections["task families"] = _entries(FAMILIES, FAMILIES.names(), lambda family: family.description)
     return found
 

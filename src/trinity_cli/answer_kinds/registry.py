@@ -84,6 +84,24 @@ def detect(task: str) -> str | None:
     return None
 
 
+# What a listing tries a package's `detect` on (`listed`): a question of each shape trinity reads.
+SAMPLE_QUESTIONS = ("What is 12*7?", "Write a Python function that returns the reverse of a string.",
+                    "Write a short poem about the sea, in exactly three lines.")
+
+
+def listed(name: str) -> AnswerKind:
+    """The kind named `name` as `trinity pools` lists it: a package's `detect` is tried on
+    `SAMPLE_QUESTIONS` first, so one that raises is set aside (no warning: the listing says
+    why) and ConfigError names it. A `detect` that raises only on other questions is set aside
+    when detection first meets one (`detect`)."""
+    kind = KINDS.get(name)
+    if name not in KINDS.built_in():
+        with KINDS.guard(name, "its detect"):
+            for question in SAMPLE_QUESTIONS:
+                kind.detect(question)
+    return kind
+
+
 def item_checks(scorer: str | None, task: str, reference: Any) -> Checks | None:
     """What trinity checks on every answer of a scored item (its kind's `checks` of the item's
     reference: a code item's shown examples, a free-form item's constraints); None for a

@@ -12,8 +12,11 @@ with no arguments: `PolicyClass` is its kind). Names are listed in registration 
 order of bench's report), then installed ones; `head` is bench's name for the coordinator's
 rows. A package's kind that fails (it cannot be imported, or its code raises where trinity
 builds its policy, engine or rows) is named and set aside (registry.py): listings go on without
-it, and a command that names it fails in one line naming the package and the fix. How to write
-one: docs/extending.md (a test installs its example and plays it).
+it, and a command that names it fails in one line naming the package and the fix. The listings
+(`trinity pools`, help, serve's models) also make a package's policy class once, with no
+arguments as ask makes it (`_made`), so one whose construction raises is named there rather
+than offered; a kind instance's policy needs a pool, and is made when a command asks for it.
+How to write one: docs/extending.md (a test installs its example and plays it).
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from trinity_cli.errors import ConfigError, did_you_mean, option
+from trinity_cli.errors import ConfigError, TrinityError, did_you_mean, option
 from trinity_cli.policies.kinds import PolicyClass, PolicyKind
 from trinity_cli.registry import Registry
 
@@ -116,8 +119,36 @@ def policy_names(asking: bool = False, built_in: bool = False) -> list[str]:
     An installed one that cannot be imported is left out, set aside with one warning
     (registry.py), so what lists the policies (help, serve's models) works without it."""
     listed = [name for name in _listed() if name in POLICIES.built_in()] if built_in else _listed()
-    usable = POLICIES.usable(listed)
+    usable = POLICIES.usable(name for name in listed if _made(name, warn=True))
     return [name for name in listed if name in usable and (not asking or _kind(name, usable[name]).asks)]
+
+
+_MADE: set[str] = set()  # the package policy classes made once in this process
+
+
+def _made(name: str, warn: bool = False) -> bool:
+    """Whether `name` can be listed: a built-in or a package's kind instance always; a package's
+    policy class once it has been made with no arguments, as `ask` makes it (once per process).
+    One whose construction raises is set aside (a warning with `warn`) and is not."""
+    if name in POLICIES.built_in() or name in _MADE:
+        return True
+    try:
+        found = POLICIES.get(name)
+    except ConfigError:
+        return True  # it cannot be imported: `usable` and `policy_kind` say so
+    if not isinstance(found, type):
+        return True
+    try:
+        with POLICIES.guard(name, "its make()"):  # as Contained words it when ask makes one
+            found()
+    except TrinityError:
+        if POLICIES.why(name) is None:
+            return True  # a TrinityError of its own: the user's to fix, shown when a command makes it
+        if warn:
+            POLICIES.set_aside(name, POLICIES.why(name) or "")
+        return False
+    _MADE.add(name)
+    return True
 
 
 def summaries() -> dict[str, str]:
@@ -127,6 +158,8 @@ def summaries() -> dict[str, str]:
     found: dict[str, str] = {}
     for name in _listed():
         try:
+            if not _made(name):
+                raise POLICIES.failure(name)
             found[name] = policy_kind(name).summary
         except ConfigError:
             found[name] = f"cannot be used: {POLICIES.why(name)} ({POLICIES.fix(name)})"
