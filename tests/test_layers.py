@@ -1,7 +1,7 @@
 """The import graph flows one way: every `trinity_cli` import in the package goes to a
 module listed above the importer in docs/ARCHITECTURE.md's layer list, or to its own
-package (lazy imports inside functions count too); heavy libraries stay in their modules; and
-every module opens with a docstring stating its job."""
+package (lazy imports inside functions count too), and no two modules import each other;
+heavy libraries stay in their modules; and every module opens with a docstring stating its job."""
 
 from __future__ import annotations
 
@@ -24,8 +24,8 @@ def layer_of(module: str, order: list[str]) -> int:
     return order.index(top)
 
 
-def module_name(path: Path) -> str:
-    rel = path.relative_to(PACKAGE.parent).with_suffix("")
+def module_name(path: Path, package: Path = PACKAGE) -> str:
+    rel = path.relative_to(package.parent).with_suffix("")
     parts = list(rel.parts)
     if parts[-1] == "__init__":
         parts.pop()
@@ -80,6 +80,40 @@ def test_checker_catches_upward_and_lazy_imports(tmp_path: Path) -> None:
         "trinity_cli.pool.pool imports trinity_cli.cli (listed below it)",
     ]
     assert layer_of("trinity_cli.backends.llamacpp", order) == order.index("backends")
+
+
+def modules_imported(path: Path, package: Path = PACKAGE) -> set[str]:
+    """`imports(path)`, with each module named in `from trinity_cli.PKG import NAME` (a module of
+    the package, not an attribute) counted as imported too."""
+    found = set(imports(path))
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("trinity_cli"):
+            folder = package.parent.joinpath(*node.module.split("."))
+            found |= {f"{node.module}.{a.name}" for a in node.names if (folder / f"{a.name}.py").is_file()}
+    return found
+
+
+def circles(paths: list[Path], package: Path = PACKAGE) -> list[str]:
+    """Each pair of modules among `paths` (in `package`) that import each other, lazily or not."""
+    graph = {module_name(path, package): modules_imported(path, package) for path in paths}
+    return sorted({" <-> ".join(sorted((a, b))) for a, targets in graph.items() for b in targets
+                   if b != a and a in graph.get(b, ())})
+
+
+def test_no_two_modules_import_each_other() -> None:
+    """Inside a package too, where the layer list allows either direction: one of two modules
+    that need each other holds what both need, or is passed it."""
+    assert circles(sorted(PACKAGE.rglob("*.py"))) == []
+
+
+def test_the_circle_checker_catches_a_lazy_import_back(tmp_path: Path) -> None:
+    backends = tmp_path / "src" / "trinity_cli" / "backends"
+    backends.mkdir(parents=True)
+    (backends / "a.py").write_text("from trinity_cli.backends import b\n")
+    (backends / "b.py").write_text("def f():\n    from trinity_cli.backends.a import X\n")
+    (backends / "c.py").write_text("from trinity_cli.backends.b import f\n")
+    assert circles(sorted(backends.glob("*.py")), backends.parent) == [
+        "trinity_cli.backends.a <-> trinity_cli.backends.b"]
 
 
 # Heavy or presentation libraries, and the only files that may import them (path prefixes

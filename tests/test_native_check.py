@@ -147,10 +147,10 @@ def test_loading_a_gguf_member_runs_the_check_first_and_the_pool_passes_its_erro
 
     model = tmp_path / "m.gguf"
     model.write_bytes(b"GGUF" + b"\0" * 64)
-    seen: list[Path | None] = []
+    seen: list[object] = []
 
-    def crashed(fallback: Path | None = None, **_: object) -> None:
-        seen.append(fallback)
+    def crashed(child: str = "", fallback: Path | None = None, **_: object) -> None:
+        seen.extend([child, fallback])
         raise NativeCrash("llama.cpp died of SIGILL", "rebuild it")
 
     def not_reached() -> type:
@@ -161,7 +161,10 @@ def test_loading_a_gguf_member_runs_the_check_first_and_the_pool_passes_its_erro
     config = parse_pool(f"name: p\nmodels:\n  - {{name: a, kind: gguf, weights: {{path: {model}}}}}\n", "p.yaml")
     with open_pool(config, use_cache=False) as pool, pytest.raises(NativeCrash):
         pool.chat("a", [ChatMessage(role="user", content="hi")])
-    assert seen == [model]  # the member's own file, should the packaged one be missing
+    # The child is the backend's own module (its decode_probe): native_check never imports it.
+    assert seen == ["trinity_cli.backends.llamacpp", model]  # the member's own file, should the packaged one be missing
+    assert native_check.child_command("trinity_cli.backends.llamacpp", model)[1:] == [
+        "-m", "trinity_cli.backends.llamacpp", str(model)] and callable(llamacpp.decode_probe)
 
 
 def test_the_probe_model_the_rebuild_flags_and_the_readme_agree_with_the_project() -> None:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from trinity_cli.tasks.builtin import DATA_DIR
+from trinity_cli.tasks.packaged import DATA_DIR
 from trinity_cli.tasks.registry import FAMILIES, get_task, load_items, load_split
 
 ROOT = Path(__file__).resolve().parents[1]

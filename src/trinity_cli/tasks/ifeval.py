@@ -27,11 +27,10 @@ from typing import Any
 from trinity_cli.tasks.answer_body import answer_body
 from trinity_cli.tasks.ifeval_checks import UNSCORABLE, Scores, evaluate
 from trinity_cli.tasks.items import TaskItem
+from trinity_cli.tasks.packaged import shipped_records
 
 
 def _load(benchmark: str) -> list[TaskItem]:
-    from trinity_cli.tasks.builtin import shipped_records
-
     items = []
     for doc in shipped_records(benchmark):
         if UNSCORABLE & set(doc["instruction_id_list"]):

@@ -18,6 +18,8 @@ from typing import Any
 
 from trinity_cli.errors import AssetError
 
+DATA_DIR = Path(__file__).parent / "data"  # the task data that ships with trinity-cli
+
 
 def package_dir(import_name: str, dist_name: str) -> Path:
     """The directory of top-level package `import_name`, installed by distribution `dist_name`."""
@@ -73,3 +75,14 @@ def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
             f"cannot read {path} (line {max(lineno, 1)}): {exc}",
             hint="the installed package looks damaged; reinstall it",
         ) from exc
+
+
+def shipped_records(task: str) -> list[dict[str, Any]]:
+    """The records of `data/<task>.jsonl.gz`, in file order."""
+    path = DATA_DIR / f"{task}.jsonl.gz"
+    if not path.is_file():
+        raise AssetError(
+            f"the task data file {path} is missing from this install of trinity-cli",
+            hint="reinstall trinity-cli",
+        )
+    return list(read_jsonl(path))
