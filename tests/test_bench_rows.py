@@ -14,11 +14,11 @@ import pytest
 from trinity_cli.bench.runner import bench
 from trinity_cli.messages import Role
 from trinity_cli.policies.base import Policy
+from trinity_cli.policies.bench_rows import BuiltOnSingles
 from trinity_cli.policies.fixed import schedule_policy
 from trinity_cli.policies.kinds import (
     BASELINES,
     BenchPlan,
-    BuiltOnSingles,
     Derived,
     PolicyKind,
     Row,
@@ -127,13 +127,18 @@ def test_a_package_kind_can_be_a_routed_row_paired_with_the_baselines(tmp_path: 
 
 
 def test_the_built_in_kinds_declare_what_their_rows_are() -> None:
+    from trinity_cli.policies import bench_rows as rows
     from trinity_cli.policies import kinds
 
-    assert [k.name for k in (kinds.SINGLE, kinds.SELFLOOP, kinds.SC, kinds.AGREE) if k.single_runs] == ["single"]
-    assert {k.name for k in (kinds.COORDINATOR, kinds.RANDOM, kinds.CONDUCTOR) if k.routes} == {
+    assert [k.name for k in (rows.SINGLE, rows.SELFLOOP, rows.SC, kinds.AGREE) if k.single_runs] == ["single"]
+    assert {k.name for k in (kinds.COORDINATOR, rows.RANDOM, kinds.CONDUCTOR) if k.routes} == {
         "coordinator", "random", "conductor"}
-    assert kinds.CONDUCTOR.plays_workflows and kinds.MOA.aggregates_singles
-    assert all(k.needs_singles for k in (kinds.MOA, kinds.VOTE, kinds.BEST_PER_TASK, kinds.ORACLE))
+    assert kinds.CONDUCTOR.plays_workflows and rows.MOA.aggregates_singles
+    assert all(k.needs_singles for k in (rows.MOA, rows.VOTE, rows.BEST_PER_TASK, rows.ORACLE))
+    # Answering kinds in kinds.py, bench's own rows in bench_rows.py: each name where its kind says.
+    assert all(k.asks for k in (kinds.COORDINATOR, kinds.AGREE, kinds.CONDUCTOR))
+    assert not any(k.asks for k in (rows.SINGLE, rows.SELFLOOP, rows.SC, rows.RANDOM, rows.MOA, rows.VOTE,
+                                    rows.BEST_PER_TASK, rows.ORACLE))
     row = Row("random", "random", seeds=2, stream="random", stream_per_seed=True)
     assert [row.seed_stream(r) for r in range(2)] == ["random:0", "random:1"]
     assert Row("single:m0", "single").seed_stream(3) == "fixed"

@@ -37,7 +37,7 @@ from trinity_cli.answer_kinds.base import AnswerKind
 from trinity_cli.bench.systems import EpisodeResult
 from trinity_cli.episode.turn import reply_room
 from trinity_cli.messages import Role, Transcript
-from trinity_cli.policies.kinds import best_member
+from trinity_cli.policies.bench_rows import best_member
 from trinity_cli.pool.pool import Pool
 from trinity_cli.tasks.items import TaskItem
 from trinity_cli.turns import prompts

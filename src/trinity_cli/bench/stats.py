@@ -13,7 +13,8 @@ from typing import Any
 
 from trinity_cli import tasks
 from trinity_cli.bench.systems import EpisodeResult, System
-from trinity_cli.policies.kinds import Derived, best_per_task
+from trinity_cli.policies.bench_rows import best_per_task
+from trinity_cli.policies.kinds import Derived
 from trinity_cli.runs.selection import turn_shares
 
 Z95 = 1.959963984540054  # two-sided 95% normal quantile

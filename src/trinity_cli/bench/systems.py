@@ -12,7 +12,8 @@ from trinity_cli.coordinator.head import Head, turn_budget
 from trinity_cli.coordinator.policy import resolve_head
 from trinity_cli.coordinator.reader import Reader
 from trinity_cli.evaluators.local import EpisodeSpec
-from trinity_cli.policies.kinds import BenchPlan, PolicyKind, Row, singles_kind
+from trinity_cli.policies.bench_rows import singles_kind
+from trinity_cli.policies.kinds import BenchPlan, PolicyKind, Row
 from trinity_cli.pool.pool import Pool
 from trinity_cli.tasks import TaskItem
 

@@ -1,7 +1,7 @@
 """Policies by name: one `Registry` (registry.py), entry-point group `trinity_cli.policies`.
 
-A name stands for a `PolicyKind` (kinds.py): `ask --mode NAME`, serve's model `trinity/NAME`
-and `bench --systems NAME` find it here and nowhere else. The kinds trinity ships register
+A name stands for a `PolicyKind` (kinds.py; bench's own rows: bench_rows.py): `ask --mode NAME`,
+serve's model `trinity/NAME` and `bench --systems NAME` find it here and nowhere else. The kinds trinity ships register
 below exactly as a package registers its own, as "module:attribute":
 
     [project.entry-points."trinity_cli.policies"]
@@ -39,12 +39,14 @@ POLICIES: Registry[Any] = Registry(
     GROUP, "policy", check=_is_policy,
     expected="a PolicyKind instance (trinity_cli.policies.kinds) or a policy class (trinity_cli.policies.base)")
 
+_KINDS, _ROWS = "trinity_cli.policies.kinds", "trinity_cli.policies.bench_rows"
 for _name, _target in (
-    ("single", "SINGLE"), ("selfloop", "SELFLOOP"), ("sc", "SC"), ("agree", "AGREE"), ("random", "RANDOM"),
-    ("coordinator", "COORDINATOR"), ("head", "COORDINATOR"), ("moa", "MOA"), ("conductor", "CONDUCTOR"),
-    ("vote", "VOTE"), ("best-per-task", "BEST_PER_TASK"), ("oracle", "ORACLE"),
+    ("single", f"{_ROWS}:SINGLE"), ("selfloop", f"{_ROWS}:SELFLOOP"), ("sc", f"{_ROWS}:SC"),
+    ("agree", f"{_KINDS}:AGREE"), ("random", f"{_ROWS}:RANDOM"), ("coordinator", f"{_KINDS}:COORDINATOR"),
+    ("head", f"{_KINDS}:COORDINATOR"), ("moa", f"{_ROWS}:MOA"), ("conductor", f"{_KINDS}:CONDUCTOR"),
+    ("vote", f"{_ROWS}:VOTE"), ("best-per-task", f"{_ROWS}:BEST_PER_TASK"), ("oracle", f"{_ROWS}:ORACLE"),
 ):
-    POLICIES.register(_name, f"trinity_cli.policies.kinds:{_target}")
+    POLICIES.register(_name, _target)
 POLICIES.register("drafts", "trinity_cli.policies.drafts:DRAFTS")
 
 
