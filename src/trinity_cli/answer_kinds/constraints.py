@@ -62,7 +62,8 @@ _QLIST = r"\[?(?:[\"“'‘][^\"”'’]+[\"”'’](?:,?\s*(?:and |or )?)?)+\]?
 # Words an unquoted list cannot hold: the list has ended, or it was no list ("the word of").
 _NOT_ITEMS = {"a", "an", "the", "of", "in", "to", "for", "from", "that", "which", "with", "as", "and", "or",
               "you", "your", "it", "its", "at", "on", "is", "be", "should", "must", "any", "such", "this", "these",
-              "anywhere", "throughout", "whatsoever", "etc"}
+              "anywhere", "throughout", "whatsoever", "etc", "count", "limit", "limits", "length", "choice", "order",
+              "list", "below", "above", "following", "given"}
 _PER = r"(?:times?)?"
 _QUOTE = "\"'“”‘’`"
 
@@ -314,8 +315,8 @@ _PATTERNS: list[tuple[re.Pattern[str], Callable[[re.Match[str]], Constraint | li
                 re.I), lambda m: {"type": "exclude", "words": _items(m.group(1))}),
     # words a request asks for, quoted or not
     (re.compile(rf"(?<!not )(?<!n't )(?<!never )(?<!without )\b(?:include|use|mention|contain|has|have)s? "
-                rf"(?:the|these) (?:key)?(?:words?|items|line|phrase):? ({_QLIST}|{_LIST})", re.I),
-     lambda m: {"type": "include", "words": _items(m.group(1))}),
+                rf"(?:the|these) (?:(?:key)?(?:words?|items):? ({_QLIST}|{_LIST})|(?:line|phrase):? ({_QLIST}))", re.I),
+     lambda m: {"type": "include", "words": _items(m.group(1) or m.group(2))}),
     (re.compile(rf"(?<!not )(?<!n't )(?<!never )(?<!without )\b(?:include|mention)s? ({_QLIST})", re.I),
      lambda m: {"type": "include", "words": _items(m.group(1))}),
     # an end phrase written without quotation marks, to the end of its sentence
@@ -344,7 +345,7 @@ _PATTERNS: list[tuple[re.Pattern[str], Callable[[re.Match[str]], Constraint | li
      lambda m: {"type": "paragraphs", "n": _number(m.group(2)), "by": "***",
                 **({"relation": "at_least"} if (m.group(1) or "").lower().startswith("at least") else {})}),
     # how often a word or a letter appears
-    (re.compile(rf"\b(word|letter) ([\"“'‘]?{_ITEM}[\"”'’]?|[\"“'‘][!?.,;:][\"”'’]) (?:should |must |will |to )?"
+    (re.compile(rf"\bthe (word|letter) ([\"“'‘]?{_ITEM}[\"”'’]?|[\"“'‘][!?.,;:][\"”'’]) (?:should |must |will |to )?"
                 rf"(?:appears?|show up|occurs?|be used|be included)? ?(?:in (?:the|your) (?:\w+ )?(?:response|answer|"
                 rf"reply|song|poem) )?{_RELATION} {_N}\b", re.I),
      lambda m: _times(m.group(2), m.group(1).lower(), m.group(3), m.group(4))),
