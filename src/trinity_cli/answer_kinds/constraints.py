@@ -32,7 +32,8 @@ gives (passed, what is wrong in one sentence); `score_constraints` is the `freef
 (1.0 when a reply meets every constraint its item lists). `Constraints` is a free-form
 task's checks (answer_kinds/base.py `Checks`): every answer is checked, the result is
 recorded on the turn and shown to later turns, and a Verifier is not asked about an answer
-that failed.
+that failed; with `repeats` it also records whether the answer repeats itself past the limits
+(tasks/repeats.py), which the drafts policy alone reads.
 """
 
 from __future__ import annotations
