@@ -108,3 +108,43 @@ def test_the_draft_policy_draws_until_a_draft_passes_and_no_further(tmp_path: Pa
                              examples=answer_kind("freeform").checks(strict))
         assert [t.model for t in failed.turns] == ["m-b", "m-a", "m-b"] and failed.answer == "Rain on the roof."
         assert failed.turns[2].attempt == 1  # m-b asked again: a fresh attempt, as in the matrix
+
+
+RUNAWAY = "| Feature | TCP | UDP |\n|---|---|---|\n" + "| Encryption | Yes | No |\n" * 40
+TABLE = "| Feature | TCP | UDP |\n|---|---|---|\n| Reliable | Yes | No |\n| Ordered | Yes | No |\n| Fast | No | Yes |"
+
+
+def _table_pool(tmp_path: Path, reason_reply: str) -> Path:
+    models = [{"name": "m-reason", "kind": "scripted", "style": "reason", "default": reason_reply},
+              {"name": "m-direct", "kind": "scripted", "style": "direct", "default": RUNAWAY}]
+    return write_pool(tmp_path, {"name": "scripted", "models": models})
+
+
+def test_a_draft_that_repeats_is_redrawn_and_trimmed_when_every_draft_repeats(tmp_path: Path) -> None:
+    task = "Compare TCP and UDP in a table."  # no constraint stated: only the repeats are checked
+    checks = answer_kind("freeform").checks(task)
+    with open_pool(load_pool(_table_pool(tmp_path, TABLE))) as pool:
+        drawn = run_episode(task, pool, DraftSchedule(pool.names, ["m-direct", "m-reason"]), max_turns=4,
+                            kind="freeform", examples=checks)
+        assert [t.model for t in drawn.turns] == ["m-direct", "m-reason"] and drawn.answer == TABLE
+        assert drawn.turns[0].examples["repeats"] and drawn.turns[0].examples_passed is None
+    with open_pool(load_pool(_table_pool(tmp_path, RUNAWAY))) as pool:
+        every = run_episode(task, pool, DraftSchedule(pool.names, ["m-direct", "m-reason"]), max_turns=3,
+                            kind="freeform", examples=checks)
+        assert len(every.turns) == 3
+        assert every.answer == "| Feature | TCP | UDP |\n|---|---|---|\n| Encryption | Yes | No |"
+
+
+def test_ask_streams_each_draft_and_prints_one_answer(tmp_path: Path, monkeypatch, capsys) -> None:
+    from trinity_cli.policies.drafts import MAX_DRAFTS
+
+    from .conftest import run_main
+
+    pool = _table_pool(tmp_path, TABLE)
+    code, out, err = run_main(["ask", "--pool", str(pool), "--no-warm", "Compare TCP and UDP in a table."],
+                              monkeypatch, capsys)
+    assert code == 0, err
+    # the first draft streams at once (stderr); a redraw only because it repeats; stdout holds one answer
+    assert err.count("| Encryption | Yes | No |") >= 40 and "repeats" in err
+    assert out == TABLE + "\n" if MAX_DRAFTS > 1 else out.count("| Encryption | Yes | No |") == 1
+    assert out.count("| Feature | TCP | UDP |") == 1

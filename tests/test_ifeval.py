@@ -67,3 +67,12 @@ def test_ifbench_checkers_load_without_downloading_nltk_data() -> None:
     sentence = ifeval_checks.evaluate("ifbench", "Write.", ["words:keywords_specific_position"],
                                       [{"keyword": "giggle", "n": 1, "m": 2}], "I giggle now. Then more.")
     assert sentence.prompt_strict == 1.0
+
+
+def test_the_language_checks_give_one_verdict_for_one_text() -> None:
+    # langdetect samples at random; on a text mixing languages it answers "es", "fr" or "ca" by chance
+    # unless seeded (ifeval_checks.registry seeds it)
+    text = "Der cat est sur la mesa con el dog"
+    verdicts = {ifeval_checks.evaluate("ifeval", "Answer in Spanish.", ["language:response_language"],
+                                       [{"language": "es"}], text).prompt_strict for _ in range(30)}
+    assert len(verdicts) == 1

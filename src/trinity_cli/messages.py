@@ -155,8 +155,11 @@ class Turn:
 
     @property
     def examples_passed(self) -> bool | None:
-        """Whether this code answer passed the task's examples; None when none were run."""
-        return None if self.examples is None else bool(self.examples.get("passed"))
+        """Whether this answer passed the task's checks (a code answer's examples, a free-form
+        answer's stated constraints); None when none were run or none were stated."""
+        if self.examples is None or self.examples.get("checked") == 0:
+            return None
+        return bool(self.examples.get("passed"))
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)

@@ -39,6 +39,7 @@ from trinity_cli.answer_kinds.constraints import Constraints, parse, score_const
 from trinity_cli.messages import ChatMessage, Role
 from trinity_cli.tasks.answer_body import answer_body
 from trinity_cli.tasks.answers import FinalAnswer
+from trinity_cli.tasks.repeats import asks_for_repetition
 
 # What a request for a free-form answer opens with (after "please", "can you", ...), or asks for anywhere.
 _OPENING = re.compile(
@@ -137,10 +138,13 @@ class FreeForm(AnswerKind):
         return answer_body(text)
 
     def checks(self, task: str, reference: Any = None) -> Constraints | None:
-        """The constraints a scored item lists (its reference), else those its wording states."""
+        """The constraints a scored item lists (its reference), else those its wording states;
+        and whether the answer repeats past the limits, unless the request asks for repetition
+        (tasks/repeats.py)."""
+        repeats = not asks_for_repetition(task)
         if isinstance(reference, list):
-            return Constraints.of(reference)
-        return Constraints.of(parse(task))
+            return Constraints.of(reference, repeats)
+        return Constraints.of(parse(task), repeats)
 
     def score(self, output: str, reference: Any) -> float:
         return score_constraints(output, reference)

@@ -14,9 +14,13 @@ Rows (`analyse`):
     <rule>@N          the first N drafts, the answer chosen by turns/choose.py's rule (N calls)
     until-pass@N/<fallback>
                       drafts drawn one at a time until one passes the stated checks, at most N;
-                      a request with no stated constraint trinity reads stops at the first;
-                      without a passing draft the answer is the fallback rule's pick among the
-                      drafts drawn (what the draft policy plays)
+                      a request with no stated constraint trinity reads stops at the first
+                      that does not degenerate; without a passing draft the answer is the
+                      fallback rule's pick among the drafts drawn (what the draft policy plays)
+
+A draft that degenerates (turns/choose.py `Draft`: repeats past the limits, cut at the token
+cap) fails its checks, every rule chooses among the drafts that do not degenerate when there
+are any (`choose.pick`), and a draft is scored as it is shown: its repeats trimmed.
     oracle@N          an item counts when any of the first N drafts is right (a bound)
 
 Every row but `draft:M` depends on the order the drafts are drawn in: each is scored in every
@@ -43,10 +47,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from trinity_cli import tasks
+from trinity_cli.answer_kinds import score_item
 from trinity_cli.bench.procedures import Matrix, Reply
 from trinity_cli.bench.stats import mcnemar_exact, wilson_interval
 from trinity_cli.tasks.answer_body import answer_body
-from trinity_cli.turns.choose import CHOOSERS, Draft
+from trinity_cli.turns.choose import CHOOSERS, Draft, pick
 
 FALLBACKS = ("first", "mbr", "certainty")
 
@@ -66,16 +71,20 @@ class Scored:
 
 
 def _scored(reply: Reply, item: tasks.TaskItem) -> Scored:
+    """The draft scored as it would be shown: its repeats trimmed when it has any (`Draft.printed`)."""
     turn = reply.turn
     draft = Draft.of(turn)
-    strict = loose = reply.correct
-    inst_strict = inst_loose = int(reply.correct)
+    shown = draft.printed
+    correct = reply.correct if shown == turn.reply else score_item(item, shown) == 1.0
+    strict = loose = correct
+    inst_strict = inst_loose = int(correct)
     count = 1
     reference = item.reference
     if isinstance(reference, dict) and "instruction_id_list" in reference:
         from trinity_cli.tasks.ifeval import score_all
 
-        found = score_all(answer_body(turn.reply), reference)
+        found = score_all(answer_body(shown), reference)
+        strict = found.prompt_strict == 1.0
         loose = found.prompt_loose == 1.0
         count = len(found.instructions)
         inst_strict = sum(s for _, s, _ in found.instructions)
@@ -94,19 +103,16 @@ Rule = Callable[[Sequence[Scored]], tuple[int, list[int]]]  # drafts -> (chosen 
 
 
 def _fixed(rule: str, n: int) -> Rule:
-    choose = CHOOSERS[rule]
-    return lambda drafts: (choose([s.draft for s in drafts[:n]]), list(range(min(n, len(drafts)))))
+    return lambda drafts: (pick(rule, [s.draft for s in drafts[:n]]), list(range(min(n, len(drafts)))))
 
 
 def _until_pass(n: int, fallback: str) -> Rule:
-    choose = CHOOSERS[fallback]
-
     def play(drafts: Sequence[Scored]) -> tuple[int, list[int]]:
         for i, scored in enumerate(drafts[:n]):
             if scored.draft.passed is None or scored.draft.passed:
                 return i, list(range(i + 1))
         drawn = min(n, len(drafts))
-        return choose([s.draft for s in drafts[:drawn]]), list(range(drawn))
+        return pick(fallback, [s.draft for s in drafts[:drawn]]), list(range(drawn))
     return play
 
 

@@ -235,7 +235,8 @@ class _Conducting:
             for i, (output, step_turns, nested, repair, reasked) in zip(level, done, strict=True):
                 outputs[i] = output
                 repairs += [repair] if repair else []
-                note = step_turns[-1].examples if nested is None else None
+                last = step_turns[-1]
+                note = last.examples if nested is None and last.examples_passed is not None else None
                 if note is not None:
                     notes[i] = self.kind.check_note(note)
                 add(step_turns)

@@ -113,8 +113,10 @@ class DraftSchedule(FixedSchedule):
     `max_turns`): the members of `order` asked in turn, each from the task alone (a member asked
     again makes a fresh attempt: the matrix's calls, in bench/drafts.py `drafts_of`'s order); the
     episode stops at the first draft that passes the request's stated checks, or at the first
-    draft when the request states none trinity reads; without a passing draft the answer is
-    the `fallback` rule's pick among the drafts (turns/choose.py `CHOOSERS`)."""
+    draft when the request states none trinity reads, unless it degenerates (turns/choose.py
+    `Draft`: repeats past the limits, cut at the token cap); without a passing draft the answer
+    is the `fallback` rule's pick among the drafts that do not degenerate (all of them when
+    every one does; `pick`), its repeats trimmed (`Draft.printed`)."""
 
     stop_reason = "drafted"
 
@@ -136,9 +138,9 @@ class DraftSchedule(FixedSchedule):
         return last.index if Draft.of(last).passed is not False else None
 
     def final(self, turns: Sequence[Turn], kind: AnswerKind) -> str | None:
-        from trinity_cli.turns.choose import CHOOSERS, Draft
+        from trinity_cli.turns.choose import Draft, pick
 
-        drafted = [t for t in turns if t.error is None and t.reply.strip()]
-        if not drafted:
+        drafts = [Draft.of(t) for t in turns if t.error is None and t.reply.strip()]
+        if not drafts:
             return None
-        return drafted[CHOOSERS[self.fallback]([Draft.of(t) for t in drafted])].reply
+        return drafts[pick(self.fallback, drafts)].printed

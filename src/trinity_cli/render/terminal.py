@@ -54,6 +54,10 @@ def turn_line(turn: Turn) -> Text:
     if turn.examples_passed is not None:
         passed, what = turn.examples_passed, "constraints" if "checked" in (turn.examples or {}) else "examples"
         line.append(f"  {what} {'passed' if passed else 'failed'}", style="green" if passed else "red")
+    if (turn.examples or {}).get("repeats"):
+        line.append("  repeats", style="red")
+    if turn.finish_reason == "length":
+        line.append("  cut at the token cap", style="red")
     if turn.suggestion:
         line.append(f"  next: {turn.suggestion.value}", style="magenta")
     if turn.override:
@@ -261,8 +265,11 @@ def replay_ask(record: dict[str, Any], show_task: bool = True) -> None:
                  + (", asked alone" if turn.alone else "")
                  + (", a vote" if turn.vote else "")
                  + (f", agreed with turn {turn.agreed_with + 1}" if turn.agreed_with is not None else ""))
-        if turn.examples is not None:
-            stats += "\n" + answer_kind(record.get("answer_kind")).check_note(turn.examples)
+        checks = turn.examples or {}
+        if turn.examples_passed is not None:
+            stats += "\n" + answer_kind(record.get("answer_kind")).check_note(checks)
+        if checks.get("repeats"):
+            stats += f"\n(trinity: {checks['repeats']})"
         prompt = "\n\n".join(f"[{m.role}]\n{m.content}" for m in turn.messages)
         body = Group(
             probs,

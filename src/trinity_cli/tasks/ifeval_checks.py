@@ -15,6 +15,8 @@ touches):
 - The two IFBench instructions that need NLTK data besides punkt (`ratio:stop_words`: the
   stopwords corpus; `words:start_verb`: the POS tagger) are `UNSCORABLE`: items holding one are
   left out of the `ifbench` family (tasks/ifeval.py).
+- `langdetect` (the language checks, and the all-capitals one that asks for English) samples at
+  random; it is seeded (0), so the same text gets the same verdict in every process.
 
 `evaluate(benchmark, prompt, ids, kwargs, response)` -> per-instruction strict and loose results
 and the four scores (`if_verifiable.common.evaluate_instructions`: strict on the response as it is,
@@ -99,6 +101,9 @@ def registry(benchmark: str) -> dict[str, Any]:
     if hasattr(checkers, "nltk"):
         checkers.nltk = stand_in
     util.count_sentences = lambda text: len(util.split_into_sentences(text))
+    # langdetect samples at random: unseeded, the language checks (and the capital-letters one,
+    # which asks for English) can give another verdict on the same text in the next process
+    importlib.import_module("langdetect").DetectorFactory.seed = 0
     return dict(found.INSTRUCTION_DICT)
 
 

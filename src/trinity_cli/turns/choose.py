@@ -8,6 +8,13 @@ when the request states none trinity can read), its self-certainty (`certainty`:
 KL(uniform || p) of its tokens, backends/confidence.py; None when the backend gives none) and its
 tokens' mean log-probability (`confidence`).
 
+A draft that degenerates fails its checks whatever the request states: one that repeats a line
+or a run of words past the limits (`repeats`, tasks/repeats.py; unless the request asks for
+repetition) or, with `CUT_FAILS` (off by default), one whose call stopped at the token cap
+(`cut`). Every rule
+chooses among the drafts that do not degenerate when there are any (`pick`), and what is shown
+of a draft that repeats is trimmed (`Draft.printed`).
+
 Rules (`CHOOSERS`: name -> drafts in the order drawn -> the index of the answer):
 
     first         the first draft
@@ -28,11 +35,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from trinity_cli.messages import Turn
+from trinity_cli.tasks.repeats import trim
 
 _WORD = re.compile(r"[a-z0-9]+")
+# A draft cut at the token cap fails its checks (module docstring).
+CUT_FAILS = False
 
 
 @dataclass(frozen=True)
@@ -43,14 +53,30 @@ class Draft:
     passed: bool | None = None
     certainty: float | None = None
     confidence: float | None = None
+    repeats: bool = False
+    cut: bool = False
+
+    @property
+    def degenerate(self) -> bool:
+        """It repeats past the limits, or (with `CUT_FAILS`) was cut at the token cap."""
+        return self.repeats or (self.cut and CUT_FAILS)
+
+    @property
+    def printed(self) -> str:
+        """What is shown of it: the reply, its repeats trimmed (tasks/repeats.py) when it has any."""
+        return trim(self.reply) if self.repeats else self.reply
 
     @classmethod
     def of(cls, turn: Turn) -> Draft:
-        """A recorded turn as a draft: its checks' result (`Turn.examples`; None when none ran or
-        none was stated) and its log-probability summary's certainty and mean."""
-        checks, stats = turn.examples, turn.logprob_stats or {}
-        passed = None if not checks or not checks.get("checked") else bool(checks.get("passed"))
-        return cls(turn.reply, passed, stats.get("certainty"), stats.get("mean"))
+        """A recorded turn as a draft: its checks' result (`Turn.examples`: the stated
+        constraints' verdict, None when none ran or none was stated, and False when it
+        degenerates), whether it repeats, whether the call stopped at the token cap, and its
+        log-probability summary's certainty and mean."""
+        checks, stats = turn.examples or {}, turn.logprob_stats or {}
+        passed = bool(checks.get("passed")) if checks.get("checked") else None
+        draft = cls(turn.reply, passed, stats.get("certainty"), stats.get("mean"), bool(checks.get("repeats")),
+                    turn.finish_reason == "length")
+        return replace(draft, passed=False) if draft.degenerate else draft
 
 
 def words(text: str) -> list[str]:
@@ -122,3 +148,10 @@ CHOOSERS: dict[str, Callable[[Sequence[Draft]], int]] = {
     "first": first, "passing": passing, "mbr": mbr, "passing-mbr": passing_mbr, "certainty": certainty,
     "passing-certainty": passing_certainty, "confidence": confidence,
 }
+
+
+def pick(rule: str, drafts: Sequence[Draft]) -> int:
+    """The index of `rule`'s pick (`CHOOSERS`) among the drafts that do not degenerate, or among
+    all of them when every one does."""
+    among = [i for i, d in enumerate(drafts) if not d.degenerate] or list(range(len(drafts)))
+    return among[CHOOSERS[rule]([drafts[i] for i in among])]

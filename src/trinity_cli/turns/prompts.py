@@ -199,7 +199,7 @@ def _shown_turn(turn: Turn, kind: AnswerKind) -> str:
     """A turn as later prompts show it: label, reply (clipped to the kind's `history_chars`),
     and its checks' result (the kind's `check_note`)."""
     text = f"[{LABEL[turn.role]}]\n{clip(turn.reply, kind.history_chars)}"
-    if turn.examples is not None:
+    if turn.examples is not None and turn.examples_passed is not None:  # checks that ran, on what was stated
         text += "\n" + kind.check_note(turn.examples)
     return text
 
@@ -242,7 +242,8 @@ def build_messages(
         parts.append(header + "\n" + "\n\n".join(_shown_turn(t, kind) for t in shown))
     proposed = latest_proposal(turns)
     if asked is Role.VERIFIER and proposed is not None:
-        note = f"\n{kind.check_note(proposed.examples)}" if proposed.examples is not None else ""
+        stated = proposed.examples is not None and proposed.examples_passed is not None
+        note = f"\n{kind.check_note(proposed.examples)}" if stated and proposed.examples is not None else ""
         parts.append(f"{kind.proposal_label}\n{clip(proposed.reply, kind.history_chars)}{note}")
     own = kind.instruction(style, asked, revising=bool(shown) and proposed is not None)
     instruction, request = own if own is not None else (INSTRUCTIONS[style][asked], REQUEST[style][asked])
