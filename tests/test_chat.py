@@ -383,3 +383,24 @@ def test_the_latency_script_measures_each_message_of_a_chat_on_a_scripted_pool(t
     for row in report["rows"]:
         assert 0.3 <= row["first_s"] <= row["answer_s"] < 30
     assert report["later_first_max_s"] == report["rows"][1]["first_s"]
+
+
+def test_inspect_lists_a_conversation_and_replays_it_message_by_message(tmp_path, monkeypatch, capsys) -> None:
+    with ChatSession(AskOptions(pool=str(one_member_pool(tmp_path)), max_turns=1, system="Be brief.")) as chat:
+        chat.say("What is 12*7?")
+        chat.say("And 12*8?")
+    code, out, err = run_main(["inspect"], monkeypatch, capsys)
+    assert code == 0 and re.search(r"run-1\s*\|\s*chat\s*\|.*What is 12\*7\?", out), out + err
+    code, out, err = run_main(["inspect", "run-1"], monkeypatch, capsys)
+    assert code == 0, err
+    assert "conversation of 2 messages" in out and "System: Be brief." in out
+    assert out.index("message 1") < out.index("What is 12*7?") < out.index("message 2") < out.index("And 12*8?")
+    assert "12 times 8 is 96." in out
+
+    from trinity_cli.viewer.opened import OpenedRun
+    from trinity_cli.viewer.pages import run_page, runs_page
+
+    page = run_page(OpenedRun(RunStore(), "run-1"))
+    assert [c["label"] for c in page["columns"]] == ["message 1: What is 12*7?", "message 2: And 12*8?"]
+    assert page["answer"] == "96" and page["columns"][1]["episodes"][0]["transcript"]["turns"]
+    assert runs_page(RunStore())["runs"][0]["items"] == "2 messages"
