@@ -178,13 +178,20 @@ def test_a_follow_up_to_a_whole_answer_gets_a_whole_answer(tmp_path: Path) -> No
     with ChatSession(AskOptions(pool=str(one_member_pool(tmp_path, rules)))) as chat:
         first = chat.say("Write a short poem about the sea.")
         second = chat.say("Make it shorter.", events.append)
+        third = chat.say("What is 12*7?")  # a question of its own: the short path again
+        fourth = chat.say("Give me a plan for a week in Rome.")
     record = RunStore().load(first.run_id)
-    assert [e["answer_kind"] for e in record["exchanges"]] == ["freeform", "freeform"]
+    assert [e["answer_kind"] for e in record["exchanges"]] == ["freeform", "freeform", None, "freeform"]
+    assert third.transcript.context[-1] == ChatMessage("assistant", "Calm sea tonight") and fourth.answer
     assert KindFollowed("freeform") in events
     assert second.answer == "Calm sea tonight"
     own = conv_mod.detect("Write a Python function f(x).")
     assert own is not None and conv_mod.follow_up_kind("Write a Python function f(x).", record["exchanges"]) == own
     assert conv_mod.follow_up_kind("What about 17?", [{"answer_kind": None}]) is None
+    # a question keeps the short path after a whole answer; a request about it does not
+    assert conv_mod.follow_up_kind("What is the capital of France?", record["exchanges"]) is None
+    assert conv_mod.follow_up_kind("Now say it in French.", record["exchanges"]) == "freeform"
+    assert conv_mod.follow_up_kind("Now say it in French.", [{"answer_kind": "numeric"}]) is None
 
 
 def test_a_long_conversation_leaves_out_its_oldest_messages_and_says_so(tmp_path: Path, monkeypatch, capsys) -> None:

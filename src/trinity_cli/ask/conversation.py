@@ -20,10 +20,12 @@ The keys of the model calls of every exchange go to the run's calls.log, as an a
 Continuing (`latest`): the latest conversation is the newest run of kind "chat" or "ask"; a
 plain ask run is continued by a new conversation that opens with its exchange.
 
-A message's kind: its own wording's (answer_kinds `detect`), or `/kind`/`--kind` when given;
-a message whose wording asks for no kind of its own, after an exchange that gave a whole
-answer, is a follow-up to that answer ("Make it shorter.") and gets a whole answer too
-(`follow_up_kind`: when unsure, the answer that loses nothing), said by `KindFollowed`.
+A message's kind: its own wording's (answer_kinds `detect`), or `/kind`/`--kind` when given.
+A message whose wording asks for no kind of its own gets a short answer, as in `ask`, unless it
+follows a whole answer and is not a question (it does not end with "?"): a request about that
+answer ("Make it shorter.", "Now say it in French.") gets a whole answer too, said by
+`KindFollowed` (`follow_up_kind`: when unsure, the answer that loses nothing). A question
+("What is the capital of France?", "What about 17?") keeps the short path after any answer.
 """
 
 from __future__ import annotations
@@ -118,10 +120,10 @@ def open_conversation(run_id: str | None, store: RunStore, system: str | None = 
 
 def follow_up_kind(question: str, earlier: Sequence[dict[str, Any]]) -> str | None:
     """The kind a message of a conversation is answered as when none is named (module
-    docstring): its wording's, else `WHOLE` when the exchange before it was a whole answer,
-    else None (a short answer)."""
+    docstring): its wording's, else `WHOLE` when the exchange before it was a whole answer and
+    the message is no question, else None (a short answer)."""
     own = detect(question)
-    if own is not None or not earlier:
+    if own is not None or not earlier or question.rstrip().endswith("?"):
         return own
     return WHOLE if earlier[-1].get("answer_kind") == WHOLE else None
 
