@@ -411,3 +411,23 @@ def test_inspect_lists_a_conversation_and_replays_it_message_by_message(tmp_path
     assert [c["label"] for c in page["columns"]] == ["message 1: What is 12*7?", "message 2: And 12*8?"]
     assert page["answer"] == "96" and page["columns"][1]["episodes"][0]["transcript"]["turns"]
     assert runs_page(RunStore())["runs"][0]["items"] == "2 messages"
+
+
+def test_system_travels_to_a_warm_server_with_the_question(tmp_path: Path) -> None:
+    """`ask --system` through a warm server: the request carries it (trinity-warm/4) and the
+    server's run is the one an in-process ask saves, the system prompt its context."""
+    from trinity_cli.serve import warm
+    from trinity_cli.serve.service import ServedPool, ServeOptions
+
+    rules = [{"match": "poem", "reply": "Les vagues"}]
+    pool = str(one_member_pool(tmp_path, rules))
+    body = warm.request_body("Write a short poem about the sea.", AskOptions(pool=pool, system="Answer in French."))
+    assert body["options"]["system"] == "Answer in French." and warm.FORMAT == "trinity-warm/4"
+    served = ServedPool(ServeOptions(pool=pool))
+    try:
+        result = served.ask_warm(body["question"], body["options"])
+    finally:
+        served.close()
+    assert result.answer == "Les vagues"
+    assert result.transcript.context == [ChatMessage("system", "Answer in French.")]
+    assert result.transcript.turns[0].messages[0] == ChatMessage("system", "Answer in French.")

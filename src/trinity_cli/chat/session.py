@@ -7,7 +7,8 @@ later one start at once.
 Each message is answered as `trinity ask` answers a question after the conversation so far:
 its kind read from its own wording (ask/conversation.follow_up_kind), the kind's own
 procedure when no mode is set (ask/answer.kind_default: a free-form message gets the
-`drafts` policy), who answers chosen as serve chooses for a request (`engine_for`).
+`drafts` policy), who answers chosen as serve chooses for a request
+(service.ServedPool.continue_conversation, which a warm `ask -c` is answered by too).
 
 What the prompt's commands change (`command`), from the next message on:
     /mode [NAME]   who answers: a policy's name (`trinity pools`), "default" for the default;
@@ -26,13 +27,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from trinity_cli import paths
-from trinity_cli.answer_kinds import answer_kind, kind_name
-from trinity_cli.ask import AskOptions, AskResult, answer_mode
+from trinity_cli.answer_kinds import kind_name
+from trinity_cli.ask import AskOptions, AskResult
 from trinity_cli.ask import conversation as conv_mod
-from trinity_cli.ask.answer import kind_default, question_kind
 from trinity_cli.errors import ConfigError
 from trinity_cli.events import ProgressFn, quiet
-from trinity_cli.policies.kinds import HeadEngine
 from trinity_cli.policies.registry import answering_kind, policy_names
 from trinity_cli.runs.store import RunStore
 from trinity_cli.serve.service import ServedPool, ServeOptions
@@ -94,21 +93,11 @@ class ChatSession:
         """The conversation's run, once its first exchange is saved."""
         return self.conversation.run_id
 
-    def engine_for(self, options: AskOptions, question: str) -> tuple[AskOptions, HeadEngine | None]:
-        """`options` with the mode that answers `question` (serve's choice for a request,
-        service.ServedPool.answer) and that mode's engine, built on first use."""
-        kind = answer_kind(question_kind(question, options))
-        named = AskOptions(mode=options.mode, head=options.head)
-        mode = answer_mode(kind_default(named, kind), self.served.config)
-        return replace(options, mode=mode), self.served.engine(mode, None)
-
     def say(self, message: str, progress: ProgressFn | None = None) -> AskResult:
-        """Answer `message` as the conversation's next and save the exchange (ask/conversation.py
-        `answer`; nothing is saved when it fails or is interrupted)."""
-        emit = progress or quiet
-        options = conv_mod.message_options(self.conversation, message, self.options, emit)
-        options, engine = self.engine_for(options, message)
-        return conv_mod.answer(self.conversation, message, options, self.served.pool, engine, self.store, emit)
+        """Answer `message` as the conversation's next and save the exchange, on the loaded pool
+        (service.ServedPool.continue_conversation; nothing is saved when it fails or is
+        interrupted)."""
+        return self.served.continue_conversation(None, message, self.options, progress, self.conversation, self.store)
 
     def command(self, line: str) -> Said:
         """Apply the prompt command `line` ("/mode agree", module docstring); LeaveChat for

@@ -141,13 +141,7 @@ def ask(
                          conductor=conductor, conductor_depth=conductor_depth, kind=kind, system=system)
     question, wording = read_piped(question)
     options = kind_of_wording(options, wording)
-    if continue_ or conversation is not None:  # a conversation is answered in this process (`trinity chat`: warm)
-        from trinity_cli.ask.conversation import continue_conversation
-
-        with terminal.LiveTurns(quiet=quiet) as live:
-            result = continue_conversation(conversation or "latest", question, options, live)
-        terminal.ask_done(result, as_json=as_json, quiet=quiet, show_work=show_work)
-        return
+    continuing = conversation or ("latest" if continue_ else None)
     server = None
     if warm:
         from trinity_cli.serve import warm as warm_mod
@@ -156,12 +150,16 @@ def ask(
         if server is None and keep_warm is not None:
             server = warm_mod.start(options, keep_warm)
     with terminal.LiveTurns(quiet=quiet) as live:
-        if server is None:
+        if server is not None:  # the answering code is not even imported: the warm server answers
+            result = warm_mod.ask_warm(question, options, server, live, continuing)
+        elif continuing is not None:
+            from trinity_cli.ask.conversation import continue_conversation
+
+            result = continue_conversation(continuing, question, options, live)
+        else:
             from trinity_cli.ask.answer import ask as run_ask
 
             result = run_ask(question, options, live)
-        else:  # the answering code is not even imported: the warm server answers
-            result = warm_mod.ask_warm(question, options, server, live)
     terminal.ask_done(result, as_json=as_json, quiet=quiet, show_work=show_work)
 
 

@@ -14,6 +14,10 @@ it with `ask.answer.ask` on its loaded pool and coordinator, so the run it saves
 `trinity inspect` are those an in-process `ask` gives; its events stream back as JSON lines and
 are shown as they come (ask's live view).
 
+A question that continues a conversation (`ask -c`, `--conversation RUN`) carries
+"conversation": "latest" or the run's id; the server answers it as the conversation's next
+message (ask/conversation.py) and saves it in that run.
+
 `trinity ask --keep-warm SECONDS` starts such a server when none is running (`start`): it stops
 by itself SECONDS after its last question (`trinity serve --idle-exit`), as Ollama's keep-alive.
 
@@ -190,10 +194,13 @@ def _healthy(record: dict[str, Any]) -> bool:
         return False
 
 
-def request_body(question: str, options: AskOptions) -> dict[str, Any]:
+def request_body(question: str, options: AskOptions, conversation: str | None = None) -> dict[str, Any]:
+    """The warm request for `question`; `conversation`: the conversation run it continues
+    ("latest" or a run id: `ask -c`), or None."""
     fields = asdict(options)
-    return {"question": question, "options": {k: (list(fields[k]) if k == "exclude" else fields[k])
+    body = {"question": question, "options": {k: (list(fields[k]) if k == "exclude" else fields[k])
                                               for k in REQUEST_FIELDS}}
+    return body if conversation is None else {**body, "conversation": conversation}
 
 
 def event_line(event: Event) -> dict[str, Any] | None:
@@ -234,13 +241,15 @@ def read_event(line: dict[str, Any]) -> Event | None:
 
 
 def ask_warm(question: str | None, options: AskOptions, record: dict[str, Any],
-             progress: ProgressFn | None = None) -> AskResult:
+             progress: ProgressFn | None = None, conversation: str | None = None) -> AskResult:
     """Answer through the warm server of `record` (module docstring): its events go to
-    `progress` as they come, and the result is read from the run it saved."""
+    `progress` as they come, and the result is read from the run it saved; `conversation`
+    ("latest" or a run id): the question is that conversation's next message
+    (ask/conversation.py), saved in its run."""
     emit = progress or quiet
     text = read_question(question)
     try:
-        with _open(record, "/trinity/ask", request_body(text, options)) as reply:
+        with _open(record, "/trinity/ask", request_body(text, options, conversation)) as reply:
             for raw in reply:
                 if not raw.strip():
                     continue
@@ -260,5 +269,7 @@ def ask_warm(question: str | None, options: AskOptions, record: dict[str, Any],
 
 
 def result_of(run_id: str) -> AskResult:
-    """The AskResult of a saved ask run (what `ask.answer.ask` returns)."""
-    return AskResult.of_record(run_id, RunStore().load(run_id))
+    """The AskResult of a saved ask run (what `ask.answer.ask` returns), or of a conversation
+    run's latest exchange."""
+    record = RunStore().load(run_id)
+    return AskResult.of_record(run_id, record["exchanges"][-1] if record.get("kind") == "chat" else record)
