@@ -1,6 +1,7 @@
 """`trinity chat` at the terminal: the prompt (stdlib readline, its history in the home dir),
 each answer streamed as `trinity ask` streams it (terminal.LiveTurns: every reply on stderr as
-it is written) and then the answer on stdout, the prompt's commands (chat/session.py), and a
+it is written) and then the answer on stdout (not again when it is the reply just streamed to
+the same screen), the prompt's commands (chat/session.py), and a
 conversation run replayed exchange by exchange (`trinity inspect RUN`).
 
 Keys: Enter sends a line; a line that opens with `\"\"\"` starts a message of several lines,
@@ -135,7 +136,10 @@ def _answer(session: Any, message: str, quiet: bool) -> None:
     if not quiet:
         count = len(session.conversation.exchanges)
         console.note(f"{result.run_id} · message {count}: {len(result.transcript.turns)} turns, {result.wall_s:.1f}s")
-    console.out.print(result.answer, markup=False, highlight=False)
+    # A whole answer streamed just above is not written again on the same screen (redirected, it is).
+    shown = not quiet and console.out.is_terminal and console.err.is_terminal
+    if not (shown and result.answer.strip() == (result.transcript.answer or "").strip()):
+        console.out.print(result.answer, markup=False, highlight=False)
 
 
 def replay_chat(record: dict[str, Any]) -> None:
