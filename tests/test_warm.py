@@ -204,3 +204,38 @@ def test_a_warm_server_started_for_a_no_cache_ask_does_not_use_the_cache_either(
     assert warm.start(AskOptions(pool=pool, use_cache=False), 5) is None
     assert warm.start(AskOptions(pool=pool), 5) is None
     assert "--no-cache" in started[0] and "--no-cache" not in started[1]
+
+
+@pytest.mark.slow
+def test_ask_c_continues_a_conversation_through_a_warm_server(tmp_path: Path, monkeypatch, capsys,
+                                                              trinity_home: Path) -> None:
+    """`ask -c` with a warm server: the server answers the follow-up after the earlier messages
+    and saves it in the conversation's run; nothing is answered in this process."""
+    pool = scripted_pool(tmp_path, n_models=1, router="agree", rules=[
+        {"match": r"Task:\n[^\n]*12\*8", "reply": "Answer: 96"},
+        {"match": r"Task:\n[^\n]*12\*7", "reply": "Answer: 84"}])
+    process, _ = _start(pool, trinity_home)
+    try:
+        from trinity_cli.ask import answer as ask_mod
+        from trinity_cli.ask import conversation as conv_mod
+
+        def no_pool_here(*args, **kwargs):
+            raise AssertionError("the question was answered in this process")
+
+        code, out, err = run_main(["ask", "--pool", str(pool), "--max-turns", "1", QUESTION], monkeypatch, capsys)
+        assert code == 0 and out == "84\n", err
+        with monkeypatch.context() as patched:
+            patched.setattr(ask_mod, "build", no_pool_here)
+            patched.setattr(conv_mod, "build", no_pool_here)
+            code, out, err = run_main(["ask", "--pool", str(pool), "--max-turns", "1", "-c", "And 12*8?"],
+                                      monkeypatch, capsys)
+        assert code == 0 and out == "96\n", err
+        code, shown, _ = run_main(["inspect", "run-2", "--json"], monkeypatch, capsys)
+        record = json.loads(shown)
+        assert record["kind"] == "chat" and record["continues"] == "run-1"
+        assert [e["answer"] for e in record["exchanges"]] == ["84", "96"]
+        context = record["exchanges"][1]["transcript"]["context"]
+        assert [m["content"] for m in context] == [QUESTION, "84"]
+    finally:
+        process.send_signal(signal.SIGKILL)
+        process.wait()

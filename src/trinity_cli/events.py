@@ -6,7 +6,9 @@ them, but a callback that raises stops the work (that is how a test stops a run)
 Who emits what:
     episode/loop.py                       DecisionMade, TextWritten, TurnPlayed (one episode)
     conductor/run.py                      TurnPlayed                         (one workflow)
-    ask/answer.py                         AskStarted, RunAllocated, then the episode's
+    ask/answer.py                         AskStarted, ContextShortened, RunAllocated, then the
+                                          episode's
+    ask/conversation.py                   KindFollowed, then ask/answer.py's
     serve/service.py                      ServeLoading, RequestAnswered, RequestFailed; per
                                           request RunAllocated, DecisionMade, TurnPlayed
     serve/run.py                          ServeStarted
@@ -82,6 +84,25 @@ class AskStarted:
     procedure: str | None = None  # a policy that needs no head answers: its name ("agree", a package's)
     procedure_is_default: bool = False  # ... because the pool file says `router: agree`
     summary: str = ""  # that policy in one line (its kind's summary: policies/base.py)
+
+
+@dataclass(frozen=True)
+class ContextShortened:
+    """The earlier conversation did not fit every member's context with the question:
+    `left_out` of its `messages` (the oldest; conversation.shortenings) are not shown to
+    members. `n_ctx`: the smallest context among the members asked."""
+
+    left_out: int
+    messages: int
+    n_ctx: int
+
+
+@dataclass(frozen=True)
+class KindFollowed:
+    """A message of a conversation whose wording asks for no kind of its own is answered as
+    `kind`, the kind of the answer before it (ask/conversation.py `follow_up_kind`)."""
+
+    kind: str
 
 
 # -- trinity serve ----------------------------------------------------------------------------
@@ -319,7 +340,8 @@ class RecipePhase:
     detail: str
 
 
-Event = (DecisionMade | TextWritten | TurnPlayed | RunAllocated | AskStarted | ServeLoading | ServeStarted
+Event = (DecisionMade | TextWritten | TurnPlayed | RunAllocated | AskStarted | ContextShortened | KindFollowed
+         | ServeLoading | ServeStarted
          | ViewerStarted
          | RequestAnswered
          | RequestFailed | EpisodeStarted | EpisodeFinished | RunResumed | CentreFitting | StartFitted

@@ -2,9 +2,10 @@
 without a short checkable value. The answer is the whole reply, in Markdown.
 
 A draft (a Worker shown no turns: the first answer, or one asked alone) is the request asked
-as a person asks it: a plain system line (`DRAFT_SYSTEM`; a `direct` member's adds that the
-answer begins at once) and the earlier conversation and the request as chat messages, nothing
-about a team, roles or a transcript, so there is no scaffolding to copy.
+as a person asks it: a plain system line (`DRAFT_SYSTEM`, or the conversation's own system
+prompt in its place; a `direct` member's adds that the answer begins at once) and the earlier
+conversation and the request as chat messages, nothing about a team, roles or a transcript, so
+there is no scaffolding to copy.
 
 What `ask` and `serve` play on a free-form question when no mode or head is named
 (`default_mode`): the `drafts` policy (policies/drafts.py), chosen on IFEval's validation items
@@ -46,7 +47,8 @@ _OPENING = re.compile(
     r"^\s*(?:(?:please|kindly|now)\s*,?\s+|(?:can|could|would|will) you\s+(?:please\s+)?|i (?:want|need) you to\s+|"
     r"help me\s+)*(?:prove|show that|explain|describe|write|compose|draft|summari[sz]e|translate|outline|discuss|"
     r"compare|contrast|argue|suggest|recommend|give (?:me )?(?:some |a few |an? )?(?:tips|advice|ideas|examples|"
-    r"overview|summary|explanation|reasons|list)|tell me (?:about|a|an|how|why)|list|brainstorm|rewrite|paraphrase|"
+    r"overview|summary|explanation|reasons|list|plan|schedule|itinerary|outline|recipe)|"
+    r"tell me (?:about|a|an|how|why)|list|brainstorm|rewrite|paraphrase|"
     r"critique|review|plan|design|create|generate|propose|justify|derive|elaborate|introduce|define|teach)\b",
     re.I)
 _ANYWHERE = re.compile(
@@ -105,8 +107,11 @@ class FreeForm(AnswerKind):
         return self.caps[role]
 
     def draft_messages(self, style: str, task: str, context: Sequence[ChatMessage] = ()) -> list[ChatMessage]:
-        system = DRAFT_SYSTEM + (_DRAFT_DIRECT if style == "direct" else "")
-        return [ChatMessage("system", system), *context, ChatMessage("user", task)]
+        # The conversation's own system prompt (`trinity ask --system`, a served request's system
+        # message) stands in for the plain line: one system message, first, as chat templates want.
+        given = "\n\n".join(m.content for m in context if m.role == "system")
+        system = (given or DRAFT_SYSTEM) + (_DRAFT_DIRECT if style == "direct" else "")
+        return [ChatMessage("system", system), *(m for m in context if m.role != "system"), ChatMessage("user", task)]
 
     def instruction(self, style: str, role: Role, revising: bool) -> tuple[str, str]:
         if role is Role.THINKER:

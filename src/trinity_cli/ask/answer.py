@@ -52,9 +52,9 @@ from trinity_cli.answer_kinds.examples import Examples
 from trinity_cli.ask import AskOptions, AskResult, answer_mode, question_seed, read_question
 from trinity_cli.coordinator.head import Head
 from trinity_cli.coordinator.policy import Coordinator
-from trinity_cli.episode.loop import usable_models
+from trinity_cli.episode.loop import fit_context, usable_models
 from trinity_cli.errors import MemberFailed, option
-from trinity_cli.events import ProgressFn, RunAllocated, quiet
+from trinity_cli.events import ContextShortened, ProgressFn, RunAllocated, quiet
 from trinity_cli.keyed_cache import journal_to
 from trinity_cli.messages import ChatMessage, Transcript
 from trinity_cli.policies.base import Episode
@@ -185,6 +185,61 @@ def refuse_unanswered(transcript: Transcript, pool: Pool) -> None:
                        f"{'them' if others else 'it'} out with {option('exclude')}")
 
 
+@dataclass
+class Ready:
+    """A question checked and resolved, nothing played yet (`ready`): its text, the options it
+    is answered with (the kind's own procedure applied: `kind_default`), the conversation
+    before it as the members are shown it (`fit_context`), its kind (the name the record
+    keeps, and the object the episode carries), who answers, its checks, its episode seed and
+    the members that can hold it."""
+
+    question: str
+    options: AskOptions
+    context: list[ChatMessage]
+    kind_name: str | None
+    kind: AnswerKind
+    how: Answering
+    examples: Checks | None
+    episode_seed: int
+    usable: set[str]
+
+
+def ready(question: str, options: AskOptions, pool: Pool, coordinator: HeadEngine | None,
+          context: Sequence[ChatMessage], emit: ProgressFn) -> Ready:
+    """Check and resolve `question` after the conversation `context` (module docstring of
+    conversation.py): the exclusions, every member's context (the oldest messages of a
+    conversation too long for a member are left out: `ContextShortened` says how many), the
+    model files, its kind and who answers (`AskStarted`). Raises before anything is played or
+    saved."""
+    # The one check of the exclusions and of the question against every context, before any
+    # model file is located and before a run exists (serve answers errors plainly then).
+    usable = usable_models(pool, question, options.exclude, [m for m in context if m.role == "system"])
+    pool.check_assets()
+    kind = question_kind(question, options)  # the name, as the record keeps it
+    found = answer_kind(kind)  # the kind, resolved once: the episode carries this object
+    kept, left_out = fit_context(pool, question, context, usable, found)
+    options = kind_default(options, found)
+    how = answering(options, pool, coordinator)
+    procedure = found.procedure_summary(how.started.procedure)
+    emit(how.started if procedure is None else replace(how.started, summary=procedure))
+    if left_out:
+        emit(ContextShortened(left_out, len(context), min(pool.backend(name).n_ctx for name in usable)))
+    return Ready(question, options, kept, kind, found, how, question_examples(question, found),
+                 question_seed(options.seed, question, kept), usable)
+
+
+def play_ready(question: Ready, pool: Pool, coordinator: HeadEngine | None, emit: ProgressFn) -> dict[str, Any]:
+    """Play a question made `ready` and return its run record (module docstring), unsaved;
+    `MemberFailed` when no member answered (`refuse_unanswered`)."""
+    start = time.perf_counter()
+    transcript, said = _answer(question.question, pool, coordinator, question.how, question.options, question.context,
+                               question.kind, question.examples, question.episode_seed, question.usable, emit)
+    refuse_unanswered(transcript, pool)
+    answer = answer_text(transcript.answer, question.kind)
+    return _record(question.question, pool, said, question.options, question.episode_seed, question.kind_name,
+                   question.examples, transcript, answer, time.perf_counter() - start)
+
+
 def ask(
     question: str | None,
     options: AskOptions,
@@ -194,42 +249,28 @@ def ask(
     built: tuple[Pool, HeadEngine | None] | None = None,
     extra: dict[str, Any] | None = None,
 ) -> AskResult:
-    """Answer `question` (None or "-": read it from stdin, see `read_question`) with the
-    coordinated pool and save the run.
+    """Answer `question` (None or "-": read it from stdin, see `read_question`) after the
+    conversation `context` (earlier chat messages, oldest first; `options.system` before them)
+    with the coordinated pool and save the run.
 
     `built` reuses an already built (pool, coordinator) and leaves it open; otherwise both
     are built here and closed before returning, whatever happens. `progress` receives
-    AskStarted once they are ready, RunAllocated when the run directory exists, then the
-    episode's DecisionMade and TurnPlayed (events.py). `extra` adds fields to the run record
-    (e.g. {"via": "serve"}). Nothing is saved if the episode fails, is interrupted, or no member
-    answered (`refuse_unanswered`)."""
+    AskStarted once they are ready (and ContextShortened when the conversation was cut to
+    fit), RunAllocated when the run directory exists, then the episode's DecisionMade and
+    TurnPlayed (events.py). `extra` adds fields to the run record (e.g. {"via": "serve"}).
+    Nothing is saved if the episode fails, is interrupted, or no member answered
+    (`refuse_unanswered`)."""
     question = read_question(question)
+    if options.system:
+        context = [ChatMessage("system", options.system), *context]
     pool, coordinator = built or build(options)
     store = store or RunStore()
     emit = progress or quiet
     try:
-        # The one check of the exclusions and of the question against every context, before
-        # any model file is located and before a run exists (serve answers errors plainly then).
-        usable = usable_models(pool, question, options.exclude, context)
-        pool.check_assets()
-        kind = question_kind(question, options)  # the name, as the record keeps it
-        found = answer_kind(kind)  # the kind, resolved once: the episode carries this object
-        options = kind_default(options, found)
-        how = answering(options, pool, coordinator)
-        procedure = found.procedure_summary(how.started.procedure)
-        emit(how.started if procedure is None else replace(how.started, summary=procedure))
-        start = time.perf_counter()
-        episode_seed = question_seed(options.seed, question, context)
-        examples = question_examples(question, found)
+        prepared = ready(question, options, pool, coordinator, context, emit)
         with store.new_run() as run_dir, journal_to(run_dir / JOURNAL):
             emit(RunAllocated(run_dir.name))
-            transcript, said = _answer(question, pool, coordinator, how, options, context, found, examples,
-                                       episode_seed, usable, emit)
-            refuse_unanswered(transcript, pool)
-            wall = time.perf_counter() - start
-            answer = answer_text(transcript.answer, found)
-            record = {**_record(question, pool, said, options, episode_seed, kind, examples, transcript, answer,
-                                wall), **(extra or {})}
+            record = {**play_ready(prepared, pool, coordinator, emit), **(extra or {})}
             store.save(run_dir, record)
     finally:
         if built is None:

@@ -122,14 +122,26 @@ def ask(
         help="The kind of answer wanted: freeform (a whole answer: proof, explanation, writing), short, numeric, "
              "choice, math, exact, code, or a package's (`trinity pools`). Default: what the question's "
              "wording asks for.")] = None,
+    system: Annotated[str | None, typer.Option(
+        "--system", "-s", help="A system prompt: free-form drafts are asked under it (other kinds show it as "
+                               "earlier conversation).")] = None,
+    continue_: Annotated[bool, typer.Option(
+        "--continue", "-c", help="Continue the latest conversation (a chat or ask run): the earlier messages are "
+                                 "the question's context, and the exchange is saved in that run.")] = False,
+    conversation: Annotated[str | None, typer.Option(
+        metavar="RUN", help="Continue conversation RUN (a chat or ask run) as --continue does.")] = None,
 ) -> None:
-    """Ask the coordinated pool a question; the answer alone goes to stdout."""
-    from trinity_cli.ask import AskOptions
+    """Ask the coordinated pool a question; the answer alone goes to stdout. Text piped with a question
+    is asked with it (the text first)."""
+    from trinity_cli.ask import AskOptions, kind_of_wording, read_piped
     from trinity_cli.render import terminal
 
     options = AskOptions(pool=pool, head=head, backbone=backbone, device=device, max_turns=max_turns,
                          seed=seed, exclude=exclude or [], greedy=greedy, use_cache=not no_cache, mode=mode,
-                         conductor=conductor, conductor_depth=conductor_depth, kind=kind)
+                         conductor=conductor, conductor_depth=conductor_depth, kind=kind, system=system)
+    question, wording = read_piped(question)
+    options = kind_of_wording(options, wording)
+    continuing = conversation or ("latest" if continue_ else None)
     server = None
     if warm:
         from trinity_cli.serve import warm as warm_mod
@@ -138,13 +150,50 @@ def ask(
         if server is None and keep_warm is not None:
             server = warm_mod.start(options, keep_warm)
     with terminal.LiveTurns(quiet=quiet) as live:
-        if server is None:
+        if server is not None:  # the answering code is not even imported: the warm server answers
+            result = warm_mod.ask_warm(question, options, server, live, continuing)
+        elif continuing is not None:
+            from trinity_cli.ask.conversation import continue_conversation
+
+            result = continue_conversation(continuing, question, options, live)
+        else:
             from trinity_cli.ask.answer import ask as run_ask
 
             result = run_ask(question, options, live)
-        else:  # the answering code is not even imported: the warm server answers
-            result = warm_mod.ask_warm(question, options, server, live)
     terminal.ask_done(result, as_json=as_json, quiet=quiet, show_work=show_work)
+
+
+@app.command()
+def chat(
+    pool: PoolOpt = None,
+    head: HeadOpt = None,
+    mode: Annotated[str | None, typer.Option(
+        help="Who answers, a policy's name (`trinity ask --help` lists them; /mode changes it). "
+             "Default: as ask.")] = None,
+    kind: Annotated[str | None, typer.Option(
+        help="The answer kind of every message (/kind changes it). Default: read from each message.")] = None,
+    system: Annotated[str | None, typer.Option("--system", "-s", help="A system prompt for the conversation.")] = None,
+    continue_: Annotated[bool, typer.Option(
+        "--continue", "-c", help="Continue the latest conversation (a chat or ask run) instead of a new one.")] = False,
+    conversation: Annotated[str | None, typer.Option(metavar="RUN", help="Continue conversation RUN.")] = None,
+    max_turns: Annotated[int | None, typer.Option(min=1, max=50, help="Turn budget of each message.")] = None,
+    seed: Annotated[int, typer.Option(help="Seed for the coordinator's sampling.")] = 0,
+    backbone: BackboneOpt = None,
+    device: DeviceOpt = "auto",
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not read or write the rollout cache.")] = False,
+    quiet: QuietOpt = False,
+) -> None:
+    """A conversation at the prompt, the models loaded once: each answer streamed, each exchange saved in one run
+    (Ctrl-C stops an answer, Ctrl-D or /exit leaves, /help lists the commands)."""
+    from trinity_cli.ask import AskOptions
+    from trinity_cli.chat.session import ChatSession
+    from trinity_cli.render import chat as render_chat
+
+    options = AskOptions(pool=pool, head=head, backbone=backbone, device=device, max_turns=max_turns, seed=seed,
+                         use_cache=not no_cache, mode=mode, kind=kind, system=system)
+    with ChatSession(options, conversation or ("latest" if continue_ else None),
+                     progress=render_chat.loading) as session:
+        render_chat.converse(session, quiet=quiet)
 
 
 @app.command()
@@ -229,6 +278,10 @@ def inspect(
         console.out.print_json(json.dumps(record))
     elif record.get("kind") == "ask":
         terminal.replay_ask(record)
+    elif record.get("kind") == "chat":
+        from trinity_cli.render import chat as render_chat
+
+        render_chat.replay_chat(record)
     elif record.get("kind") == "evolve":
         results.replay_evolve(record)
     elif record.get("kind") == "bench":

@@ -59,8 +59,10 @@ from typing import Protocol
 
 import numpy as np
 
+from trinity_cli import conversation
 from trinity_cli.answer_kinds import resolve_kind
 from trinity_cli.answer_kinds.base import AnswerKind, Checks
+from trinity_cli.answer_kinds.short import SHORT
 from trinity_cli.episode.turn import MIN_REPLY_ROOM, Call, fit, play
 from trinity_cli.errors import ConfigError, ContextOverflow
 from trinity_cli.events import DecisionMade, ProgressFn, TextWritten, TurnPlayed, quiet
@@ -132,8 +134,25 @@ def unfit_members(pool: Pool, task: str, kind: AnswerKind, masked: Collection[st
     return unfit if set(pool.names) - set(masked) - unfit else set()
 
 
+def fit_context(pool: Pool, task: str, context: Sequence[ChatMessage], members: Collection[str],
+                kind: AnswerKind = SHORT) -> tuple[list[ChatMessage], int]:
+    """The longest form of the conversation `context` (conversation.shortenings: the oldest
+    messages left out first, system messages kept) with which every one of `members` holds
+    the task as a first Worker is asked it (its style, `kind`'s own words) and room for a
+    reply; and how many messages it leaves out. The shortest form when none fits (the
+    members' turns then say so: `usable_models`, ContextOverflow)."""
+    form: tuple[list[ChatMessage], int] = (list(context), 0)
+    for form in conversation.shortenings(context):
+        kept = form[0]
+        if all(pool.fits(name, prompts.build_messages(Role.WORKER, task, [], kept, style=pool.style(name), kind=kind),
+                         MIN_REPLY_ROOM) for name in members):
+            return form
+    return form
+
+
 def usable_models(pool: Pool, task: str, exclude: Collection[str], context: Sequence[ChatMessage] = ()) -> set[str]:
-    """Models not excluded whose context holds the task; errors if none is left."""
+    """Models not excluded whose context holds the task (after `context`); errors if none is
+    left."""
     left = pool.left_after(exclude)
     fitting = []
     for name in left:

@@ -17,8 +17,10 @@ from rich.text import Text
 from trinity_cli.answer_kinds import answer_kind
 from trinity_cli.events import (
     AskStarted,
+    ContextShortened,
     DecisionMade,
     Event,
+    KindFollowed,
     RequestAnswered,
     RequestFailed,
     ServeLoading,
@@ -104,6 +106,12 @@ class LiveTurns:
         match event:
             case AskStarted():
                 ask_started(event)
+            case ContextShortened(left_out=left_out, messages=messages, n_ctx=n_ctx):
+                console.warning(f"the conversation is longer than a member's context ({n_ctx} tokens): its "
+                                f"{left_out} oldest of {messages} messages are left out")
+            case KindFollowed(kind=kind):
+                console.note(f"answered as {kind}, as the answer before it (the message asks for no kind of its "
+                             "own; --kind or /kind says it)")
             case DecisionMade(index=index, decision=decision):
                 self._stop()
                 label = f"turn {index + 1}: {decision.model} as {decision.role.value}…"

@@ -104,7 +104,8 @@ async def stream_episode(served: ServedPool, request: ChatRequest) -> Response:
     return StreamingResponse(chunks(first), media_type="text/event-stream", headers=headers)
 
 
-async def stream_warm_ask(served: ServedPool, question: str, fields: dict[str, Any]) -> Response:
+async def stream_warm_ask(served: ServedPool, question: str, fields: dict[str, Any],
+                          conversation: str | None = None) -> Response:
     """A `trinity ask` from a warm client (serve/warm.py): its events as JSON lines, then
     {"done": RUN_ID} or {"error": {"message", "hint"}}. The episode runs to its end in a
     worker thread even if the client goes away (its run is saved)."""
@@ -129,7 +130,7 @@ async def stream_warm_ask(served: ServedPool, question: str, fields: dict[str, A
             lines.put_nowait({"error": {"message": f"the warm trinity failed: {exc}", "hint": None}})
         lines.put_nowait(None)
 
-    loop.run_in_executor(None, served.ask_warm, question, fields, emit).add_done_callback(finished)
+    loop.run_in_executor(None, served.ask_warm, question, fields, emit, conversation).add_done_callback(finished)
 
     async def body() -> AsyncIterator[bytes]:
         while (line := await lines.get()) is not None:
@@ -217,9 +218,13 @@ class Routes:
         try:
             body = json.loads(await self.read_body(request))
             question, fields = str(body["question"]), dict(body["options"])
+            conversation = body.get("conversation")
+            if conversation is not None and not isinstance(conversation, str):
+                raise TypeError
         except (ValueError, KeyError, TypeError):
-            raise ApiError(400, "a warm ask request is {\"question\": ..., \"options\": {...}}") from None
-        return await stream_warm_ask(self.served, question, fields)
+            raise ApiError(400, "a warm ask request is {\"question\": ..., \"options\": {...}, \"conversation\": "
+                                "null or a run}") from None
+        return await stream_warm_ask(self.served, question, fields, conversation)
 
     async def list_models(self, request: Request) -> JSONResponse:
         self.check_auth(request)

@@ -12,6 +12,7 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
+from trinity_cli import conversation
 from trinity_cli.answer_kinds import KINDS
 from trinity_cli.ask import AskResult
 from trinity_cli.errors import (
@@ -32,7 +33,7 @@ log = logging.getLogger("trinity_cli.serve")
 MODEL = "trinity"
 MAX_TURNS_LIMIT = 50
 MAX_MESSAGES = 256
-MAX_MESSAGE_CHARS = 200_000  # all messages together; the 1 MiB body limit comes first for most
+MAX_MESSAGE_CHARS = conversation.MAX_CHARS  # all messages together; the 1 MiB body limit comes first for most
 CHAT_ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
 
 
@@ -128,7 +129,8 @@ def _text(content: Any, where: str) -> str:
 
 
 def parse_messages(raw: Any) -> tuple[str, list[ChatMessage]]:
-    """(task, context) from an OpenAI `messages` list; raises `ApiError` 400."""
+    """(task, context) from an OpenAI `messages` list (conversation.split, as `trinity chat`
+    and `ask -c` make them); raises `ApiError` 400."""
     if not isinstance(raw, list) or not raw:
         raise _bad("'messages' must be a non-empty list of {role, content} objects", "messages")
     if len(raw) > MAX_MESSAGES:
@@ -148,16 +150,10 @@ def parse_messages(raw: Any) -> tuple[str, list[ChatMessage]]:
             "messages",
             "messages_too_long",
         )
-    if not any(m.role == "user" for m in messages):
-        raise _bad("no user message: the last user message is the task", "messages")
-    if messages[-1].role != "user":
-        raise _bad(
-            "the last message must be the user's: it is the task, earlier messages are context", "messages"
-        )
-    task = messages[-1].content.strip()
-    if not task:
-        raise _bad("the last user message is empty", "messages")
-    return task, messages[:-1]
+    try:
+        return conversation.split(messages)  # the same as chat's and ask -c's: conversation.py
+    except ValueError as exc:
+        raise _bad(str(exc), "messages") from None
 
 
 def parse_request(

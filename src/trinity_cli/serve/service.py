@@ -8,12 +8,13 @@ import logging
 import os
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from trinity_cli import ask as ask_mod
 from trinity_cli.answer_kinds import answer_kind
 from trinity_cli.ask import answer as answering
+from trinity_cli.ask import conversation as conv_mod
 from trinity_cli.conductor.workflow import DEFAULT_DEPTH, ConductorSpec
 from trinity_cli.coordinator.head import available_heads
 from trinity_cli.errors import ConfigError, TrinityError, option
@@ -22,6 +23,7 @@ from trinity_cli.policies.kinds import HeadEngine
 from trinity_cli.policies.registry import answering_kind, policy_kind, policy_names
 from trinity_cli.pool.pool import open_pool
 from trinity_cli.pool_config import load_pool
+from trinity_cli.runs.store import RunStore
 from trinity_cli.serve.protocol import MODEL, ApiError, ChatRequest
 from trinity_cli.serve.warm import REQUEST_FIELDS
 
@@ -198,18 +200,41 @@ class ServedPool:
         self.progress(RequestAnswered(result))
         return result
 
-    def ask_warm(self, question: str, fields: dict[str, Any], progress: ProgressFn | None = None) -> ask_mod.AskResult:
+    def ask_warm(self, question: str, fields: dict[str, Any], progress: ProgressFn | None = None,
+                 conversation: str | None = None) -> ask_mod.AskResult:
         """Answer a `trinity ask` that came to this warm server (serve/warm.py) as `ask.answer.ask`
         answers it in process: the server's pool and head, the request's `fields`
-        (warm.REQUEST_FIELDS), the same run saved."""
+        (warm.REQUEST_FIELDS), the same run saved; with `conversation` ("latest" or a run id),
+        as that conversation's next message, saved in its run (`continue_conversation`)."""
         unknown = set(fields) - set(REQUEST_FIELDS)
         if unknown:
             raise ConfigError(f"a warm ask request with unknown fields: {', '.join(sorted(unknown))}")
         options = ask_mod.AskOptions(pool=self.options.pool, head=self.options.head, backbone=self.options.backbone,
                                      device=self.options.device, use_cache=self.options.use_cache, **fields)
+        if conversation is not None:
+            return self.continue_conversation(conversation, question, options, progress)
         coordinator = self.engine(ask_mod.answer_mode(options, self.config), None)
         with self._episode_lock:
             return answering.ask(question, options, progress, built=(self.pool, coordinator))
+
+    def continue_conversation(self, run_id: str | None, question: str, options: ask_mod.AskOptions,
+                              progress: ProgressFn | None = None, conv: conv_mod.Conversation | None = None,
+                              store: RunStore | None = None) -> ask_mod.AskResult:
+        """Answer `question` as the next message of conversation `conv`, or else of run `run_id`
+        ("latest", a run id; None: a new one), on the loaded pool, and save the exchange
+        (ask/conversation.py): its kind as `message_options` reads it, who answers as `answer`
+        chooses for a request (`trinity chat`'s messages and a warm `ask -c`)."""
+        emit = progress or quiet
+        store = store or RunStore()
+        if conv is None:
+            conv = conv_mod.open_conversation(run_id, store, options.system)
+        options = conv_mod.message_options(conv, question, options, emit)
+        kind = answer_kind(answering.question_kind(question, options))
+        mode = ask_mod.answer_mode(answering.kind_default(ask_mod.AskOptions(mode=options.mode, head=options.head),
+                                                          kind), self.config)
+        engine = self.engine(mode, None)
+        with self._episode_lock:
+            return conv_mod.answer(conv, question, replace(options, mode=mode), self.pool, engine, store, emit)
 
     def close(self, wait_s: float = 30.0) -> None:
         """Free the models, after the running episode (if any) ends; a model is never

@@ -4,15 +4,19 @@ one question to the next (as Ollama keeps a model loaded), and in its own proces
 
 The record of a warm server (`TRINITY_HOME/warm/serve-<pid>.json`, written atomically by
 `trinity serve` once it listens, removed when it stops; serve/run.py):
-    {"format": "trinity-warm/3", "pid", "url": "http://HOST:PORT", "pool_source": the pool
+    {"format": "trinity-warm/4", "pid", "url": "http://HOST:PORT", "pool_source": the pool
      file's path, "pool_sha": sha256 of its bytes, "head": --head or null, "backbone": --backbone
      or null, "device", "use_cache", "api_key_env": the variable holding its token, or null}
 A question goes to a warm server when its pool file (by path and bytes), head, backbone,
 device and cache use are those the server was started with; everything else (the question,
---mode, --max-turns, --seed, --greedy, --exclude) travels with the request. The server answers
+--mode, --max-turns, --seed, --greedy, --exclude, --system) travels with the request. The server answers
 it with `ask.answer.ask` on its loaded pool and coordinator, so the run it saves, its answer and
 `trinity inspect` are those an in-process `ask` gives; its events stream back as JSON lines and
 are shown as they come (ask's live view).
+
+A question that continues a conversation (`ask -c`, `--conversation RUN`) carries
+"conversation": "latest" or the run's id; the server answers it as the conversation's next
+message (ask/conversation.py) and saves it in that run.
 
 `trinity ask --keep-warm SECONDS` starts such a server when none is running (`start`): it stops
 by itself SECONDS after its last question (`trinity serve --idle-exit`), as Ollama's keep-alive.
@@ -43,6 +47,7 @@ from trinity_cli.ask import AskOptions, AskResult, read_question
 from trinity_cli.errors import TrinityError
 from trinity_cli.events import (
     AskStarted,
+    ContextShortened,
     DecisionMade,
     Event,
     ProgressFn,
@@ -58,14 +63,14 @@ from trinity_cli.runs.store import RunStore
 log = logging.getLogger(__name__)
 
 # /2: the streamed AskStarted says `uniform` where /1 said `trained`; /3: it says the answering
-# policy's `summary`. A server of another format is not asked (its events would not read), the
-# question is answered in process.
-FORMAT = "trinity-warm/3"
+# policy's `summary`; /4: a question carries `system` (an older server would refuse it). A server
+# of another format is not asked (its events would not read), the question is answered in process.
+FORMAT = "trinity-warm/4"
 PROBE_TIMEOUT_S = 1.0
 START_TIMEOUT_S = 600.0  # a first start may assemble the pool's model files and convert the backbone
 # What a question carries to the warm server (the rest must match the server's own options).
 REQUEST_FIELDS = ("max_turns", "seed", "exclude", "greedy", "token_budget", "cost_budget", "mode", "conductor",
-                  "conductor_depth", "kind")
+                  "conductor_depth", "kind", "system")
 
 
 def warm_dir() -> Path:
@@ -189,10 +194,13 @@ def _healthy(record: dict[str, Any]) -> bool:
         return False
 
 
-def request_body(question: str, options: AskOptions) -> dict[str, Any]:
+def request_body(question: str, options: AskOptions, conversation: str | None = None) -> dict[str, Any]:
+    """The warm request for `question`; `conversation`: the conversation run it continues
+    ("latest" or a run id: `ask -c`), or None."""
     fields = asdict(options)
-    return {"question": question, "options": {k: (list(fields[k]) if k == "exclude" else fields[k])
+    body = {"question": question, "options": {k: (list(fields[k]) if k == "exclude" else fields[k])
                                               for k in REQUEST_FIELDS}}
+    return body if conversation is None else {**body, "conversation": conversation}
 
 
 def event_line(event: Event) -> dict[str, Any] | None:
@@ -207,6 +215,8 @@ def event_line(event: Event) -> dict[str, Any] | None:
         return {"event": "RunAllocated", "data": {"run": event.run}}
     if isinstance(event, AskStarted):
         return {"event": "AskStarted", "data": asdict(event)}
+    if isinstance(event, ContextShortened):
+        return {"event": "ContextShortened", "data": asdict(event)}
     return None
 
 
@@ -222,6 +232,8 @@ def read_event(line: dict[str, Any]) -> Event | None:
         return TextWritten(**data)
     if name == "RunAllocated":
         return RunAllocated(data["run"])
+    if name == "ContextShortened":
+        return ContextShortened(**data)
     if name == "AskStarted":
         values: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items()}
         return AskStarted(**values)
@@ -229,13 +241,15 @@ def read_event(line: dict[str, Any]) -> Event | None:
 
 
 def ask_warm(question: str | None, options: AskOptions, record: dict[str, Any],
-             progress: ProgressFn | None = None) -> AskResult:
+             progress: ProgressFn | None = None, conversation: str | None = None) -> AskResult:
     """Answer through the warm server of `record` (module docstring): its events go to
-    `progress` as they come, and the result is read from the run it saved."""
+    `progress` as they come, and the result is read from the run it saved; `conversation`
+    ("latest" or a run id): the question is that conversation's next message
+    (ask/conversation.py), saved in its run."""
     emit = progress or quiet
     text = read_question(question)
     try:
-        with _open(record, "/trinity/ask", request_body(text, options)) as reply:
+        with _open(record, "/trinity/ask", request_body(text, options, conversation)) as reply:
             for raw in reply:
                 if not raw.strip():
                     continue
@@ -255,5 +269,7 @@ def ask_warm(question: str | None, options: AskOptions, record: dict[str, Any],
 
 
 def result_of(run_id: str) -> AskResult:
-    """The AskResult of a saved ask run (what `ask.answer.ask` returns)."""
-    return AskResult.of_record(run_id, RunStore().load(run_id))
+    """The AskResult of a saved ask run (what `ask.answer.ask` returns), or of a conversation
+    run's latest exchange."""
+    record = RunStore().load(run_id)
+    return AskResult.of_record(run_id, record["exchanges"][-1] if record.get("kind") == "chat" else record)

@@ -132,6 +132,11 @@ def _entry(summary: RunSummary, store: RunStore) -> dict[str, Any]:
                      pool=(record.get("pool") or {}).get("name", ""),
                      head=(record.get("head") or {}).get("name") or mode, items="1",
                      headline=str(record.get("answer") or "")[:120])
+    elif kind == "chat":
+        exchanges = record.get("exchanges") or []
+        entry.update(pool=(record.get("pool") or {}).get("name", ""), items=f"{len(exchanges)} messages",
+                     head=str((exchanges[-1].get("mode") if exchanges else "") or ""),
+                     headline=str(exchanges[-1].get("answer") or "")[:120] if exchanges else "")
     return entry
 
 
@@ -150,6 +155,8 @@ def run_page(run: OpenedRun) -> dict[str, Any]:
         return evolve_page.evolve_page(run)
     if kind == "ask":
         return ask_page(run)
+    if kind == "chat":
+        return chat_page(run)
     return {"kind": "run", "id": run.id, "title": run.record.get("title", ""), "record": run.record}
 
 
@@ -197,3 +204,29 @@ def compare_page(a: OpenedRun, b: OpenedRun) -> dict[str, Any]:
         side["columns"][0]["label"] = f"{run.id}: {side['columns'][0]['label']}"
     return {**left, "kind": "item", "title": f"{a.id} against {b.id}", "back": "runs", "prev": None, "next": None,
             "task": "", "id": "", "columns": left["columns"] + right["columns"]}
+
+
+def chat_page(run: OpenedRun) -> dict[str, Any]:
+    """A conversation run (ask/conversation.py) as an ask page whose columns are its messages,
+    in order: each message, who answered it, its turns and its answer."""
+    r = run.record
+    exchanges = r.get("exchanges") or []
+    columns = []
+    for i, exchange in enumerate(exchanges, 1):
+        transcript = shape.transcript(exchange.get("transcript") or {})
+        mode = exchange.get("mode") or "coordinator"
+        first = (str(exchange.get("question") or "").splitlines() or [""])[0]
+        label = f"message {i}: {first[:60]}"
+        columns.append({"name": label, "kind": mode, "run": run.id, "label": label,
+                        "models": list((exchange.get("pool") or {}).get("models") or []), "reward": None,
+                        "note": f"answer: {str(exchange.get('answer') or '')[:200]}",
+                        "episodes": [{"seed": exchange.get("episode_seed"), "reward": None, "error": None,
+                                      "transcript": transcript}]})
+    facts = [["pool", (r.get("pool") or {}).get("name", "")], ["messages", str(len(exchanges))],
+             ["system prompt", str(r.get("system") or "none")],
+             ["seconds", f"{float(r.get('wall_s') or 0):.1f}"]]
+    last = exchanges[-1] if exchanges else {}
+    return {"kind": "ask", "id": run.id, "title": r.get("title", ""), "created": r.get("created"),
+            "question": "\n\n".join(f"[{i}] {e.get('question', '')}" for i, e in enumerate(exchanges, 1)),
+            "facts": facts, "answer": last.get("answer"),
+            "models": columns[0]["models"] if columns else [], "roles": shape.ROLE_NAMES, "columns": columns}
