@@ -191,7 +191,8 @@ def test_memory_over_many_processes_is_capped_as_a_whole(guard: RunCgroup, mode:
                         if (guard.dirs.get(c, guard.main) / name).exists()), None)
     if memory_file is None or not guard.caps_memory:
         pytest.skip("the guard cannot measure its memory peak here")
-    usage = memory_file.with_name("memory.usage_in_bytes" if memory_file.name.endswith("in_bytes") else "memory.current")
+    v1 = memory_file.name.endswith("in_bytes")
+    usage = memory_file.with_name("memory.usage_in_bytes" if v1 else "memory.current")
     with contextlib.suppress(OSError):
         memory_file.write_text("0")  # reset the peak where the kernel allows it
     before = int(usage.read_text())
@@ -226,19 +227,21 @@ def test_nothing_of_a_run_is_alive_after_it_returns(guard: RunCgroup, mode: str,
 # --------------------------------------------------------------------------- without a bomb
 
 
-def test_a_run_gets_its_own_cgroup_and_it_goes_afterwards(guard: RunCgroup, mode: str) -> None:
+def test_a_run_gets_its_own_cgroup_left_empty_for_the_next(guard: RunCgroup, mode: str) -> None:
     code = "print(open('/proc/self/cgroup').read())"
-    result = run_python(code)
-    assert result.passed, result.stderr
-    assert [d for d in os.listdir(guard.main) if d.startswith("trinity-run-")] == [], "the run's cgroup is removed"
+    first, second = run_python(code), run_python(code)
+    assert first.passed and second.passed, first.stderr + second.stderr
+    runs = [guard.main / d for d in os.listdir(guard.main) if d.startswith("trinity-run-")]
+    assert len(runs) == 1, "the second run reuses the first one's cgroup"
+    assert (runs[0] / "cgroup.procs").read_text() == ""
     if mode == "limits-only":  # isolated, a cgroup namespace shows the run's cgroup as "/"
-        assert "trinity-run-" in result.stdout
+        assert f"/{runs[0].name}\n" in first.stdout and first.stdout == second.stdout
 
 
 def test_a_run_that_cannot_be_emptied_is_reported(monkeypatch: pytest.MonkeyPatch, guard: RunCgroup) -> None:
     original = RunCgroup.end
 
-    def stuck(self: RunCgroup, wait_s: float = 0) -> bool:
+    def stuck(self: RunCgroup, wait_s: float = 0, reuse: bool = False) -> bool:
         original(self)
         return False
 

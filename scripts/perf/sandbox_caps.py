@@ -83,6 +83,10 @@ def measure(max_procs: int) -> dict[str, float | int | bool | str | None]:
     """One bomb run; the figures of the module docstring."""
     guard = own_pids_dir()
     current = guard / "pids.current"
+    settle = time.monotonic() + 15  # let the last run's processes (zombies included) go first
+    while int(current.read_text()) > threading.active_count() + (1 if ARGS.child else 0) \
+            and time.monotonic() < settle:
+        time.sleep(0.1)
     baseline = int(current.read_text())
     state = {"peak": 0, "cap_at": None, "forks": 0, "fork_errors": 0}
     done = threading.Event()
@@ -105,6 +109,8 @@ def measure(max_procs: int) -> dict[str, float | int | bool | str | None]:
     start = time.monotonic()
     try:
         result = sandbox.run_python(BOMB, timeout_s=10, max_procs=max_procs)
+    except OSError as exc:  # the protective cap still full of an earlier run: it could not start
+        result = sandbox.SandboxResult(False, None, "", "", False, killed_for=f"not started ({exc.strerror})")
     finally:
         returned = time.monotonic()
         done.set()

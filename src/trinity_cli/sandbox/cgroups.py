@@ -19,10 +19,11 @@ runs):
                         per process only, and the run is ended by killing until it is empty)
     neither             no cgroup (`probe()` says why): sandbox.py falls back to polling
 
-A run's cgroup is named `trinity-run-<pid>-<n>`; it is removed once empty. One that cannot
-be emptied within `END_WAIT_S` is left in place (`end()` returns False; sandbox.py reports
-the run `killed_for="unkillable"`), and since the names are never reused no later run joins
-it. Empty ones left by a trinity process that died are removed by the next run's process.
+A run's cgroup is named `trinity-run-<pid>-<n>`; once empty it is kept for the next run of
+the same process (its limits written again, its event counters read afresh) and removed when
+the process exits. One that cannot be emptied within `END_WAIT_S` is left in place and never
+reused (`end()` returns False; sandbox.py reports the run `killed_for="unkillable"`). Empty
+ones left by a trinity process that died are removed by the next process that makes one.
 
 `enclose()` moves the calling process into a new capped cgroup of its own (tests and
 scripts/perf/ run fork bombs only inside one).
@@ -30,6 +31,7 @@ scripts/perf/ run fork bombs only inside one).
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import functools
 import itertools
@@ -48,6 +50,17 @@ _RUN_PREFIX = "trinity-run-"
 _counter = itertools.count()
 _lock = threading.Lock()
 _swept: set[str] = set()
+_free: dict[tuple[str, ...], list[RunCgroup]] = {}  # empty run cgroups kept for reuse, by parents
+
+
+@atexit.register
+def _remove_free(under: tuple[str, ...] | None = None) -> None:
+    """Remove the run cgroups kept for reuse (only those made under `under`, where given)."""
+    with _lock:
+        keys = [key for key in _free if under is None or key == under]
+        kept = [cgroup for key in keys for cgroup in _free.pop(key)]
+    for cgroup in kept:
+        cgroup._remove()
 
 
 class CgroupUnavailable(Exception):
@@ -66,6 +79,7 @@ class _Place:
 # --------------------------------------------------------------------------- where
 
 
+@functools.lru_cache(maxsize=1)
 def _mounts() -> dict[str, tuple[str, str]]:
     """Controller ("pids", ...; "unified" for cgroup2) -> (mount point, mount's root)."""
     found: dict[str, tuple[str, str]] = {}
@@ -117,6 +131,7 @@ def _directory(mount: tuple[str, str], path: str) -> Path | None:
 
 
 def _read(path: Path) -> str:
+    """The file's text; "" if it cannot be read."""
     try:
         return path.read_text()
     except OSError:
@@ -135,7 +150,7 @@ def _place() -> _Place:
     """Where this process's runs get their cgroups now; CgroupUnavailable if nowhere."""
     mounts, own = _mounts(), _own()
     if "pids" in mounts and "pids" in own:  # v1's pids hierarchy
-        dirs = {}
+        dirs: dict[str, Path] = {}
         for controller in ("pids", "memory", "freezer"):
             if controller in mounts and controller in own:
                 directory = _directory(mounts[controller], own[controller])
@@ -236,12 +251,33 @@ class RunCgroup:
         main = dirs["unified"] if version == 2 else dirs["pids"]
         self.main = main
         self.procs_files = [str(d / "cgroup.procs") for d in dict.fromkeys(dirs.values())]
+        self.caps: tuple[int, int | None] | None = None
+        self._refused = self._oom_kills = 0  # the counters when this run began (a cgroup is reused)
 
     @classmethod
     def create(cls, pids_max: int, memory_bytes: int | None) -> RunCgroup:
-        """A new cgroup capped at `pids_max` tasks (threads count) and `memory_bytes` of memory
-        (swap included where the kernel can say so); CgroupUnavailable if none can be made."""
+        """A cgroup capped at `pids_max` tasks (threads count) and `memory_bytes` of memory
+        (swap included where the kernel can say so), empty: a new one, or one that an earlier
+        run of this process left empty (`end(reuse=True)`); CgroupUnavailable if none can be made."""
         place = _place()
+        key = tuple(str(d) for d in place.dirs.values())
+        with _lock:
+            cgroup = _free.get(key, []).pop() if _free.get(key) else None
+        if cgroup is None:
+            cgroup = cls._make(place, pids_max)
+        cgroup._cap(pids_max, memory_bytes)
+        return cgroup
+
+    def _cap(self, pids_max: int, memory_bytes: int | None) -> None:
+        if self.caps != (pids_max, memory_bytes):
+            _write(self.main / "pids.max", str(pids_max))
+            if memory_bytes is not None:
+                self._cap_memory(memory_bytes)
+            self.caps = (pids_max, memory_bytes)
+        self._refused, self._oom_kills = self._count("max"), self._count("oom_kill")
+
+    @classmethod
+    def _make(cls, place: _Place, pids_max: int) -> RunCgroup:
         name = f"{_RUN_PREFIX}{os.getpid()}-{next(_counter)}"
         made: dict[str, Path] = {}
         try:
@@ -256,8 +292,6 @@ class RunCgroup:
                 with contextlib.suppress(OSError):
                     directory.rmdir()
             raise CgroupUnavailable(f"cannot make a cgroup under {parent} ({exc.strerror})") from None
-        if memory_bytes is not None:
-            cgroup._cap_memory(memory_bytes)
         return cgroup
 
     def _cap_memory(self, limit: int) -> None:
@@ -292,23 +326,25 @@ class RunCgroup:
 
     def at_cap(self) -> bool:
         """Whether a fork or thread of the run has been refused for the process cap."""
-        for line in _read(self.main / "pids.events").splitlines():
-            key, _, value = line.partition(" ")
-            if key == "max" and value.strip() not in ("", "0"):
-                return True
-        return False
+        return self._count("max") > self._refused
 
     def oom_killed(self) -> bool:
         """Whether the kernel killed a process of the run for the memory cap."""
-        directory = self.dirs.get("unified", self.dirs.get("memory"))
-        if directory is None:
-            return False
-        text = _read(directory / ("memory.events" if self.version == 2 else "memory.oom_control"))
-        for line in text.splitlines():
-            key, _, value = line.partition(" ")
-            if key == "oom_kill" and value.strip() not in ("", "0"):
-                return True
-        return False
+        return self._count("oom_kill") > self._oom_kills
+
+    def _count(self, key: str) -> int:
+        """A counter of pids.events ("max") or of the memory events ("oom_kill"); 0 if unknown."""
+        if key == "max":
+            path: Path | None = self.main / "pids.events"
+        else:
+            directory = self.dirs.get("unified", self.dirs.get("memory"))
+            path = None if directory is None else \
+                directory / ("memory.events" if self.version == 2 else "memory.oom_control")
+        for line in _read(path).splitlines() if path is not None else []:
+            name, _, value = line.partition(" ")
+            if name == key and value.strip().isdigit():
+                return int(value)
+        return 0
 
     def pids(self) -> list[int]:
         return [int(p) for p in _read(self.main / "cgroup.procs").split() if p.isdigit()]
@@ -357,20 +393,26 @@ class RunCgroup:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
 
-    def end(self, wait_s: float = END_WAIT_S) -> bool:
-        """Kill what is left, wait until the cgroup is empty and remove it; False (and the
-        cgroup left in place) if its processes did not all go within `wait_s`."""
+    def end(self, wait_s: float = END_WAIT_S, reuse: bool = False) -> bool:
+        """Kill what is left, wait until the cgroup is empty and remove it (or, `reuse`, keep it
+        for a later run of this process); False (and the cgroup left in place, never reused) if
+        its processes did not all go within `wait_s`."""
         self.kill()
         deadline = time.monotonic() + wait_s
         pause = 0.0005
         while True:
-            if not self.pids() and self._remove():
+            if not self.pids() and (self._keep() if reuse else self._remove()):
                 return True
             if time.monotonic() > deadline:
                 return False
             self._kill_members()  # a v1 run without a freezer may still have been forking
             time.sleep(pause)
             pause = min(pause * 2, 0.05)
+
+    def _keep(self) -> bool:
+        with _lock:
+            _free.setdefault(tuple(str(d.parent) for d in self.dirs.values()), []).append(self)
+        return True
 
     def _remove(self) -> bool:
         for directory in list(self.dirs.values()):
@@ -425,6 +467,7 @@ def enclose(pids_max: int, memory_bytes: int | None = None) -> Iterator[RunCgrou
     finally:
         _leave(home)
         _v2_parent.cache_clear()
+        _remove_free(under=tuple(str(d) for d in cgroup.dirs.values()))  # the runs' cgroups kept in it
         for directory in cgroup.dirs.values():  # a v2 leaf this process moved into, if any
             with contextlib.suppress(OSError):
                 (directory / f"trinity-{os.getpid()}").rmdir()

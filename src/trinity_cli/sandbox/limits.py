@@ -44,13 +44,14 @@ import contextlib
 import ctypes
 import os
 import resource
+import select
 import shutil
 import signal
 import stat
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO
 
@@ -181,6 +182,13 @@ def _supervise(
     deadline = time.monotonic() + timeout_s
     baseline = _system_tasks()
     interval = _POLL_MIN_S
+    with _exit_waiter(proc.pid) as wait:
+        return _police(proc, deadline, max_procs, count, disk, at_cap, baseline, interval, wait)
+
+
+def _police(proc: subprocess.Popen[bytes], deadline: float, max_procs: int, count: Callable[[], int],
+            disk: _DiskWatch | None, at_cap: Callable[[], bool] | None, baseline: int | None, interval: float,
+            wait: Callable[[float], None]) -> str | None:
     while not _exited(proc.pid):
         remaining = deadline - time.monotonic()
         if remaining <= 0:
@@ -195,9 +203,24 @@ def _supervise(
             baseline = total - in_run  # the growth was elsewhere on the machine
         if disk is not None and disk.over():
             return "disk"
-        time.sleep(min(interval, remaining))
+        wait(min(interval, remaining))
         interval = min(interval * 2, _POLL_MAX_S)
     return None
+
+
+@contextlib.contextmanager
+def _exit_waiter(pid: int) -> Iterator[Callable[[float], None]]:
+    """A function that sleeps up to its argument in seconds, returning early once child `pid`
+    exits (through a pidfd, Linux 5.3+; elsewhere it just sleeps)."""
+    try:
+        fd = os.pidfd_open(pid)  # type: ignore[attr-defined,unused-ignore]
+    except (AttributeError, OSError):
+        yield time.sleep
+        return
+    try:
+        yield lambda seconds: select.select([fd], [], [], seconds) and None
+    finally:
+        os.close(fd)
 
 
 def _exited(pid: int) -> bool:

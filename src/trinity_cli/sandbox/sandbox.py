@@ -255,7 +255,7 @@ def _watch(proc: subprocess.Popen, iso: Isolation, inner: str, marker: str, time
             proc.wait()
             if killed_for is None and cgroup.oom_killed():
                 killed_for = "memory"
-            if not cgroup.end():
+            if not cgroup.end(reuse=True):
                 killed_for = "unkillable"
         elif iso.bwrap is not None:
             _kill_sandbox(proc)
