@@ -23,7 +23,8 @@ A run's cgroup is named `trinity-run-<pid>-<n>`; once empty it is kept for the n
 the same process (its limits written again, its event counters read afresh) and removed when
 the process exits. One that cannot be emptied within `END_WAIT_S` is left in place and never
 reused (`end()` returns False; sandbox.py reports the run `killed_for="unkillable"`). Empty
-ones left by a trinity process that died are removed by the next process that makes one.
+ones left by a trinity process that was killed are removed by the next process that makes one
+beside them, when it makes its first and when it exits.
 
 `enclose()` moves the calling process into a new capped cgroup of its own (tests and
 scripts/perf/ run fork bombs only inside one).
@@ -61,6 +62,11 @@ def _remove_free(under: tuple[str, ...] | None = None) -> None:
         kept = [cgroup for key in keys for cgroup in _free.pop(key)]
     for cgroup in kept:
         cgroup._remove()
+    if under is None:  # at exit: also what trinity processes killed meanwhile left behind
+        with _lock:
+            parents = list(_swept)
+        for parent in parents:
+            _sweep(Path(parent), again=True)
 
 
 class CgroupUnavailable(Exception):
@@ -425,10 +431,11 @@ class RunCgroup:
         return True
 
 
-def _sweep(parent: Path) -> None:
-    """Remove the empty run cgroups of trinity processes that no longer exist (once per parent)."""
+def _sweep(parent: Path, again: bool = False) -> None:
+    """Remove the empty run cgroups of trinity processes that no longer exist (once per parent,
+    unless `again`)."""
     with _lock:
-        if str(parent) in _swept:
+        if str(parent) in _swept and not again:
             return
         _swept.add(str(parent))
     with contextlib.suppress(OSError):

@@ -37,8 +37,9 @@ directory only root can enter, such as /root). Where no cgroup can be made, the 
 last resort, and each process that runs code says so once through this module's logger.
 
 Requiring isolation: `run_python(..., strict=True)`, or `TRINITY_SANDBOX=strict` in the
-environment, refuses to run code in the limits-only mode or without a cgroup (`SandboxUnavailable`). A code task
-item asks for it with `"sandbox": "strict"` in its reference, a pool with `sandbox: strict`.
+environment, refuses to run code in the limits-only mode or without a cgroup of its own
+(`SandboxUnavailable`). A code task item asks for it with `"sandbox": "strict"` in its
+reference, a pool with `sandbox: strict`.
 """
 
 from __future__ import annotations
@@ -137,31 +138,31 @@ def run_python(
     if iso.bwrap is None:
         _note_fallback(iso)
     marker = secrets.token_hex(12)
-    cgroup = _run_cgroup(iso, memory_mb, max_procs, disk_mb, strict)
-    uid = _take_uid(iso)
-    workdir = Path(tempfile.mkdtemp(prefix="trinity-sandbox-"))
-    killed_for = None
+    killed_for, started, workdir, cgroup, uid = None, False, None, None, None
     try:
+        uid = _take_uid(iso)
+        cgroup = _run_cgroup(iso, memory_mb, max_procs, disk_mb, strict)
+        workdir = Path(tempfile.mkdtemp(prefix="trinity-sandbox-"))
         main = workdir / "main.py"
         main.write_text(source, encoding="utf-8", errors="replace")
         if uid is not None:
             os.chown(workdir, uid, uid)  # the code's own directory (limits-only: its cwd)
+            main.chmod(0o644)
         limits = _rlimits(iso, timeout_s, memory_mb, max_procs, file_mb, max_open_files, uid)
         argv, env, preexec, inner = _command(iso, main, marker, limits, disk_mb, cgroup, uid)
         with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
             start = time.monotonic()
-            try:
-                proc = subprocess.Popen(argv, cwd=workdir, env=env, stdin=subprocess.DEVNULL, stdout=out,
-                                        stderr=err, start_new_session=True, close_fds=True, preexec_fn=preexec)
-            except BaseException:
-                if cgroup is not None:
-                    cgroup.end()
-                raise
+            proc = subprocess.Popen(argv, cwd=workdir, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                                    start_new_session=True, close_fds=True, preexec_fn=preexec)
+            started = True
             killed_for = _watch(proc, iso, inner, marker, timeout_s, max_procs, disk_mb, cgroup)
             duration = time.monotonic() - start
             stdout, stderr = _read_capped(out), _read_capped(err)
     finally:
-        _remove_tree(workdir)
+        if cgroup is not None and not started:
+            cgroup.end(reuse=True)
+        if workdir is not None:
+            _remove_tree(workdir)
         _give_back_uid(uid, clean=killed_for != "unkillable")
     returncode = proc.returncode
     if iso.bwrap is not None and returncode is not None and 128 < returncode < 128 + 65:
