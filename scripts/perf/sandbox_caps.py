@@ -35,6 +35,7 @@ import sys
 import tempfile
 import threading
 import time
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from trinity_cli.sandbox import cgroups, sandbox
@@ -79,87 +80,114 @@ def live_tasks(top: Path) -> int:
     return count
 
 
-def measure(max_procs: int) -> dict[str, float | int | bool | str | None]:
-    """One bomb run; the figures of the module docstring."""
+@dataclass
+class Trial:
+    """One bomb run: the figures of the module docstring."""
+
+    killed_for: str | None
+    cap_to_end_s: float | None
+    peak: int
+    live_at_return: int
+    live_after_1s: int
+    charged_after_1s: int
+    could_fork: bool
+
+
+@dataclass
+class Watch:
+    """The guard's task count over `baseline` and this process's forks, while a run goes on."""
+
+    current: Path
+    baseline: int
+    max_procs: int
+    peak: int = 0
+    cap_at: float | None = None
+    forks: int = 0
+    fork_errors: int = 0
+    done: threading.Event = field(default_factory=threading.Event)
+
+    def loop(self) -> None:
+        while not self.done.is_set():
+            tasks = int(self.current.read_text()) - self.baseline
+            self.peak = max(self.peak, tasks)
+            if tasks >= self.max_procs and self.cap_at is None:
+                self.cap_at = time.monotonic()
+            try:
+                os.waitpid(os.posix_spawn("/bin/true", ["true"], {}), 0)
+                self.forks += 1
+            except OSError:
+                self.fork_errors += 1
+            time.sleep(0.001)
+
+
+def measure(max_procs: int) -> Trial:
     guard = own_pids_dir()
     current = guard / "pids.current"
     settle = time.monotonic() + 15  # let the last run's processes (zombies included) go first
     while int(current.read_text()) > threading.active_count() + (1 if ARGS.child else 0) \
             and time.monotonic() < settle:
         time.sleep(0.1)
-    baseline = int(current.read_text())
-    state = {"peak": 0, "cap_at": None, "forks": 0, "fork_errors": 0}
-    done = threading.Event()
-
-    def watch() -> None:
-        while not done.is_set():
-            tasks = int(current.read_text()) - baseline
-            state["peak"] = max(state["peak"], tasks)
-            if tasks >= max_procs and state["cap_at"] is None:
-                state["cap_at"] = time.monotonic()
-            try:
-                os.waitpid(os.posix_spawn("/bin/true", ["true"], {}), 0)
-                state["forks"] += 1
-            except OSError:
-                state["fork_errors"] += 1
-            time.sleep(0.001)
-
-    thread = threading.Thread(target=watch)
+    watch = Watch(current, int(current.read_text()), max_procs)
+    thread = threading.Thread(target=watch.loop)
     thread.start()
-    start = time.monotonic()
     try:
-        result = sandbox.run_python(BOMB, timeout_s=10, max_procs=max_procs)
+        killed_for = sandbox.run_python(BOMB, timeout_s=10, max_procs=max_procs).killed_for
     except OSError as exc:  # the protective cap still full of an earlier run: it could not start
-        result = sandbox.SandboxResult(False, None, "", "", False, killed_for=f"not started ({exc.strerror})")
+        killed_for = f"not started ({exc.strerror})"
     finally:
         returned = time.monotonic()
-        done.set()
+        watch.done.set()
         thread.join()
-    left_now = live_tasks(guard)
+    live_at_return = live_tasks(guard)
     time.sleep(1)
-    cap_at = state["cap_at"]
-    return {
-        "killed_for": result.killed_for,
-        "run_s": returned - start,
-        "cap_to_end_s": None if cap_at is None else returned - float(cap_at),  # type: ignore[arg-type]
-        "peak": state["peak"],
-        "live_at_return": left_now,
-        "live_after_1s": live_tasks(guard),
-        "charged_after_1s": max(0, int(current.read_text()) - baseline),
-        "could_fork": state["fork_errors"] == 0 and int(state["forks"]) > 0,  # type: ignore[call-overload]
-        "isolated": result.isolated,
-    }
+    return Trial(killed_for=killed_for,
+                 cap_to_end_s=None if watch.cap_at is None else returned - watch.cap_at,
+                 peak=watch.peak, live_at_return=live_at_return, live_after_1s=live_tasks(guard),
+                 charged_after_1s=max(0, int(current.read_text()) - watch.baseline),
+                 could_fork=watch.fork_errors == 0 and watch.forks > 0)
 
 
-def settings(runs: int, max_procs: int) -> list[dict[str, object]]:
+@dataclass
+class Row:
+    """One setting and its trials."""
+
+    trinity: str
+    code: str
+    bwrap: str
+    cgroup: str
+    trials: list[Trial]
+
+
+def settings(runs: int, max_procs: int) -> list[Row]:
     """Every (bubblewrap, cgroup) setting for the user this process runs as."""
-    rows: list[dict[str, object]] = []
+    rows = []
     iso = sandbox.isolation()
     path = os.environ.get("PATH", "")
     real_create = RunCgroup.create
-    cgroup_kinds = ["own", "none"] if cgroups.probe() is None else ["none"]
+    uid = os.geteuid()
     with tempfile.TemporaryDirectory() as empty:
         for bwrap in (["yes", "no"] if iso.bwrap is not None else ["no"]):
-            for cgroup in cgroup_kinds:
+            for cgroup in (["own", "none"] if cgroups.probe() is None else ["none"]):
                 os.environ["PATH"] = path if bwrap == "yes" else empty
                 if cgroup == "none":
-                    RunCgroup.create = classmethod(_no_cgroup)  # type: ignore[method-assign, assignment]
+                    RunCgroup.create = _no_cgroup  # type: ignore[method-assign]
                 try:
-                    found = [measure(max_procs) for _ in range(runs)]
+                    trials = [measure(max_procs) for _ in range(runs)]
                 finally:
                     os.environ["PATH"] = path
                     RunCgroup.create = real_create  # type: ignore[method-assign]
-                uid = os.geteuid()
-                code_as = "root" if uid == 0 and not sandbox._uid_can_run(iso.bwrap if bwrap == "yes" else None,
-                                                                          sys.executable) else "a uid of its own"
                 if uid != 0:
-                    code_as = "trinity's user"
-                rows.append({"trinity": "root" if uid == 0 else f"uid {uid}", "code": code_as, "bwrap": bwrap,
-                             "cgroup": _cgroup_name() if cgroup == "own" else "none", "runs": found})
+                    code = "trinity's user"
+                elif sandbox._uid_can_run(iso.bwrap if bwrap == "yes" else None, sys.executable):
+                    code = "a uid of its own"
+                else:
+                    code = "root"
+                rows.append(Row("root" if uid == 0 else f"uid {uid}", code, bwrap,
+                                _cgroup_name() if cgroup == "own" else "none", trials))
     return rows
 
 
-def _no_cgroup(cls: type, *args: object, **kwargs: object) -> RunCgroup:
+def _no_cgroup(*args: object, **kwargs: object) -> RunCgroup:
     raise CgroupUnavailable("turned off for this measurement")
 
 
@@ -168,25 +196,26 @@ def _cgroup_name() -> str:
     return "v1" if " - cgroup cgroup " in mounts and "pids" in mounts else "v2"
 
 
-def as_user(runs: int, max_procs: int) -> list[dict[str, object]] | str:
-    """The settings of an unprivileged trinity, measured by a child running as USER_UID."""
+def as_user(runs: int, max_procs: int) -> list[Row] | str:
+    """The settings of an unprivileged trinity, measured by a child running as USER_UID (or why not)."""
     def drop() -> None:
         os.setgroups([])
         os.setresgid(USER_UID, USER_UID, USER_UID)
         os.setresuid(USER_UID, USER_UID, USER_UID)
 
-    env = {**os.environ, "TRINITY_HOME": tempfile.mkdtemp(), "TRINITY_SANDBOX_CACHE": "off"}
-    os.chmod(env["TRINITY_HOME"], 0o777)
-    try:
-        done = subprocess.run([sys.executable, __file__, "--child", "--runs", str(runs), "--max-procs",
-                               str(max_procs)], capture_output=True, text=True, env=env, cwd="/", preexec_fn=drop,
-                              timeout=600)
-    except OSError as exc:
-        return f"as uid {USER_UID}: {exc}"
+    with tempfile.TemporaryDirectory() as home:
+        os.chmod(home, 0o777)
+        env = {**os.environ, "TRINITY_HOME": home, "TRINITY_SANDBOX_CACHE": "off"}
+        try:
+            done = subprocess.run([sys.executable, __file__, "--child", "--runs", str(runs), "--max-procs",
+                                   str(max_procs)], capture_output=True, text=True, env=env, cwd="/",
+                                  preexec_fn=drop, timeout=600)
+        except OSError as exc:
+            return f"as uid {USER_UID}: {exc}"
     if done.returncode != 0:
         lines = done.stderr.strip().splitlines() or [f"exit status {done.returncode}"]
         return f"as uid {USER_UID}: {lines[-1]}"
-    return json.loads(done.stdout)  # type: ignore[no-any-return]
+    return [Row(**{**row, "trials": [Trial(**t) for t in row["trials"]]}) for row in json.loads(done.stdout)]
 
 
 def _median(values: list[float | None]) -> str:
@@ -194,22 +223,20 @@ def _median(values: list[float | None]) -> str:
     return f"{statistics.median(known):.2f}" if known else "—"
 
 
-def render(rows: list[dict[str, object]], runs: int) -> None:
+def render(rows: list[Row], runs: int) -> None:
     print(f"unbounded fork bomb, max_procs={ARGS.max_procs}, {runs} runs per row (median; max for counts); "
           f"protective cap {GUARD_PIDS} tasks; {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}")
     print("| trinity as | code as | bubblewrap | run's cgroup | killed for | peak tasks | cap → return (s) "
           "| alive at return | alive 1 s later | charged 1 s later | test process forks |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for row in rows:
-        found: list[dict[str, object]] = row["runs"]  # type: ignore[assignment]
-        killed = ", ".join(sorted({str(r["killed_for"]) for r in found}))
-        print(f"| {row['trinity']} | {row['code']} | {row['bwrap']} | {row['cgroup']} | {killed} "
-              f"| {max(int(r['peak']) for r in found)} "  # type: ignore[call-overload]
-              f"| {_median([r['cap_to_end_s'] for r in found])} "  # type: ignore[misc]
-              f"| {max(int(r['live_at_return']) for r in found)} "  # type: ignore[call-overload]
-              f"| {max(int(r['live_after_1s']) for r in found)} "  # type: ignore[call-overload]
-              f"| {max(int(r['charged_after_1s']) for r in found)} "  # type: ignore[call-overload]
-              f"| {'yes' if all(r['could_fork'] for r in found) else 'no'} |")
+        trials = row.trials
+        killed = ", ".join(sorted({str(t.killed_for) for t in trials}))
+        print(f"| {row.trinity} | {row.code} | {row.bwrap} | {row.cgroup} | {killed} "
+              f"| {max(t.peak for t in trials)} | {_median([t.cap_to_end_s for t in trials])} "
+              f"| {max(t.live_at_return for t in trials)} | {max(t.live_after_1s for t in trials)} "
+              f"| {max(t.charged_after_1s for t in trials)} "
+              f"| {'yes' if all(t.could_fork for t in trials) else 'no'} |")
 
 
 def main() -> None:
@@ -221,9 +248,10 @@ def main() -> None:
     ARGS = ap.parse_args()
     logging.getLogger("trinity_cli").setLevel(logging.ERROR)  # the fallbacks' notices, expected here
     if ARGS.child:  # already inside the parent's protective cgroup
-        if guarded_pids_max() is None or guarded_pids_max() > GUARD_PIDS:  # type: ignore[operator]
+        limit = guarded_pids_max()
+        if limit is None or limit > GUARD_PIDS:
             raise SystemExit("refusing: not inside a protective cgroup")
-        print(json.dumps(settings(ARGS.runs, ARGS.max_procs)))
+        print(json.dumps([asdict(row) for row in settings(ARGS.runs, ARGS.max_procs)]))
         return
     try:
         with cgroups.enclose(GUARD_PIDS, GUARD_MEMORY):

@@ -315,7 +315,8 @@ def _uid_can_run(bwrap: str | None, python: str) -> bool:
     uid = _UIDS[0]
     tries = [[python, "-I", "-S", "-c", "pass"]]  # Python first: a bwrap whose command fails leaves a zombie
     if bwrap is not None:
-        tries.append([bwrap, "--unshare-user", "--unshare-pid", "--dev-bind", "/", "/", "--", *tries[0]])
+        # No PID namespace here: its init would be left a zombie, the outer bwrap exiting first.
+        tries.append([bwrap, "--unshare-user", "--dev-bind", "/", "/", "--", *tries[0]])
     for argv in tries:
         try:
             done = subprocess.run(argv, cwd="/", stdin=subprocess.DEVNULL, capture_output=True, timeout=30,
