@@ -517,8 +517,9 @@ def test_fallback_says_so_once_in_one_line(
         first = run_python("print(1)")
         second = run_python("print(2)")
     assert first.passed and second.passed and not first.isolated and not second.isolated
-    notes = [r.getMessage() for r in caplog.records if r.name == "trinity_cli.sandbox.sandbox"]
-    assert len(notes) == 1, notes
+    notes = [r.getMessage() for r in caplog.records
+             if r.name == "trinity_cli.sandbox.sandbox" and "without a cgroup" not in r.getMessage()]
+    assert len(notes) == 1, notes  # (where runs get no cgroup, that has a notice of its own)
     assert "\n" not in notes[0]
     assert "WITHOUT isolation" in notes[0] and "bwrap" in notes[0] and "bubblewrap" in notes[0]
 
@@ -539,6 +540,7 @@ def test_the_cli_prints_the_notice_as_one_warning_line(
     finally:
         logger.handlers[:] = handlers
     lines = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    lines = [line for line in lines if "without a cgroup" not in line]  # where runs get none: its own line
     assert len(lines) == 1 and lines[0].startswith("warning: model-written code runs WITHOUT isolation"), lines
 
 

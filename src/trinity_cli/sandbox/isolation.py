@@ -29,7 +29,8 @@ each mount (polled: a tmpfs does not count empty files against its size; limits.
 namespaces are disabled inside (`--disable-userns`, bwrap >= 0.8), so the code cannot mount
 a tmpfs of its own.
 
-Requiring isolation: `require_isolation()` raises `SandboxUnavailable` where there is none;
+Requiring isolation: `require_isolation()` raises `SandboxUnavailable` where there is none,
+or where runs get no cgroup (sandbox/cgroups.py);
 `strict_from_env()` reads `TRINITY_SANDBOX=strict` (see sandbox/sandbox.py).
 """
 
@@ -45,6 +46,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from trinity_cli.errors import ConfigError, SandboxUnavailable
+from trinity_cli.sandbox import cgroups
 from trinity_cli.sandbox.limits import _child_env, _remove_tree, _shm_mb
 
 SANDBOX_ENV = "TRINITY_SANDBOX"
@@ -73,10 +75,14 @@ class Isolation:
 
 
 def require_isolation() -> Isolation:
-    """`isolation()`, or `SandboxUnavailable` (one line naming the cause and the fix) if none."""
+    """`isolation()`, or `SandboxUnavailable` (one line naming the cause and the fix) if there
+    is none, or if runs get no cgroup to cap their processes and memory (sandbox/cgroups.py)."""
     iso = isolation()
     if iso.bwrap is None:
         raise SandboxUnavailable(f"the strict code sandbox is required, but {iso.reason}", hint=iso.hint)
+    why = cgroups.probe()
+    if why is not None:
+        raise SandboxUnavailable(f"the strict code sandbox is required, but {why}", hint=cgroups.CGROUP_HINT)
     return iso
 
 

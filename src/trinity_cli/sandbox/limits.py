@@ -7,7 +7,7 @@ Both modes (sandbox/sandbox.py) apply these limits to every process of the run:
     RLIMIT_AS           `memory_mb` of address space per process (allocations beyond it
                         raise MemoryError)
     RLIMIT_CPU          ceil(timeout_s) + 1 CPU seconds per process
-    RLIMIT_NPROC        the user's current task count + `max_procs` (see "as root"; left
+    RLIMIT_NPROC        the user's current task count + `max_procs` + a few (see below; left
                         unset where /proc cannot count the user's tasks)
     RLIMIT_FSIZE        `file_mb` per file written, stdout/stderr included (writes beyond it
                         fail with EFBIG)
@@ -18,11 +18,15 @@ The parent waits at most `timeout_s` of wall time and then kills the run; it als
 whatever is left after a normal exit. Output is captured in unlinked temporary files (so it
 is bounded by RLIMIT_FSIZE) and kept up to 32 KiB per stream (head and tail).
 
-As root (how CI runs) the kernel ignores RLIMIT_NPROC. The sandbox therefore also counts the
-run's processes while it waits (a cheap check of the system task count every few
-milliseconds, then an exact count) and kills the run once it holds more than `max_procs`; a
-fork bomb is stopped within one polling interval (at most 50 ms), though it may briefly
-exceed the cap.
+Where the run has a cgroup of its own (sandbox/cgroups.py), the kernel caps its tasks there
+(`pids.max`: `max_procs`, plus bwrap's two processes) and `_supervise` kills the run as soon as
+the cgroup has refused a fork (`pids.events`), checked every few milliseconds. As root the run
+also gets a uid of its own (sandbox.py), so that RLIMIT_NPROC applies; it is set a few tasks
+above the cgroup's cap, so that the cgroup refuses first. Without a cgroup, the poller is all
+that ends the run as root when the code cannot run as another uid (the kernel ignores
+RLIMIT_NPROC for root): it checks the system task count every few milliseconds, then counts
+the run's processes exactly, and kills the run once it holds more than `max_procs`; a fork
+bomb may exceed the cap between two looks.
 
 An isolated run's tmpfs mounts are also watched from outside (`_DiskWatch`): at most 256
 files per MiB of each mount (a tmpfs does not count empty files against its size) and, with
@@ -40,13 +44,14 @@ import contextlib
 import ctypes
 import os
 import resource
+import select
 import shutil
 import signal
 import stat
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO
 
@@ -117,19 +122,29 @@ def _clamped(limits: dict[int, int]) -> dict[int, int]:
     return out
 
 
-def _limiter(limits: dict[int, int], cut_network: bool) -> Callable[[], None]:
-    """The preexec function: runs in the child between fork and exec."""
+def _limiter(limits: dict[int, int], cut_network: bool, enter: Callable[[], None] | None = None,
+             uid: int | None = None) -> Callable[[], None]:
+    """The preexec function: runs in the child between fork and exec. In order: `enter` (the
+    run's cgroup, so that everything after, the code's first instruction included, is held by
+    it), the limits, the network cut, the switch to real, effective and saved `uid` (and gid;
+    no supplementary groups) and the parent-death signal (a change of uid clears it)."""
     libc = _libc()
     unshare = libc.unshare if libc is not None and cut_network else None
     prctl = libc.prctl if libc is not None else None
 
     def apply() -> None:
+        if enter is not None:
+            enter()
         for which, value in limits.items():
             resource.setrlimit(which, (value, value))
-        if prctl is not None:
-            prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)  # trinity dies: so does the run
         if unshare is not None:
             unshare(_CLONE_NEWNET)  # best effort: a failure leaves the network as it was
+        if uid is not None:
+            os.setgroups([])
+            os.setresgid(uid, uid, uid)
+            os.setresuid(uid, uid, uid)
+        if prctl is not None:
+            prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)  # trinity dies: so does the run
 
     return apply
 
@@ -154,9 +169,12 @@ def _supervise(
     max_procs: int,
     count: Callable[[], int],
     disk: _DiskWatch | None,
+    at_cap: Callable[[], bool] | None = None,
 ) -> str | None:
     """Wait for `proc` to exit; return why it had to be killed ("timeout", "processes",
-    "disk") or None. `count()` is the number of the run's processes.
+    "disk") or None. `at_cap()`, where the kernel caps the run's processes (its cgroup),
+    says whether a fork was refused for the cap; else `count()`, the number of the run's
+    processes, is taken whenever the machine's task count grew by more than `max_procs`.
 
     The child is not reaped here (see `_exited`), so its pid, which is also the process
     group id, cannot be reused before it is signalled.
@@ -164,21 +182,45 @@ def _supervise(
     deadline = time.monotonic() + timeout_s
     baseline = _system_tasks()
     interval = _POLL_MIN_S
+    with _exit_waiter(proc.pid) as wait:
+        return _police(proc, deadline, max_procs, count, disk, at_cap, baseline, interval, wait)
+
+
+def _police(proc: subprocess.Popen[bytes], deadline: float, max_procs: int, count: Callable[[], int],
+            disk: _DiskWatch | None, at_cap: Callable[[], bool] | None, baseline: int | None, interval: float,
+            wait: Callable[[float], None]) -> str | None:
     while not _exited(proc.pid):
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             return "timeout"
-        total = _system_tasks()
-        if total is not None and baseline is not None and total - baseline > max_procs:
+        if at_cap is not None:
+            if at_cap():
+                return "processes"
+        elif (total := _system_tasks()) is not None and baseline is not None and total - baseline > max_procs:
             in_run = count()
             if in_run > max_procs:
                 return "processes"
             baseline = total - in_run  # the growth was elsewhere on the machine
         if disk is not None and disk.over():
             return "disk"
-        time.sleep(min(interval, remaining))
+        wait(min(interval, remaining))
         interval = min(interval * 2, _POLL_MAX_S)
     return None
+
+
+@contextlib.contextmanager
+def _exit_waiter(pid: int) -> Iterator[Callable[[float], None]]:
+    """A function that sleeps up to its argument in seconds, returning early once child `pid`
+    exits (through a pidfd, Linux 5.3+; elsewhere it just sleeps)."""
+    try:
+        fd = os.pidfd_open(pid)  # type: ignore[attr-defined,unused-ignore]
+    except (AttributeError, OSError):
+        yield time.sleep
+        return
+    try:
+        yield lambda seconds: select.select([fd], [], [], seconds) and None
+    finally:
+        os.close(fd)
 
 
 def _exited(pid: int) -> bool:
