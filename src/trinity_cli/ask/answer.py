@@ -217,7 +217,8 @@ def ask(
         options = kind_default(options, found)
         how = answering(options, pool, coordinator)
         procedure = found.procedure_summary(how.started.procedure)
-        emit(how.started if procedure is None else replace(how.started, summary=procedure))
+        started = how.started if procedure is None else replace(how.started, summary=procedure)
+        emit(replace(started, answer_kind=found.name, kind_read=options.kind is None))
         start = time.perf_counter()
         episode_seed = question_seed(options.seed, question, context)
         examples = question_examples(question, found)
@@ -227,7 +228,7 @@ def ask(
                                        episode_seed, usable, emit)
             refuse_unanswered(transcript, pool)
             wall = time.perf_counter() - start
-            answer = answer_text(transcript.answer, found)
+            answer = answer_text(transcript.answer, found, question)
             record = {**_record(question, pool, said, options, episode_seed, kind, examples, transcript, answer,
                                 wall), **(extra or {})}
             store.save(run_dir, record)
