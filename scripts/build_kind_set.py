@@ -70,7 +70,8 @@ def own_requests() -> list[dict[str, str]]:
     return rows
 
 
-def task_rows(task: str, kind: str, splits: dict[str, tuple[str, ...]], counts: dict[str, int | None]) -> list[dict[str, str]]:
+def task_rows(task: str, kind: str, splits: dict[str, tuple[str, ...]],
+              counts: dict[str, int | None]) -> list[dict[str, str]]:
     rows = []
     for part, names in splits.items():
         items = [item for name in names for item in load_split(task, name)]

@@ -61,7 +61,8 @@ def report(rows: list[dict[str, str]], split: str) -> str:
     lines += ["", f"free-form requests sent to the short path: {_rate(free.count('short'), len(free))}",
               f"short questions sent to free-form: {_rate(short.count('freeform'), len(short))}"]
     if ifbench:
-        lines.append(f"IFBench prompts not read as free-form: {_rate(len(ifbench) - ifbench.count('freeform'), len(ifbench))}")
+        missed = len(ifbench) - ifbench.count("freeform")
+        lines.append(f"IFBench prompts not read as free-form: {_rate(missed, len(ifbench))}")
     return "\n".join(lines)
 
 

@@ -58,7 +58,8 @@ _ANYWHERE = re.compile(
     r"^\s*(?:how (?:do|does|did|can|could|should|would|to|is|are)|what (?:are|were) (?:the |some )?"
     r"(?:pros|cons|benefits|advantages|disadvantages|reasons|causes|differences|ways|steps|main|key)|"
     r"what is the (?:difference|relationship|meaning|purpose|role|significance)|in what ways)\b"
-    r"|\bwhy\b|\bpros and cons\b|\b(?:vs\.?|versus)\s|\bshould (?:i|we|you)\b|\bbetter\b|\bbest (?:way|approach|practice)"
+    r"|\bwhy\b|\bpros and cons\b|\b(?:vs\.?|versus)\s|\bshould (?:i|we|you)\b|\bbetter\b"
+    r"|\bbest (?:way|approach|practice)"
     r"|\b(?:a|an|one|short|brief|little)\s+(?:poem|haiku|limerick|sonnet|story|essay|letter|email|speech|song|"
     r"paragraph|blog post|tweet|slogan|toast|joke)\b"
     r"|\bstep[- ]by[- ]step (?:proof|explanation|guide)\b",

@@ -25,7 +25,6 @@ from trinity_cli.tasks.answers import (
 from trinity_cli.tasks.code import extract_code, score_code
 from trinity_cli.tasks.doctests import examples_in_text
 
-
 _NUMBER = r"(?:\d[\d,]*(?:\.\d+)?|\.\d+)"
 _WORDS = r"(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|fifteen|twenty|thirty|forty|fifty|sixty|" \
          r"hundred|thousand|million|dozen|half|twice|double)"

@@ -15,8 +15,8 @@ on, with trinity's program scaffold when a `program` member wrote it), `kind` th
               the model's whole text without trinity's scaffold.
 
 A short answer is then given in the form the question asks for (`AnswerKind.as_asked`): "yes" or
-"no", not True/False, to a question that asks yes or no. An empty or missing reply gives "". `--show-work` (ask) and `show_work` (serve) return the
-reply itself instead; run records keep both.
+"no", not True/False, to a question that asks yes or no. An empty or missing reply gives "".
+`--show-work` (ask) and `show_work` (serve) return the reply itself instead; run records keep both.
 """
 
 from __future__ import annotations
