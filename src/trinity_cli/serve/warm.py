@@ -4,7 +4,7 @@ one question to the next (as Ollama keeps a model loaded), and in its own proces
 
 The record of a warm server (`TRINITY_HOME/warm/serve-<pid>.json`, written atomically by
 `trinity serve` once it listens, removed when it stops; serve/run.py):
-    {"format": "trinity-warm/3", "pid", "url": "http://HOST:PORT", "pool_source": the pool
+    {"format": "trinity-warm/4", "pid", "url": "http://HOST:PORT", "pool_source": the pool
      file's path, "pool_sha": sha256 of its bytes, "head": --head or null, "backbone": --backbone
      or null, "device", "use_cache", "api_key_env": the variable holding its token, or null}
 A question goes to a warm server when its pool file (by path and bytes), head, backbone,
