@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 from trinity_cli import cli, entry
 from trinity_cli.runs.store import RunStore
 
-from .conftest import run_main, scripted_pool
+from .conftest import run_main, scripted_pool, write_pool
 
 runner = CliRunner()
 
@@ -37,7 +37,8 @@ def test_ask_mode_agree_asks_members_in_order_until_two_agree(tmp_path, monkeypa
     code, out, err = run_main(["ask", "What is 12*7?", "--pool", str(pool), "--mode", "agree"], monkeypatch, capsys)
     assert code == 0, err
     assert out == "84\n"
-    first = err.strip().splitlines()[0]
+    kind, first = err.strip().splitlines()[:2]  # the kind read, then who answers
+    assert kind.startswith("answer kind: short, read from the question (--kind freeform")
     assert "agree" in first and "default" not in first
     record = RunStore().load("run-1")
     assert record["mode"] == "agree" and record["head"] is None and record["max_turns"] == 4
@@ -57,12 +58,29 @@ def test_a_pool_whose_router_is_agree_answers_with_it_and_says_why_first(tmp_pat
     pool = scripted_pool(tmp_path, router="agree")
     code, out, err = run_main(["ask", "What is 12*7?", "--pool", str(pool)], monkeypatch, capsys)
     assert code == 0 and out == "84\n", err
-    first = err.strip().splitlines()[0]
+    first = err.strip().splitlines()[1]  # under the kind read (test_ask_says_first_which_kind_it_read)
     assert "agree" in first and "default" in first and "no trained head" in first
     assert RunStore().load("run-1")["mode"] == "agree"
     code, out, err = run_main(["ask", "What is 12*7?", "--pool", str(pool), "--head", "untrained"], monkeypatch, capsys)
     assert code == 0 and "untrained head" in err
     assert RunStore().load("run-2")["mode"] == "coordinator"
+
+
+def test_ask_says_first_which_kind_it_read_and_prints_yes_or_no(tmp_path, monkeypatch, capsys) -> None:
+    """The first stderr line names the answer kind and how to override it; a request no rule
+    reads as a short question is free-form; a program's False to a yes-or-no question prints `no`."""
+    rules = [{"match": "221", "reply": "```python\nprint(all(221 % d for d in range(2, 15)))\n```"}]
+    pool = write_pool(tmp_path, {"name": "solo", "router": "agree", "models": [
+        {"name": "p", "kind": "scripted", "style": "program", "rules": rules, "default": "A plan in nine steps."}]})
+    code, out, err = run_main(["ask", "Is 221 prime? Answer yes or no.", "--pool", str(pool)], monkeypatch, capsys)
+    assert code == 0 and out == "no\n", err
+    assert err.strip().splitlines()[0].startswith("answer kind: short, read from the question (--kind freeform")
+    code, out, err = run_main(["ask", "Give me a step-by-step plan to learn basic Spanish in one month.", "--pool",
+                               str(pool)], monkeypatch, capsys)
+    assert code == 0 and out == "A plan in nine steps.\n", err
+    assert err.strip().splitlines()[0].startswith("answer kind: freeform, read from the question (--kind short")
+    code, out, err = run_main(["ask", "Give me a plan.", "--pool", str(pool), "--kind", "short"], monkeypatch, capsys)
+    assert err.strip().splitlines()[0] == "answer kind: short (as --kind says)"
 
 
 def test_ask_show_work_prints_the_whole_reply(tmp_path, monkeypatch, capsys) -> None:

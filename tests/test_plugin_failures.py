@@ -34,7 +34,7 @@ def _duo(tmp_path: Path) -> Path:
 
 def _questions(tmp_path: Path) -> str:
     tasks = tmp_path / "tasks.jsonl"
-    tasks.write_text("".join(json.dumps({"prompt": f"What is six times seven? ({i})", "answer": 42,
+    tasks.write_text("".join(json.dumps({"prompt": f"What is 6 times 7? ({i})", "answer": 42,
                                          "scorer": "numeric", "id": f"q{i}"}) + "\n" for i in range(3)))
     return f"file:{tasks}:all"
 
@@ -77,7 +77,7 @@ def test_an_answer_kind_that_fails_is_set_aside_and_named(tmp_path: Path) -> Non
                                                          "gone": "trinity_shaky_gone:KIND"}})
     pool = _duo(tmp_path)
     # Detection goes on without them: the question is read as the built-in kinds read it.
-    done = trinity(tmp_path, [site], "ask", "--pool", str(pool), "--mode", "agree", "-q", "What is six times seven?")
+    done = trinity(tmp_path, [site], "ask", "--pool", str(pool), "--mode", "agree", "-q", "What is 6 times 7?")
     assert done.returncode == 0 and done.stdout.strip() == "42", done.stderr
     _warned(done, "gone", "touchy")
     assert "its detect raised KeyError: 'detect blew up'" in done.stderr
@@ -124,7 +124,7 @@ def test_a_policy_that_fails_is_set_aside_and_named(tmp_path: Path) -> None:
     assert "trinity/agree" in served.stderr and "trinity/gone" not in served.stderr
     assert "trinity/fragile" not in served.stderr
     _warned(served, "fragile", "gone")
-    asked = trinity(tmp_path, [site], "ask", "--pool", str(pool), "--mode", "agree", "-q", "What is six times seven?")
+    asked = trinity(tmp_path, [site], "ask", "--pool", str(pool), "--mode", "agree", "-q", "What is 6 times 7?")
     assert asked.returncode == 0 and asked.stdout.strip() == "42", asked.stderr
     benched = trinity(tmp_path, [site], "bench", "--pool", str(pool), "--tasks", _questions(tmp_path),
                       "--systems", "single", "--json", "-q")
@@ -178,7 +178,7 @@ def test_a_backend_that_fails_is_set_aside_and_named(tmp_path: Path) -> None:
     fragile = write_pool(tmp_path, {"name": "frag", "models": [{"name": "f", "kind": "fragile"}]}, "frag.yaml")
     gone = write_pool(tmp_path, {"name": "gone", "models": [{"name": "g", "kind": "gone"}]}, "gone.yaml")
     # A pool of other kinds never imports them.
-    asked = trinity(tmp_path, [site], "ask", "--pool", str(_duo(tmp_path)), "--mode", "agree", "-q", "Six sevens?")
+    asked = trinity(tmp_path, [site], "ask", "--pool", str(_duo(tmp_path)), "--mode", "agree", "-q", "6 * 7?")
     assert asked.returncode == 0 and asked.stdout.strip() == "42" and "set aside" not in asked.stderr, asked.stderr
     for args in (("pools", "--check", str(gone)), ("ask", "--pool", str(gone), "-q", "Q?")):
         _one_line(trinity(tmp_path, [site], *args), f"{gone}: model 'g': the model kind 'gone' (package trinity-shaky)",

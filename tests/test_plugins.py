@@ -93,7 +93,7 @@ def test_a_policy_from_the_guide_is_asked_and_benched_by_name(tmp_path: Path) ->
     site = install_example(tmp_path, POLICY)
     pool = _duo(tmp_path)
     done = trinity(tmp_path, [site], "ask", "--pool", str(pool), "--mode", "until-number", "--json", "-q",
-                   "What is six times seven?")
+                   "What is 6 times 7?")
     assert done.returncode == 0, done.stderr
     record = json.loads(done.stdout)
     assert record["answer"] == "42" and record["mode"] == "until-number" and record["max_turns"] == 3
@@ -102,14 +102,14 @@ def test_a_policy_from_the_guide_is_asked_and_benched_by_name(tmp_path: Path) ->
     assert record["transcript"]["stop_reason"] == "number"
     assert record["transcript"]["completion_tokens"] == sum(t["completion_tokens"] for t in turns) > 0
     one = json.loads(trinity(tmp_path, [site], "ask", "--pool", str(pool), "--mode", "until-number", "--json",
-                             "-q", "--max-turns", "1", "What is six times seven?").stdout)
+                             "-q", "--max-turns", "1", "What is 6 times 7?").stdout)
     assert [t["model"] for t in one["transcript"]["turns"]] == ["words"]
     left = json.loads(trinity(tmp_path, [site], "ask", "--pool", str(pool), "--mode", "until-number", "--json",
-                              "-q", "--exclude", "words", "What is six times seven?").stdout)
+                              "-q", "--exclude", "words", "What is 6 times 7?").stdout)
     assert [t["model"] for t in left["transcript"]["turns"]] == ["numbers"]
 
     tasks = tmp_path / "tasks.jsonl"
-    tasks.write_text("".join(json.dumps({"prompt": f"What is six times seven? ({i})", "answer": 42,
+    tasks.write_text("".join(json.dumps({"prompt": f"What is 6 times 7? ({i})", "answer": 42,
                                          "scorer": "numeric", "id": f"q{i}"}) + "\n" for i in range(4)))
     bench = trinity(tmp_path, [site], "bench", "--pool", str(pool), "--tasks", f"file:{tasks}:all", "--systems",
                     "until-number,single", "--json", "-q")

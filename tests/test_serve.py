@@ -511,7 +511,7 @@ def test_real_server_answers_20_parallel_openai_clients(live_server: tuple[str, 
     assert answers == [f"{i * i}" for i in range(20)]
 
     stream = client.chat.completions.create(
-        model="trinity/untrained", messages=[{"role": "user", "content": "item-07: seven squared?"}],
+        model="trinity/untrained", messages=[{"role": "user", "content": "item-07: 7 squared?"}],
         stream=True, stream_options={"include_usage": True}, extra_body={"max_turns": 1},
     )
     chunks = list(stream)

@@ -84,6 +84,10 @@ class AskStarted:
     procedure: str | None = None  # a policy that needs no head answers: its name ("agree", a package's)
     procedure_is_default: bool = False  # ... because the pool file says `router: agree`
     summary: str = ""  # that policy in one line (its kind's summary: policies/base.py)
+    # The answer kind the question is played as, and whether it was read from the question's wording
+    # (answer_kinds.detect) rather than given (--kind): ask's first line says it and how to override it.
+    answer_kind: str = ""
+    kind_read: bool = False
 
 
 @dataclass(frozen=True)

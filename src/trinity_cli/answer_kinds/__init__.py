@@ -5,16 +5,18 @@ two ways in (`resolve_kind(kind, task)`: either, once, for an episode); `score_i
 reply)` grades a reply."""
 
 from trinity_cli.answer_kinds.registry import (
+    KIND_FROM,
     KINDS,
     answer_kind,
     check_scoring,
     detect,
     item_checks,
     kind_name,
+    played_as,
     resolve_kind,
     score_item,
     scorer,
 )
 
-__all__ = ["KINDS", "answer_kind", "check_scoring", "detect", "item_checks", "kind_name", "resolve_kind",
-           "score_item", "scorer"]
+__all__ = ["KINDS", "KIND_FROM", "answer_kind", "check_scoring", "detect", "item_checks", "kind_name", "played_as",
+           "resolve_kind", "score_item", "scorer"]

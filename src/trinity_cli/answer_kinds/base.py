@@ -23,6 +23,9 @@ An `AnswerKind` owns:
     gives_answer(reply)   whether a reply holds an answer of this kind at all.
     answer_text(text)     what `ask` prints and `serve` returns, from the answering reply's
                           model text (trinity's program scaffold already taken off).
+    as_asked(answer, question)
+                          that answer in the form the question asks for ("yes"/"no" where a
+                          yes-or-no question's program printed True/False); printing only.
     score(output, reference)
                           1.0 or 0.0, as bench scores an item of this kind.
     checks(task, reference)
@@ -77,7 +80,8 @@ class AnswerKind:
     name: str = "answer"
     settles: str = "votes"  # "votes" or "judged" (module docstring)
     summary: str = "a short answer: a number, a word, a name"
-    # Detection order: lower first (code before a free-form "Write ...").
+    # Detection order: lower first (code before a free-form "Write ...", free-form's cues before
+    # the short answer's; registry.detect).
     priority: int = 50
     # Which of a reader's weight sets (coordinator/reader.py) scores this kind's replies:
     # "answer", "choice" or "code" (only "code" reads the examples feature).
@@ -162,6 +166,11 @@ class AnswerKind:
         if found is None or not found.strip():
             found = marked_answer(text)
         return found.strip() if found is not None else text.strip()
+
+    def as_asked(self, answer: str, question: str) -> str:
+        """`answer` (what `answer_text` gives) in the form `question` asks for it, as `ask` prints
+        it; scoring never sees this (bench scores the whole reply). The default keeps it as it is."""
+        return answer
 
     def found(self, text: str) -> str | None:
         """The answer as the reply writes it, for `answer_text` (None: use the marked answer)."""

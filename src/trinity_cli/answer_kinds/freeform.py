@@ -42,22 +42,52 @@ from trinity_cli.tasks.answer_body import answer_body
 from trinity_cli.tasks.answers import FinalAnswer
 from trinity_cli.tasks.repeats import asks_for_repetition
 
-# What a request for a free-form answer opens with (after "please", "can you", ...), or asks for anywhere.
+# Detection (`FreeForm.detect`, tried before the short answer's cues: answer_kinds/registry.py).
+# A request nobody's rule claims is free-form anyway; these say "a whole answer" even where a short
+# answer's cue also fires ("How many ... ? Answer in at least 100 words", "Who was X and why ...").
+# What a request for a free-form answer opens with (after "please", "can you", ...).
 _OPENING = re.compile(
     r"^\s*(?:(?:please|kindly|now)\s*,?\s+|(?:can|could|would|will) you\s+(?:please\s+)?|i (?:want|need) you to\s+|"
     r"help me\s+)*(?:prove|show that|explain|describe|write|compose|draft|summari[sz]e|translate|outline|discuss|"
     r"compare|contrast|argue|suggest|recommend|give (?:me )?(?:some |a few |an? )?(?:tips|advice|ideas|examples|"
-    r"overview|summary|explanation|reasons|list|plan|schedule|itinerary|outline|recipe)|"
-    r"tell me (?:about|a|an|how|why)|list|brainstorm|rewrite|paraphrase|"
-    r"critique|review|plan|design|create|generate|propose|justify|derive|elaborate|introduce|define|teach)\b",
+    r"overview|summary|explanation|reasons|list|plan|schedule|itinerary|outline|recipe)|tell me (?:about|a|an|how|why)|list|brainstorm|rewrite|paraphrase|"
+    r"critique|review|plan|design|create|generate|propose|justify|derive|elaborate|introduce|define|teach|"
+    r"make (?:me )?(?:a|an|some)|put together|help|name (?:a few|some|\d+|two|three|four|five|ten)|reply to|"
+    r"proofread|imagine|pretend|act as|idea for)\b",
     re.I)
+# ... or asks for anywhere: an open question (why, how to, pros and cons, which is better), a piece of writing.
 _ANYWHERE = re.compile(
-    r"^\s*(?:why|how (?:do|does|did|can|could|should|would|to|is|are)|what (?:are|were) (?:the |some )?"
+    r"^\s*(?:how (?:do|does|did|can|could|should|would|to|is|are)|what (?:are|were) (?:the |some )?"
     r"(?:pros|cons|benefits|advantages|disadvantages|reasons|causes|differences|ways|steps|main|key)|"
     r"what is the (?:difference|relationship|meaning|purpose|role|significance)|in what ways)\b"
+    r"|\bwhy\b|\bpros and cons\b|\b(?:vs\.?|versus)\s|\bshould (?:i|we|you)\b|\bbetter\b"
+    r"|\bbest (?:way|approach|practice)"
     r"|\b(?:a|an|one|short|brief|little)\s+(?:poem|haiku|limerick|sonnet|story|essay|letter|email|speech|song|"
     r"paragraph|blog post|tweet|slogan|toast|joke)\b"
     r"|\bstep[- ]by[- ]step (?:proof|explanation|guide)\b",
+    re.I)
+# ... or states how the answer must look (IFEval's kinds of instruction, in people's words): a whole
+# answer is asked for, whatever its topic.
+_FORMAT = re.compile(
+    r"(?<!enter )(?<!express )(?<!put )\b(?:your|the|entire|whole) (?:entire |whole |final )?"
+    r"(?:response|answer|reply|output|essay|text)s?\b"
+    r"(?! is\b)(?:[^.?!\n]{0,60})\b(?:must|should|needs? to|has to|will|may|can|is to|in|with|be|contain|include|"
+    r"start|begin|end|wrap|use|have|not)\b"
+    r"|\b(?:respon(?:se|d)|answer|reply|write|output)\w*\s+(?:\w+\s+){0,3}(?:in|with|using)\s+(?:\w+\s+){0,2}"
+    r"(?:json|markdown|bullet|sections?|paragraphs?|lowercase|lower case|uppercase|capital|all caps|english|"
+    r"\w+ language|format|style|tone|words?|sentences?|letters?|placeholders?)\b"
+    r"|\b(?:at least|at most|no more than|no less than|fewer than|less than|more than|exactly|under|only|up to)\s+"
+    r"(?:\d+|one|two|three|four|five|six|seven|eight|nine|ten|twelve|fifteen|twenty|thirty|fifty|hundred)\s+"
+    r"(?:\w+\s+)?(?:words?|sentences?|paragraphs?|bullet|points?|sections?|times|placeholders?|letters?|lines?|"
+    r"characters?|highlighted|items?|responses?)\b"
+    r"|\bmy answer is\b|\bp\.\s?s\.|\bpostscript\b|\bhighlight|\bplaceholder|\bjson\b|\bmarkdown\b|\bbullet"
+    r"|\bcommas?\b|\ball (?:capital|lowercase|lower case|uppercase|upper case|caps)|\bcapital letters\b"
+    r"|\b(?:lowercase|uppercase) letters\b|\bno other language\b|\bin (?:the )?\w+ language\b"
+    r"|\brepeat (?:the|this|my) (?:request|question|prompt)|\bwrap\b|\bdouble (?:quotation|angular)|<<"
+    r"|\btitle\b|\bkeywords?\b|\bthe (?:word|letter|phrase)s? [\"'“‘]?\w|\*{3,}|\bparagraphs?\b|\bsections?\b"
+    r"|\b(?:do not|don't|never|avoid|without) (?:use|using|say|saying|include|including|mention|mentioning)\b"
+    r"|\b(?:start|begin|end|finish|conclude) (?:your|each|every) \w+|(?:^|[.!?:]\s*)(?:start|begin|end) (?:it )?with\b"
+    r"|\bexact phrase\b|\bin (?:a|the) style\b|\bratio of\b|\bunique words\b|\beach (?:sentence|paragraph|word)\b",
     re.I)
 
 _WRITE = ("You answer the request in full, as a knowledgeable and careful assistant would: the whole answer "
@@ -87,7 +117,7 @@ _DRAFT_DIRECT = " Begin your answer at once, with no preamble."
 class FreeForm(AnswerKind):
     """Free-form answers: drafted, or judged and revised (module docstring)."""
 
-    name, priority = "freeform", 90
+    name, priority = "freeform", 60
     settles = "judged"
     summary = "a whole answer in Markdown (a proof, an explanation, advice, writing), drafted as a person asks"
     verifier_sees_turns = False
@@ -98,7 +128,10 @@ class FreeForm(AnswerKind):
     caps = {Role.WORKER: 1024, Role.VERIFIER: 320, Role.THINKER: 192}
 
     def detect(self, task: str) -> bool:
-        return bool(_OPENING.search(task) or _ANYWHERE.search(task) or parse(task))
+        """Whether the request says it wants a whole answer (`_OPENING`, `_ANYWHERE`, `_FORMAT`),
+        so that no short answer's cue takes it. A request that nothing claims is free-form as well
+        (registry.detect): this only has to win where a short cue would also fire."""
+        return bool(_OPENING.search(task) or _ANYWHERE.search(task) or _FORMAT.search(task))
 
     def fits_style(self, style: str, task: str) -> bool:
         return style != "program"

@@ -5,12 +5,16 @@ one registry of scorers.
 Built-in kinds register here exactly as a package would; a package's kind is an
 `AnswerKind` instance named by its entry point. `detect(task)` tries every kind's `detect`
 in `priority` order (code 10, choice 20, math 30, numeric 40, a package's 50 by default,
-freeform 90) and gives the first that claims the task, else None: a short answer read
-kind-free (`answer_kind(None)`, the kind named "short"). `resolve_kind(kind, task)` is how
+freeform 60: a request that says it wants a whole answer, short 80: the short path's cues)
+and gives the first that claims the task (None for "short": a short answer read kind-free,
+`answer_kind(None)`), else "freeform" (`FALLBACK`): a guess fails toward the whole answer,
+and the short path is taken only where a number, a letter, yes/no or code is clearly asked.
+It is measured on a labelled set of requests (docs/kind_detection.md). `resolve_kind(kind, task)` is how
 an episode gets its kind once, as the object it then carries (from a name, or None to detect
 it). A kind that cannot be imported or whose `detect` raises is set aside with one warning
 (registry.py) and detection goes on without it. A run record keeps the name (None for
-"short", as records before kinds were named did).
+"short", as records before kinds were named did). `played_as(items, kind_from)`: bench and
+matrix items played as their family's kind, or as the kind `ask` would detect.
 
 Scoring. An item's `scorer` names the answer kind that grades it (`AnswerKind.score`; the
 built-in kinds call the functions of tasks/scoring.py, tasks/code.py and constraints.py),
@@ -21,12 +25,12 @@ kind's name ("did you mean") or names a kind that cannot score (the kind-free "s
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from typing import Any
 
 from trinity_cli.answer_kinds.base import AnswerKind, Checks
-from trinity_cli.errors import ConfigError, did_you_mean
+from trinity_cli.errors import ConfigError, did_you_mean, option
 from trinity_cli.registry import Registry
 from trinity_cli.tasks import FAMILIES, family_of
 from trinity_cli.tasks.items import TaskItem
@@ -46,6 +50,9 @@ for _name, _target in (
     ("freeform", "trinity_cli.answer_kinds.freeform:FREEFORM"),
 ):
     KINDS.register(_name, _target)
+
+
+FALLBACK = "freeform"  # what `detect` gives a request no kind claims
 
 
 def answer_kind(name: str | None) -> AnswerKind:
@@ -72,8 +79,16 @@ def kind_name(name: str | None) -> str | None:
 
 
 def detect(task: str) -> str | None:
-    """The kind `task`'s wording asks for (module docstring), or None for a short answer."""
-    for name, kind in sorted(KINDS.usable().items(), key=lambda found: found[1].priority):
+    """The kind `task`'s wording asks for (module docstring): the first kind in `priority` order
+    whose `detect` claims it, None when that is the kind-free short answer, and "freeform" when
+    none does (a guess fails toward the whole answer)."""
+    return detect_among(KINDS.usable(), task)
+
+
+def detect_among(kinds: dict[str, AnswerKind], task: str) -> str | None:
+    """`detect` with the usable kinds already listed (`KINDS.usable()`, which reads the installed
+    entry points each time): scripts/analysis/kind_detection.py times the rules apart from that."""
+    for name, kind in sorted(kinds.items(), key=lambda found: found[1].priority):
         try:
             claims = kind.detect(task)
         except Exception as exc:  # a package's detect: set aside, the others still decide
@@ -81,7 +96,25 @@ def detect(task: str) -> str | None:
             continue
         if claims:
             return None if kind.name == "short" else kind.name
-    return None
+    return FALLBACK
+
+
+KIND_FROM = ("preset", "detect")  # where bench and matrix take the kind an item is played as (`played_as`)
+
+
+def played_as(items: Sequence[TaskItem], kind_from: str = "preset") -> list[TaskItem]:
+    """`items` as their episodes play them. "preset": as they are, each played as the kind its
+    `scorer` names (its family's). "detect": an item of a family that scores replies with a scorer
+    of its own (IFEval, IFBench: `TaskFamily.scorer`) is played as the kind `ask` reads from its
+    prompt (`detect`; "short" for the kind-free short answer), so a bench or matrix row says what
+    `trinity ask` gives for it; its score is its family's, as before. An item that its kind scores
+    keeps its kind (there the kind is the scorer). ConfigError for another `kind_from`."""
+    if kind_from not in KIND_FROM:
+        raise ConfigError(f"{option('kind_from')} {kind_from!r}: expected {' or '.join(KIND_FROM)}",
+                          did_you_mean(kind_from, KIND_FROM))
+    if kind_from == "preset":
+        return list(items)
+    return [item if _needs_kind(item) else replace(item, scorer=detect(item.prompt) or "short") for item in items]
 
 
 # What a listing tries a package's `detect` on (`listed`): a question of each shape trinity reads.

@@ -25,12 +25,103 @@ from trinity_cli.tasks.answers import (
 from trinity_cli.tasks.code import extract_code, score_code
 from trinity_cli.tasks.doctests import examples_in_text
 
+_NUMBER = r"(?:\d[\d,]*(?:\.\d+)?|\.\d+)"
+_WORDS = r"(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|fifteen|twenty|thirty|forty|fifty|sixty|" \
+         r"hundred|thousand|million|dozen|half|twice|double)"
+_UNITS = (r"(?:mm|cm|m|km|in|inch(?:es)?|ft|feet|foot|yards?|miles?|meters?|metres?|kilometers?|kilometres?|"
+          r"centimeters?|millimeters?|g|kg|mg|lbs?|pounds?|ounces?|oz|grams?|kilograms?|tons?|tonnes?|l|ml|liters?|"
+          r"litres?|milliliters?|gallons?|quarts?|pints?|cups?|tablespoons?|teaspoons?|seconds?|minutes?|hours?|days?|"
+          r"weeks?|months?|years?|°?[cfk]|celsius|fahrenheit|kelvin|degrees?|mph|km/h|kph|m/s|acres?|hectares?|"
+          r"bytes?|kb|mb|gb|tb|bits?|calories|kcal|joules?|watts?|dollars?|euros?|cents?)")
+# A short value asked for in so many words: a number, a yes/no, a single word, a letter.
+_STATED = re.compile(
+    r"\b(?:answer|reply|respond|say)\b[^.?!\n]{0,25}\byes\b\W{0,3}(?:or|/)\W{0,3}no\b|^\W*yes or no\b"
+    r"|\byes or no\W*$|\b(?:answer|reply|respond)\s+(?:with\s+)?(?:only\s+|just\s+)?(?:one|a single|a)\s+"
+    r"(?:word|number|letter|name|value)\b|\b(?:just|only) (?:the|a|one) (?:number|name|letter|word|value|answer)\b"
+    r"|\bone[- ]word answer\b|(?:^|\s)\(?[Aa][).]\s*\w[^\n]{0,80}\s\(?[Bb][).]\s*\w",
+    re.I)
+# Arithmetic: an expression, or a number with an operation in words.
+_ARITHMETIC = re.compile(
+    rf"{_NUMBER}\s*(?:[-+*/×÷^x%]|\*\*)\s*\(?{_NUMBER}|\(\s*{_NUMBER}\s*[-+*/×÷^]"
+    rf"|{_NUMBER}\s*(?:plus|minus|times|divided by|multiplied by|over|squared|cubed|factorial|!|% of|percent of|"
+    rf"to the (?:power|\d+\w*)|mod(?:ulo)?)\b"
+    rf"|\b(?:square root|cube root|log(?:arithm)?|factorial|gcd|lcm|greatest common|least common|sum|product|"
+    rf"average|mean|median|remainder)\b[^.?!\n]{{0,30}}{_NUMBER}"
+    rf"|\b(?:what|which) (?:percent|percentage|fraction)\b|\bsolve (?:for|the equation)?\b[^.?!\n]*=",
+    re.I)
+# A unit conversion: "convert 5 miles to km", "how many ounces in a pound", "72 kg in pounds".
+_CONVERSION = re.compile(
+    rf"^\W*convert\b[^.?!\n]*{_NUMBER}|^\W*convert\b[^.?!\n]*\bto\b"
+    rf"|\bhow many {_UNITS}\b[^.?!\n]{{0,20}}\b(?:in|per|are in|make)\b"
+    rf"|{_NUMBER}\s*{_UNITS}\s+(?:in|to|into|as)\s+{_UNITS}\b",
+    re.I)
+# A question after one fact, a quantity or a name: "What is the capital of ...", "Who wrote ...",
+# "How many ...", "When did ...", "Which planet ...", "Is 91 divisible by 7?".
+_FACT = re.compile(
+    r"^\W*(?:what(?:'s| is| was| were)? (?:the |his |her |its |their )(?!best\b)\w+"
+    r"|what(?: \w+)? (?:year|day|date|time|color|colour|number|percent|place|country|city|language|element|"
+    r"planet|century|decade)\b|(?:in )?what year\b|who(?:se)? (?!are you\b)(?:\w+)|when (?:did|was|is|were|does|will)\b"
+    r"|where (?:is|was|are|did|does)\b|which\b|how (?:many|much|tall|far|long|old|big|heavy|fast|high|deep|wide|large|"
+    r"often)\b|(?:is|are|was|does|do|can)\b[^?\n]*\d)",
+    re.I)
+# The last sentence of a word problem: a quantity asked after the facts are given.
+_PROBLEM = re.compile(
+    r"\bhow (?:many|much|long|far|old|fast|tall)\b|\bwhat(?: is| was| will be| are|'s)\b|\bwhat (?:percent|percentage|"
+    r"fraction|place|number)\b|^\W*(?:if\b.*,\s*)?(?:calculate|compute|find|evaluate|simplify|determine|express|"
+    r"solve|give|which|who|when)\b",
+    re.I)
+_HOW_MANY = re.compile(r"^\W*(?:how many|how much)\b[^\n]*\?\W*$", re.I)
+_LATEX = re.compile(r"\$[^$\n]*[\\^_=+<>{}\d][^$\n]*\$|\\\[|\\\(|\\frac|\\sqrt")
+_SENTENCES = re.compile(r"(?<=[.?!])\s+(?=\S)")
+
+
+_YES_NO_ASKED = re.compile(
+    r"\byes\W{0,3}(?:or|/)\W{0,3}no\b|^\W*(?:is|are|was|were|does|do|did|can|could|will|would|has|have|had|should)\b",
+    re.I)
+_YES_NO = {"true": "yes", "false": "no", "yes": "yes", "no": "no"}
+
+
+def yes_no_form(answer: str, question: str) -> str:
+    """"yes" or "no" for an answer that says so (True, false, "Yes.", **No**) to a question that
+    asks yes or no (in so many words, or as a question opening with is, does, can, ...);
+    `answer` unchanged otherwise."""
+    said = _YES_NO.get(answer.strip().strip("*_`.!\"'").strip().lower())
+    return said if said is not None and _YES_NO_ASKED.search(question) else answer
+
 
 class ShortAnswer(AnswerKind):
-    """A short answer whose form the question does not state: read kind-free."""
+    """A short answer whose form the question does not state: read kind-free. Its `detect` is
+    the short path's cues (registry.detect tries them after the kinds that state a form and
+    after free-form's cues; a request no cue claims gets a whole answer)."""
 
     name = "short"
     summary = "a short answer the question does not give a form for (read kind-free)"
+    priority = 80
+
+    def detect(self, task: str) -> bool:
+        """Whether `task` clearly asks for a short value: it says so (yes or no, one word, a
+        letter among options), it is arithmetic or a unit conversion, or it is a question after
+        one fact or a quantity, as a single short sentence or as the last sentence of a word
+        problem that gives numbers (or LaTeX)."""
+        text = task.strip()
+        if not text:
+            return False
+        if _STATED.search(text) or _CONVERSION.search(text):
+            return True
+        sentences = _SENTENCES.split(text)
+        words = len(text.split())
+        if words <= 25 and len(sentences) <= 2 and _ARITHMETIC.search(text):
+            return True
+        if len(sentences) == 1 and (words <= 16 or _HOW_MANY.match(text)) and _FACT.search(text):
+            return True
+        if _LATEX.search(text):  # mathematics written in LaTeX: a problem to solve
+            return True
+        numbered = bool(re.search(rf"\d|\b{_WORDS}\b", text, re.I))
+        asked = [s for s in sentences if s.rstrip().endswith("?")] + sentences[-1:]
+        return len(sentences) > 1 and numbered and any(_PROBLEM.search(s) for s in asked)
+
+    def as_asked(self, answer: str, question: str) -> str:
+        return yes_no_form(answer, question)
 
 
 class Marked(AnswerKind):
@@ -44,6 +135,9 @@ class Marked(AnswerKind):
         self.name, self.summary, self.priority, self.reader_weights = name, summary, priority, reader_weights
         self.hint = re.compile(hint, re.I) if hint is not None else None
         self.reader, self.scorer, self.finder = reader, scorer, finder
+
+    def as_asked(self, answer: str, question: str) -> str:
+        return yes_no_form(answer, question)
 
     def detect(self, task: str) -> bool:
         return self.hint is not None and bool(self.hint.search(task))
@@ -61,6 +155,10 @@ class Marked(AnswerKind):
         return self.scorer(output, reference)
 
 
+_LANGUAGES = (r"(?:python|javascript|js|typescript|java|c\+\+|c#|c|go|golang|rust|ruby|php|bash|shell|sql|swift|"
+              r"kotlin|haskell|scala|perl|lua|r|matlab|julia|powershell)")
+
+
 class Code(AnswerKind):
     """A program, judged by running it: against the task's shown examples on every answer
     (turns/settle.py), read or tested by a Verifier shown it."""
@@ -73,7 +171,16 @@ class Code(AnswerKind):
     passing_checks_settle = True
     _last_step = ("Reply with the complete code the task asks for, in one ```python block that defines it: "
                   "not a description of earlier steps' code.")
-    _hint = re.compile(r"```python|\bpython (?:code|function)\b|\bwrite a (?:python )?function\b", re.I)
+    _hint = re.compile(
+        rf"```python|\b{_LANGUAGES} (?:function|script|program|class|method|snippet|one-liner)s?\b"
+        rf"|\b(?:write|give|show|need|want)\b[^.?!\n]{{0,20}}\b{_LANGUAGES} code\b"
+        rf"|\b(?:write|create|implement|code|give me|show me|generate)\s+(?:me\s+)?(?:a|an|the|some)\s+"
+        rf"(?:[\w-]+\s+){{0,2}}(?:function|class|method|regex|regular expression|sql query|query|one-liner|"
+        rf"unit tests?|program)\b(?! (?:for|of|about) (?:a|an|the|my|our)\b)"
+        rf"|\bwrite (?:some |the )?code\b|^\W*(?:implement|code)\b[^.?!\n]*\b(?:in|using) {_LANGUAGES}\b"
+        rf"|^\W*implement\b[^.?!\n]*\b(?:algorithm|search|sort|function|class|stack|queue|tree|list|cache)\b"
+        rf"|^\W*(?:fix|debug|refactor|optimi[sz]e)\b[^\n]{{0,20}}\bcode\b",
+        re.I)
 
     def detect(self, task: str) -> bool:
         return bool(self._hint.search(task))

@@ -221,7 +221,8 @@ def ready(question: str, options: AskOptions, pool: Pool, coordinator: HeadEngin
     options = kind_default(options, found)
     how = answering(options, pool, coordinator)
     procedure = found.procedure_summary(how.started.procedure)
-    emit(how.started if procedure is None else replace(how.started, summary=procedure))
+    started = how.started if procedure is None else replace(how.started, summary=procedure)
+    emit(replace(started, answer_kind=found.name, kind_read=options.kind is None))
     if left_out:
         emit(ContextShortened(left_out, len(context), min(pool.backend(name).n_ctx for name in usable)))
     return Ready(question, options, kept, kind, found, how, question_examples(question, found),
@@ -235,7 +236,7 @@ def play_ready(question: Ready, pool: Pool, coordinator: HeadEngine | None, emit
     transcript, said = _answer(question.question, pool, coordinator, question.how, question.options, question.context,
                                question.kind, question.examples, question.episode_seed, question.usable, emit)
     refuse_unanswered(transcript, pool)
-    answer = answer_text(transcript.answer, question.kind)
+    answer = answer_text(transcript.answer, question.kind, question.question)
     return _record(question.question, pool, said, question.options, question.episode_seed, question.kind_name,
                    question.examples, transcript, answer, time.perf_counter() - start)
 

@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from trinity_cli import paths, tasks
-from trinity_cli.answer_kinds import answer_kind, check_scoring, item_checks, score_item
+from trinity_cli.answer_kinds import answer_kind, check_scoring, item_checks, played_as, score_item
 from trinity_cli.answer_kinds.base import AnswerKind
 from trinity_cli.bench import drafts
 from trinity_cli.bench.procedures import Matrix, Reply, agree_wants, analyse
@@ -60,7 +60,8 @@ class MatrixOptions:
     (tasks/mix.py); `k` replies per member and item;
     `members` (default: all) in the order the agree procedures try them; the agree
     procedures stop at `budget` calls; `complete_agree`: also the calls the pool-order `agree`
-    needs beyond k replies (module docstring)."""
+    needs beyond k replies (module docstring); `kind_from` "detect": IFEval's and IFBench's items
+    played as the answer kind `trinity ask` reads from their prompts (answer_kinds.played_as)."""
 
     pool: str | None = None
     tasks: str = "gsm8k,arc-challenge,mbpp"
@@ -72,6 +73,7 @@ class MatrixOptions:
     budget: int = 5
     seed: int = 0
     complete_agree: bool = False
+    kind_from: str = "preset"
 
     @property
     def mix(self) -> str:
@@ -142,15 +144,16 @@ def sample_matrix(options: MatrixOptions, out: Path | None = None, progress: Pro
         raise ConfigError(f"{option('n')}, {option('k')} and {option('budget')} must be at least 1")
     config = select_members(load_pool(options.pool), options.members)
     return matrix_of(options.mix, config, options.k, options.budget, options.seed, out, progress,
-                     complete_agree=options.complete_agree)
+                     complete_agree=options.complete_agree, kind_from=options.kind_from)
 
 
 def matrix_of(mix: str, config: PoolConfig, k: int, budget: int = 5, seed: int = 0, out: Path | None = None,
-              progress: ProgressFn = quiet, complete_agree: bool = False) -> dict[str, Any]:
-    """The matrix of the items of `mix` (drawn with `seed`, as bench and evolve draw them),
-    analysed, and written to `out` when given (module docstring)."""
+              progress: ProgressFn = quiet, complete_agree: bool = False, kind_from: str = "preset") -> dict[str, Any]:
+    """The matrix of the items of `mix` (drawn with `seed`, as bench and evolve draw them, and
+    played as `kind_from` says: answer_kinds.played_as), analysed, and written to `out` when given
+    (module docstring)."""
     entries = tasks.parse_mix(mix)
-    items = tasks.sample_items(entries, seed=seed)
+    items = played_as(tasks.sample_items(entries, seed=seed), kind_from)
     check_scoring(items)
     names = config.names
     wants = (lambda row, kind: agree_wants(row, names, kind, budget)) if complete_agree else None

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from trinity_cli import paths, tasks
+from trinity_cli.answer_kinds import played_as
 from trinity_cli.conductor.workflow import DEFAULT_DEPTH, ConductorSpec
 from trinity_cli.coordinator.head import DECISIONS, DEFAULT_DECISIONS
 from trinity_cli.errors import ConfigError, option
@@ -39,7 +40,9 @@ class BenchOptions:
     `use_cache` False: replies are neither read from nor written to the rollout cache, so
     every call reaches the member's backend as its code is now (a backend being developed);
     such a run, stopped, starts again from nothing, and a row that repeats another's call
-    (the self-loop's first turn is the single run's) makes it again."""
+    (the self-loop's first turn is the single run's) makes it again.
+    `kind_from` "detect": IFEval's and IFBench's items are played as the answer kind `trinity ask`
+    reads from their prompts, not their family's preset kind (answer_kinds.played_as)."""
 
     pool: str | None = None
     tasks: str = DEFAULT_TASKS
@@ -55,6 +58,7 @@ class BenchOptions:
     conductor: str | None = None  # the conductor row's conductor (None: the pool's)
     conductor_depth: int = DEFAULT_DEPTH  # the conductor row's recursion depth (conductor/run.py)
     use_cache: bool = True  # read and write the rollout cache (False: `--no-cache`)
+    kind_from: str = "preset"  # "preset" or "detect" (answer_kinds.played_as)
 
     def sc_specs(self) -> list[tuple[str, int | None]]:
         """`sc` parsed: (member, "all" or "best"; K or None for the turn budget)."""
@@ -98,6 +102,7 @@ class BenchOptions:
         if self.max_turns is not None and self.max_turns < 1:
             raise ConfigError(f"{option('max_turns')} must be at least 1, got {self.max_turns}")
         ConductorSpec(self.conductor, self.conductor_depth).check()
+        played_as([], self.kind_from)  # an unknown name is refused before anything runs
         if self.random_seeds < 0:
             raise ConfigError(f"{option('random_seeds')} must be 0 or more, got {self.random_seeds}")
         if not self.use_cache and paths.replay_only():

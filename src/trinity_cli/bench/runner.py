@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from trinity_cli import tasks
-from trinity_cli.answer_kinds import answer_kind, check_scoring
+from trinity_cli.answer_kinds import answer_kind, check_scoring, played_as
 from trinity_cli.bench import moa
 from trinity_cli.bench.options import BENCH_FORMAT, BenchOptions
 from trinity_cli.bench.stats import summarize
@@ -248,7 +248,7 @@ def bench(
     entries = options.validate()
     emit = progress or quiet
     config = load_pool(options.pool)
-    items = tasks.sample_items(entries, seed=options.seed)
+    items = played_as(tasks.sample_items(entries, seed=options.seed), options.kind_from)
     if not items:
         raise ConfigError(f"{option('tasks')} {options.tasks!r} selects no items")
     tasks.check_code_sandbox(items, strict_sandbox=config.sandbox == "strict")

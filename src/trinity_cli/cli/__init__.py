@@ -46,6 +46,9 @@ RayWorkersOpt = Annotated[int | None, typer.Option(
 # -q leaves stderr to errors alone; --json puts the run's JSON record on stdout instead of
 # the plain result (answer, head directory, tables).
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="Nothing on stderr but errors: no progress.")]
+KindFromOpt = Annotated[str, typer.Option(
+    help="The answer kind IFEval's and IFBench's items are played as: preset (their family's) or detect (the kind "
+         "`trinity ask` reads from the prompt, so the row says what ask gives).")]
 ConductorOpt = Annotated[str | None, typer.Option(
     help="Conductor mode: the model that writes workflows (default: the pool file's conductor, else its first "
          "member).")]
@@ -334,6 +337,7 @@ def bench(
     no_cache: Annotated[bool, typer.Option(
         "--no-cache", help="Do not read or write the rollout cache: every call reaches the backend as its code is "
                            "now (while developing one).")] = False,
+    kind_from: KindFromOpt = "preset",
 ) -> None:
     """Benchmark heads against each pool model alone, self-loops, self-consistency, agreement, random routing,
     mixture-of-agents, vote, best-per-task and the oracle."""
@@ -347,7 +351,8 @@ def bench(
     kinds = [k.strip() for k in systems.split(",") if k.strip()] if systems else None
     options = BenchOptions(pool=pool, tasks=tasks, heads=head, max_turns=max_turns, random_seeds=random_seeds,
                            seed=seed, decisions=decisions, backbone=backbone, device=device, systems=kinds, sc=sc,
-                           conductor=conductor, conductor_depth=conductor_depth, use_cache=not no_cache)
+                           conductor=conductor, conductor_depth=conductor_depth, use_cache=not no_cache,
+                           kind_from=kind_from)
     with render_progress.BenchProgress(quiet=quiet) as progress:
         result = run_bench(options, progress=progress, parallel=parallel, ray=cluster)
     results.bench_done(result, as_json=as_json, quiet=quiet)
@@ -370,6 +375,7 @@ def matrix(
     seed: Annotated[int, typer.Option(help="Seed of item sampling (bench's default: 0).")] = 0,
     out: Annotated[str | None, typer.Option(
         help="Also write the matrix and its table to this JSON file (what evolve --init-labels reads).")] = None,
+    kind_from: KindFromOpt = "preset",
     quiet: QuietOpt = False,
 ) -> None:
     """Ask every member for k replies to each item, then score every fixed procedure on them (no further call)."""
@@ -383,7 +389,7 @@ def matrix(
 
     chosen = tuple(m.strip() for m in members.split(",") if m.strip()) if members else ()
     options = MatrixOptions(pool=pool, tasks=tasks, split=split, n=n, first=first, k=k, members=chosen, budget=budget,
-                            seed=seed, complete_agree=complete_agree)
+                            seed=seed, complete_agree=complete_agree, kind_from=kind_from)
     with render_progress.MatrixProgress(quiet=quiet) as progress:
         result = sample_matrix(options, out=Path(out) if out else None, progress=progress)
     if "drafts" in result:  # free-form items: votes and agreement mean nothing there

@@ -15,6 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from trinity_cli.answer_kinds import answer_kind
+from trinity_cli.answer_kinds.registry import FALLBACK
 from trinity_cli.events import (
     AskStarted,
     ContextShortened,
@@ -137,7 +138,10 @@ class LiveTurns:
 def ask_started(event: AskStarted) -> None:
     """The header line and head (or conductor, or procedure) notes of `trinity ask`. When a
     policy that reads no head answers (agree, a package's), the first line names it, and why
-    when it is the pool's default; the next says what it does (its summary)."""
+    when it is the pool's default; the next says what it does (its summary). Before them, the
+    answer kind the question is played as (`kind_line`)."""
+    if event.answer_kind:
+        console.err.print(Text(kind_line(event.answer_kind, event.kind_read), style="bold"), soft_wrap=True)
     if event.procedure is not None:
         line = Text(f"pool {event.pool}: {', '.join(event.models)} · {event.procedure}", style="bold")
         if event.procedure_is_default:
@@ -157,6 +161,15 @@ def ask_started(event: AskStarted) -> None:
             console.note(f"excluded: {', '.join(event.excluded)}")
         return
     ask_header(event.pool, event.models, event.head, event.uniform, event.excluded)
+
+
+def kind_line(kind: str, read: bool) -> str:
+    """The answer kind `ask` plays a question as, and how to have another: ask's first line."""
+    if not read:
+        return f"answer kind: {kind} (as --kind says)"
+    other = "short" if kind == FALLBACK else FALLBACK
+    return (f"answer kind: {kind}, read from the question (--kind {other} for "
+            f"{'a short answer' if other == 'short' else 'a whole answer'}; trinity pools lists the kinds)")
 
 
 def ask_header(pool: str, models: Sequence[str], head: str, uniform: bool, excluded: Sequence[str]) -> None:

@@ -14,8 +14,9 @@ on, with trinity's program scaffold when a `program` member wrote it), `kind` th
               or "Answer: ..." tail, markdown and surrounding quotes/dollars taken off), else
               the model's whole text without trinity's scaffold.
 
-An empty or missing reply gives "". `--show-work` (ask) and `show_work` (serve) return the
-reply itself instead; run records keep both.
+A short answer is then given in the form the question asks for (`AnswerKind.as_asked`): "yes" or
+"no", not True/False, to a question that asks yes or no. An empty or missing reply gives "".
+`--show-work` (ask) and `show_work` (serve) return the reply itself instead; run records keep both.
 """
 
 from __future__ import annotations
@@ -25,9 +26,10 @@ from trinity_cli.answer_kinds.short import SHORT
 from trinity_cli.turns.program import split_reply
 
 
-def answer_text(reply: str | None, kind: AnswerKind = SHORT) -> str:
-    """The answer in `reply` for a task of answer kind `kind` (module docstring)."""
+def answer_text(reply: str | None, kind: AnswerKind = SHORT, question: str = "") -> str:
+    """The answer in `reply` for a task of answer kind `kind` (module docstring), in the form
+    `question` asks for it (`AnswerKind.as_asked`: "yes"/"no" where a program printed True/False)."""
     if not reply or not reply.strip():
         return ""
     text, printed, _ = split_reply(reply)
-    return kind.answer_text(text, printed)
+    return kind.as_asked(kind.answer_text(text, printed), question)
