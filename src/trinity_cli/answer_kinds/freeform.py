@@ -50,7 +50,8 @@ _OPENING = re.compile(
     r"^\s*(?:(?:please|kindly|now)\s*,?\s+|(?:can|could|would|will) you\s+(?:please\s+)?|i (?:want|need) you to\s+|"
     r"help me\s+)*(?:prove|show that|explain|describe|write|compose|draft|summari[sz]e|translate|outline|discuss|"
     r"compare|contrast|argue|suggest|recommend|give (?:me )?(?:some |a few |an? )?(?:tips|advice|ideas|examples|"
-    r"overview|summary|explanation|reasons|list|plan|schedule|itinerary|outline|recipe)|tell me (?:about|a|an|how|why)|list|brainstorm|rewrite|paraphrase|"
+    r"overview|summary|explanation|reasons|list|plan|schedule|itinerary|outline|recipe)|"
+    r"tell me (?:about|a|an|how|why)|list|brainstorm|rewrite|paraphrase|"
     r"critique|review|plan|design|create|generate|propose|justify|derive|elaborate|introduce|define|teach|"
     r"make (?:me )?(?:a|an|some)|put together|help|name (?:a few|some|\d+|two|three|four|five|ten)|reply to|"
     r"proofread|imagine|pretend|act as|idea for)\b",
