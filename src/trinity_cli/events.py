@@ -82,6 +82,8 @@ class AskStarted:
     procedure: str | None = None  # a policy that needs no head answers: its name ("agree", a package's)
     procedure_is_default: bool = False  # ... because the pool file says `router: agree`
     summary: str = ""  # that policy in one line (its kind's summary: policies/base.py)
+    played: str = ""  # the head or reader that answers, in words (its `describe()`); "" without one
+    head_is_default: bool = False  # ... picked because none was named: the pool's default head
 
 
 # -- trinity serve ----------------------------------------------------------------------------

@@ -4,7 +4,7 @@ one question to the next (as Ollama keeps a model loaded), and in its own proces
 
 The record of a warm server (`TRINITY_HOME/warm/serve-<pid>.json`, written atomically by
 `trinity serve` once it listens, removed when it stops; serve/run.py):
-    {"format": "trinity-warm/3", "pid", "url": "http://HOST:PORT", "pool_source": the pool
+    {"format": "trinity-warm/4", "pid", "url": "http://HOST:PORT", "pool_source": the pool
      file's path, "pool_sha": sha256 of its bytes, "head": --head or null, "backbone": --backbone
      or null, "device", "use_cache", "api_key_env": the variable holding its token, or null}
 A question goes to a warm server when its pool file (by path and bytes), head, backbone,
@@ -58,9 +58,9 @@ from trinity_cli.runs.store import RunStore
 log = logging.getLogger(__name__)
 
 # /2: the streamed AskStarted says `uniform` where /1 said `trained`; /3: it says the answering
-# policy's `summary`. A server of another format is not asked (its events would not read), the
-# question is answered in process.
-FORMAT = "trinity-warm/3"
+# policy's `summary`; /4: who `played` and whether it is the default head. A server of another
+# format is not asked (its events would not read), the question is answered in process.
+FORMAT = "trinity-warm/4"
 PROBE_TIMEOUT_S = 1.0
 START_TIMEOUT_S = 600.0  # a first start may assemble the pool's model files and convert the backbone
 # What a question carries to the warm server (the rest must match the server's own options).
