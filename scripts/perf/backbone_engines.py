@@ -4,7 +4,7 @@ against transformers (coordinator/backbone.py's `Backbone`).
 - agreement: `--states N` hidden states drawn at random (`--seed`) from this TRINITY_HOME's
   hidden-state cache for the backbone (no SVF, the default token limit), as transformers
   computed them, against numpy's features of the same texts: relative L2 difference (median,
-  max), the largest change of a head's logits (`--head`, default `heads/default`), the closest
+  max), the largest change of a head's logits (`--head`, default `heads/rotation`), the closest
   pair of its member logits, and how many of its member or role choices change;
 - speed: one text of about 240 tokens encoded whole (nothing kept) three times by each engine,
   each pass's seconds;
@@ -101,7 +101,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--states", type=int, default=200)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--head", type=Path, default=ROOT / "heads" / "default")
+    parser.add_argument("--head", type=Path, default=ROOT / "heads" / "rotation")
     parser.add_argument("--convert", action="store_true")
     args = parser.parse_args()
     agreement(args.states, args.seed, args.head)

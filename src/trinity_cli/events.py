@@ -88,6 +88,8 @@ class AskStarted:
     # (answer_kinds.detect) rather than given (--kind): ask's first line says it and how to override it.
     answer_kind: str = ""
     kind_read: bool = False
+    played: str = ""  # the head or reader that answers, in words (its `describe()`); "" without one
+    head_is_default: bool = False  # ... picked because none was named: the pool's default head
 
 
 @dataclass(frozen=True)

@@ -170,7 +170,7 @@ class PoolConfig(Strict):
     # Who writes workflows in conductor mode (conductor/run.py): a member's name, or a model
     # entry of its own that is not a member (heads do not route to it). None: the first member.
     conductor: Annotated[str | MemberBase | None, BeforeValidator(_member)] = None
-    # What answers when no head is named (`ask`, serve's "trinity"): "head", the shipped head
+    # What answers when no head is named (`ask`, serve's "trinity"): "head", the shipped head or reader
     # made for this pool (else the untrained one), or "agree", the fixed procedure
     # (episode/schedules.agree), for a pool whose heads do not validate above it.
     router: Literal["head", "agree"] = "head"

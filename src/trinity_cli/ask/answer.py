@@ -4,7 +4,8 @@ what it returns (`AskOptions`, `AskResult`) live in the package (ask/__init__.py
 
 Run record (`runs/run-N/run.json`, kind "ask"):
     {"kind": "ask", "title": first line of the question, "question", "pool": {"name",
-     "models", "source"}, "head": {"name", "trained"}, "backbone", "seed" (--seed),
+     "models", "source"}, "head": {"name", "trained", "policy": "head" or "reader", "made",
+     "default": picked because none was named}, "backbone", "seed" (--seed),
      "episode_seed" (`question_seed`: what the coordinator's draws came from), "greedy",
      "answer_kind" (the scorer kind guessed from the question, or null), "max_turns" (the budget
      played), "exclude", "transcript": Transcript.to_dict(), "answer" (turns/answer_text.py: the

@@ -124,6 +124,15 @@ class Head:
         """Whether every choice is uniform at random (an untrained head)."""
         return not self.learned
 
+    policy = "head"  # what it is, as a run record and `/v1/models` say it (a reader says "reader")
+
+    def describe(self) -> str:
+        """Who plays, in a few words (ask's first line, serve's `/v1/models`): its name and how
+        it was made."""
+        if self.uniform:
+            return "untrained head (uniform random routing)"
+        return f"head {self.manifest.get('name')} ({self.made}: reads the conversation's hidden state)"
+
     @property
     def svf_sizes(self) -> list[int]:
         svf = self.manifest.get("svf") or {}
@@ -316,7 +325,13 @@ DECISIONS = ("sampled", "greedy")
 
 
 class Routes(Protocol):
-    """What a turn budget and a decision mode are read from: a head or a reader."""
+    """What a turn budget and a decision mode are read from, and what a run says played: a
+    head or a reader (`policy`, `made`, `describe`)."""
+
+    policy: str
+
+    @property
+    def made(self) -> str: ...
 
     @property
     def learned(self) -> bool: ...
@@ -326,6 +341,8 @@ class Routes(Protocol):
 
     @property
     def trained_max_turns(self) -> int | None: ...
+
+    def describe(self) -> str: ...
 
 
 def default_greedy(head: Routes) -> bool:

@@ -375,9 +375,10 @@ DEFAULT_HEAD = "default"
 
 def resolve_head(ref: str | None, pool_name: str, models: list[str],
                  backbone_ref: str | None = None) -> Head | Reader:
-    """The head to use: `ref` (a name, a directory or 'untrained'); None means the shipped
-    default head when it was made for this pool, else the untrained one. A head directory
-    may hold a reader (coordinator/reader.py), checked against the pool alone. A trained
+    """The head to use: `ref` (a name, a directory or 'untrained'); None means the head named
+    `default` (shipped, or the user's) when it was made for this pool, else the untrained one.
+    A head directory may hold a reader (coordinator/reader.py), checked against the pool alone
+    (the shipped default is one). A trained
     head is checked here, before anything runs, against the pool, the versions and the
     backbone it will read (`backbone_ref`, else its own: the file's fingerprint, not the
     model)."""
@@ -387,11 +388,9 @@ def resolve_head(ref: str | None, pool_name: str, models: list[str],
         heads = head_mod.available_heads()
         if DEFAULT_HEAD in heads and reader_mod.is_reader(heads[DEFAULT_HEAD]):
             default = reader_mod.load(heads[DEFAULT_HEAD])
-            try:
-                default.check(pool_name, models)
+            # A reader made for another pool is not this pool's default (as a head's is not).
+            if default.models == models and default.pool == pool_name:
                 return default
-            except HeadMismatch as exc:
-                log.warning("not using head %r: %s; using the untrained head", DEFAULT_HEAD, exc.message)
         elif DEFAULT_HEAD in heads:
             candidate = Head.load(heads[DEFAULT_HEAD])
             if candidate.models == models and candidate.manifest["pool"].get("name") == pool_name:

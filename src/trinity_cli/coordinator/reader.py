@@ -137,6 +137,13 @@ class Reader:
         """A reader never routes at random (what a head's `uniform` says of an untrained head)."""
         return False
 
+    policy = "reader"  # what it is, as a run record and `/v1/models` say it (a head says "head")
+
+    def describe(self) -> str:
+        """Who plays, in a few words (ask's first line, serve's `/v1/models`): its name and how
+        it was made."""
+        return f"reader {self.manifest.get('name')} ({self.made}: reads the replies' signals)"
+
     @property
     def trained_max_turns(self) -> int:
         """Its turn budget: `calls`."""

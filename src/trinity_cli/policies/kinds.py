@@ -332,10 +332,13 @@ class HeadKind(PolicyKind):
         head = engine.head
         max_turns = turn_budget(asking.max_turns, head)
         greedy = asking.greedy if asking.greedy is not None else default_greedy(head)
-        record = {"mode": self.name, "head": {"name": head.manifest.get("name"), "trained": head.learned},
+        record = {"mode": self.name, "head": {"name": head.manifest.get("name"), "trained": head.learned,
+                                              "policy": head.policy, "made": head.made,
+                                              "default": asking.head is None},
                   "backbone": engine.backbone_ref, "greedy": greedy, "max_turns": max_turns}
         started = self.started(pool, asking, head=str(head.manifest.get("name")), uniform=head.uniform,
-                               procedure=None, procedure_is_default=False, summary="")
+                               procedure=None, procedure_is_default=False, summary="", played=head.describe(),
+                               head_is_default=asking.head is None)
         return Answering(head_policy(head, engine.backbone_ref), max_turns, greedy, record, started)
 
     def rows(self, plan: BenchPlan) -> list[Row]:

@@ -160,7 +160,7 @@ def ask_started(event: AskStarted) -> None:
         if event.excluded:
             console.note(f"excluded: {', '.join(event.excluded)}")
         return
-    ask_header(event.pool, event.models, event.head, event.uniform, event.excluded)
+    ask_header(event)
 
 
 def kind_line(kind: str, read: bool) -> str:
@@ -172,14 +172,18 @@ def kind_line(kind: str, read: bool) -> str:
             f"{'a short answer' if other == 'short' else 'a whole answer'}; trinity pools lists the kinds)")
 
 
-def ask_header(pool: str, models: Sequence[str], head: str, uniform: bool, excluded: Sequence[str]) -> None:
-    console.err.print(Text(f"pool {pool}: {', '.join(models)}", style="bold"))
-    if uniform:
-        console.note("coordinator: untrained head (uniform random routing) — evolve one with `trinity evolve`")
-    else:
-        console.note(f"coordinator: head {head}")
-    if excluded:
-        console.note(f"excluded: {', '.join(excluded)}")
+def ask_header(event: AskStarted) -> None:
+    """The first line names the pool and who plays (the head or reader, and whether it is the
+    pool's default head); an untrained head adds how to make one."""
+    played = event.played or ("untrained head (uniform random routing)" if event.uniform else f"head {event.head}")
+    line = Text(f"pool {event.pool}: {', '.join(event.models)} · {played}", style="bold")
+    if event.head_is_default:
+        line.append(" (the default head; --head NAME asks another)", style="dim")
+    console.err.print(line, soft_wrap=True)
+    if event.uniform:
+        console.note("coordinator: the untrained head routes at random — evolve one with `trinity evolve`")
+    if event.excluded:
+        console.note(f"excluded: {', '.join(event.excluded)}")
 
 STOP_REASONS = {
     "accepted": "accepted by a verifier",

@@ -15,9 +15,13 @@ prints: what the server reports goes to callbacks (render/terminal.py draws them
 
 Endpoints
     GET  /v1/models
-        {"object": "list", "data": [{"id", "object": "model", "created", "owned_by": "trinity"}]}
+        {"object": "list", "data": [{"id", "object": "model", "created", "owned_by": "trinity",
+        "description"}]}
         ids: "trinity" (the head given with --head, else the default head) and
-        "trinity/HEAD" for "untrained" and every available head made for this pool.
+        "trinity/HEAD" for "untrained" and every available head made for this pool, then
+        "trinity/NAME" for each policy that answers without a head. `description` says what
+        answers under the id (ServedPool.describe_models): for "trinity", the head or reader
+        that plays (its name and how it was made) and each answer kind's own procedure.
     POST /v1/chat/completions
         An OpenAI chat completion request. The last message must be the user's: it is the
         task; earlier messages are context. Content is a string or a list of text parts;

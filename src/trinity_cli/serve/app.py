@@ -229,8 +229,9 @@ class Routes:
     async def list_models(self, request: Request) -> JSONResponse:
         self.check_auth(request)
         created = int(time.time())
-        data = [{"id": m, "object": "model", "created": created, "owned_by": "trinity"}
-                for m in self.served.served_models()]
+        described = self.served.describe_models()
+        data = [{"id": m, "object": "model", "created": created, "owned_by": "trinity",
+                 "description": described.get(m, "")} for m in self.served.served_models()]
         return JSONResponse({"object": "list", "data": data})
 
     async def chat_completions(self, request: Request) -> Any:

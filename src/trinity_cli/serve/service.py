@@ -9,10 +9,11 @@ import os
 import threading
 import time
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from trinity_cli import ask as ask_mod
-from trinity_cli.answer_kinds import answer_kind
+from trinity_cli.answer_kinds import KINDS, answer_kind
 from trinity_cli.ask import answer as answering
 from trinity_cli.ask import conversation as conv_mod
 from trinity_cli.conductor.workflow import DEFAULT_DEPTH, ConductorSpec
@@ -98,8 +99,10 @@ class ServedPool:
         default = self.engine(self.default_mode, None)
         if default is None:
             self.default_head = f"none ({self.default_mode} procedure)"
+            self.default_played = f"the {self.default_mode} procedure (the pool file's router)"
             return
         self.default_head = str(default.head.manifest.get("name"))
+        self.default_played = str(default.head.describe())
         if default.loads_backbone:
             self.progress(ServeLoading("backbone", self.default_head))
             default.warm()
@@ -119,6 +122,25 @@ class ServedPool:
             if fits and name not in heads:
                 heads.append(name)
         return [MODEL, *(f"{MODEL}/{h}" for h in heads if h not in self.modes), *(f"{MODEL}/{m}" for m in self.modes)]
+
+    def describe_models(self) -> dict[str, str]:
+        """Each served model id -> what answers under it, in words (`/v1/models`' descriptions):
+        "trinity" as `ask` answers (the default head or reader, and the procedure of each answer
+        kind that has its own: `AnswerKind.default_mode`), "trinity/HEAD" its head or reader (as
+        its manifest says), "trinity/NAME" the policy's summary."""
+        own = [f"{kind.name} questions: the {kind.default_mode} policy"
+               for kind in KINDS.usable().values() if kind.default_mode is not None]
+        out = {MODEL: "answers as trinity ask does: " + "; ".join([self.default_played, *own])}
+        heads = available_heads()
+        for model in self.served_models()[1:]:
+            name = model.removeprefix(f"{MODEL}/")
+            if name in self.modes:
+                out[model] = policy_kind(name).summary
+            elif name == "untrained":
+                out[model] = "untrained head (uniform random routing)"
+            else:
+                out[model] = _head_words(name, heads[name])
+        return out
 
     def engine(self, mode: str, head: str | None) -> HeadEngine | None:
         """What policy `mode` keeps between questions (policies/kinds.py), built on first use
@@ -249,6 +271,18 @@ class ServedPool:
                     engine.close()
         finally:
             self._episode_lock.release()
+
+
+def _head_words(name: str, directory: Path) -> str:
+    """A served head's description from its manifest alone (nothing is loaded): a reader or a
+    head, and how it was made."""
+    try:
+        manifest = json.loads((directory / "manifest.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return f"head {name}"
+    policy = "reader" if manifest.get("policy") == "reader" else "head"
+    made = manifest.get("made")
+    return f"{policy} {name}" + (f" ({made})" if isinstance(made, str) else "")
 
 
 def _read_token(var: str | None) -> str | None:

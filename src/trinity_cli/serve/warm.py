@@ -63,9 +63,10 @@ from trinity_cli.runs.store import RunStore
 log = logging.getLogger(__name__)
 
 # /2: the streamed AskStarted says `uniform` where /1 said `trained`; /3: it says the answering
-# policy's `summary`; /4: a question carries `system` (an older server would refuse it) and
-# AskStarted the answer kind, read from the question or not. A server
-# of another format is not asked (its events would not read), the question is answered in process.
+# policy's `summary`; /4: a question carries `system` (an older server would refuse it),
+# AskStarted the answer kind (read from the question or not), who `played` and whether it is the
+# default head. A server of another format is not asked (its events would not read), the question
+# is answered in process.
 FORMAT = "trinity-warm/4"
 PROBE_TIMEOUT_S = 1.0
 START_TIMEOUT_S = 600.0  # a first start may assemble the pool's model files and convert the backbone
