@@ -104,6 +104,12 @@ def test_a_yes_or_no_question_is_answered_yes_or_no_and_scoring_is_untouched() -
     assert yes_no_form("**Yes.**", "Yes or no: is a tomato a fruit?") == "yes"
     assert yes_no_form("False", "What does bool(0) print?") == "False"  # not asked yes or no
     assert yes_no_form("221", "Is 221 prime? Answer yes or no.") == "221"
+    # A reply that opens with its verdict and explains it: the verdict alone where "yes or no" is
+    # asked in so many words (a real reply of the default pool), the whole reply otherwise.
+    assert yes_no_form("Yes, 221 is a prime number.", "Is 221 prime? Answer yes or no.") == "yes"
+    assert yes_no_form("**No** - it is 13 * 17.", "Yes or no: is 221 prime?") == "no"
+    assert yes_no_form("Yes, 221 is a prime number.", "Is 221 prime?") == "Yes, 221 is a prime number."
+    assert yes_no_form("Nobody knows.", "Is it known? Answer yes or no.") == "Nobody knows."
     # A program member's reply as recorded (turns/program.py): what it printed is the answer.
     program = ("```python\nprint(all(221 % d for d in range(2, 15)))\n```" + OUTPUT_HEADER + "False\n```\n"
                "Answer: False")

@@ -79,14 +79,23 @@ _YES_NO_ASKED = re.compile(
     r"\byes\W{0,3}(?:or|/)\W{0,3}no\b|^\W*(?:is|are|was|were|does|do|did|can|could|will|would|has|have|had|should)\b",
     re.I)
 _YES_NO = {"true": "yes", "false": "no", "yes": "yes", "no": "no"}
+_SAYS_YES_OR_NO = re.compile(r"\byes\W{0,3}(?:or|/)\W{0,3}no\b", re.I)
+# A reply that opens with its verdict and then explains it: "Yes, 221 is a prime number."
+_OPENS_WITH_VERDICT = re.compile(r"^\W*(yes|no)\b\W*(?:[,.;:!\u2014-]|$)", re.I)
 
 
 def yes_no_form(answer: str, question: str) -> str:
     """"yes" or "no" for an answer that says so (True, false, "Yes.", **No**) to a question that
-    asks yes or no (in so many words, or as a question opening with is, does, can, ...);
-    `answer` unchanged otherwise."""
+    asks yes or no (in so many words, or as a question opening with is, does, can, ...); where
+    the question says "yes or no" in so many words, also for an answer that opens with its
+    verdict ("Yes, 221 is ..." -> "yes"); `answer` unchanged otherwise."""
     said = _YES_NO.get(answer.strip().strip("*_`.!\"'").strip().lower())
-    return said if said is not None and _YES_NO_ASKED.search(question) else answer
+    if said is not None and _YES_NO_ASKED.search(question):
+        return said
+    opening = _OPENS_WITH_VERDICT.match(answer)
+    if opening and _SAYS_YES_OR_NO.search(question):
+        return opening.group(1).lower()
+    return answer
 
 
 class ShortAnswer(AnswerKind):
