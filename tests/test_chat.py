@@ -185,20 +185,23 @@ def test_a_follow_up_to_a_whole_answer_gets_a_whole_answer(tmp_path: Path) -> No
     assert third.transcript.context[-1] == ChatMessage("assistant", "Calm sea tonight") and fourth.answer
     assert KindFollowed("freeform") in events
     assert second.answer == "Calm sea tonight"
-    own = conv_mod.detect("Write a Python function f(x).")
-    assert own is not None and conv_mod.follow_up_kind("Write a Python function f(x).", record["exchanges"]) == own
-    assert conv_mod.follow_up_kind("What about 17?", [{"answer_kind": None}]) is None
-    # a question keeps the short path after a whole answer; a request about it does not
-    assert conv_mod.follow_up_kind("What is the capital of France?", record["exchanges"]) is None
-    assert conv_mod.follow_up_kind("Now say it in French.", record["exchanges"]) == "freeform"
-    assert conv_mod.follow_up_kind("Now say it in French.", [{"answer_kind": "numeric"}]) is None
+    code = [{"answer_kind": "code"}]
+    assert conv_mod.follow_up_kind("Write a Python function f(x).", record["exchanges"]) == ("code", False)
+    assert conv_mod.follow_up_kind("Now make it multiply them instead.", code) == ("code", True)
+    assert conv_mod.follow_up_kind("What about 17?", [{"answer_kind": None}]) == (None, True)
+    assert conv_mod.follow_up_kind("And in Fahrenheit?", [{"answer_kind": None}]) == (None, True)
+    assert conv_mod.follow_up_kind("Thanks, go on.", [{"answer_kind": None}]) == ("freeform", False)
+    # a question of its own keeps its own kind after a whole answer; a request about it follows it
+    assert conv_mod.follow_up_kind("What is the capital of France?", record["exchanges"]) == (None, False)
+    assert conv_mod.follow_up_kind("Now say it in French.", record["exchanges"]) == ("freeform", True)
+    assert conv_mod.follow_up_kind("Now say it in French.", [{"answer_kind": "numeric"}]) == ("numeric", True)
 
 
 def test_a_long_conversation_leaves_out_its_oldest_messages_and_says_so(tmp_path: Path, monkeypatch, capsys) -> None:
     pool = str(one_member_pool(tmp_path, n_ctx=300))
     events: list[object] = []
     long = " ".join(["word"] * 25)
-    with ChatSession(AskOptions(pool=pool, max_turns=1)) as chat:
+    with ChatSession(AskOptions(pool=pool, max_turns=1, kind="short")) as chat:
         for i in range(4):
             chat.say(f"{long} {i} What is 12*7?")
         result = chat.say("And 12*8?", events.append)

@@ -37,7 +37,7 @@ def test_ask_mode_agree_asks_members_in_order_until_two_agree(tmp_path, monkeypa
     code, out, err = run_main(["ask", "What is 12*7?", "--pool", str(pool), "--mode", "agree"], monkeypatch, capsys)
     assert code == 0, err
     assert out == "84\n"
-    kind, first = err.strip().splitlines()[:2]  # the kind read, then who answers
+    kind, first = err.strip().splitlines()[0].split(" · ", 1)  # the kind read, then who answers
     assert kind.startswith("answer kind: short, read from the question (--kind freeform")
     assert "agree" in first and "default" not in first
     record = RunStore().load("run-1")
@@ -58,7 +58,7 @@ def test_a_pool_whose_router_is_agree_answers_with_it_and_says_why_first(tmp_pat
     pool = scripted_pool(tmp_path, router="agree")
     code, out, err = run_main(["ask", "What is 12*7?", "--pool", str(pool)], monkeypatch, capsys)
     assert code == 0 and out == "84\n", err
-    first = err.strip().splitlines()[1]  # under the kind read (test_ask_says_first_which_kind_it_read)
+    first = err.strip().splitlines()[0].split(" · ", 1)[1]  # after the kind read (test_ask_says_first...)
     assert "agree" in first and "default" in first and "no trained head" in first
     assert RunStore().load("run-1")["mode"] == "agree"
     code, out, err = run_main(["ask", "What is 12*7?", "--pool", str(pool), "--head", "untrained"], monkeypatch, capsys)
@@ -80,7 +80,7 @@ def test_ask_says_first_which_kind_it_read_and_prints_yes_or_no(tmp_path, monkey
     assert code == 0 and out == "A plan in nine steps.\n", err
     assert err.strip().splitlines()[0].startswith("answer kind: freeform, read from the question (--kind short")
     code, out, err = run_main(["ask", "Give me a plan.", "--pool", str(pool), "--kind", "short"], monkeypatch, capsys)
-    assert err.strip().splitlines()[0] == "answer kind: short (as --kind says)"
+    assert err.strip().splitlines()[0].startswith("answer kind: short (as --kind says) · pool ")
 
 
 def test_ask_show_work_prints_the_whole_reply(tmp_path, monkeypatch, capsys) -> None:

@@ -65,8 +65,9 @@ def test_ask_names_who_played_on_its_first_line_and_in_the_run(tmp_path: Path, m
     _default_reader()
     code, out, err = run_main(["ask", "What is 12*7?", "--pool", str(pool)], monkeypatch, capsys)
     assert code == 0 and out == "84\n", err
-    first = err.strip().splitlines()[0]
-    assert first.startswith("pool scripted: m0, m1, m2 · reader default (agree: reads the replies' signals)")
+    first = err.strip().splitlines()[0]  # the kind read, then who played
+    assert first.startswith("answer kind: short, read from the question")
+    assert "· pool scripted: m0, m1, m2 · reader default (agree: reads the replies' signals)" in first
     assert "the default head" in first
     head = RunStore().load("run-1")["head"]
     assert head == {"name": "default", "trained": False, "policy": "reader", "made": "agree", "default": True}

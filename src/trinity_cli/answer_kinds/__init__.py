@@ -9,6 +9,7 @@ from trinity_cli.answer_kinds.registry import (
     KINDS,
     answer_kind,
     check_scoring,
+    claimed,
     detect,
     item_checks,
     kind_name,
@@ -18,5 +19,5 @@ from trinity_cli.answer_kinds.registry import (
     scorer,
 )
 
-__all__ = ["KINDS", "KIND_FROM", "answer_kind", "check_scoring", "detect", "item_checks", "kind_name", "played_as",
-           "resolve_kind", "score_item", "scorer"]
+__all__ = ["KINDS", "KIND_FROM", "answer_kind", "check_scoring", "claimed", "detect", "item_checks", "kind_name",
+           "played_as", "resolve_kind", "score_item", "scorer"]

@@ -88,6 +88,18 @@ def detect(task: str) -> str | None:
 def detect_among(kinds: dict[str, AnswerKind], task: str) -> str | None:
     """`detect` with the usable kinds already listed (`KINDS.usable()`, which reads the installed
     entry points each time): scripts/analysis/kind_detection.py times the rules apart from that."""
+    return claimed_among(kinds, task)[0]
+
+
+def claimed(task: str) -> tuple[str | None, bool]:
+    """`detect`'s kind for `task`, and whether a kind's wording cues claimed it (False: no cue
+    did, the kind is `FALLBACK`'s guess). A conversation's message with no cue of its own follows
+    the exchange before it (ask/conversation.follow_up_kind)."""
+    return claimed_among(KINDS.usable(), task)
+
+
+def claimed_among(kinds: dict[str, AnswerKind], task: str) -> tuple[str | None, bool]:
+    """`claimed` with the usable kinds already listed."""
     for name, kind in sorted(kinds.items(), key=lambda found: found[1].priority):
         try:
             claims = kind.detect(task)
@@ -95,8 +107,8 @@ def detect_among(kinds: dict[str, AnswerKind], task: str) -> str | None:
             KINDS.tolerate(name, "its detect", exc)
             continue
         if claims:
-            return None if kind.name == "short" else kind.name
-    return FALLBACK
+            return (None if kind.name == "short" else kind.name), True
+    return FALLBACK, False
 
 
 KIND_FROM = ("preset", "detect")  # where bench and matrix take the kind an item is played as (`played_as`)

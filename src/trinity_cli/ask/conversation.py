@@ -20,12 +20,13 @@ The keys of the model calls of every exchange go to the run's calls.log, as an a
 Continuing (`latest`): the latest conversation is the newest run of kind "chat" or "ask"; a
 plain ask run is continued by a new conversation that opens with its exchange.
 
-A message's kind: its own wording's (answer_kinds `detect`), or `/kind`/`--kind` when given.
-A message whose wording asks for no kind of its own gets a short answer, as in `ask`, unless it
-follows a whole answer and is not a question (it does not end with "?"): a request about that
-answer ("Make it shorter.", "Now say it in French.") gets a whole answer too, said by
-`KindFollowed` (`follow_up_kind`: when unsure, the answer that loses nothing). A question
-("What is the capital of France?", "What about 17?") keeps the short path after any answer.
+A message's kind: its own wording's when a kind's cues claim it (answer_kinds `claimed`), or
+`/kind`/`--kind` when given. A message whose wording claims no kind of its own follows the
+exchange before it, said by `KindFollowed` (`follow_up_kind`): a request about a whole answer
+("Make it shorter.", "Now say it in French.") gets a whole answer, one about code code, a
+question after a short answer ("What about 17?", "And in Fahrenheit?") a short answer; a
+non-question after a short answer, and a first message, get what `ask` gives a request no cue
+claims: a whole answer (when unsure, the answer that loses nothing).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from trinity_cli import conversation
-from trinity_cli.answer_kinds import answer_kind, detect
+from trinity_cli.answer_kinds import answer_kind, claimed
 from trinity_cli.ask import AskOptions, AskResult
 from trinity_cli.ask.answer import build, kind_default, play_ready, question_kind, ready
 from trinity_cli.errors import NotFound
@@ -48,7 +49,6 @@ from trinity_cli.pool.pool import Pool
 from trinity_cli.runs.store import JOURNAL, RunStore
 
 KIND = "chat"
-WHOLE = "freeform"  # the kind a follow-up to a whole answer keeps
 
 
 @dataclass
@@ -118,14 +118,16 @@ def open_conversation(run_id: str | None, store: RunStore, system: str | None = 
     return conv
 
 
-def follow_up_kind(question: str, earlier: Sequence[dict[str, Any]]) -> str | None:
-    """The kind a message of a conversation is answered as when none is named (module
-    docstring): its wording's, else `WHOLE` when the exchange before it was a whole answer and
-    the message is no question, else None (a short answer)."""
-    own = detect(question)
-    if own is not None or not earlier or question.rstrip().endswith("?"):
-        return own
-    return WHOLE if earlier[-1].get("answer_kind") == WHOLE else None
+def follow_up_kind(question: str, earlier: Sequence[dict[str, Any]]) -> tuple[str | None, bool]:
+    """The kind a message of a conversation is answered as when none is named (None: the short
+    answer), and whether it follows the exchange before it (module docstring)."""
+    own, cued = claimed(question)
+    if cued or not earlier:
+        return own, False
+    before = earlier[-1].get("answer_kind")
+    if before is None and not question.rstrip().endswith("?"):
+        return own, False  # no question after a short answer: the whole answer, as ask gives it
+    return before, True
 
 
 def message_options(conv: Conversation, question: str, options: AskOptions, emit: ProgressFn) -> AskOptions:
@@ -134,9 +136,9 @@ def message_options(conv: Conversation, question: str, options: AskOptions, emit
     from the answer before it."""
     if options.kind is not None:
         return options
-    kind = follow_up_kind(question, conv.exchanges)
-    if kind is not None and detect(question) is None:
-        emit(KindFollowed(kind))
+    kind, followed = follow_up_kind(question, conv.exchanges)
+    if followed:
+        emit(KindFollowed(kind or "short"))
     return replace(options, kind=kind or "short")
 
 

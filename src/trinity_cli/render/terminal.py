@@ -138,12 +138,12 @@ class LiveTurns:
 def ask_started(event: AskStarted) -> None:
     """The header line and head (or conductor, or procedure) notes of `trinity ask`. When a
     policy that reads no head answers (agree, a package's), the first line names it, and why
-    when it is the pool's default; the next says what it does (its summary). Before them, the
-    answer kind the question is played as (`kind_line`)."""
-    if event.answer_kind:
-        console.err.print(Text(kind_line(event.answer_kind, event.kind_read), style="bold"), soft_wrap=True)
+    when it is the pool's default; the next says what it does (its summary). The first line
+    opens with the answer kind the question is played as (`kind_line`), so one line says both
+    what was read and who answers."""
+    lead = Text(kind_line(event.answer_kind, event.kind_read) + " · " if event.answer_kind else "", style="bold")
     if event.procedure is not None:
-        line = Text(f"pool {event.pool}: {', '.join(event.models)} · {event.procedure}", style="bold")
+        line = lead + Text(f"pool {event.pool}: {', '.join(event.models)} · {event.procedure}", style="bold")
         if event.procedure_is_default:
             line.append(f" (the pool's default: no trained head validates above {event.procedure}; "
                         "--head NAME asks a head)", style="dim")
@@ -154,13 +154,13 @@ def ask_started(event: AskStarted) -> None:
             console.note(f"excluded: {', '.join(event.excluded)}")
         return
     if event.head is None:
-        console.err.print(Text(f"pool {event.pool}: {', '.join(event.models)}", style="bold"))
+        console.err.print(lead + Text(f"pool {event.pool}: {', '.join(event.models)}", style="bold"), soft_wrap=True)
         console.note(f"conductor mode: {event.conductor} writes the workflow (recursion depth "
                      f"{event.conductor_depth})")
         if event.excluded:
             console.note(f"excluded: {', '.join(event.excluded)}")
         return
-    ask_header(event)
+    ask_header(event, lead)
 
 
 def kind_line(kind: str, read: bool) -> str:
@@ -172,11 +172,11 @@ def kind_line(kind: str, read: bool) -> str:
             f"{'a short answer' if other == 'short' else 'a whole answer'}; trinity pools lists the kinds)")
 
 
-def ask_header(event: AskStarted) -> None:
-    """The first line names the pool and who plays (the head or reader, and whether it is the
-    pool's default head); an untrained head adds how to make one."""
+def ask_header(event: AskStarted, lead: Text | None = None) -> None:
+    """The first line (after `lead`: the answer kind) names the pool and who plays (the head or
+    reader, and whether it is the pool's default head); an untrained head adds how to make one."""
     played = event.played or ("untrained head (uniform random routing)" if event.uniform else f"head {event.head}")
-    line = Text(f"pool {event.pool}: {', '.join(event.models)} · {played}", style="bold")
+    line = (lead or Text()) + Text(f"pool {event.pool}: {', '.join(event.models)} · {played}", style="bold")
     if event.head_is_default:
         line.append(" (the default head; --head NAME asks another)", style="dim")
     console.err.print(line, soft_wrap=True)
@@ -184,6 +184,7 @@ def ask_header(event: AskStarted) -> None:
         console.note("coordinator: the untrained head routes at random — evolve one with `trinity evolve`")
     if event.excluded:
         console.note(f"excluded: {', '.join(event.excluded)}")
+
 
 STOP_REASONS = {
     "accepted": "accepted by a verifier",
