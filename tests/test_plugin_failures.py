@@ -261,6 +261,38 @@ def test_a_built_in_s_own_failure_is_not_hidden() -> None:
     assert registry.why("own") is None and isinstance(registry.get("own"), _Thing)
 
 
+_EXTRA = _Thing()  # what the fake entry point below names
+
+
+def test_a_registry_lists_its_entry_points_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Listing entry points reads every installed distribution (docs/kind_detection.md: most of
+    detection's cost), so a registry lists its group once per process; `refresh()` lists again,
+    and a name registered in code after the listing still wins over an entry point."""
+    from importlib.metadata import EntryPoint
+
+    import trinity_cli.registry as registry_module
+
+    calls: list[str] = []
+
+    def counted(*, group: str) -> list[EntryPoint]:
+        calls.append(group)
+        return [EntryPoint("extra", f"{__name__}:_EXTRA", group)]
+
+    monkeypatch.setattr(registry_module, "entry_points", counted)
+    registry = _registry()
+    registry.register("broken", _Thing())  # nothing to set aside: the test is about listing
+    assert list(registry.usable()) == ["own", "broken", "extra"]
+    assert list(registry.usable()) == ["own", "broken", "extra"] and "extra" in registry
+    assert registry.usable()["extra"] is _EXTRA and registry.installed() == {"extra": f"{__name__}:_EXTRA"}
+    assert calls == ["trinity_cli.tests_only"]  # listed once, however often asked
+    shadow = _Thing()
+    registry.register("extra", shadow)  # registered in code after the listing: the built-in wins
+    assert registry.get("extra") is shadow and registry.installed() == {} and len(calls) == 1
+    registry.refresh()
+    registry.usable()
+    assert calls == ["trinity_cli.tests_only"] * 2
+
+
 # --------------------------------------------------------------------------- edges beside them
 
 

@@ -83,7 +83,8 @@ def cost(rows: list[dict[str, str]], repeats: int = 5) -> str:
     """CPU seconds per request (`time.process_time`, so other work on a shared machine counts
     less), the median over `repeats` passes of the mean: of `detect` as `ask` calls it, and of
     the kinds' rules alone (`detect_among` with the usable kinds listed once: the rest is the
-    registry listing the installed entry points, importlib.metadata)."""
+    registry's own work, which listed the installed entry points on every call before it kept
+    them once per process)."""
     kinds = KINDS.usable()
     timed = {"detect": detect, "the rules alone": lambda text: detect_among(kinds, text)}
     out = []

@@ -11,7 +11,8 @@ an installed package registers through its entry-point group, one entry per name
 The groups are `trinity_cli.backends`, `trinity_cli.policies`, `trinity_cli.answer_kinds` and
 `trinity_cli.tasks` (each registry names its own in `group`). Contract:
 
-- `names()` lists built-in and installed names without importing anything;
+- `names()` lists built-in and installed names without importing anything; the installed
+  entry points are listed once per registry and process (`refresh()` lists them again);
 - `get(name)` returns the target, importing it once; an unknown name raises `ConfigError`
   with the close matches ("did you mean ..."); a built-in name wins over an entry point of
   the same name (a package cannot replace one silently); registering a name twice in code
@@ -73,6 +74,7 @@ class Registry(Generic[T]):
         self._loaded: dict[str, T] = {}
         self._aside: dict[str, str] = {}  # name -> why it is set aside
         self._warned: set[str] = set()
+        self._listed: dict[str, EntryPoint] | None = None  # the group's entry points, listed once
 
     def register(self, name: str, target: T | str) -> None:
         """Register `target` (an object, or "module:attribute" imported when first asked for)."""
@@ -83,8 +85,18 @@ class Registry(Generic[T]):
     def built_in(self) -> list[str]:
         return list(self._targets)
 
+    def refresh(self) -> None:
+        """List the installed entry points again on next use: for a process that installs or
+        removes a package after it first asked (targets already loaded stay loaded)."""
+        self._listed = None
+
     def _entry_points(self) -> dict[str, EntryPoint]:
-        return {ep.name: ep for ep in entry_points(group=self.group) if ep.name not in self._targets}
+        # Listing entry points reads every installed distribution's metadata (about 12 ms with a
+        # few hundred installed), and detection asks on every request: list once per process.
+        # A name registered in code later still wins, since built-ins are filtered out per call.
+        if self._listed is None:
+            self._listed = {ep.name: ep for ep in entry_points(group=self.group)}
+        return {name: ep for name, ep in self._listed.items() if name not in self._targets}
 
     def installed(self) -> dict[str, str]:
         """Entry points of `group` not shadowed by a built-in name: name -> "module:attr"."""
