@@ -117,3 +117,30 @@ def run_main(
         raise SystemExit(0)
     captured = capsys.readouterr()
     return info.value.code or 0, captured.out, captured.err
+
+
+def hide_bwrap(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The sandbox's limits-only mode: bwrap is not on PATH, and the once-per-process notice is
+    reset."""
+    from trinity_cli.sandbox import sandbox
+
+    empty = tmp_path / "bin-without-bwrap"
+    empty.mkdir(exist_ok=True)
+    monkeypatch.setenv("PATH", str(empty))
+    monkeypatch.setattr(sandbox, "_noted", set())
+
+
+@pytest.fixture(params=["isolated", "limits-only"])
+def mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> str:
+    """The sandbox test runs once per mode: "isolated" (bwrap; skipped, saying why, where there
+    is none) and "limits-only" (`hide_bwrap`). Used by tests/test_sandbox.py and
+    tests/test_sandbox_caps.py."""
+    from trinity_cli.sandbox.isolation import isolation
+
+    if request.param == "isolated":
+        found = isolation()
+        if found.bwrap is None:
+            pytest.skip(f"no isolation here: {found.reason}")
+    else:
+        hide_bwrap(monkeypatch, tmp_path)
+    return str(request.param)

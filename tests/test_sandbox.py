@@ -33,6 +33,8 @@ from trinity_cli.sandbox.sandbox import marked_pids, run_python
 from trinity_cli.tasks.code import score_code
 from trinity_cli.tasks.items import TaskItem
 
+from .conftest import hide_bwrap
+
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the sandbox is tested on Linux")
 
 IS_ROOT = os.geteuid() == 0
@@ -48,24 +50,6 @@ def _own_runs(monkeypatch: pytest.MonkeyPatch) -> None:
     sees only this test's runs (other test sessions may run sandboxes on the same machine)."""
     monkeypatch.delenv("TRINITY_SANDBOX", raising=False)
     monkeypatch.setattr(sandbox, "MARKER_ENV", f"TRINITY_SANDBOX_TEST_{secrets.token_hex(6)}")
-
-
-def hide_bwrap(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """The limits-only mode: bwrap is not on PATH, and the once-per-process notice is reset."""
-    empty = tmp_path / "bin-without-bwrap"
-    empty.mkdir(exist_ok=True)
-    monkeypatch.setenv("PATH", str(empty))
-    monkeypatch.setattr(sandbox, "_noted", set())
-
-
-@pytest.fixture(params=["isolated", "limits-only"])
-def mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> str:
-    if request.param == "isolated":
-        if ISOLATION.bwrap is None:
-            pytest.skip(f"no isolation here: {ISOLATION.reason}")
-    else:
-        hide_bwrap(monkeypatch, tmp_path)
-    return str(request.param)
 
 
 def _alive_with(needle: bytes) -> list[int]:

@@ -56,18 +56,6 @@ def _own_runs(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sandbox, "MARKER_ENV", f"TRINITY_SANDBOX_TEST_{secrets.token_hex(6)}")
 
 
-@pytest.fixture(params=["isolated", "limits-only"])
-def mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> str:
-    if request.param == "isolated":
-        if ISOLATION.bwrap is None:
-            pytest.skip(f"no isolation here: {ISOLATION.reason}")
-    else:
-        empty = tmp_path / "bin-without-bwrap"
-        empty.mkdir()
-        monkeypatch.setenv("PATH", str(empty))
-    return str(request.param)
-
-
 def _own_cgroup_file(controller: str, name: str) -> Path | None:
     """A file of this process's current cgroup (v1 hierarchy `controller`, else v2)."""
     for line in Path("/proc/self/cgroup").read_text().splitlines():
