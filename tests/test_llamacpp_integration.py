@@ -73,7 +73,79 @@ def _prompts_sharing_prefixes() -> list[list[ChatMessage]]:
     helper = ChatMessage("system", "You are a helpful assistant.")
     questions = ["Why is the sky blue?", "Write a haiku about rain.", "Explain recursion briefly.", "What is 2+2*3?"]
     return ([[team, ChatMessage("user", task + t + a)] for t in turns for a in asks]
-            + [[helper, ChatMessage("user", q)] for q in questions])
+            + [[helper, ChatMessage("user", q)] for q in questions]
+            + [_conversation(follow) for follow in ("Now say it in French.", "Make it shorter.")])
+
+
+def _conversation(follow_up: str) -> list[ChatMessage]:
+    """A conversation's prompt: its last message is evaluated from where it starts (llamacpp.py)."""
+    return [ChatMessage("system", "You are a helpful assistant."),
+            ChatMessage("user", "Write two sentences about the sea."),
+            ChatMessage("assistant", "The sea covers most of the Earth. Its tides follow the moon."),
+            ChatMessage("user", follow_up)]
+
+
+def _counting_evals(backend, monkeypatch) -> list[int]:
+    """The sizes of the batches the loaded model evaluates from now on."""
+    llm = backend.load()
+    sizes: list[int] = []
+    own = type(llm).eval
+
+    def counted(self, tokens):
+        sizes.append(len(tokens))
+        return own(self, tokens)
+
+    monkeypatch.setattr(type(llm), "eval", counted)
+    return sizes
+
+
+def test_what_is_computed_ahead_of_a_message_is_kept_and_changes_no_reply(backend, monkeypatch) -> None:
+    # trinity chat computes the conversation before the next message while it is typed
+    # (Backend.prefill): the message's call then evaluates its own message alone, and its
+    # reply is the reply from an empty KV cache, whatever was computed ahead (the right
+    # conversation, another one, or a prompt of another shape).
+    params = GenParams(max_tokens=48, temperature=0.0, seed=0)
+    asked = _conversation("Now say it in French.")
+    backend.close()
+    alone = backend.chat(asked, params).text
+    backend.chat(QUESTION, params)  # the KV cache holds another prompt
+    sizes = _counting_evals(backend, monkeypatch)
+    assert backend.prefill([*asked[:-1], ChatMessage("user", "")]) > 0
+    sizes.clear()
+    ahead = backend.chat(asked, params)
+    assert ahead.text == alone
+    # evaluated: the last message and the reply's opening, in one batch, then the reply token by token
+    assert sizes[0] < 20 and all(n == 1 for n in sizes[1:])
+    for first in (_conversation("Make it shorter."), [ChatMessage("system", "Be brief."), *QUESTION]):
+        backend.prefill([*first[:-1], ChatMessage("user", "")])
+        assert backend.chat(asked, params).text == alone
+    # two prompts computed ahead, then a call on the first: its KV cache comes back, the reply stays
+    backend.prefill([*asked[:-1], ChatMessage("user", "")])
+    backend.prefill([ChatMessage("system", "Be brief."), ChatMessage("user", "Earlier conversation: the sea.")])
+    sizes.clear()
+    assert backend.chat(asked, params).text == alone and sizes[0] < 20
+    # a prompt whose earlier conversation sits inside its one user message (an episode's turn)
+    task = [ChatMessage("system", "You are one member of a team."),
+            ChatMessage("user", "Earlier conversation:\nuser: Name a sea.\nassistant: The North Sea.\n\nTask:\n"
+                                "Name another one.\n\nAnswer in one line.")]
+    backend.close()
+    alone = backend.chat(task, params).text
+    backend.chat(QUESTION, params)
+    sizes = _counting_evals(backend, monkeypatch)
+    opened = task[1].content.split("Name another")[0]
+    assert backend.prefill([task[0], ChatMessage("user", opened)]) > 0
+    sizes.clear()
+    ahead = backend.chat(task, params)
+    assert ahead.text == alone
+    assert sum(n for n in sizes if n > 1) <= ahead.prompt_tokens - 32  # at least one chunk was kept
+
+
+def test_a_call_stops_what_is_computed_ahead_and_a_closed_model_is_not_loaded_for_it(backend) -> None:
+    backend.close()
+    assert backend.prefill(_conversation("Go on.")) == 0  # not loaded: nothing computed, nothing loaded
+    assert not backend.loaded
+    backend.load()
+    assert backend.prefill(_conversation("Go on."), stop=lambda: True) == 0
 
 
 def test_a_reply_does_not_depend_on_the_call_before(backend) -> None:

@@ -3,15 +3,19 @@ each message's answer, and to the answer's end (the prompt back), driving `trini
 through a pseudo-terminal as a person types, against issue 88's target (the second and later
 messages' first text within 1 s of Enter, warm models).
 
-    python scripts/perf/chat_latency.py [--pool local] [--message TEXT ...] [--json] [-- CHAT OPTIONS]
+    python scripts/perf/chat_latency.py [--pool local] [--message TEXT ...] [--pause S] [--json]
+                                        [-- CHAT OPTIONS]
 
 The chat runs in a fresh TRINITY_HOME (this machine's converted backbones and model files
 linked in: helpers.link_home), so no reply comes from the rollout cache. The default messages
 are three questions, each followed by one that needs it ("Now say it in French.", ...).
 "First text" is the first reply text the chat streams (ask's live view writes it indented
 by four spaces on stderr), read off the terminal with its ANSI codes taken out; "answer" is
-when the prompt comes back. Prints one line per message and a summary; exits 1 when a later
-message's first text took over 1 s.
+when the prompt comes back. `--pause S`: each later message is sent S seconds after the
+prompt came back, as a person reads the answer and types the next message (the chat computes
+the next prompt ahead in that time: backends/llamacpp.py `prefill`); 0 (the default): at once.
+Prints one line per message and a summary; exits 1 when a later message's first text took
+over 1 s.
 """
 
 from __future__ import annotations
@@ -90,7 +94,8 @@ class Chat:
             pass
 
 
-def measure(pool: str | None, messages: list[str], extra: list[str], timeout: float) -> list[dict[str, float | str]]:
+def measure(pool: str | None, messages: list[str], extra: list[str], timeout: float,
+            pause: float = 0.0) -> list[dict[str, float | str]]:
     """Per message: {"message", "first_s", "answer_s"} (module docstring)."""
     with tempfile.TemporaryDirectory() as tmp:
         link_home(Path(tmp))
@@ -100,7 +105,9 @@ def measure(pool: str | None, messages: list[str], extra: list[str], timeout: fl
         try:
             chat.read(PROMPT, 0, timeout)  # the pool and the head's backbone are loaded
             rows: list[dict[str, float | str]] = []
-            for message in messages:
+            for i, message in enumerate(messages):
+                if i:
+                    time.sleep(pause)
                 start = len(chat.text)
                 chat.send(message)
                 sent = time.monotonic()
@@ -119,10 +126,12 @@ def main() -> int:
     parser.add_argument("--pool", default=None, help="pool file or name (default: trinity's default pool)")
     parser.add_argument("--message", action="append", help="a message to send (repeatable; default: six)")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds to wait for any one step")
+    parser.add_argument("--pause", type=float, default=0.0,
+                        help="seconds between an answer and the next message, as a person reads and types")
     parser.add_argument("--json", action="store_true", help="print the rows as JSON")
     parser.add_argument("extra", nargs="*", help="options for trinity chat, after --")
     args = parser.parse_args()
-    rows = measure(args.pool, args.message or MESSAGES, args.extra, args.timeout)
+    rows = measure(args.pool, args.message or MESSAGES, args.extra, args.timeout, args.pause)
     later = [float(r["first_s"]) for r in rows[1:]]
     summary = {"later_first_median_s": statistics.median(later) if later else None,
                "later_first_max_s": max(later) if later else None, "target_s": TARGET_S}

@@ -44,9 +44,12 @@ from trinity_cli.ask.answer import build, kind_default, play_ready, question_kin
 from trinity_cli.errors import NotFound
 from trinity_cli.events import KindFollowed, ProgressFn, RunAllocated, quiet
 from trinity_cli.keyed_cache import journal_to
+from trinity_cli.messages import ChatMessage, Role
+from trinity_cli.policies.drafts import draw_order
 from trinity_cli.policies.kinds import HeadEngine
 from trinity_cli.pool.pool import Pool
 from trinity_cli.runs.store import JOURNAL, RunStore
+from trinity_cli.turns import prompts
 
 KIND = "chat"
 
@@ -175,6 +178,28 @@ def _answer(conv: Conversation, question: str, options: AskOptions, pool: Pool, 
             record = _exchange(play_ready(prepared, pool, engine, emit))
         _append(conv, record, conv.run_dir, store)
     return AskResult.of_record(conv.run_dir.name, record)
+
+
+def next_calls(conv: Conversation, options: AskOptions, pool: Pool) -> list[tuple[str, list[ChatMessage]]]:
+    """The first calls `conv`'s next message may make, begun as far as they can be before it is
+    typed, for `Pool.prefill` (`trinity chat` computes them while the person types): a
+    free-form message's first draft, by its drafts' first member (policies/drafts.py
+    `draw_order`), the conversation as chat messages before it; and any other kind's first
+    turn, which may be any member's, every member's prompt opening alike (turns/prompts.py:
+    the system line, then the earlier conversation up to the task's text). The kind
+    `options` names, else the kind the last exchange was answered as, first. None before the
+    first exchange. A wrong guess costs nothing but the computing: a call never depends on
+    what was computed ahead of it."""
+    if not conv.exchanges:
+        return []
+    context = conversation.messages(conv.system, conv.history(), "")[:-1]
+    first = draw_order(pool)[0]
+    draft = [(first, prompts.build_messages(Role.WORKER, "", [], context, style=pool.style(first),
+                                            kind=answer_kind("freeform")))]
+    opened = [ChatMessage("system", prompts.SYSTEM), ChatMessage("user", "\n\n".join(prompts.opening("", context)))]
+    turns = [(name, opened) for name in pool.names]
+    kind = options.kind or conv.exchanges[-1].get("answer_kind")
+    return draft + turns if kind == "freeform" else turns + draft
 
 
 def _append(conv: Conversation, record: dict[str, Any], run_dir: Path, store: RunStore) -> None:

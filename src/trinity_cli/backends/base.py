@@ -76,6 +76,21 @@ class Backend(ABC):
         on_text(completion.text)
         return completion
 
+    def schedule_tag(self, messages: Sequence[ChatMessage]) -> str | None:
+        """A word for the rollout key of a call with `messages` when the backend computes such a
+        call otherwise than its `fingerprint` alone says (llamacpp.py: a conversation's prompt
+        is evaluated in chunks that end where its last message starts); None (the default): as
+        it says. Computed without loading anything."""
+        return None
+
+    def prefill(self, messages: Sequence[ChatMessage], stop: Callable[[], bool] | None = None) -> int:
+        """Compute ahead, where the backend can, what a later call whose messages begin as
+        `messages` do (all but the last as given, the last begun with what its content holds)
+        will share with them, so that call starts sooner; how many tokens that evaluated.
+        Never changes a reply. A call that arrives while it runs stops it, as `stop()`
+        turning true does. Optional: by default nothing (0)."""
+        return 0
+
     def deterministic(self, params: GenParams) -> bool:
         """Whether a call with `params` gives the same reply every time, so it may be cached.
 

@@ -7,13 +7,23 @@ serialised with a lock. llama.cpp's own logging is silenced (`verbose=False`).
 Prefix reuse in whole chunks. llama-cpp-python keeps the KV cache of the previous call and
 evaluates only what follows the longest prefix the next prompt shares with it; but the
 logits of a token depend on the batch it was evaluated in, so a reply would depend on the
-call before it. Here a prompt is always evaluated in chunks of `n_batch` tokens at fixed
-positions (0, n_batch, 2 n_batch...), and a call keeps from the previous one only whole
-chunks of the previous *prompt* (never generated tokens, which were evaluated one at a
-time). Every token is then computed in the same batch as in a call from an empty cache, so
-a reply is a function of its prompt and parameters alone: the same in any call order, at any
-`--parallel`, in any play order (tests/test_llamacpp_integration.py; what it costs and
-saves: docs/measurements.md, "Item order and replies that do not depend on the call before").
+call before it. Here a prompt is always evaluated in chunks that end at fixed points
+(`chunk_points`: every `n_batch` tokens from 0), and a call keeps from the KV cache only
+whole chunks of earlier *prompts* that end at the same points in its own prompt (never
+generated tokens, which were evaluated one at a time). Every token is then computed in the
+same batch as in a call from an empty cache, so a reply is a function of its prompt and
+parameters alone: the same in any call order, at any `--parallel`, in any play order
+(tests/test_llamacpp_integration.py; what it costs and saves: docs/measurements.md, "Item
+order and replies that do not depend on the call before").
+
+A conversation's prompt (one with an assistant message before its last message) has one more
+point: where its last message starts (`_boundary`), the chunks before it every `n_batch`
+from 0 and those after every `n_batch` from it. So everything before a conversation's next
+message can be computed before that message is typed (`prefill`, which `trinity chat` calls
+after each answer) and the message's own call evaluates that message alone. Such a call's
+rollout key holds `schedule_tag`'s word (TURN_CHUNKS), so a reply computed with the other
+chunking is never served for it; every other prompt keeps the chunking, and the keys, it
+always had.
 """
 
 from __future__ import annotations
@@ -145,14 +155,81 @@ def _plain_greedy(settings: dict[str, Any]) -> bool:
             and settings.get("frequency_penalty", 0.0) == 0.0 and settings.get("presence_penalty", 0.0) == 0.0)
 
 
+TURN_CHUNKS = "turn-chunks"  # schedule_tag of a conversation's prompt (module docstring)
+# Tokens before the end of a prefilled message's text left to its call: they may merge with what follows.
+PREFILL_MARGIN = 4
+SAVED_PROMPTS = 2  # prompts computed ahead and kept aside (`prefill`): a free-form draft's and a turn's
+
+
+def chunk_points(length: int, n_batch: int, boundary: int | None = None) -> list[int]:
+    """Where the chunks a prompt of `length` tokens is evaluated in end, those up to `length`:
+    every `n_batch` tokens from 0; with a `boundary` (0 < boundary < length), every `n_batch`
+    before it, the boundary itself, then every `n_batch` after it. The tokens after the last
+    point form the prompt's last chunk."""
+    if boundary is None or not 0 < boundary < length:
+        return list(range(n_batch, length + 1, n_batch))
+    return [*range(n_batch, boundary, n_batch), boundary, *range(boundary + n_batch, length + 1, n_batch)]
+
+
+def kept_prefix(previous: Sequence[int], current: Sequence[int], limit: int) -> int:
+    """How many evaluated tokens a prompt chunked at `current` may keep from a KV cache whose
+    prompt was chunked at `previous`: the last point of the run both lists share from their
+    start, at most `limit` (the tokens both prompts share, less the prompt's last)."""
+    keep = 0
+    for a, b in zip(previous, current, strict=False):
+        if a != b or a > limit:
+            break
+        keep = a
+    return keep
+
+
+def _is_conversation(messages: Sequence[ChatMessage]) -> bool:
+    return any(m.role == "assistant" for m in messages[:-1])
+
+
+def _formatter(llm: Any) -> Any:
+    """The chat formatter llama-cpp-python's `create_chat_completion` formats `llm`'s prompts
+    with (found as that method finds its handler; the formatter is what the handler closes
+    over), or None where it cannot be found: then nothing is prefilled or bounded."""
+    from llama_cpp import llama_chat_format
+
+    handler = (llm.chat_handler or llm._chat_handlers.get(llm.chat_format)
+               or llama_chat_format.get_chat_completion_handler(llm.chat_format))
+    for cell in getattr(handler, "__closure__", None) or ():
+        value = cell.cell_contents
+        if isinstance(value, llama_chat_format.Jinja2ChatFormatter) or (
+                callable(value) and getattr(value, "__name__", "").startswith("format_")):
+            return value
+    return None
+
+
+def _prompt(llm: Any, formatter: Any, messages: Sequence[ChatMessage]) -> list[int]:
+    """The prompt tokens `create_chat_completion` sends for `messages` (as its handler makes them)."""
+    result = formatter(messages=[{"role": m.role, "content": m.content} for m in messages])
+    return list(llm.tokenize(result.prompt.encode("utf-8"), add_bos=not result.added_special, special=True))
+
+
+def _boundary(llm: Any, formatter: Any, messages: Sequence[ChatMessage]) -> int | None:
+    """Where a conversation's last message starts in its prompt tokens: the tokens its prompt
+    shares with the prompt of the messages before it (which ends with the reply's opening
+    instead); None for a prompt that is not a conversation's."""
+    if not _is_conversation(messages) or formatter is None:
+        return None
+    full = _prompt(llm, formatter, messages)
+    shared = len(os.path.commonprefix([full, _prompt(llm, formatter, messages[:-1])]))
+    return shared if 0 < shared < len(full) else None
+
+
 def _chunked_llama() -> type:
-    """llama_cpp.Llama whose `generate` keeps only whole `n_batch` chunks of the previous
-    prompt (module docstring) and whose greedy calls under a grammar use
-    `GreedyGrammarSampler`; imported lazily, like llama_cpp itself."""
+    """llama_cpp.Llama whose `generate` evaluates prompts in chunks that end at fixed points
+    and keeps only whole chunks of earlier prompts (module docstring), and whose greedy
+    calls under a grammar use `GreedyGrammarSampler`; imported lazily, like llama_cpp itself."""
     from llama_cpp import Llama
 
     class ChunkedLlama(Llama):  # type: ignore[misc]
-        _reusable = 0  # tokens of the previous prompt in whole chunks: what a call may keep
+        points: list[int] = []  # noqa: RUF012 - replaced, never changed in place: the chunk ends in the KV cache
+        saved: list[tuple[list[int], Any]] = []  # noqa: RUF012 - replaced: (points, LlamaState) computed ahead, newest first
+        boundary: int | None = None  # the next call's `_boundary` (set by the backend around a call)
         fast_grammar = True  # False: llama-cpp-python's own chain (tests compare the two)
         recorder: LogprobRecorder | None = None  # the last generation's (chat reads it)
 
@@ -164,19 +241,50 @@ def _chunked_llama() -> type:
             self.recorder = LogprobRecorder(inner, self._model.vocab)
             return self.recorder
 
+        def advance(self, tokens: Sequence[int], points: Sequence[int], upto: int,
+                    stop: Callable[[], bool] | None = None) -> int:
+            """Keep what the KV cache holds of `tokens` in whole chunks (`kept_prefix`), then
+            evaluate `tokens` chunk by chunk at `points` through the last point at most
+            `upto` (before each chunk, `stop()` may end it); how many tokens it evaluated."""
+            def keeps(ids: list[int], chunks: Sequence[int]) -> int:
+                return kept_prefix(chunks, points, min(len(os.path.commonprefix([ids, list(tokens)])), upto))
+
+            keep = keeps(self._input_ids.tolist(), self.points) if self.n_tokens else 0
+            for chunks, state in self.saved:  # a prompt computed ahead that keeps more: its KV cache back
+                kept = keeps(state.input_ids[: state.n_tokens].tolist(), chunks)
+                if kept > keep:
+                    self.load_state(state)
+                    self.points, keep = list(chunks), kept
+            if keep == 0:
+                self.reset()
+                self._ctx.kv_cache_clear()
+            else:
+                self.n_tokens = keep
+                self._ctx.kv_cache_seq_rm(-1, keep, -1)
+            done = [p for p in points if p <= keep]
+            self.points = done
+            at = keep
+            for point in points:
+                if point <= at:
+                    continue
+                if point > upto or (stop is not None and stop()):
+                    break
+                self.eval(tokens[at:point])
+                self.points = [*self.points, point]
+                at = point
+            return at - keep
+
         def generate(self, tokens: Sequence[int], **kwargs: Any) -> Any:  # type: ignore[override]  # called with keywords
             tokens = list(tokens)
-            if kwargs.get("reset", True) and self.n_tokens > 0:
-                shared = len(os.path.commonprefix([self._input_ids.tolist(), tokens]))  # any sequences
-                # At least the prompt's last token is evaluated anew: its logits pick the first reply token.
-                keep = min(shared, len(tokens) - 1, self._reusable) // self.n_batch * self.n_batch
-                if keep == 0:
-                    self.reset()
-                    self._ctx.kv_cache_clear()
-                else:  # llama-cpp-python's own prefix match then reuses exactly `keep` tokens
-                    self.n_tokens = keep
-                    self._ctx.kv_cache_seq_rm(-1, keep, -1)
-            self._reusable = len(tokens) // self.n_batch * self.n_batch
+            if kwargs.get("reset", True):
+                points = chunk_points(len(tokens), self.n_batch, self.boundary)
+                # At least the prompt's last token is evaluated by generate itself: its logits
+                # pick the first reply token; what is left is at most one chunk.
+                self.advance(tokens, points, len(tokens) - 1)
+                reply = super().generate(tokens, **kwargs)
+                self.points = [p for p in points if p <= len(tokens)]
+                return reply
+            self.points = []
             return super().generate(tokens, **kwargs)
 
     return ChunkedLlama
@@ -209,6 +317,7 @@ class LlamaCppBackend(GGUFFile, Backend):
         self._path: Path | None = None
         self._fingerprint: str | None = None
         self._lock = threading.RLock()
+        self._wanted = threading.Event()  # a call waits for the lock: a prefill stops at its next chunk
 
     @property
     def fingerprint(self) -> str:
@@ -268,6 +377,46 @@ class LlamaCppBackend(GGUFFile, Backend):
         """llama-cpp-python turns a JSON schema into a grammar that decoding follows."""
         return True
 
+    def schedule_tag(self, messages: Sequence[ChatMessage]) -> str | None:
+        """TURN_CHUNKS for a conversation's prompt (module docstring), else None."""
+        return TURN_CHUNKS if _is_conversation(messages) else None
+
+    def prefill(self, messages: Sequence[ChatMessage], stop: Callable[[], bool] | None = None) -> int:
+        """Evaluate now the chunks a later call whose messages begin as `messages` do will keep
+        (module docstring): for a conversation's prompt, everything before its last message;
+        otherwise the whole chunks before the last `PREFILL_MARGIN` tokens of the last message's
+        text as given. Stops at the next chunk when a call arrives (`_complete`) or the model
+        is closed; how many tokens it evaluated."""
+        def stopped() -> bool:
+            return self._wanted.is_set() or (stop is not None and stop())
+
+        if not messages or stopped():
+            return 0
+        with self._lock:
+            llm = self._llm
+            if stopped() or llm is None:  # a model let go is not loaded again for this
+                return 0
+            formatter = _formatter(llm)
+            if formatter is None:
+                return 0
+            tokens = _prompt(llm, formatter, messages)
+            boundary = _boundary(llm, formatter, messages)
+            if boundary is not None:
+                upto = boundary
+            else:
+                last = messages[-1]
+                longer = _prompt(llm, formatter, [*messages[:-1], ChatMessage(last.role, last.content + " zq\n")])
+                upto = len(os.path.commonprefix([tokens, longer])) - PREFILL_MARGIN
+            points = chunk_points(len(tokens), llm.n_batch, boundary)
+            evaluated = int(llm.advance(tokens, points, upto, stopped))
+            # Kept aside, so computing another prompt ahead (or a call) does not lose it; an older
+            # state of the same prompt, which this one extends, goes.
+            ids = llm._input_ids.tolist()
+            older = [(c, st) for c, st in llm.saved
+                     if st.input_ids[: st.n_tokens].tolist() != ids[: st.n_tokens]]
+            llm.saved = [(list(llm.points), llm.save_state()), *older][:SAVED_PROMPTS]
+            return evaluated
+
     def chat(self, messages: Sequence[ChatMessage], params: GenParams) -> Completion:
         return self._complete(messages, params, None)
 
@@ -279,7 +428,9 @@ class LlamaCppBackend(GGUFFile, Backend):
 
     def _complete(self, messages: Sequence[ChatMessage], params: GenParams,
                   on_text: Callable[[str], None] | None) -> Completion:
+        self._wanted.set()  # a prefill running stops at its next chunk
         with self._lock:
+            self._wanted.clear()
             llm = self.load()
             prompt_tokens = self.prompt_tokens(messages)
             room = self.n_ctx - prompt_tokens
@@ -291,6 +442,7 @@ class LlamaCppBackend(GGUFFile, Backend):
                 )
             start = time.perf_counter()
             llm.recorder = None
+            llm.boundary = _boundary(llm, _formatter(llm), messages)
             try:
                 out = llm.create_chat_completion(
                     messages=[{"role": m.role, "content": m.content} for m in messages],
@@ -312,6 +464,8 @@ class LlamaCppBackend(GGUFFile, Backend):
                         "shorten the question, or raise n_ctx for this model in the pool file",
                     ) from None
                 raise BackendError(f"model {self.name!r}: llama.cpp failed: {exc}") from None
+            finally:
+                llm.boundary = None
             latency = time.perf_counter() - start
             choice = out["choices"][0]
             usage = out.get("usage") or {}
@@ -334,7 +488,9 @@ class LlamaCppBackend(GGUFFile, Backend):
             )
 
     def close(self) -> None:
+        self._wanted.set()  # a prefill running stops at its next chunk
         with self._lock:
+            self._wanted.clear()
             if self._llm is not None:
                 try:
                     self._llm.close()

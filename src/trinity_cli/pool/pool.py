@@ -273,6 +273,30 @@ class Pool:
         finally:
             self._release(name)
 
+    def prefill(self, calls: Sequence[tuple[str, Sequence[ChatMessage]]],
+                stop: Callable[[], bool] | None = None) -> int:
+        """Compute ahead what the calls `calls` (member, messages begun: Backend.prefill) will
+        share with later calls, in the order given, once per backend and messages (members
+        sharing one model and asked alike: the first), never loading a model for it; until
+        `stop()` turns true. Tokens evaluated."""
+        done: set[tuple[str, tuple[ChatMessage, ...]]] = set()
+        evaluated = 0
+        for name, messages in calls:
+            key = self._keys[name]
+            if (key, tuple(messages)) in done or (stop is not None and stop()):
+                continue
+            done.add((key, tuple(messages)))
+            backend = self.backend(name)
+            with self._room:
+                if backend.resident and key not in self._lru:  # a model not loaded is not loaded for this
+                    continue
+                self._pins[key] += 1  # not closed by the LRU under the prefill
+            try:
+                evaluated += backend.prefill(messages, stop)
+            finally:
+                self._release(name)
+        return evaluated
+
     def cache_key(self, name: str, messages: Sequence[ChatMessage], params: GenParams | None = None) -> str | None:
         """The rollout cache key of a call to member `name`, or None when the call is not
         cached (no cache, or a call its backend does not answer deterministically:
@@ -286,7 +310,7 @@ class Pool:
         backend = self.backend(name)
         if self.cache is None or not backend.deterministic(params):
             return None
-        return rollout_request(backend.fingerprint, list(messages), params)
+        return rollout_request(backend.fingerprint, list(messages), params, backend.schedule_tag(messages))
 
     def chat(self, name: str, messages: Sequence[ChatMessage], params: GenParams | None = None,
              on_text: Callable[[str], None] | None = None) -> Completion:

@@ -5,8 +5,12 @@ Rollout cache (diskcache under `cache/rollouts/`): one entry per pool call.
     key   = "r2:" + sha256(canonical JSON of
               {"v": CACHE_VERSION, "fingerprint": backend fingerprint,
                "messages": [[role, content], ...],
-               "params": {max_tokens, temperature, top_p, seed, stop[, json_schema]}})
-          (json_schema present only for a call constrained to a schema)
+               "params": {max_tokens, temperature, top_p, seed, stop[, json_schema]}
+               [, "schedule": the backend's schedule_tag]})
+          (json_schema present only for a call constrained to a schema; schedule only where
+          the backend computes the call otherwise than its fingerprint says: "turn-chunks",
+          a conversation's prompt evaluated in chunks that end where its last message
+          starts, backends/llamacpp.py)
     value = {"request": the payload above, "reply": Completion.to_dict() without `cached`
              and `recorded`, "source": "recording" for an entry imported from a recording
              (recordings/), else absent}
@@ -47,9 +51,10 @@ from trinity_cli.messages import ChatMessage, Completion, GenParams
 CACHE_VERSION = 2
 
 
-def rollout_request(fingerprint: str, messages: list[ChatMessage], params: GenParams) -> dict[str, Any]:
+def rollout_request(fingerprint: str, messages: list[ChatMessage], params: GenParams,
+                    schedule: str | None = None) -> dict[str, Any]:
     """The payload a rollout key hashes: the request itself, kept beside the reply so that a
-    recording can carry the call and its importer recompute the key."""
+    recording can carry the call and its importer recompute the key (module docstring)."""
     fields: dict[str, Any] = {
         "max_tokens": params.max_tokens,
         "temperature": params.temperature,
@@ -64,6 +69,7 @@ def rollout_request(fingerprint: str, messages: list[ChatMessage], params: GenPa
         "fingerprint": fingerprint,
         "messages": [[m.role, m.content] for m in messages],
         "params": fields,
+        **({"schedule": schedule} if schedule is not None else {}),
     }
 
 

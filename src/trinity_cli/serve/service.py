@@ -72,6 +72,7 @@ class ServedPool:
         self._engines: dict[tuple[str, str | None], HeadEngine | None] = {}
         self._heads_lock = threading.Lock()
         self._episode_lock = threading.Lock()
+        self._prefill_stop = threading.Event()  # set: the computing ahead for a conversation's next message stops
         self.pending = 0  # requests admitted and not finished (admit / finish); on the event loop only
         self.last_active = time.monotonic()  # when a request last came or ended (serve/run.py's idle exit)
         # "trinity" answers as ask does without --mode (ask.answer_mode): a head, or the policy the
@@ -246,21 +247,44 @@ class ServedPool:
         ("latest", a run id; None: a new one), on the loaded pool, and save the exchange
         (ask/conversation.py): its kind as `message_options` reads it, who answers as `answer`
         chooses for a request (`trinity chat`'s messages and a warm `ask -c`)."""
+        self._prefill_stop.set()  # what was computed ahead for this message stays; the rest is not wanted now
         emit = progress or quiet
         store = store or RunStore()
         if conv is None:
             conv = conv_mod.open_conversation(run_id, store, options.system)
+        asked = options
         options = conv_mod.message_options(conv, question, options, emit)
         kind = answer_kind(answering.question_kind(question, options))
         mode = ask_mod.answer_mode(answering.kind_default(ask_mod.AskOptions(mode=options.mode, head=options.head),
                                                           kind), self.config)
         engine = self.engine(mode, None)
         with self._episode_lock:
-            return conv_mod.answer(conv, question, replace(options, mode=mode), self.pool, engine, store, emit)
+            result = conv_mod.answer(conv, question, replace(options, mode=mode), self.pool, engine, store, emit)
+        self._prefill(conv, asked)
+        return result
+
+    def _prefill(self, conv: conv_mod.Conversation, options: ask_mod.AskOptions) -> None:
+        """Compute ahead, in a thread of its own, the prompt the conversation's next message is
+        likely to be answered with (conv_mod.next_calls, Pool.prefill), so its answer starts
+        sooner; the next message (or `close`) stops it. It never changes an answer."""
+        stop = threading.Event()
+        self._prefill_stop = stop
+        calls = conv_mod.next_calls(conv, options, self.pool)
+        if not calls:
+            return
+
+        def run() -> None:
+            try:
+                self.pool.prefill(calls, stop.is_set)
+            except Exception:  # computing ahead only saves time: a failure here loses no answer
+                log.debug("computing the next message's prompt ahead failed", exc_info=True)
+
+        threading.Thread(target=run, name="trinity-prefill", daemon=True).start()
 
     def close(self, wait_s: float = 30.0) -> None:
         """Free the models, after the running episode (if any) ends; a model is never
         closed under an episode, so after `wait_s` seconds nothing is closed at all."""
+        self._prefill_stop.set()
         if not self._episode_lock.acquire(timeout=wait_s):
             log.warning("an episode is still running after %.0f s: models left open", wait_s)
             return
