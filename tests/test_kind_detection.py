@@ -55,6 +55,11 @@ def test_the_labelled_set_is_what_the_script_builds_from_the_shipped_data() -> N
     train_ids = {f"gsm8k/{item.id}" for item in load_split("gsm8k", "train")}
     assert all(row["id"] in train_ids for row in rows if row["source"] == "gsm8k" and row["split"] == "train")
     assert not any(row["id"] in train_ids for row in rows if row["source"] == "gsm8k" and row["split"] == "heldout")
+    # The fresh requests are all in their own split and no other request is: never chosen on.
+    fresh = [row for row in rows if row["source"] == "fresh"]
+    assert len(fresh) >= 160 and all(row["split"] == "fresh" for row in fresh)
+    assert all(row["source"] == "fresh" for row in rows if row["split"] == "fresh")
+    assert not {row["text"] for row in fresh} & {row["text"] for row in rows if row["source"] != "fresh"}
 
 
 def test_detection_meets_its_targets_on_the_train_part(measure: ModuleType) -> None:
