@@ -3,7 +3,9 @@ from the task data that ships with trinity-cli and tests/data/kind_requests.tsv.
 
 One JSON object a line: {"id", "source", "split", "kind", "text"}, where `kind` is what a person
 means (freeform: a whole answer; short: a number, a letter, yes/no, a name; code: a program) and
-`split` is "train" (rules are chosen on it) or "heldout" (measured once):
+`split` is "train" (rules are chosen on it), "heldout" (measured once with the first rules, then read,
+so since issue 86's second round it is chosen on too) or "fresh" (written after the held-out part was
+read and before any rule was chosen on it, never used for choosing, measured once):
 
     source        kind      train                               heldout
     own           by line   tasks/registry.split_position("kind-detect", id) >= 0.4, the rest held out
@@ -14,6 +16,8 @@ means (freeform: a whole answer; short: a number, a letter, yes/no, a name; code
     arc-challenge short     40                                  30
     mmlu          short     60                                  40
     mbpp          code      40                                  30
+    fresh         by line   none                                none: all in split "fresh"
+                            (tests/data/kind_requests_fresh.tsv, 172 requests)
 
 A benchmark question is written as a person types it (`as_typed`): the answer-format line that
 trinity's loaders add ("End your reply with a line of the form 'Answer: <number>'", "Put the
@@ -40,6 +44,7 @@ from trinity_cli.tasks.registry import load_split, split_of, split_position
 
 ROOT = Path(__file__).resolve().parents[1]
 OWN = ROOT / "tests" / "data" / "kind_requests.tsv"
+FRESH = ROOT / "tests" / "data" / "kind_requests_fresh.tsv"
 OUT = ROOT / "tests" / "data" / "kind_set.jsonl"
 SALT = "kind-detect"
 BENCHMARKS = {"gsm8k": ("short", 60, 40), "math500": ("short", 60, 40), "arc-challenge": ("short", 40, 30),
@@ -58,16 +63,30 @@ def as_typed(item: TaskItem) -> str:
     return _HEADER.sub("", _CHOOSE.sub("", text)).strip()
 
 
-def own_requests() -> list[dict[str, str]]:
+def _requests(path: Path) -> list[tuple[int, str, str]]:
+    """(line number, kind, text) of each request of a TSV; a literal \\n in a text is a line break."""
     rows = []
-    for number, line in enumerate(OWN.read_text(encoding="utf-8").splitlines(), 1):
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
         if not line.strip() or line.startswith("#"):
             continue
         kind, text = line.split("\t", 1)
+        rows.append((number, kind, text.strip().replace("\\n", "\n")))
+    return rows
+
+
+def own_requests() -> list[dict[str, str]]:
+    rows = []
+    for number, kind, text in _requests(OWN):
         item_id = f"own-{number}"
         split = "train" if split_of(split_position(SALT, item_id)) == "train" else "heldout"
-        rows.append({"id": item_id, "source": "own", "split": split, "kind": kind, "text": text.strip()})
+        rows.append({"id": item_id, "source": "own", "split": split, "kind": kind, "text": text})
     return rows
+
+
+def fresh_requests() -> list[dict[str, str]]:
+    """The fresh held-out requests: every one in split "fresh" (module docstring)."""
+    return [{"id": f"fresh-{number}", "source": "fresh", "split": "fresh", "kind": kind, "text": text}
+            for number, kind, text in _requests(FRESH)]
 
 
 def task_rows(task: str, kind: str, splits: dict[str, tuple[str, ...]],
@@ -89,7 +108,7 @@ def build() -> list[dict[str, str]]:
     for task, (kind, train, heldout) in BENCHMARKS.items():
         rows += task_rows(task, kind, {"train": ("train",), "heldout": ("val", "test")},
                           {"train": train, "heldout": heldout})
-    return rows
+    return rows + fresh_requests()
 
 
 def render(rows: list[dict[str, str]]) -> str:

@@ -55,23 +55,31 @@ def test_the_labelled_set_is_what_the_script_builds_from_the_shipped_data() -> N
     train_ids = {f"gsm8k/{item.id}" for item in load_split("gsm8k", "train")}
     assert all(row["id"] in train_ids for row in rows if row["source"] == "gsm8k" and row["split"] == "train")
     assert not any(row["id"] in train_ids for row in rows if row["source"] == "gsm8k" and row["split"] == "heldout")
+    # The fresh requests are all in their own split and no other request is: never chosen on.
+    fresh = [row for row in rows if row["source"] == "fresh"]
+    assert len(fresh) >= 160 and all(row["split"] == "fresh" for row in fresh)
+    assert all(row["source"] == "fresh" for row in rows if row["split"] == "fresh")
+    assert not {row["text"] for row in fresh} & {row["text"] for row in rows if row["source"] != "fresh"}
 
 
-def test_detection_meets_its_targets_on_the_train_part(measure: ModuleType) -> None:
-    """Issue 86's targets, where the rules were chosen: at most 2% of free-form requests sent to
-    the short path and at most 2% of short questions sent to free-form; code read as code."""
-    rows = measure.load("train")
+@pytest.mark.parametrize("split", ["train", "heldout"])
+def test_detection_meets_its_targets_where_the_rules_were_chosen(measure: ModuleType, split: str) -> None:
+    """Issue 86's targets on the parts the rules were chosen on (the train part, and the first
+    held-out part since it was read): at most 2% of free-form requests sent to the short path and
+    at most 2% of short questions sent to free-form; code read as code; every IFBench prompt free-form."""
+    rows = measure.load(split)
     read = [(row["kind"], measure.path_of(detect(row["text"]))) for row in rows]
     free = [path for kind, path in read if kind == "freeform"]
     short = [path for kind, path in read if kind == "short"]
     code = [path for kind, path in read if kind == "code"]
-    assert len(free) > 300 and len(short) > 200 and len(code) > 40
+    assert len(free) > 300 and len(short) > 150 and len(code) > 30
     assert free.count("short") <= 0.02 * len(free)
     assert short.count("freeform") <= 0.02 * len(short)
     assert code.count("code") >= 0.95 * len(code)
+    assert all(measure.path_of(detect(row["text"])) == "freeform" for row in rows if row["source"] == "ifbench")
 
 
-@pytest.mark.parametrize("split", ["train", "heldout"])
+@pytest.mark.parametrize("split", ["train", "heldout", "fresh"])
 def test_the_figures_in_the_docs_are_what_the_script_prints(measure: ModuleType, split: str) -> None:
     assert measure.report(measure.load(split), split) in DOC.read_text(encoding="utf-8")
 
@@ -88,6 +96,14 @@ def test_the_figures_in_the_docs_are_what_the_script_prints(measure: ModuleType,
     ("Is 221 prime? Answer yes or no.", None),
     ("How many ounces are in a pound?", None),
     ("Write a Python function that reverses a string", "code"),
+    # Misreads of the first held-out part, read as meant since (docs/kind_detection.md).
+    ("What's the difference between a virus and a bacterium?", "freeform"),
+    ("Which is heavier: a kilogram of feathers or a pound of steel? Answer with one word.", None),
+    ("If a shirt costs $40 and is 25% off, what is the sale price?", None),
+    ("Write an angry rap bash script that downloads all files from a given directory.", "freeform"),
+    ("Write python code to extract a filename from filepath. Only output this sentence here.", "freeform"),
+    ("Try to explain what this function do: ```python\ndef f(x):\n    return x\n```", "freeform"),
+    ("Include exactly 15 numbers in the response. what is the meaning of life?", "freeform"),
 ])
 def test_the_issues_examples_are_read_as_meant(request_text: str, kind: str | None) -> None:
     assert detect(request_text) == kind

@@ -4,7 +4,8 @@ the kind a person means against the path detection sends the request down, and w
 costs per request.
 
     python scripts/analysis/kind_detection.py                  # the train part (rules are chosen on it)
-    python scripts/analysis/kind_detection.py --split heldout  # the held-out part (measured once)
+    python scripts/analysis/kind_detection.py --split heldout  # the first held-out part (read; chosen on since)
+    python scripts/analysis/kind_detection.py --split fresh    # the fresh held-out part (measured once)
     python scripts/analysis/kind_detection.py --misses         # and every request read wrong
     python scripts/analysis/kind_detection.py --cost           # and detection's seconds per request
 
@@ -102,7 +103,7 @@ def cost(rows: list[dict[str, str]], repeats: int = 5) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--split", choices=("train", "heldout"), default="train")
+    parser.add_argument("--split", choices=("train", "heldout", "fresh"), default="train")
     parser.add_argument("--misses", action="store_true", help="list every request read wrong")
     parser.add_argument("--cost", action="store_true", help="time detect on every request of the split")
     args = parser.parse_args()

@@ -60,7 +60,7 @@ _OPENING = re.compile(
 _ANYWHERE = re.compile(
     r"^\s*(?:how (?:do|does|did|can|could|should|would|to|is|are)|what (?:are|were) (?:the |some )?"
     r"(?:pros|cons|benefits|advantages|disadvantages|reasons|causes|differences|ways|steps|main|key)|"
-    r"what is the (?:difference|relationship|meaning|purpose|role|significance)|in what ways)\b"
+    r"what(?:'s| is) the (?:difference|relationship|meaning|purpose|role|significance)|in what ways)\b"
     r"|\bwhy\b|\bpros and cons\b|\b(?:vs\.?|versus)\s|\bshould (?:i|we|you)\b|\bbetter\b"
     r"|\bbest (?:way|approach|practice)"
     r"|\b(?:a|an|one|short|brief|little)\s+(?:poem|haiku|limerick|sonnet|story|essay|letter|email|speech|song|"
@@ -74,7 +74,8 @@ _FORMAT = re.compile(
     r"(?:response|answer|reply|output|essay|text)s?\b"
     r"(?! is\b)(?:[^.?!\n]{0,60})\b(?:must|should|needs? to|has to|will|may|can|is to|in|with|be|contain|include|"
     r"start|begin|end|wrap|use|have|not)\b"
-    r"|\b(?:respon(?:se|d)|answer|reply|write|output)\w*\s+(?:\w+\s+){0,3}(?:in|with|using)\s+(?:\w+\s+){0,2}"
+    r"|\b(?:respon(?:se|d)|answer|reply|write|output)\w*\s+(?:\w+\s+){0,3}(?:in|with|using)\s+"
+    r"(?!(?:only |just )?(?:one|a single|a) (?:word|number|letter|name)\b)(?:\w+\s+){0,2}"
     r"(?:json|markdown|bullet|sections?|paragraphs?|lowercase|lower case|uppercase|capital|all caps|english|"
     r"\w+ language|format|style|tone|words?|sentences?|letters?|placeholders?)\b"
     r"|\b(?:at least|at most|no more than|no less than|fewer than|less than|more than|exactly|under|only|up to)\s+"
@@ -82,14 +83,32 @@ _FORMAT = re.compile(
     r"(?:\w+\s+)?(?:words?|sentences?|paragraphs?|bullet|points?|sections?|times|placeholders?|letters?|lines?|"
     r"characters?|highlighted|items?|responses?)\b"
     r"|\bmy answer is\b|\bp\.\s?s\.|\bpostscript\b|\bhighlight|\bplaceholder|\bjson\b|\bmarkdown\b|\bbullet"
-    r"|\bcommas?\b|\ball (?:capital|lowercase|lower case|uppercase|upper case|caps)|\bcapital letters\b"
+    r"|(?<!separated by )\bcommas?\b|\ball (?:capital|lowercase|lower case|uppercase|upper case|caps)"
+    r"|\bcapital letters\b"
     r"|\b(?:lowercase|uppercase) letters\b|\bno other language\b|\bin (?:the )?\w+ language\b"
     r"|\brepeat (?:the|this|my) (?:request|question|prompt)|\bwrap\b|\bdouble (?:quotation|angular)|<<"
     r"|\btitle\b|\bkeywords?\b|\bthe (?:word|letter|phrase)s? [\"'“‘]?\w|\*{3,}|\bparagraphs?\b|\bsections?\b"
     r"|\b(?:do not|don't|never|avoid|without) (?:use|using|say|saying|include|including|mention|mentioning)\b"
+    r"(?! (?:a |any )?calculators?\b)"
     r"|\b(?:start|begin|end|finish|conclude) (?:your|each|every) \w+|(?:^|[.!?:]\s*)(?:start|begin|end) (?:it )?with\b"
-    r"|\bexact phrase\b|\bin (?:a|the) style\b|\bratio of\b|\bunique words\b|\beach (?:sentence|paragraph|word)\b",
+    r"|\bexact phrase\b|\bin (?:a|the) style\b|\bratio of\b[^.?!\n]{0,60}\b(?:sentences|words|paragraphs)\b"
+    r"|\bunique words\b|\b(?:each|every) (?:new )?(?:sentence|paragraph|word|line)\b|\bsyllables?\b|\blevels? deep\b"
+    r"|\bconsecutive (?:words|sentences)\b|\banswer with one of the following options\b"
+    r"|\bin (?:the|your) (?:response|reply)\b|\bonly output this\b",
     re.I)
+# Rules on the response itself, which make a request that names a program a piece of writing that those
+# rules are checked on (IFBench's "Write python code ... Only output this sentence here"): `Code.detect`
+# leaves such a request to free-form.
+_RESPONSE_RULES = re.compile(
+    r"\b(?:the|your) (?:entire |whole )?(?:response|reply) (?:must|should|needs? to|has to)\b"
+    r"|\bin (?:the|your) (?:response|reply)\b|\brepeat the request\b|\bonly output this\b",
+    re.I)
+
+
+def states_response_rules(task: str) -> bool:
+    """Whether `task` states rules on the response itself ("The response must contain between 57 and
+    61 words", "... in the response", "Repeat the request ..."): the answer is then judged as writing."""
+    return bool(_RESPONSE_RULES.search(task))
 
 _WRITE = ("You answer the request in full, as a knowledgeable and careful assistant would: the whole answer "
           "itself (a proof, an explanation, advice or a piece of writing), in Markdown where it helps. Follow "

@@ -11,6 +11,7 @@ from typing import Any
 
 from trinity_cli.answer_kinds.base import AnswerKind
 from trinity_cli.answer_kinds.examples import Examples, defines_code
+from trinity_cli.answer_kinds.freeform import states_response_rules
 from trinity_cli.tasks import scoring
 from trinity_cli.tasks.answers import (
     FinalAnswer,
@@ -71,6 +72,14 @@ _PROBLEM = re.compile(
     r"solve|give|which|who|when)\b",
     re.I)
 _HOW_MANY = re.compile(r"^\W*(?:how many|how much)\b[^\n]*\?\W*$", re.I)
+# A one-sentence word problem: the facts with a number, then after the last comma a quantity asked
+# (`_PROBLEM`): "If a shirt costs $40 and is 25% off, what is the sale price?"
+_IF_PROBLEM = re.compile(r"^\W*if\b[^?\n]*\d[^?\n]*,\s*([^,?\n]*\?)\W*$", re.I)
+# A quantity asked in words where the facts give no number ("What is the probability that Alice wins?").
+_QUANTITY_ASKED = re.compile(
+    r"\bwhat is the (?:probability|(?:minimum|maximum|smallest|largest|least|greatest) (?:possible )?"
+    r"(?:number|value|integer|positive))\b",
+    re.I)
 _LATEX = re.compile(r"\$[^$\n]*[\\^_=+<>{}\d][^$\n]*\$|\\\[|\\\(|\\frac|\\sqrt")
 _SENTENCES = re.compile(r"(?<=[.?!])\s+(?=\S)")
 
@@ -123,9 +132,13 @@ class ShortAnswer(AnswerKind):
             return True
         if len(sentences) == 1 and (words <= 16 or _HOW_MANY.match(text)) and _FACT.search(text):
             return True
+        problem = _IF_PROBLEM.match(text)
+        if len(sentences) == 1 and (problem and _PROBLEM.search(problem.group(1))
+                                    or words <= 25 and _QUANTITY_ASKED.search(text)):
+            return True
         if _LATEX.search(text):  # mathematics written in LaTeX: a problem to solve
             return True
-        numbered = bool(re.search(rf"\d|\b{_WORDS}\b", text, re.I))
+        numbered = bool(re.search(rf"\d|\b{_WORDS}\b", text, re.I) or _QUANTITY_ASKED.search(text))
         asked = [s for s in sentences if s.rstrip().endswith("?")] + sentences[-1:]
         return len(sentences) > 1 and numbered and any(_PROBLEM.search(s) for s in asked)
 
@@ -191,8 +204,18 @@ class Code(AnswerKind):
         rf"|^\W*(?:fix|debug|refactor|optimi[sz]e)\b[^\n]{{0,20}}\bcode\b",
         re.I)
 
+    # A piece of writing whose subject is a program ("Write an angry rap bash script that ..."), an
+    # explanation of code shown ("Try to explain what this function does: ```python ...").
+    _not_code = re.compile(
+        r"^\W*(?:write|compose)\s+(?:me\s+)?(?:a|an)\s+(?:[\w-]+\s+){0,2}(?:rap|poem|song|haiku|limerick|story|"
+        r"essay|sonnet|joke)\b|^\W*(?:(?:try to|can you|please)\s+)?(?:explain|describe|summari[sz]e)\b",
+        re.I)
+
     def detect(self, task: str) -> bool:
-        return bool(self._hint.search(task))
+        """Whether `task` asks for a program (`_hint`), and is not writing about one (`_not_code`)
+        nor a request whose response is judged as writing (freeform.states_response_rules)."""
+        return bool(self._hint.search(task)) and not self._not_code.search(task) \
+            and not states_response_rules(task)
 
     def last_step_note(self, style: str) -> str:
         """A `program` member's step is a program already: it is told nothing more."""
