@@ -104,7 +104,7 @@ def test_what_is_computed_ahead_of_a_message_is_kept_and_changes_no_reply(backen
     # (Backend.prefill): the message's call then evaluates its own message alone, and its
     # reply is the reply from an empty KV cache, whatever was computed ahead (the right
     # conversation, another one, or a prompt of another shape).
-    params = GenParams(max_tokens=48, temperature=0.0, seed=0)
+    params = GenParams(max_tokens=48, temperature=0.0, seed=0, split_last=True)
     asked = _conversation("Now say it in French.")
     backend.close()
     alone = backend.chat(asked, params).text
@@ -152,7 +152,8 @@ def test_a_reply_does_not_depend_on_the_call_before(backend) -> None:
     # Prompts are evaluated in fixed chunks and only whole chunks of the previous prompt are
     # kept (backends/llamacpp.py), so each reply equals the one from an empty KV cache,
     # whatever was asked before it.
-    prompts, params = _prompts_sharing_prefixes(), GenParams(max_tokens=96, temperature=0.0, seed=0)
+    # (split_last: a conversation's prompt is also split where its last message starts)
+    prompts, params = _prompts_sharing_prefixes(), GenParams(max_tokens=96, temperature=0.0, seed=0, split_last=True)
     alone = []
     for messages in prompts:
         backend.close()

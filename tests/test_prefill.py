@@ -16,7 +16,7 @@ from trinity_cli.ask import conversation as conv_mod
 from trinity_cli.backends.llamacpp import TURN_CHUNKS, LlamaCppBackend, chunk_points, kept_prefix
 from trinity_cli.backends.scripted import ScriptedBackend
 from trinity_cli.chat.session import ChatSession
-from trinity_cli.messages import ChatMessage, GenParams
+from trinity_cli.messages import ChatMessage, GenParams, Role
 from trinity_cli.pool.pool import Pool
 from trinity_cli.pool.rollout_cache import RolloutCache
 from trinity_cli.pool_config import load_pool
@@ -49,15 +49,35 @@ def test_only_a_conversation_s_prompt_has_a_key_of_its_own(tmp_path: Path) -> No
     backend = LlamaCppBackend(config)  # nothing loads: the tag is read off the messages
     one = [ChatMessage("system", "Be brief."), ChatMessage("user", "Hi")]
     conversation = [*one, ChatMessage("assistant", "Hello."), ChatMessage("user", "Go on.")]
-    assert backend.schedule_tag(one) is None and backend.schedule_tag(conversation) == TURN_CHUNKS
+    params = GenParams(max_tokens=8, temperature=0.0, seed=0)
+    split = GenParams(max_tokens=8, temperature=0.0, seed=0, split_last=True)
+    assert backend.schedule_tag(one, split) is None and backend.schedule_tag(conversation, split) == TURN_CHUNKS
+    assert backend.schedule_tag(conversation, params) is None  # the conductor's step asked again
     assert not backend.loaded
     pool = Pool(load_pool("smollm2"), cache=RolloutCache(tmp_path / "rollouts"))
     name = pool.names[0]
-    params = GenParams(max_tokens=8, temperature=0.0, seed=0)
-    assert pool._request(name, one, params) == {  # the key every recorded call has kept
-        "v": 2, "fingerprint": backend.fingerprint, "messages": [["system", "Be brief."], ["user", "Hi"]],
-        "params": {"max_tokens": 8, "temperature": 0.0, "top_p": params.top_p, "seed": 0, "stop": []}}
-    assert pool._request(name, conversation, params)["schedule"] == TURN_CHUNKS
+    kept = {"v": 2, "fingerprint": backend.fingerprint, "messages": [["system", "Be brief."], ["user", "Hi"]],
+            "params": {"max_tokens": 8, "temperature": 0.0, "top_p": params.top_p, "seed": 0, "stop": []}}
+    assert pool._request(name, one, params) == pool._request(name, one, split) == kept  # every recorded call's key
+    assert pool._request(name, conversation, split)["schedule"] == TURN_CHUNKS
+    assert "schedule" not in pool._request(name, conversation, params)
+
+
+def test_every_call_of_an_episode_that_continues_a_conversation_is_split_at_its_last_message(tmp_path: Path) -> None:
+    seen: list[GenParams] = []
+    with ChatSession(AskOptions(pool=str(_pool(tmp_path)))) as chat:
+        original = chat.served.pool._call
+
+        def spy(name, messages, params, on_text):
+            seen.append(params)
+            return original(name, messages, params, on_text)
+
+        chat.served.pool._call = spy
+        chat.say("Write two lines about the sea.")
+        assert seen and not any(p.split_last for p in seen)  # the first message: no conversation yet
+        seen.clear()
+        chat.say("Make it about a lake.")
+        assert seen and all(p.split_last for p in seen)
 
 
 def _pool(tmp_path: Path) -> Path:
@@ -76,21 +96,23 @@ def test_the_next_message_is_computed_ahead_as_the_last_one_was_answered(tmp_pat
     monkeypatch.setattr(ScriptedBackend, "prefill", prefill)
     with ChatSession(AskOptions(pool=str(_pool(tmp_path)))) as chat:
         chat.say("Write two lines about the sea.")  # a whole answer: drafted, `direct` first
-        _wait_for(asked, 3)
+        _wait_for(asked, 2)
         context = conversation.messages(None, chat.conversation.history(), "")[:-1]
-        opened = [ChatMessage("system", prompts.SYSTEM), ChatMessage("user", "\n\n".join(prompts.opening("", context)))]
-        assert opened[1].content.startswith("Earlier conversation:\nuser: Write two lines")
-        assert opened[1].content.endswith("Task:\n")
-        (drafter, draft), *turns = asked
+        (drafter, draft), (worker, turn) = asked
         assert drafter == "m1"  # the direct member drafts first (policies/drafts.py); a whole answer's first
         assert [(m.role, m.content) for m in draft[1:]] == [
             ("user", "Write two lines about the sea."), ("assistant", "Waves."), ("user", "")]
-        assert turns == [("m0", opened), ("m1", opened)]  # a turn of any member's: each prompt opens alike
+        # a short answer's first turn: the reason member's Worker prompt, up to where the task goes
+        full = prompts.build_messages(Role.WORKER, "What is 6*7?", [], context, style="reason", alone=True)
+        assert worker == "m0" and turn[0] == full[0]
+        assert full[1].content.startswith(turn[1].content) and turn[1].content.endswith("Task:\n")
+        assert turn[1].content.startswith("Earlier conversation:\nuser: Write two lines")
+        assert prompts.INSTRUCTIONS["reason"][Role.WORKER] in turn[1].content  # the instructions before the task
         asked.clear()
-        chat.say("What is 6*7?")  # a short answer: a turn's opening first, then the draft's
-        _wait_for(asked, 3)
-        assert [name for name, _ in asked] == ["m0", "m1", "m1"]
-        assert asked[0][1][1].content.startswith("Earlier conversation:") and asked[2][1][-1] == ChatMessage("user", "")
+        chat.say("What is 6*7?")  # a short answer: the turn first, then the draft
+        _wait_for(asked, 2)
+        assert [name for name, _ in asked] == ["m0", "m1"]
+        assert asked[1][1][-1] == ChatMessage("user", "")
 
 
 def _wait_for(calls: list, n: int) -> None:
@@ -129,3 +151,14 @@ def test_a_model_not_loaded_is_not_loaded_to_compute_ahead() -> None:
 @pytest.mark.parametrize("kind", ["freeform", None])
 def test_nothing_is_computed_ahead_of_a_first_message(kind: str | None) -> None:
     assert conv_mod.next_calls(conv_mod.Conversation(), AskOptions(kind=kind), Pool(load_pool("smollm2"))) == []
+
+
+def test_a_conversation_s_turn_is_told_what_to_do_before_its_task_and_no_other_prompt_moves() -> None:
+    context = [ChatMessage("user", "Is 13 a prime number?"), ChatMessage("assistant", "Yes")]
+    instruction = prompts.INSTRUCTIONS["reason"][Role.WORKER]
+    request = prompts.REQUEST["reason"][Role.WORKER]
+    asked = prompts.build_messages(Role.WORKER, "What about 17?", [], context, style="reason")[1].content
+    assert asked == ("Earlier conversation:\nuser: Is 13 a prime number?\nassistant: Yes\n\n"
+                     f"{instruction}\n\nTask:\nWhat about 17?\n\n{request}")
+    alone = prompts.build_messages(Role.WORKER, "What about 17?", [], style="reason")[1].content
+    assert alone == f"Task:\nWhat about 17?\n\n{instruction}\n{request}"  # every recorded prompt's order

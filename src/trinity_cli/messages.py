@@ -49,6 +49,11 @@ class GenParams:
     # the reply must follow, for backends that can constrain decoding to it
     # (Backend.supports_json_schema); None: free text.
     json_schema: str | None = None
+    # True for the calls of an episode that continues a conversation (earlier messages as
+    # context): a prompt with an assistant message before its last message is then evaluated
+    # in chunks that also end where that last message starts, so what a chat computed ahead
+    # of the message is kept (backends/llamacpp.py; the call's rollout key says so).
+    split_last: bool = False
 
 
 @dataclass

@@ -184,22 +184,26 @@ def next_calls(conv: Conversation, options: AskOptions, pool: Pool) -> list[tupl
     """The first calls `conv`'s next message may make, begun as far as they can be before it is
     typed, for `Pool.prefill` (`trinity chat` computes them while the person types): a
     free-form message's first draft, by its drafts' first member (policies/drafts.py
-    `draw_order`), the conversation as chat messages before it; and any other kind's first
-    turn, which may be any member's, every member's prompt opening alike (turns/prompts.py:
-    the system line, then the earlier conversation up to the task's text). The kind
-    `options` names, else the kind the last exchange was answered as, first. None before the
-    first exchange. A wrong guess costs nothing but the computing: a call never depends on
-    what was computed ahead of it."""
+    `draw_order`), the conversation as chat messages before it; and a short answer's first
+    turn, a Worker's (the reader's first call: its first member, reason when the pool has
+    one, asked alone), whose prompt holds the earlier conversation and the instructions before
+    the task (turns/prompts.py). The kind `options` names, else the kind the last exchange was
+    answered as, first. None before the first exchange. A wrong guess costs nothing but the
+    computing: a call never depends on what was computed ahead of it."""
     if not conv.exchanges:
         return []
     context = conversation.messages(conv.system, conv.history(), "")[:-1]
-    first = draw_order(pool)[0]
-    draft = [(first, prompts.build_messages(Role.WORKER, "", [], context, style=pool.style(first),
-                                            kind=answer_kind("freeform")))]
-    opened = [ChatMessage("system", prompts.SYSTEM), ChatMessage("user", "\n\n".join(prompts.opening("", context)))]
-    turns = [(name, opened) for name in pool.names]
+    drafter = draw_order(pool)[0]
+    draft = [(drafter, prompts.build_messages(Role.WORKER, "", [], context, style=pool.style(drafter),
+                                              kind=answer_kind("freeform")))]
+    worker = next((name for name in pool.names if pool.style(name) == "reason"), pool.names[0])
+    asked = prompts.build_messages(Role.WORKER, _TASK_HERE, [], context, style=pool.style(worker), alone=True)
+    turn = [(worker, [*asked[:-1], ChatMessage(asked[-1].role, asked[-1].content.split(_TASK_HERE)[0])])]
     kind = options.kind or conv.exchanges[-1].get("answer_kind")
-    return draft + turns if kind == "freeform" else turns + draft
+    return draft + turn if kind == "freeform" else turn + draft
+
+
+_TASK_HERE = "\x00"  # where next_calls' turn prompt is cut: the new message goes there
 
 
 def _append(conv: Conversation, record: dict[str, Any], run_dir: Path, store: RunStore) -> None:

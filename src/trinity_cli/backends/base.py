@@ -76,11 +76,11 @@ class Backend(ABC):
         on_text(completion.text)
         return completion
 
-    def schedule_tag(self, messages: Sequence[ChatMessage]) -> str | None:
-        """A word for the rollout key of a call with `messages` when the backend computes such a
-        call otherwise than its `fingerprint` alone says (llamacpp.py: a conversation's prompt
-        is evaluated in chunks that end where its last message starts); None (the default): as
-        it says. Computed without loading anything."""
+    def schedule_tag(self, messages: Sequence[ChatMessage], params: GenParams) -> str | None:
+        """A word for the rollout key of a call with `messages` and `params` when the backend
+        computes such a call otherwise than its `fingerprint` alone says (llamacpp.py: with
+        `params.split_last`, a conversation's prompt is evaluated in chunks that end where its
+        last message starts); None (the default): as it says. Computed without loading anything."""
         return None
 
     def prefill(self, messages: Sequence[ChatMessage], stop: Callable[[], bool] | None = None) -> int:

@@ -16,9 +16,11 @@ parameters alone: the same in any call order, at any `--parallel`, in any play o
 (tests/test_llamacpp_integration.py; what it costs and saves: docs/measurements.md, "Item
 order and replies that do not depend on the call before").
 
-A conversation's prompt (one with an assistant message before its last message) has one more
+A conversation's prompt (one with an assistant message before its last message, called with
+`GenParams.split_last`: every call of an episode that continues a conversation) has one more
 point: where its last message starts (`_boundary`), the chunks before it every `n_batch`
-from 0 and those after every `n_batch` from it. So everything before a conversation's next
+from 0 and those after every `n_batch` from it. (Without `split_last`, such a prompt, the
+conductor's step asked again after its reply, keeps the old chunks and key.) So everything before a conversation's next
 message can be computed before that message is typed (`prefill`, which `trinity chat` calls
 after each answer) and the message's own call evaluates that message alone. Such a call's
 rollout key holds `schedule_tag`'s word (TURN_CHUNKS), so a reply computed with the other
@@ -377,9 +379,10 @@ class LlamaCppBackend(GGUFFile, Backend):
         """llama-cpp-python turns a JSON schema into a grammar that decoding follows."""
         return True
 
-    def schedule_tag(self, messages: Sequence[ChatMessage]) -> str | None:
-        """TURN_CHUNKS for a conversation's prompt (module docstring), else None."""
-        return TURN_CHUNKS if _is_conversation(messages) else None
+    def schedule_tag(self, messages: Sequence[ChatMessage], params: GenParams) -> str | None:
+        """TURN_CHUNKS for a conversation's prompt called with `split_last` (module docstring),
+        else None."""
+        return TURN_CHUNKS if params.split_last and _is_conversation(messages) else None
 
     def prefill(self, messages: Sequence[ChatMessage], stop: Callable[[], bool] | None = None) -> int:
         """Evaluate now the chunks a later call whose messages begin as `messages` do will keep
@@ -442,7 +445,7 @@ class LlamaCppBackend(GGUFFile, Backend):
                 )
             start = time.perf_counter()
             llm.recorder = None
-            llm.boundary = _boundary(llm, _formatter(llm), messages)
+            llm.boundary = _boundary(llm, _formatter(llm), messages) if params.split_last else None
             try:
                 out = llm.create_chat_completion(
                     messages=[{"role": m.role, "content": m.content} for m in messages],

@@ -315,6 +315,7 @@ class _Conducting:
                                 separators=(",", ":"), ensure_ascii=False)
             cap = max(cap, SCHEMA_REPLY_TOKENS)
         call = Call(model=self.conductor, role=Role.THINKER, messages=messages, answering=False, max_tokens=cap,
+                    split_last=bool(self.context),
                     json_schema=schema, override="conductor" + (f" (depth {depth})" if depth else ""))
         turn = play(self.pool, call, index, self.salt, self.examples)
         return turn, read_workflow(turn.reply, self.members, self.spec.max_steps, allow_self=True)
@@ -341,7 +342,7 @@ class _Conducting:
                       for m in workflow.model_id[:index])
         label = f"step {index}" + (f" (depth {depth})" if depth else "")
         call = Call(model=model, role=Role.WORKER, messages=messages, answering=True, attempt=attempt,
-                    override=label)
+                    override=label, split_last=bool(self.context))
         turn = play(self.pool, call, first, self.salt, self.examples, run_examples="with code")
         if index < len(workflow) - 1 or gives_answer(turn.reply, self.kind):
             return turn.reply, [turn], None, repair, False
@@ -350,7 +351,7 @@ class _Conducting:
                        [[*messages, ChatMessage("assistant", turn.reply), ChatMessage("user", REASK)], messages],
                        overflow)
         call = Call(model=model, role=Role.WORKER, messages=again, answering=True, attempt=attempt + 1,
-                    override=f"{label}, asked again")
+                    override=f"{label}, asked again", split_last=bool(self.context))
         retry = play(self.pool, call, first + 1, self.salt, self.examples, run_examples="with code")
         return retry.reply, [turn, retry], None, repair, True
 

@@ -64,7 +64,8 @@ class Call:
     `alone`: shown the task alone; `attempt`: the member's earlier calls in this episode or
     workflow; `max_tokens`: a reply cap other than the member's for `role` (the conductor's
     call), else None; `json_schema`: the schema the reply is decoded under (GenParams), else
-    None. The rest is recorded on the Turn as it is: the coordinator's pick
+    None; `split_last`: the episode continues a conversation (GenParams.split_last). The rest
+    is recorded on the Turn as it is: the coordinator's pick
     (`chosen_role`, probabilities, seconds), why the acting role differs (`override`), and
     how many earlier turns the prompt left out (`dropped`)."""
 
@@ -76,6 +77,7 @@ class Call:
     alone: bool = False
     max_tokens: int | None = None
     json_schema: str | None = None
+    split_last: bool = False
     chosen_role: Role | None = None
     model_probs: list[float] | None = None
     role_probs: list[float] | None = None
@@ -97,6 +99,8 @@ def play(pool: Pool, call: Call, index: int, salt: str, examples: Checks | None,
         params = replace(params, max_tokens=call.max_tokens)
     if call.json_schema is not None:
         params = replace(params, json_schema=call.json_schema)
+    if call.split_last:
+        params = replace(params, split_last=True)
     completion, error = _chat(pool, model, call.messages, params, on_text)
     reply, execution, verdict = completion.text, None, None
     if error is None and pool.style(model) == "program" and call.role is not Role.THINKER:

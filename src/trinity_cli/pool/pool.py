@@ -310,7 +310,7 @@ class Pool:
         backend = self.backend(name)
         if self.cache is None or not backend.deterministic(params):
             return None
-        return rollout_request(backend.fingerprint, list(messages), params, backend.schedule_tag(messages))
+        return rollout_request(backend.fingerprint, list(messages), params, backend.schedule_tag(messages, params))
 
     def chat(self, name: str, messages: Sequence[ChatMessage], params: GenParams | None = None,
              on_text: Callable[[str], None] | None = None) -> Completion:

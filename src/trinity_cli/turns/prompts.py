@@ -21,7 +21,12 @@ the task, the turns so far (oldest dropped first when the context is short: `kee
 a code answer's example run is shown under it), the proposed code to check (code
 Verifiers), and last the style's instructions for the role and the request. What
 consecutive calls share (system, conversation, task, turns) thus comes first, where
-llama.cpp reuses the previous prompt's evaluated prefix.
+llama.cpp reuses the previous prompt's evaluated prefix. In a conversation (earlier messages
+given) the instructions come right after the earlier conversation, before the task, and the
+request stays last: everything before the new message is then known before it is typed, and
+`trinity chat` computes it ahead (ask/conversation.next_calls). Prompts without earlier
+conversation, every benchmark's, keep the order above (and PROMPT_VERSION: no recorded call
+or head changes).
 
 A Worker shown no turns (a first draft, or a draft asked alone) is asked in the answer kind's
 own words where it has them (`AnswerKind.draft_messages`: a free-form request is asked as a
@@ -247,5 +252,9 @@ def build_messages(
         parts.append(f"{kind.proposal_label}\n{clip(proposed.reply, kind.history_chars)}{note}")
     own = kind.instruction(style, asked, revising=bool(shown) and proposed is not None)
     instruction, request = own if own is not None else (INSTRUCTIONS[style][asked], REQUEST[style][asked])
-    parts.append(f"{instruction}\n{request}")
+    if context:  # a conversation's: what the call is asked to do comes before the task (module docstring)
+        parts.insert(1, instruction)
+        parts.append(request)
+    else:
+        parts.append(f"{instruction}\n{request}")
     return [ChatMessage("system", SYSTEM), ChatMessage("user", "\n\n".join(parts))]
