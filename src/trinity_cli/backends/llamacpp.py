@@ -211,13 +211,14 @@ def _prompt(llm: Any, formatter: Any, messages: Sequence[ChatMessage]) -> list[i
     return list(llm.tokenize(result.prompt.encode("utf-8"), add_bos=not result.added_special, special=True))
 
 
-def _boundary(llm: Any, formatter: Any, messages: Sequence[ChatMessage]) -> int | None:
+def _boundary(llm: Any, formatter: Any, messages: Sequence[ChatMessage],
+              full: list[int] | None = None) -> int | None:
     """Where a conversation's last message starts in its prompt tokens: the tokens its prompt
     shares with the prompt of the messages before it (which ends with the reply's opening
-    instead); None for a prompt that is not a conversation's."""
+    instead); None for a prompt that is not a conversation's. `full`: its prompt tokens, when made already."""
     if not _is_conversation(messages) or formatter is None:
         return None
-    full = _prompt(llm, formatter, messages)
+    full = full if full is not None else _prompt(llm, formatter, messages)
     shared = len(os.path.commonprefix([full, _prompt(llm, formatter, messages[:-1])]))
     return shared if 0 < shared < len(full) else None
 
@@ -263,8 +264,7 @@ def _chunked_llama() -> type:
             else:
                 self.n_tokens = keep
                 self._ctx.kv_cache_seq_rm(-1, keep, -1)
-            done = [p for p in points if p <= keep]
-            self.points = done
+            self.points = [p for p in points if p <= keep]
             at = keep
             for point in points:
                 if point <= at:
@@ -403,7 +403,7 @@ class LlamaCppBackend(GGUFFile, Backend):
             if formatter is None:
                 return 0
             tokens = _prompt(llm, formatter, messages)
-            boundary = _boundary(llm, formatter, messages)
+            boundary = _boundary(llm, formatter, messages, tokens)
             if boundary is not None:
                 upto = boundary
             else:
