@@ -25,7 +25,11 @@ message can be computed before that message is typed (`prefill`, which `trinity 
 after each answer) and the message's own call evaluates that message alone. Such a call's
 rollout key holds `schedule_tag`'s word (TURN_CHUNKS), so a reply computed with the other
 chunking is never served for it; every other prompt keeps the chunking, and the keys, it
-always had.
+always had. Such a call given `GenParams.split_before` (the new message's text, which a turn
+prompt holds inside its last message, after the earlier conversation and the instructions:
+turns/prompts.py) has one more point, `_cut_point` of its last message cut where that text
+last starts: a prefill of the prompt cut there computes everything before it, and the key
+holds TASK_CHUNKS as well.
 """
 
 from __future__ import annotations
@@ -158,19 +162,24 @@ def _plain_greedy(settings: dict[str, Any]) -> bool:
 
 
 TURN_CHUNKS = "turn-chunks"  # schedule_tag of a conversation's prompt (module docstring)
-# Tokens before the end of a prefilled message's text left to its call: they may merge with what follows.
-PREFILL_MARGIN = 4
+TASK_CHUNKS = "task-chunks"  # schedule_tag of a prompt also chunked where its new message starts
+# What may follow a message's text cut where the new message goes, tried to find the tokens
+# that stay the same whatever follows (`_cut_point`): a word, a space, a line, a digit, punctuation.
+FOLLOWERS = ("zq", " zq", "\nzq", "\n\n", "1", "(", "'", "-", ".")
 SAVED_PROMPTS = 2  # prompts computed ahead and kept aside (`prefill`): a free-form draft's and a turn's
 
 
-def chunk_points(length: int, n_batch: int, boundary: int | None = None) -> list[int]:
+def chunk_points(length: int, n_batch: int, boundaries: Iterable[int] = ()) -> list[int]:
     """Where the chunks a prompt of `length` tokens is evaluated in end, those up to `length`:
-    every `n_batch` tokens from 0; with a `boundary` (0 < boundary < length), every `n_batch`
-    before it, the boundary itself, then every `n_batch` after it. The tokens after the last
-    point form the prompt's last chunk."""
-    if boundary is None or not 0 < boundary < length:
-        return list(range(n_batch, length + 1, n_batch))
-    return [*range(n_batch, boundary, n_batch), boundary, *range(boundary + n_batch, length + 1, n_batch)]
+    every `n_batch` tokens from 0; with `boundaries` (those with 0 < boundary < length), every
+    `n_batch` from 0 up to the first boundary, the boundary itself, then every `n_batch` from
+    it up to the next, and so on. The tokens after the last point form the prompt's last chunk."""
+    points: list[int] = []
+    start = 0
+    for boundary in sorted({b for b in boundaries if 0 < b < length}):
+        points += [*range(start + n_batch, boundary, n_batch), boundary]
+        start = boundary
+    return [*points, *range(start + n_batch, length + 1, n_batch)]
 
 
 def kept_prefix(previous: Sequence[int], current: Sequence[int], limit: int) -> int:
@@ -223,6 +232,46 @@ def _boundary(llm: Any, formatter: Any, messages: Sequence[ChatMessage],
     return shared if 0 < shared < len(full) else None
 
 
+def _cut_point(llm: Any, formatter: Any, messages: Sequence[ChatMessage], full: list[int] | None = None) -> int:
+    """Where the text of `messages`' last message, as given, ends in their prompt tokens: the
+    tokens their prompt shares with the prompt of that text followed by each of `FOLLOWERS`
+    (its last tokens may merge with what follows it). `full`: their prompt tokens, when made
+    already."""
+    full = full if full is not None else _prompt(llm, formatter, messages)
+    last = messages[-1]
+    return min(len(os.path.commonprefix([full, _prompt(llm, formatter, [*messages[:-1],
+                                                                        ChatMessage(last.role, last.content + more)])]))
+               for more in FOLLOWERS)
+
+
+def _split_at(messages: Sequence[ChatMessage], params: GenParams) -> int:
+    """Where `params.split_before` last starts in the last message's text when the call is split
+    there (module docstring), else 0."""
+    if not (params.split_last and params.split_before and messages):
+        return 0
+    return max(messages[-1].content.rfind(params.split_before), 0)
+
+
+def _boundaries(llm: Any, formatter: Any, messages: Sequence[ChatMessage], params: GenParams) -> list[int]:
+    """The points a call of `messages` with `params` is chunked at besides every `n_batch`
+    (module docstring): where a conversation's last message starts, and where its new message
+    starts (`split_before`'s `_cut_point`, when it lies after the first and within the tokens
+    the cut prompt shares with the whole)."""
+    if not params.split_last or formatter is None:
+        return []
+    full = _prompt(llm, formatter, messages)
+    points = [b] if (b := _boundary(llm, formatter, messages, full)) is not None else []
+    at = _split_at(messages, params)
+    if at:
+        last = messages[-1]
+        cut = [*messages[:-1], ChatMessage(last.role, last.content[:at])]
+        tokens = _prompt(llm, formatter, cut)
+        point = _cut_point(llm, formatter, cut, tokens)
+        if max(points, default=0) < point <= len(os.path.commonprefix([full, tokens])):
+            points.append(point)
+    return points
+
+
 def _chunked_llama() -> type:
     """llama_cpp.Llama whose `generate` evaluates prompts in chunks that end at fixed points
     and keeps only whole chunks of earlier prompts (module docstring), and whose greedy
@@ -232,7 +281,7 @@ def _chunked_llama() -> type:
     class ChunkedLlama(Llama):  # type: ignore[misc]
         points: list[int] = []  # noqa: RUF012 - replaced, never changed in place: the chunk ends in the KV cache
         saved: list[tuple[list[int], Any]] = []  # noqa: RUF012 - replaced: (points, LlamaState) computed ahead, newest first
-        boundary: int | None = None  # the next call's `_boundary` (set by the backend around a call)
+        boundaries: list[int] = []  # noqa: RUF012 - replaced: the next call's `_boundaries` (set by the backend around a call)
         fast_grammar = True  # False: llama-cpp-python's own chain (tests compare the two)
         recorder: LogprobRecorder | None = None  # the last generation's (chat reads it)
 
@@ -279,7 +328,7 @@ def _chunked_llama() -> type:
         def generate(self, tokens: Sequence[int], **kwargs: Any) -> Any:  # type: ignore[override]  # called with keywords
             tokens = list(tokens)
             if kwargs.get("reset", True):
-                points = chunk_points(len(tokens), self.n_batch, self.boundary)
+                points = chunk_points(len(tokens), self.n_batch, self.boundaries)
                 # At least the prompt's last token is evaluated by generate itself: its logits
                 # pick the first reply token; what is left is at most one chunk.
                 self.advance(tokens, points, len(tokens) - 1)
@@ -380,16 +429,19 @@ class LlamaCppBackend(GGUFFile, Backend):
         return True
 
     def schedule_tag(self, messages: Sequence[ChatMessage], params: GenParams) -> str | None:
-        """TURN_CHUNKS for a conversation's prompt called with `split_last` (module docstring),
-        else None."""
-        return TURN_CHUNKS if params.split_last and _is_conversation(messages) else None
+        """TURN_CHUNKS for a conversation's prompt called with `split_last`, TASK_CHUNKS for a call
+        split where its new message starts, both joined by "+" (module docstring); else None."""
+        tags = [TURN_CHUNKS] if params.split_last and _is_conversation(messages) else []
+        if _split_at(messages, params):
+            tags.append(TASK_CHUNKS)
+        return "+".join(tags) or None
 
     def prefill(self, messages: Sequence[ChatMessage], stop: Callable[[], bool] | None = None) -> int:
         """Evaluate now the chunks a later call whose messages begin as `messages` do will keep
         (module docstring): for a conversation's prompt, everything before its last message;
-        otherwise the whole chunks before the last `PREFILL_MARGIN` tokens of the last message's
-        text as given. Stops at the next chunk when a call arrives (`_complete`) or the model
-        is closed; how many tokens it evaluated."""
+        otherwise everything up to `_cut_point` of the last message's text as given, where a call
+        split before its new message (`split_before`) ends a chunk. Stops at the next chunk when
+        a call arrives (`_complete`) or the model is closed; how many tokens it evaluated."""
         def stopped() -> bool:
             return self._wanted.is_set() or (stop is not None and stop())
 
@@ -404,13 +456,8 @@ class LlamaCppBackend(GGUFFile, Backend):
                 return 0
             tokens = _prompt(llm, formatter, messages)
             boundary = _boundary(llm, formatter, messages, tokens)
-            if boundary is not None:
-                upto = boundary
-            else:
-                last = messages[-1]
-                longer = _prompt(llm, formatter, [*messages[:-1], ChatMessage(last.role, last.content + " zq\n")])
-                upto = len(os.path.commonprefix([tokens, longer])) - PREFILL_MARGIN
-            points = chunk_points(len(tokens), llm.n_batch, boundary)
+            upto = boundary if boundary is not None else _cut_point(llm, formatter, messages, tokens)
+            points = chunk_points(len(tokens), llm.n_batch, [upto])
             evaluated = int(llm.advance(tokens, points, upto, stopped))
             # Kept aside, so computing another prompt ahead (or a call) does not lose it; an older
             # state of the same prompt, which this one extends, goes.
@@ -445,7 +492,7 @@ class LlamaCppBackend(GGUFFile, Backend):
                 )
             start = time.perf_counter()
             llm.recorder = None
-            llm.boundary = _boundary(llm, _formatter(llm), messages) if params.split_last else None
+            llm.boundaries = _boundaries(llm, _formatter(llm), messages, params)
             try:
                 out = llm.create_chat_completion(
                     messages=[{"role": m.role, "content": m.content} for m in messages],
@@ -468,7 +515,7 @@ class LlamaCppBackend(GGUFFile, Backend):
                     ) from None
                 raise BackendError(f"model {self.name!r}: llama.cpp failed: {exc}") from None
             finally:
-                llm.boundary = None
+                llm.boundaries = []
             latency = time.perf_counter() - start
             choice = out["choices"][0]
             usage = out.get("usage") or {}
