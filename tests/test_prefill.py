@@ -1,4 +1,4 @@
-"""Computing a conversation's next prompt ahead (backends/llamacpp.py's chunk schedule,
+"""Computing a conversation's next prompt ahead (backends/chunk_schedule.py,
 Pool.prefill, ask/conversation.next_calls, serve/service.ServedPool): the parts that need no
 model. The real model's side (a reply never changes; the next call evaluates its message
 alone) is in tests/test_llamacpp_integration.py."""
@@ -14,7 +14,8 @@ import pytest
 from trinity_cli import conversation
 from trinity_cli.ask import AskOptions
 from trinity_cli.ask import conversation as conv_mod
-from trinity_cli.backends.llamacpp import TASK_CHUNKS, TURN_CHUNKS, LlamaCppBackend, chunk_points, kept_prefix
+from trinity_cli.backends.chunk_schedule import TASK_CHUNKS, TURN_CHUNKS, chunk_points, kept_prefix
+from trinity_cli.backends.llamacpp import LlamaCppBackend
 from trinity_cli.backends.scripted import ScriptedBackend
 from trinity_cli.chat.session import ChatSession
 from trinity_cli.messages import ChatMessage, GenParams, Role

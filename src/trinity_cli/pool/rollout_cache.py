@@ -12,7 +12,7 @@ Rollout cache (diskcache under `cache/rollouts/`): one entry per pool call.
           a conversation's prompt called with GenParams.split_last, evaluated in chunks that
           end where its last message starts; "task-chunks", such a call's prompt also chunked
           where its new message (GenParams.split_before) starts; both joined by "+" where both
-          apply: backends/llamacpp.py)
+          apply: backends/chunk_schedule.py)
     value = {"request": the payload above, "reply": Completion.to_dict() without `cached`
              and `recorded`, "source": "recording" for an entry imported from a recording
              (recordings/), else absent}
