@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -138,6 +139,19 @@ def test_what_is_computed_ahead_of_a_message_is_kept_and_changes_no_reply(backen
     ahead = backend.chat(task, params)
     assert ahead.text == alone
     assert sum(n for n in sizes if n > 1) <= ahead.prompt_tokens - 32  # at least one chunk was kept
+    # ... called split where its new message starts (GenParams.split_before, as an episode's
+    # turns are): the prefill then holds everything up to a few tokens before the message
+    split = replace(params, split_before="Name another one.")
+    backend.close()
+    alone = backend.chat(task, split).text
+    backend.chat(QUESTION, params)
+    sizes = _counting_evals(backend, monkeypatch)
+    assert backend.prefill([task[0], ChatMessage("user", opened)]) > 0
+    sizes.clear()
+    ahead = backend.chat(task, split)
+    assert ahead.text == alone
+    # evaluated: the message, the request after it and the reply's opening, then the reply
+    assert sizes[0] < 25 and all(n == 1 for n in sizes[1:])
 
 
 def test_a_call_stops_what_is_computed_ahead_and_a_closed_model_is_not_loaded_for_it(backend) -> None:

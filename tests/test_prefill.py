@@ -1,4 +1,4 @@
-"""Computing a conversation's next prompt ahead (backends/llamacpp.py's chunk schedule,
+"""Computing a conversation's next prompt ahead (backends/chunk_schedule.py,
 Pool.prefill, ask/conversation.next_calls, serve/service.ServedPool): the parts that need no
 model. The real model's side (a reply never changes; the next call evaluates its message
 alone) is in tests/test_llamacpp_integration.py."""
@@ -6,6 +6,7 @@ alone) is in tests/test_llamacpp_integration.py."""
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,8 @@ import pytest
 from trinity_cli import conversation
 from trinity_cli.ask import AskOptions
 from trinity_cli.ask import conversation as conv_mod
-from trinity_cli.backends.llamacpp import TURN_CHUNKS, LlamaCppBackend, chunk_points, kept_prefix
+from trinity_cli.backends.chunk_schedule import TASK_CHUNKS, TURN_CHUNKS, chunk_points, kept_prefix
+from trinity_cli.backends.llamacpp import LlamaCppBackend
 from trinity_cli.backends.scripted import ScriptedBackend
 from trinity_cli.chat.session import ChatSession
 from trinity_cli.messages import ChatMessage, GenParams, Role
@@ -28,10 +30,13 @@ from .conftest import write_pool
 def test_chunks_end_every_n_batch_and_where_a_conversation_s_last_message_starts() -> None:
     assert chunk_points(100, 32) == [32, 64, 96]
     assert chunk_points(64, 32) == [32, 64]
-    assert chunk_points(100, 32, boundary=40) == [32, 40, 72]
-    assert chunk_points(100, 32, boundary=64) == [32, 64, 96]
-    assert chunk_points(20, 32, boundary=10) == [10]
-    assert chunk_points(100, 32, boundary=100) == [32, 64, 96]  # no message after it: no boundary
+    assert chunk_points(100, 32, [40]) == [32, 40, 72]
+    assert chunk_points(100, 32, [64]) == [32, 64, 96]
+    assert chunk_points(20, 32, [10]) == [10]
+    assert chunk_points(100, 32, [100]) == [32, 64, 96]  # no message after it: no boundary
+    # where the last message starts, then where the new message starts inside it
+    assert chunk_points(200, 32, [40, 90]) == [32, 40, 72, 90, 122, 154, 186]
+    assert chunk_points(200, 32, [90, 40, 90, 0, 250]) == [32, 40, 72, 90, 122, 154, 186]
 
 
 def test_only_chunks_both_prompts_end_alike_from_the_start_are_kept() -> None:
@@ -61,6 +66,17 @@ def test_only_a_conversation_s_prompt_has_a_key_of_its_own(tmp_path: Path) -> No
     assert pool._request(name, one, params) == pool._request(name, one, split) == kept  # every recorded call's key
     assert pool._request(name, conversation, split)["schedule"] == TURN_CHUNKS
     assert "schedule" not in pool._request(name, conversation, params)
+    # a turn prompt holding the new message after the earlier conversation and the instructions
+    turn = [ChatMessage("system", "Be brief."),
+            ChatMessage("user", "Earlier conversation: ...\n\nTask:\nGo on.\n\nNow.")]
+    task = replace(split, split_before="Go on.")
+    assert backend.schedule_tag(turn, task) == TASK_CHUNKS
+    assert backend.schedule_tag(turn, replace(params, split_before="Go on.")) is None  # not a conversation's call
+    assert backend.schedule_tag(turn, replace(split, split_before="elsewhere")) is None
+    assert backend.schedule_tag(one, replace(split, split_before="Hi")) is None  # the message opens it: nothing before
+    assert backend.schedule_tag([*conversation[:-1], turn[1]], task) == f"{TURN_CHUNKS}+{TASK_CHUNKS}"
+    assert pool._request(name, turn, task)["schedule"] == TASK_CHUNKS
+    assert not backend.loaded
 
 
 def test_every_call_of_an_episode_that_continues_a_conversation_is_split_at_its_last_message(tmp_path: Path) -> None:
@@ -77,7 +93,10 @@ def test_every_call_of_an_episode_that_continues_a_conversation_is_split_at_its_
         assert seen and not any(p.split_last for p in seen)  # the first message: no conversation yet
         seen.clear()
         chat.say("Make it about a lake.")
-        assert seen and all(p.split_last for p in seen)
+        assert seen and all(p.split_last and p.split_before == "Make it about a lake." for p in seen)
+        seen.clear()
+        chat.say("What is 6*7?")  # a short answer's turns: split where the message starts too
+        assert seen and all(p.split_last and p.split_before == "What is 6*7?" for p in seen)
 
 
 def _pool(tmp_path: Path) -> Path:

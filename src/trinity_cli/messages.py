@@ -52,8 +52,13 @@ class GenParams:
     # True for the calls of an episode that continues a conversation (earlier messages as
     # context): a prompt with an assistant message before its last message is then evaluated
     # in chunks that also end where that last message starts, so what a chat computed ahead
-    # of the message is kept (backends/llamacpp.py; the call's rollout key says so).
+    # of the message is kept (backends/chunk_schedule.py; the call's rollout key says so).
     split_last: bool = False
+    # With split_last: the new message's text as the last message holds it (a turn prompt holds
+    # it after the earlier conversation and the instructions); the prompt is then also chunked
+    # where its last occurrence starts. "" (the default): no such point. Never in a cache key
+    # itself: the schedule it makes is (backends/chunk_schedule.py).
+    split_before: str = ""
 
 
 @dataclass

@@ -80,7 +80,8 @@ class Backend(ABC):
         """A word for the rollout key of a call with `messages` and `params` when the backend
         computes such a call otherwise than its `fingerprint` alone says (llamacpp.py: with
         `params.split_last`, a conversation's prompt is evaluated in chunks that end where its
-        last message starts); None (the default): as it says. Computed without loading anything."""
+        last message starts, and where `params.split_before` starts); None (the default): as it
+        says. Computed without loading anything."""
         return None
 
     def prefill(self, messages: Sequence[ChatMessage], stop: Callable[[], bool] | None = None) -> int:

@@ -4,28 +4,10 @@ The model loads on first use and stays loaded until `close()`; the pool decides 
 evict it (`max_resident`). One llama.cpp context is not thread-safe, so calls are
 serialised with a lock. llama.cpp's own logging is silenced (`verbose=False`).
 
-Prefix reuse in whole chunks. llama-cpp-python keeps the KV cache of the previous call and
-evaluates only what follows the longest prefix the next prompt shares with it; but the
-logits of a token depend on the batch it was evaluated in, so a reply would depend on the
-call before it. Here a prompt is always evaluated in chunks that end at fixed points
-(`chunk_points`: every `n_batch` tokens from 0), and a call keeps from the KV cache only
-whole chunks of earlier *prompts* that end at the same points in its own prompt (never
-generated tokens, which were evaluated one at a time). Every token is then computed in the
-same batch as in a call from an empty cache, so a reply is a function of its prompt and
-parameters alone: the same in any call order, at any `--parallel`, in any play order
-(tests/test_llamacpp_integration.py; what it costs and saves: docs/measurements.md, "Item
-order and replies that do not depend on the call before").
-
-A conversation's prompt (one with an assistant message before its last message, called with
-`GenParams.split_last`: every call of an episode that continues a conversation) has one more
-point: where its last message starts (`_boundary`), the chunks before it every `n_batch`
-from 0 and those after every `n_batch` from it. (Without `split_last`, such a prompt, the
-conductor's step asked again after its reply, keeps the old chunks and key.) So everything before a conversation's next
-message can be computed before that message is typed (`prefill`, which `trinity chat` calls
-after each answer) and the message's own call evaluates that message alone. Such a call's
-rollout key holds `schedule_tag`'s word (TURN_CHUNKS), so a reply computed with the other
-chunking is never served for it; every other prompt keeps the chunking, and the keys, it
-always had.
+How prompts are evaluated: in chunks that end at fixed points, keeping only whole chunks of
+earlier prompts, so a reply is a function of its prompt and parameters alone
+(backends/chunk_schedule.py, which also says what a conversation's calls add and what
+`prefill` computes ahead).
 """
 
 from __future__ import annotations
@@ -41,7 +23,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from trinity_cli.backends import confidence, native_check
+from trinity_cli.backends import chunk_schedule, confidence, native_check
 from trinity_cli.backends.base import Backend
 from trinity_cli.backends.gguf_file import MIN_REPLY_TOKENS, GGUFFile, GGUFModel, package_version
 from trinity_cli.errors import AssetError, BackendError, ContextOverflow
@@ -157,36 +139,7 @@ def _plain_greedy(settings: dict[str, Any]) -> bool:
             and settings.get("frequency_penalty", 0.0) == 0.0 and settings.get("presence_penalty", 0.0) == 0.0)
 
 
-TURN_CHUNKS = "turn-chunks"  # schedule_tag of a conversation's prompt (module docstring)
-# Tokens before the end of a prefilled message's text left to its call: they may merge with what follows.
-PREFILL_MARGIN = 4
 SAVED_PROMPTS = 2  # prompts computed ahead and kept aside (`prefill`): a free-form draft's and a turn's
-
-
-def chunk_points(length: int, n_batch: int, boundary: int | None = None) -> list[int]:
-    """Where the chunks a prompt of `length` tokens is evaluated in end, those up to `length`:
-    every `n_batch` tokens from 0; with a `boundary` (0 < boundary < length), every `n_batch`
-    before it, the boundary itself, then every `n_batch` after it. The tokens after the last
-    point form the prompt's last chunk."""
-    if boundary is None or not 0 < boundary < length:
-        return list(range(n_batch, length + 1, n_batch))
-    return [*range(n_batch, boundary, n_batch), boundary, *range(boundary + n_batch, length + 1, n_batch)]
-
-
-def kept_prefix(previous: Sequence[int], current: Sequence[int], limit: int) -> int:
-    """How many evaluated tokens a prompt chunked at `current` may keep from a KV cache whose
-    prompt was chunked at `previous`: the last point of the run both lists share from their
-    start, at most `limit` (the tokens both prompts share, less the prompt's last)."""
-    keep = 0
-    for a, b in zip(previous, current, strict=False):
-        if a != b or a > limit:
-            break
-        keep = a
-    return keep
-
-
-def _is_conversation(messages: Sequence[ChatMessage]) -> bool:
-    return any(m.role == "assistant" for m in messages[:-1])
 
 
 def _formatter(llm: Any) -> Any:
@@ -205,22 +158,18 @@ def _formatter(llm: Any) -> Any:
     return None
 
 
-def _prompt(llm: Any, formatter: Any, messages: Sequence[ChatMessage]) -> list[int]:
-    """The prompt tokens `create_chat_completion` sends for `messages` (as its handler makes them)."""
-    result = formatter(messages=[{"role": m.role, "content": m.content} for m in messages])
-    return list(llm.tokenize(result.prompt.encode("utf-8"), add_bos=not result.added_special, special=True))
-
-
-def _boundary(llm: Any, formatter: Any, messages: Sequence[ChatMessage],
-              full: list[int] | None = None) -> int | None:
-    """Where a conversation's last message starts in its prompt tokens: the tokens its prompt
-    shares with the prompt of the messages before it (which ends with the reply's opening
-    instead); None for a prompt that is not a conversation's. `full`: its prompt tokens, when made already."""
-    if not _is_conversation(messages) or formatter is None:
+def _prompter(llm: Any) -> chunk_schedule.Prompter | None:
+    """The prompt tokens `create_chat_completion` sends for some messages (as its handler makes
+    them), or None where its formatter cannot be found (`_formatter`)."""
+    formatter = _formatter(llm)
+    if formatter is None:
         return None
-    full = full if full is not None else _prompt(llm, formatter, messages)
-    shared = len(os.path.commonprefix([full, _prompt(llm, formatter, messages[:-1])]))
-    return shared if 0 < shared < len(full) else None
+
+    def prompt(messages: Sequence[ChatMessage]) -> list[int]:
+        result = formatter(messages=[{"role": m.role, "content": m.content} for m in messages])
+        return list(llm.tokenize(result.prompt.encode("utf-8"), add_bos=not result.added_special, special=True))
+
+    return prompt
 
 
 def _chunked_llama() -> type:
@@ -232,7 +181,7 @@ def _chunked_llama() -> type:
     class ChunkedLlama(Llama):  # type: ignore[misc]
         points: list[int] = []  # noqa: RUF012 - replaced, never changed in place: the chunk ends in the KV cache
         saved: list[tuple[list[int], Any]] = []  # noqa: RUF012 - replaced: (points, LlamaState) computed ahead, newest first
-        boundary: int | None = None  # the next call's `_boundary` (set by the backend around a call)
+        boundaries: list[int] = []  # noqa: RUF012 - replaced: the next call's chunk_schedule.boundaries (set around a call)
         fast_grammar = True  # False: llama-cpp-python's own chain (tests compare the two)
         recorder: LogprobRecorder | None = None  # the last generation's (chat reads it)
 
@@ -246,11 +195,12 @@ def _chunked_llama() -> type:
 
         def advance(self, tokens: Sequence[int], points: Sequence[int], upto: int,
                     stop: Callable[[], bool] | None = None) -> int:
-            """Keep what the KV cache holds of `tokens` in whole chunks (`kept_prefix`), then
+            """Keep what the KV cache holds of `tokens` in whole chunks (chunk_schedule.kept_prefix), then
             evaluate `tokens` chunk by chunk at `points` through the last point at most
             `upto` (before each chunk, `stop()` may end it); how many tokens it evaluated."""
             def keeps(ids: list[int], chunks: Sequence[int]) -> int:
-                return kept_prefix(chunks, points, min(len(os.path.commonprefix([ids, list(tokens)])), upto))
+                shared = len(os.path.commonprefix([ids, list(tokens)]))
+                return chunk_schedule.kept_prefix(chunks, points, min(shared, upto))
 
             keep = keeps(self._input_ids.tolist(), self.points) if self.n_tokens else 0
             for chunks, state in self.saved:  # a prompt computed ahead that keeps more: its KV cache back
@@ -279,7 +229,7 @@ def _chunked_llama() -> type:
         def generate(self, tokens: Sequence[int], **kwargs: Any) -> Any:  # type: ignore[override]  # called with keywords
             tokens = list(tokens)
             if kwargs.get("reset", True):
-                points = chunk_points(len(tokens), self.n_batch, self.boundary)
+                points = chunk_schedule.chunk_points(len(tokens), self.n_batch, self.boundaries)
                 # At least the prompt's last token is evaluated by generate itself: its logits
                 # pick the first reply token; what is left is at most one chunk.
                 self.advance(tokens, points, len(tokens) - 1)
@@ -380,16 +330,15 @@ class LlamaCppBackend(GGUFFile, Backend):
         return True
 
     def schedule_tag(self, messages: Sequence[ChatMessage], params: GenParams) -> str | None:
-        """TURN_CHUNKS for a conversation's prompt called with `split_last` (module docstring),
-        else None."""
-        return TURN_CHUNKS if params.split_last and _is_conversation(messages) else None
+        """chunk_schedule.schedule_tag: a conversation's calls' chunks are not the fingerprint's alone."""
+        return chunk_schedule.schedule_tag(messages, params)
 
     def prefill(self, messages: Sequence[ChatMessage], stop: Callable[[], bool] | None = None) -> int:
         """Evaluate now the chunks a later call whose messages begin as `messages` do will keep
         (module docstring): for a conversation's prompt, everything before its last message;
-        otherwise the whole chunks before the last `PREFILL_MARGIN` tokens of the last message's
-        text as given. Stops at the next chunk when a call arrives (`_complete`) or the model
-        is closed; how many tokens it evaluated."""
+        otherwise everything up to chunk_schedule.cut_point of the last message's text as given, where a call
+        split before its new message (`split_before`) ends a chunk. Stops at the next chunk when
+        a call arrives (`_complete`) or the model is closed; how many tokens it evaluated."""
         def stopped() -> bool:
             return self._wanted.is_set() or (stop is not None and stop())
 
@@ -399,18 +348,13 @@ class LlamaCppBackend(GGUFFile, Backend):
             llm = self._llm
             if stopped() or llm is None:  # a model let go is not loaded again for this
                 return 0
-            formatter = _formatter(llm)
-            if formatter is None:
+            prompt = _prompter(llm)
+            if prompt is None:
                 return 0
-            tokens = _prompt(llm, formatter, messages)
-            boundary = _boundary(llm, formatter, messages, tokens)
-            if boundary is not None:
-                upto = boundary
-            else:
-                last = messages[-1]
-                longer = _prompt(llm, formatter, [*messages[:-1], ChatMessage(last.role, last.content + " zq\n")])
-                upto = len(os.path.commonprefix([tokens, longer])) - PREFILL_MARGIN
-            points = chunk_points(len(tokens), llm.n_batch, boundary)
+            tokens = prompt(messages)
+            boundary = chunk_schedule.boundary(prompt, messages, tokens)
+            upto = boundary if boundary is not None else chunk_schedule.cut_point(prompt, messages, tokens)
+            points = chunk_schedule.chunk_points(len(tokens), llm.n_batch, [upto])
             evaluated = int(llm.advance(tokens, points, upto, stopped))
             # Kept aside, so computing another prompt ahead (or a call) does not lose it; an older
             # state of the same prompt, which this one extends, goes.
@@ -445,7 +389,7 @@ class LlamaCppBackend(GGUFFile, Backend):
                 )
             start = time.perf_counter()
             llm.recorder = None
-            llm.boundary = _boundary(llm, _formatter(llm), messages) if params.split_last else None
+            llm.boundaries = chunk_schedule.boundaries(_prompter(llm), messages, params)
             try:
                 out = llm.create_chat_completion(
                     messages=[{"role": m.role, "content": m.content} for m in messages],
@@ -468,7 +412,7 @@ class LlamaCppBackend(GGUFFile, Backend):
                     ) from None
                 raise BackendError(f"model {self.name!r}: llama.cpp failed: {exc}") from None
             finally:
-                llm.boundary = None
+                llm.boundaries = []
             latency = time.perf_counter() - start
             choice = out["choices"][0]
             usage = out.get("usage") or {}

@@ -276,7 +276,7 @@ class _Play:
                     attempt=sum(t.model == model for t in turns), alone=alone, chosen_role=decision.role,
                     model_probs=decision.model_probs, role_probs=decision.role_probs,
                     coordinator_s=decision.seconds, override=override, dropped=dropped,
-                    split_last=bool(self.context))
+                    split_last=bool(self.context), split_before=self.task if self.context else "")
 
         def written(piece: str) -> None:
             self.emit(TextWritten(index, model, role.value, piece))
@@ -321,5 +321,6 @@ def turn_params(pool: Pool, transcript: Transcript, turn: Turn) -> GenParams:
     and its own reply cap when it records one: `Turn.max_tokens`)."""
     params = pool.params(turn.model, turn.role.value, attempt=turn.attempt,
                          salt=attempt_salt(transcript.task, transcript.context))
-    params = replace(params, split_last=bool(transcript.context))  # as every call of its episode (turn.Call)
+    params = replace(params, split_last=bool(transcript.context),  # as every call of its episode (turn.Call)
+                     split_before=transcript.task if transcript.context else "")
     return params if turn.max_tokens is None else replace(params, max_tokens=turn.max_tokens)

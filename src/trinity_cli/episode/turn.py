@@ -64,7 +64,8 @@ class Call:
     `alone`: shown the task alone; `attempt`: the member's earlier calls in this episode or
     workflow; `max_tokens`: a reply cap other than the member's for `role` (the conductor's
     call), else None; `json_schema`: the schema the reply is decoded under (GenParams), else
-    None; `split_last`: the episode continues a conversation (GenParams.split_last). The rest
+    None; `split_last`: the episode continues a conversation (GenParams.split_last), and
+    `split_before` its new message (GenParams.split_before). The rest
     is recorded on the Turn as it is: the coordinator's pick
     (`chosen_role`, probabilities, seconds), why the acting role differs (`override`), and
     how many earlier turns the prompt left out (`dropped`)."""
@@ -78,6 +79,7 @@ class Call:
     max_tokens: int | None = None
     json_schema: str | None = None
     split_last: bool = False
+    split_before: str = ""
     chosen_role: Role | None = None
     model_probs: list[float] | None = None
     role_probs: list[float] | None = None
@@ -100,7 +102,7 @@ def play(pool: Pool, call: Call, index: int, salt: str, examples: Checks | None,
     if call.json_schema is not None:
         params = replace(params, json_schema=call.json_schema)
     if call.split_last:
-        params = replace(params, split_last=True)
+        params = replace(params, split_last=True, split_before=call.split_before)
     completion, error = _chat(pool, model, call.messages, params, on_text)
     reply, execution, verdict = completion.text, None, None
     if error is None and pool.style(model) == "program" and call.role is not Role.THINKER:

@@ -10,7 +10,9 @@ Rollout cache (diskcache under `cache/rollouts/`): one entry per pool call.
           (json_schema present only for a call constrained to a schema; schedule only where
           the backend computes the call otherwise than its fingerprint says: "turn-chunks",
           a conversation's prompt called with GenParams.split_last, evaluated in chunks that
-          end where its last message starts, backends/llamacpp.py)
+          end where its last message starts; "task-chunks", such a call's prompt also chunked
+          where its new message (GenParams.split_before) starts; both joined by "+" where both
+          apply: backends/chunk_schedule.py)
     value = {"request": the payload above, "reply": Completion.to_dict() without `cached`
              and `recorded`, "source": "recording" for an entry imported from a recording
              (recordings/), else absent}
