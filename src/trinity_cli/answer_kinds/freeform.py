@@ -65,7 +65,8 @@ _ANYWHERE = re.compile(
     r"|\bbest (?:way|approach|practice)"
     r"|\b(?:a|an|one|short|brief|little)\s+(?:poem|haiku|limerick|sonnet|story|essay|letter|email|speech|song|"
     r"paragraph|blog post|tweet|slogan|toast|joke)\b"
-    r"|\bstep[- ]by[- ]step (?:proof|explanation|guide)\b",
+    r"|\bstep[- ]by[- ]step (?:proof|explanation|guide)\b"
+    r"|\bshow (?:your|the|all) (?:work|working|steps)\b|\bexplain (?:each|every) step\b",
     re.I)
 # ... or states how the answer must look (IFEval's kinds of instruction, in people's words): a whole
 # answer is asked for, whatever its topic.
@@ -75,7 +76,7 @@ _FORMAT = re.compile(
     r"(?! is\b)(?:[^.?!\n]{0,60})\b(?:must|should|needs? to|has to|will|may|can|is to|in|with|be|contain|include|"
     r"start|begin|end|wrap|use|have|not)\b"
     r"|\b(?:respon(?:se|d)|answer|reply|write|output)\w*\s+(?:\w+\s+){0,3}(?:in|with|using)\s+"
-    r"(?!(?:only |just )?(?:one|a single|a) (?:word|number|letter|name)\b)(?:\w+\s+){0,2}"
+    r"(?!(?:only |just )?(?:one|a single|a|the) (?:word|number|letter|name)\b)(?:\w+\s+){0,2}"
     r"(?:json|markdown|bullet|sections?|paragraphs?|lowercase|lower case|uppercase|capital|all caps|english|"
     r"\w+ language|format|style|tone|words?|sentences?|letters?|placeholders?)\b"
     r"|\b(?:at least|at most|no more than|no less than|fewer than|less than|more than|exactly|under|only|up to)\s+"
@@ -87,7 +88,7 @@ _FORMAT = re.compile(
     r"|\bcapital letters\b"
     r"|\b(?:lowercase|uppercase) letters\b|\bno other language\b|\bin (?:the )?\w+ language\b"
     r"|\brepeat (?:the|this|my) (?:request|question|prompt)|\bwrap\b|\bdouble (?:quotation|angular)|<<"
-    r"|\btitle\b|\bkeywords?\b|\bthe (?:word|letter|phrase)s? [\"'“‘]?\w|\*{3,}|\bparagraphs?\b|\bsections?\b"
+    r"|\btitle\b|\bkeywords?\b|\bthe (?:word|letter|phrase)s? (?!only\b)[\"'“‘]?\w|\*{3,}|\bparagraphs?\b|\bsections?\b"
     r"|\b(?:do not|don't|never|avoid|without) (?:use|using|say|saying|include|including|mention|mentioning)\b"
     r"(?! (?:a |any )?calculators?\b)"
     r"|\b(?:start|begin|end|finish|conclude) (?:your|each|every) \w+|(?:^|[.!?:]\s*)(?:start|begin|end) (?:it )?with\b"

@@ -39,11 +39,15 @@ _STATED = re.compile(
     r"\b(?:answer|reply|respond|say)\b[^.?!\n]{0,25}\byes\b\W{0,3}(?:or|/)\W{0,3}no\b|^\W*yes or no\b"
     r"|\byes or no\W*$|\b(?:answer|reply|respond)\s+(?:with\s+)?(?:only\s+|just\s+)?(?:one|a single|a)\s+"
     r"(?:word|number|letter|name|value)\b|\b(?:just|only) (?:the|a|one) (?:number|name|letter|word|value|answer)\b"
-    r"|\bone[- ]word answer\b|(?:^|\s)\(?[Aa][).]\s*\w[^\n]{0,80}\s\(?[Bb][).]\s*\w",
+    r"|\bone[- ]word answer\b|(?:^|\s)\(?[Aa][).]\s*\w[^\n]{0,80}\s\(?[Bb][).]\s*\w"
+    r"|\b(?:just|only)\s+(?:a\s+)?(?:yes\s+or\s+no|true\s+or\s+false)\b|^\W*true or false\b"
+    r"|\b(?:in|with) (?:one|a single) word\b|\bone word only\b|\b(?:the )?letter only\b|\bjust the letter\b",
     re.I)
 # Arithmetic: an expression, or a number with an operation in words.
 _ARITHMETIC = re.compile(
     rf"{_NUMBER}\s*(?:[-+*/×÷^x%]|\*\*)\s*\(?{_NUMBER}|\(\s*{_NUMBER}\s*[-+*/×÷^]"
+    rf"|{_NUMBER}\s*choose\s*{_NUMBER}|\bround(?:ed)?\b[^.?!\n]{{0,20}}{_NUMBER}[^.?!\n]{{0,30}}"
+    rf"\b(?:decimal|places?|nearest|significant)\b"
     rf"|{_NUMBER}\s*(?:plus|minus|times|divided by|multiplied by|over|squared|cubed|factorial|!|% of|percent of|"
     rf"to the (?:power|\d+\w*)|mod(?:ulo)?)\b"
     rf"|\b(?:square root|cube root|log(?:arithm)?|factorial|gcd|lcm|greatest common|least common|sum|product|"
@@ -54,21 +58,25 @@ _ARITHMETIC = re.compile(
 _CONVERSION = re.compile(
     rf"^\W*convert\b[^.?!\n]*{_NUMBER}|^\W*convert\b[^.?!\n]*\bto\b"
     rf"|\bhow many {_UNITS}\b[^.?!\n]{{0,20}}\b(?:in|per|are in|make)\b"
-    rf"|{_NUMBER}\s*{_UNITS}\s+(?:in|to|into|as)\s+{_UNITS}\b",
+    rf"|{_NUMBER}\s*{_UNITS}\s+(?:in|to|into|as)\s+{_UNITS}\b"
+    rf"|{_NUMBER}\s*{_UNITS}\s+(?:is|are|equals?|makes?)\s+how many\s+{_UNITS}\b",
     re.I)
 # A question after one fact, a quantity or a name: "What is the capital of ...", "Who wrote ...",
 # "How many ...", "When did ...", "Which planet ...", "Is 91 divisible by 7?".
 _FACT = re.compile(
-    r"^\W*(?:what(?:'s| is| was| were)? (?:the |his |her |its |their )(?!best\b)\w+"
+    r"^\W*(?:(?:at|in|on|by|to|for|from|roughly|approximately|about|exactly)\s+)?"
+    r"(?:what(?:'s| is| was| were)? (?:the |his |her |its |their )(?!best\b)\w+"
     r"|what(?: \w+)? (?:year|day|date|time|color|colour|number|percent|place|country|city|language|element|"
-    r"planet|century|decade)\b|(?:in )?what year\b|who(?:se)? (?!are you\b)(?:\w+)|when (?:did|was|is|were|does|will)\b"
+    r"planet|century|decade|temperature|speed|age|size|height|altitude|distance|weight|price)\b"
+    r"|(?:in )?what year\b|who(?:se)? (?!are you\b)(?:\w+)|when (?:did|was|is|were|does|will)\b"
     r"|where (?:is|was|are|did|does)\b|which\b|how (?:many|much|tall|far|long|old|big|heavy|fast|high|deep|wide|large|"
     r"often)\b|(?:is|are|was|does|do|can)\b[^?\n]*\d)",
     re.I)
 # The last sentence of a word problem: a quantity asked after the facts are given.
 _PROBLEM = re.compile(
     r"\bhow (?:many|much|long|far|old|fast|tall)\b|\bwhat(?: is| was| will be| are|'s)\b|\bwhat (?:percent|percentage|"
-    r"fraction|place|number)\b|^\W*(?:if\b.*,\s*)?(?:calculate|compute|find|evaluate|simplify|determine|express|"
+    r"fraction|place|number|time)\b|\bwhat do(?:es)? (?:i|we|you|he|she|they|it) (?:pay|owe|get|earn|save|spend|need|"
+    r"make|weigh)\b|^\W*(?:if\b.*,\s*)?(?:calculate|compute|find|evaluate|simplify|determine|express|"
     r"solve|give|which|who|when)\b",
     re.I)
 _HOW_MANY = re.compile(r"^\W*(?:how many|how much)\b[^\n]*\?\W*$", re.I)
@@ -80,6 +88,24 @@ _QUANTITY_ASKED = re.compile(
     r"\bwhat is the (?:probability|(?:minimum|maximum|smallest|largest|least|greatest) (?:possible )?"
     r"(?:number|value|integer|positive))\b",
     re.I)
+# A one-sentence problem with no "if": two numbers, then after the last comma a quantity asked in at most
+# ten words, with or without a question mark ("my car does 32 mpg and gas is $3.50, how much does a 240 mile
+# trip cost").
+_ASKED_AFTER = re.compile(r"^[^?\n]*\d[^?\n]*\d[^?\n]*,\s*((?:\S+\s+){0,9}\S+?)\??\W*$")
+# A fact asked of a thing, in a few words: "capital of canada?", "population of Tokyo?".
+_FACT_OF = re.compile(
+    r"^\W*(?:the\s+)?(?:capital|population|currency|area|height|length|distance|diameter|mass|weight|speed|age|"
+    r"author|inventor|founder|president|prime minister|ceo|boiling point|melting point|freezing point|atomic number|"
+    r"chemical symbol|square root|value|price|date|year|language|timezone|time zone) of\b[^.?!\n]{1,40}\?\W*$",
+    re.I)
+# A yes/no question of fact, in one short sentence ("Does water expand when it freezes?"); not a request put
+# as a question ("Can you ...", "Is there a way to ..."), nor one asking a judgement ("Is it worth ...").
+_YES_NO_QUESTION = re.compile(
+    r"^\W*(?:is|are|was|were|does|did|can|has|have)\s+(?!(?:you|i|we|there|it (?:worth|possible|ok|okay|a good|"
+    r"bad|better|normal|safe|wise|smart))\b)[^?\n]{3,80}\?\W*$",
+    re.I)
+_JUDGEMENT = re.compile(r"\b(?:worth|good|bad|better|best|worse|worst|healthy|unhealthy|harmful|dangerous|ethical|"
+                        r"moral|fair|should|recommend|prefer|think|opinion|feel|believe)\b", re.I)
 _LATEX = re.compile(r"\$[^$\n]*[\\^_=+<>{}\d][^$\n]*\$|\\\[|\\\(|\\frac|\\sqrt")
 _SENTENCES = re.compile(r"(?<=[.?!])\s+(?=\S)")
 
@@ -131,6 +157,12 @@ class ShortAnswer(AnswerKind):
         if words <= 25 and len(sentences) <= 2 and _ARITHMETIC.search(text):
             return True
         if len(sentences) == 1 and (words <= 16 or _HOW_MANY.match(text)) and _FACT.search(text):
+            return True
+        if len(sentences) == 1 and (_FACT_OF.match(text) or words <= 12 and _YES_NO_QUESTION.match(text)
+                                    and not _JUDGEMENT.search(text)):
+            return True
+        asked_after = _ASKED_AFTER.match(text) if len(sentences) == 1 else None
+        if asked_after and _PROBLEM.search(asked_after.group(1)):
             return True
         problem = _IF_PROBLEM.match(text)
         if len(sentences) == 1 and (problem and _PROBLEM.search(problem.group(1))
@@ -194,11 +226,14 @@ class Code(AnswerKind):
     _last_step = ("Reply with the complete code the task asks for, in one ```python block that defines it: "
                   "not a description of earlier steps' code.")
     _hint = re.compile(
-        rf"```python|\b{_LANGUAGES} (?:function|script|program|class|method|snippet|one-liner)s?\b"
+        rf"```python|\b{_LANGUAGES} (?:function|script|program|class|method|snippet|one-liner|interface|struct|"
+        rf"enum)s?\b"
+        rf"|\b(?:a|an)\s+(?:function|method|class|script|program)\b[^.?!\n]{{0,12}}\bin {_LANGUAGES}\b"
+        rf"|\b(?:dockerfile|makefile|docker-compose(?:\.ya?ml)? file)\b"
         rf"|\b(?:write|give|show|need|want)\b[^.?!\n]{{0,20}}\b{_LANGUAGES} code\b"
         rf"|\b(?:write|create|implement|code|give me|show me|generate)\s+(?:me\s+)?(?:a|an|the|some)\s+"
-        rf"(?:[\w-]+\s+){{0,2}}(?:function|class|method|regex|regular expression|sql query|query|one-liner|"
-        rf"unit tests?|program)\b(?! (?:for|of|about) (?:a|an|the|my|our)\b)"
+        rf"(?:[\w-]+\s+){{0,2}}(?:function|class|method|regex|regular expression|sql query|sql statement|query|"
+        rf"one-liner|unit tests?|program)\b(?! (?:for|of|about) (?:a|an|the|my|our)\b)"
         rf"|\bwrite (?:some |the )?code\b|^\W*(?:implement|code)\b[^.?!\n]*\b(?:in|using) {_LANGUAGES}\b"
         rf"|^\W*implement\b[^.?!\n]*\b(?:algorithm|search|sort|function|class|stack|queue|tree|list|cache)\b"
         rf"|^\W*(?:fix|debug|refactor|optimi[sz]e)\b[^\n]{{0,20}}\bcode\b",
