@@ -4,8 +4,11 @@ from the task data that ships with trinity-cli and tests/data/kind_requests.tsv.
 One JSON object a line: {"id", "source", "split", "kind", "text"}, where `kind` is what a person
 means (freeform: a whole answer; short: a number, a letter, yes/no, a name; code: a program) and
 `split` is "train" (rules are chosen on it), "heldout" (measured once with the first rules, then read,
-so since issue 86's second round it is chosen on too) or "fresh" (written after the held-out part was
-read and before any rule was chosen on it, never used for choosing, measured once):
+so since issue 86's second round it is chosen on too), "fresh" (written after the held-out part was
+read and before any rule was chosen on it, measured once after the second round; its misreads read,
+so since the third round it is chosen on too) or "fresh2" (written for the third round by someone who
+had read neither the rules nor the earlier sets, before any third-round rule change; never used for
+choosing, measured once):
 
     source        kind      train                               heldout
     own           by line   tasks/registry.split_position("kind-detect", id) >= 0.4, the rest held out
@@ -18,6 +21,8 @@ read and before any rule was chosen on it, never used for choosing, measured onc
     mbpp          code      40                                  30
     fresh         by line   none                                none: all in split "fresh"
                             (tests/data/kind_requests_fresh.tsv, 172 requests)
+    fresh2        by line   none                                none: all in split "fresh2"
+                            (tests/data/kind_requests_fresh2.tsv, 200 requests)
 
 A benchmark question is written as a person types it (`as_typed`): the answer-format line that
 trinity's loaders add ("End your reply with a line of the form 'Answer: <number>'", "Put the
@@ -45,6 +50,7 @@ from trinity_cli.tasks.registry import load_split, split_of, split_position
 ROOT = Path(__file__).resolve().parents[1]
 OWN = ROOT / "tests" / "data" / "kind_requests.tsv"
 FRESH = ROOT / "tests" / "data" / "kind_requests_fresh.tsv"
+FRESH2 = ROOT / "tests" / "data" / "kind_requests_fresh2.tsv"
 OUT = ROOT / "tests" / "data" / "kind_set.jsonl"
 SALT = "kind-detect"
 BENCHMARKS = {"gsm8k": ("short", 60, 40), "math500": ("short", 60, 40), "arc-challenge": ("short", 40, 30),
@@ -83,10 +89,10 @@ def own_requests() -> list[dict[str, str]]:
     return rows
 
 
-def fresh_requests() -> list[dict[str, str]]:
-    """The fresh held-out requests: every one in split "fresh" (module docstring)."""
-    return [{"id": f"fresh-{number}", "source": "fresh", "split": "fresh", "kind": kind, "text": text}
-            for number, kind, text in _requests(FRESH)]
+def fresh_requests(name: str = "fresh", path: Path = FRESH) -> list[dict[str, str]]:
+    """The fresh held-out requests of `path`: every one in split `name` (module docstring)."""
+    return [{"id": f"{name}-{number}", "source": name, "split": name, "kind": kind, "text": text}
+            for number, kind, text in _requests(path)]
 
 
 def task_rows(task: str, kind: str, splits: dict[str, tuple[str, ...]],
@@ -108,7 +114,7 @@ def build() -> list[dict[str, str]]:
     for task, (kind, train, heldout) in BENCHMARKS.items():
         rows += task_rows(task, kind, {"train": ("train",), "heldout": ("val", "test")},
                           {"train": train, "heldout": heldout})
-    return rows + fresh_requests()
+    return rows + fresh_requests() + fresh_requests("fresh2", FRESH2)
 
 
 def render(rows: list[dict[str, str]]) -> str:

@@ -55,31 +55,32 @@ def test_the_labelled_set_is_what_the_script_builds_from_the_shipped_data() -> N
     train_ids = {f"gsm8k/{item.id}" for item in load_split("gsm8k", "train")}
     assert all(row["id"] in train_ids for row in rows if row["source"] == "gsm8k" and row["split"] == "train")
     assert not any(row["id"] in train_ids for row in rows if row["source"] == "gsm8k" and row["split"] == "heldout")
-    # The fresh requests are all in their own split and no other request is: never chosen on.
-    fresh = [row for row in rows if row["source"] == "fresh"]
-    assert len(fresh) >= 160 and all(row["split"] == "fresh" for row in fresh)
-    assert all(row["source"] == "fresh" for row in rows if row["split"] == "fresh")
-    assert not {row["text"] for row in fresh} & {row["text"] for row in rows if row["source"] != "fresh"}
+    # Each fresh part is all in its own split and no other request is (fresh2: never chosen on).
+    for name, least in (("fresh", 160), ("fresh2", 200)):
+        fresh = [row for row in rows if row["source"] == name]
+        assert len(fresh) >= least and all(row["split"] == name for row in fresh)
+        assert all(row["source"] == name for row in rows if row["split"] == name)
+        assert not {row["text"].lower() for row in fresh} & {row["text"].lower() for row in rows if row["source"] != name}
 
 
-@pytest.mark.parametrize("split", ["train", "heldout"])
+@pytest.mark.parametrize("split", ["train", "heldout", "fresh"])
 def test_detection_meets_its_targets_where_the_rules_were_chosen(measure: ModuleType, split: str) -> None:
-    """Issue 86's targets on the parts the rules were chosen on (the train part, and the first
-    held-out part since it was read): at most 2% of free-form requests sent to the short path and
+    """Issue 86's targets on the parts the rules were chosen on (the train part, the first
+    held-out part since the second round, the fresh part since the third): at most 2% of free-form requests sent to the short path and
     at most 2% of short questions sent to free-form; code read as code; every IFBench prompt free-form."""
     rows = measure.load(split)
     read = [(row["kind"], measure.path_of(detect(row["text"]))) for row in rows]
     free = [path for kind, path in read if kind == "freeform"]
     short = [path for kind, path in read if kind == "short"]
     code = [path for kind, path in read if kind == "code"]
-    assert len(free) > 300 and len(short) > 150 and len(code) > 30
+    assert len(free) > 90 and len(short) > 55 and len(code) > 15
     assert free.count("short") <= 0.02 * len(free)
     assert short.count("freeform") <= 0.02 * len(short)
     assert code.count("code") >= 0.95 * len(code)
     assert all(measure.path_of(detect(row["text"])) == "freeform" for row in rows if row["source"] == "ifbench")
 
 
-@pytest.mark.parametrize("split", ["train", "heldout", "fresh"])
+@pytest.mark.parametrize("split", ["train", "heldout", "fresh", "fresh2"])
 def test_the_figures_in_the_docs_are_what_the_script_prints(measure: ModuleType, split: str) -> None:
     assert measure.report(measure.load(split), split) in DOC.read_text(encoding="utf-8")
 

@@ -103,7 +103,7 @@ def cost(rows: list[dict[str, str]], repeats: int = 5) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--split", choices=("train", "heldout", "fresh"), default="train")
+    parser.add_argument("--split", choices=("train", "heldout", "fresh", "fresh2"), default="train")
     parser.add_argument("--misses", action="store_true", help="list every request read wrong")
     parser.add_argument("--cost", action="store_true", help="time detect on every request of the split")
     args = parser.parse_args()
