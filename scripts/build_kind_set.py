@@ -22,7 +22,8 @@ choosing, measured once):
     fresh         by line   none                                none: all in split "fresh"
                             (tests/data/kind_requests_fresh.tsv, 172 requests)
     fresh2        by line   none                                none: all in split "fresh2"
-                            (tests/data/kind_requests_fresh2.tsv, 200 requests)
+                            (tests/data/kind_requests_fresh2.tsv, 200 requests; the one an
+                            earlier part holds left out: 199)
 
 A benchmark question is written as a person types it (`as_typed`): the answer-format line that
 trinity's loaders add ("End your reply with a line of the form 'Answer: <number>'", "Put the
@@ -114,7 +115,10 @@ def build() -> list[dict[str, str]]:
     for task, (kind, train, heldout) in BENCHMARKS.items():
         rows += task_rows(task, kind, {"train": ("train",), "heldout": ("val", "test")},
                           {"train": train, "heldout": heldout})
-    return rows + fresh_requests() + fresh_requests("fresh2", FRESH2)
+    rows += fresh_requests()
+    # A request of the second fresh part that an earlier part already holds is not fresh: left out.
+    seen = {row["text"] for row in rows}
+    return rows + [row for row in fresh_requests("fresh2", FRESH2) if row["text"] not in seen]
 
 
 def render(rows: list[dict[str, str]]) -> str:

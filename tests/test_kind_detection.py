@@ -56,18 +56,19 @@ def test_the_labelled_set_is_what_the_script_builds_from_the_shipped_data() -> N
     assert all(row["id"] in train_ids for row in rows if row["source"] == "gsm8k" and row["split"] == "train")
     assert not any(row["id"] in train_ids for row in rows if row["source"] == "gsm8k" and row["split"] == "heldout")
     # Each fresh part is all in its own split and no other request is (fresh2: never chosen on).
-    for name, least in (("fresh", 160), ("fresh2", 200)):
+    for name, least in (("fresh", 160), ("fresh2", 199)):
         fresh = [row for row in rows if row["source"] == name]
         assert len(fresh) >= least and all(row["split"] == name for row in fresh)
         assert all(row["source"] == name for row in rows if row["split"] == name)
-        assert not {row["text"].lower() for row in fresh} & {row["text"].lower() for row in rows if row["source"] != name}
+        assert not {row["text"] for row in fresh} & {row["text"] for row in rows if row["source"] != name}
 
 
 @pytest.mark.parametrize("split", ["train", "heldout", "fresh"])
 def test_detection_meets_its_targets_where_the_rules_were_chosen(measure: ModuleType, split: str) -> None:
     """Issue 86's targets on the parts the rules were chosen on (the train part, the first
-    held-out part since the second round, the fresh part since the third): at most 2% of free-form requests sent to the short path and
-    at most 2% of short questions sent to free-form; code read as code; every IFBench prompt free-form."""
+    held-out part since the second round, the fresh part since the third): at most 2% of
+    free-form requests sent to the short path and at most 2% of short questions sent to
+    free-form; code read as code; every IFBench prompt free-form."""
     rows = measure.load(split)
     read = [(row["kind"], measure.path_of(detect(row["text"]))) for row in rows]
     free = [path for kind, path in read if kind == "freeform"]
@@ -93,6 +94,11 @@ def test_the_figures_in_the_docs_are_what_the_script_prints(measure: ModuleType,
      "significance?", "freeform"),
     ("Use at least 85 unique words in the response. what is lua code?", "freeform"),
     ("hello", "freeform"),
+    # Third round (docs/kind_detection.md): a yes/no question of fact is short, a request or a judgement is not.
+    ("Does water expand when it freezes?", None),
+    ("Can you recommend a laptop for students?", "freeform"),
+    ("Is coffee bad for you?", "freeform"),
+    ("Create a Dockerfile for a Flask app.", "code"),
     ("What is 17 * 23?", None),
     ("Is 221 prime? Answer yes or no.", None),
     ("How many ounces are in a pound?", None),
