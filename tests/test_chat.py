@@ -297,9 +297,11 @@ ANSI = re.compile(r"\x1b\[[0-9;?]*[a-zA-Z]|\x1b\][^\x07]*\x07|\r")
 class Terminal:
     """A command run on a pseudo-terminal (stdlib pty): what it wrote, ANSI codes taken out."""
 
-    def __init__(self, args: list[str], env: dict[str, str]) -> None:
+    def __init__(self, args: list[str], env: dict[str, str], sigint: signal.Handlers = signal.SIG_DFL) -> None:
         self.pid, self.fd = pty.fork()
-        if self.pid == 0:  # the child: the command, on the pty
+        if self.pid == 0:  # the child: the command, on the pty, SIGINT as `sigint` says (inherited by exec)
+            signal.signal(signal.SIGINT, sigint)  # not as the test runner may have left it
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
             os.execvpe(args[0], args, env)
         self.seen = ""
 
@@ -372,6 +374,24 @@ def test_chat_through_a_terminal_two_messages_a_stopped_answer_exit_then_ask_c(
     record = RunStore().load("run-1")
     assert [e["answer"] for e in record["exchanges"]] == ["84", "96", "108"]
     assert [r.id for r in RunStore().list()] == ["run-1"]
+
+
+def test_ctrl_c_stops_an_answer_even_when_the_chat_was_started_with_sigint_ignored(
+        tmp_path: Path, trinity_home: Path) -> None:
+    # A shell's background job or a test runner may start it so; exec keeps SIGINT ignored.
+    pool = str(one_member_pool(tmp_path, [{"match": "slowly", "reply": "Answer: 1"}], delay_s=3.0))
+    src = str(Path(__file__).resolve().parents[1] / "src")
+    env = {**os.environ, "TRINITY_HOME": str(trinity_home), "PYTHONPATH": src, "TERM": "xterm", "COLUMNS": "100"}
+    term = Terminal([sys.executable, "-m", "trinity_cli", "chat", "--pool", pool, "--max-turns", "1"], env,
+                    sigint=signal.SIG_IGN)
+    term.expect(r">>> ")
+    term.send("Count slowly to one.\r")
+    term.expect(r"turn 1: m0")
+    time.sleep(0.2)
+    term.send("\x03")
+    term.expect(r"stopped: that answer is not saved")
+    term.send("/exit\r")
+    assert term.wait() == 0
 
 
 def test_the_latency_script_measures_each_message_of_a_chat_on_a_scripted_pool(tmp_path: Path,

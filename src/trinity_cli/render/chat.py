@@ -13,6 +13,8 @@ line, /exit or /quit leave.
 from __future__ import annotations
 
 import contextlib
+import signal
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -90,6 +92,7 @@ def converse(session: Any, quiet: bool = False, read: Callable[[str], str] = inp
     from trinity_cli.chat.session import LeaveChat, history_file
 
     save = _history(history_file())
+    _ctrl_c_interrupts()
     pool = session.served.config
     console.err.print(Text(f"trinity chat · pool {pool.name}: {', '.join(pool.names)}", style="bold"), soft_wrap=True)
     if session.run_id is not None:
@@ -121,6 +124,15 @@ def converse(session: Any, quiet: bool = False, read: Callable[[str], str] = inp
         if session.run_id is not None and not quiet:
             console.note(f"saved as {session.run_id}: trinity inspect {session.run_id}; "
                          f'trinity ask -c "..." continues it')
+
+
+def _ctrl_c_interrupts() -> None:
+    """Make Ctrl-C stop an answer even where this process was started with SIGINT ignored or
+    blocked (a shell's background job, a test runner): both are inherited across exec, and
+    Python then leaves SIGINT as it found it."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
 def _answer(session: Any, message: str, quiet: bool) -> None:
