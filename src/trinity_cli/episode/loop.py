@@ -276,7 +276,7 @@ class _Play:
                     attempt=sum(t.model == model for t in turns), alone=alone, chosen_role=decision.role,
                     model_probs=decision.model_probs, role_probs=decision.role_probs,
                     coordinator_s=decision.seconds, override=override, dropped=dropped,
-                    split_last=bool(self.context), split_before=self.task if self.context else "")
+                    split_last=bool(self.context), split_before=new_message(self.task, self.context))
 
         def written(piece: str) -> None:
             self.emit(TextWritten(index, model, role.value, piece))
@@ -316,11 +316,17 @@ def attempt_salt(task: str, context: Sequence[ChatMessage]) -> str:
     return "\x00".join([task, *(f"{m.role}:{m.content}" for m in context)])
 
 
+def new_message(task: str, context: Sequence[ChatMessage]) -> str:
+    """What every call of an episode is split before (GenParams.split_before): the task, when
+    the episode continues a conversation; else "" (no split)."""
+    return task if context else ""
+
+
 def turn_params(pool: Pool, transcript: Transcript, turn: Turn) -> GenParams:
     """The generation parameters `turn` of `transcript` was called with (its attempt's,
     and its own reply cap when it records one: `Turn.max_tokens`)."""
     params = pool.params(turn.model, turn.role.value, attempt=turn.attempt,
                          salt=attempt_salt(transcript.task, transcript.context))
     params = replace(params, split_last=bool(transcript.context),  # as every call of its episode (turn.Call)
-                     split_before=transcript.task if transcript.context else "")
+                     split_before=new_message(transcript.task, transcript.context))
     return params if turn.max_tokens is None else replace(params, max_tokens=turn.max_tokens)
