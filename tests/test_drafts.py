@@ -148,3 +148,48 @@ def test_ask_streams_each_draft_and_prints_one_answer(tmp_path: Path, monkeypatc
     assert err.count("| Encryption | Yes | No |") >= 40 and "repeats" in err
     assert out == TABLE + "\n" if MAX_DRAFTS > 1 else out.count("| Encryption | Yes | No |") == 1
     assert out.count("| Feature | TCP | UDP |") == 1
+
+
+def _told_pool(tmp_path: Path) -> Path:
+    # each member writes commas until it is told the commas are what is wrong
+    told = {"match": "Your answer does not follow my request: .*comma", "reply": "Rain on the roof."}
+    models = [{"name": "m-direct", "kind": "scripted", "style": "direct", "default": "Rain, on the roof.",
+               "rules": [told]},
+              {"name": "m-reason", "kind": "scripted", "style": "reason", "default": "Rain, again, on the roof.",
+               "rules": [told]}]
+    return write_pool(tmp_path, {"name": "scripted", "models": models})
+
+
+def test_a_told_redraw_is_shown_the_failed_draft_and_what_its_checks_found(tmp_path: Path) -> None:
+    task = "Write a haiku about rain without using any commas."
+    checks = answer_kind("freeform").checks(task)
+    with open_pool(load_pool(_told_pool(tmp_path))) as pool:
+        order = ["m-direct", "m-reason"]
+        fresh = run_episode(task, pool, DraftSchedule(pool.names, order), max_turns=4, kind="freeform",
+                            examples=checks)
+        assert len(fresh.turns) == 4 and fresh.answer == "Rain, on the roof."  # no fresh draft drops its commas
+        told = run_episode(task, pool, DraftSchedule(pool.names, order, told=True), max_turns=4, kind="freeform",
+                           examples=checks)
+        assert [t.model for t in told.turns] == order and told.answer == "Rain on the roof."
+        first, second = told.turns
+        assert first.messages == fresh.turns[0].messages  # the first draft is the drafts policy's own call
+        # the redraw: the draft's own conversation, the failed draft, then what failed, said as a person says it
+        assert [m.role for m in second.messages] == ["system", "user", "assistant", "user"]
+        assert second.messages[2].content == "Rain, on the roof."
+        assert first.examples["error"] in second.messages[3].content
+        assert not second.alone and second.attempt == 0
+        # a draft that passed, or a kind with no redraft messages, is redrawn fresh
+        plain = run_episode("Write a haiku about rain.", pool, DraftSchedule(pool.names, order, told=True),
+                            max_turns=4, kind="freeform", examples=answer_kind("freeform").checks("x"))
+        assert len(plain.turns) == 1
+
+
+def test_what_failed_says_the_checks_sentences_and_nothing_for_a_draft_that_passed() -> None:
+    turn = _turn("Rain, on the roof.", False, 0.5)
+    turn.examples = {"passed": False, "checked": 1, "error": "it uses 1 comma; the request forbids commas",
+                     "repeats": None}
+    assert choose.what_failed(turn) == "it uses 1 comma; the request forbids commas"
+    turn.examples = {"passed": True, "checked": 1, "error": None, "repeats": 'it repeats the line "x y z" 9 times'}
+    assert choose.what_failed(turn) == 'it repeats the line "x y z" 9 times'  # degenerate: fails
+    turn.examples = {"passed": True, "checked": 1, "error": None, "repeats": None}
+    assert choose.what_failed(turn) is None

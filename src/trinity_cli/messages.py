@@ -93,6 +93,8 @@ class Decision:
     `model_probs[i]` is the probability of the pool's i-th model (0 for excluded ones),
     `role_probs` follows `ROLES` order. `alone`: the member is asked from the task alone,
     shown no turns (the fixed `sc` and `agree` procedures; turns/prompts.py: build_messages).
+    `told`: the member redraws the latest draft, shown it and told what trinity's checks found
+    wrong with it (the `drafts-told` policy; answer_kinds/base.py `redraft_messages`).
     """
 
     model: str
@@ -101,6 +103,7 @@ class Decision:
     role_probs: list[float]
     seconds: float = 0.0
     alone: bool = False
+    told: bool = False
 
 
 @dataclass

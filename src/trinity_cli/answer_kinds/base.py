@@ -125,6 +125,13 @@ class AnswerKind:
     def draft_messages(self, style: str, task: str, context: Sequence[ChatMessage] = ()) -> list[ChatMessage] | None:
         return None
 
+    def redraft_messages(self, style: str, task: str, context: Sequence[ChatMessage], draft: str,
+                         wrong: str) -> list[ChatMessage] | None:
+        """A draft asked again, told what trinity's checks found `wrong` with the earlier
+        `draft` (the `drafts-told` policy, policies/drafts.py); None: this kind asks a fresh
+        draft instead."""
+        return None
+
     def max_tokens(self, role: Role) -> int | None:
         return None
 

@@ -132,6 +132,9 @@ _OUTLINE = ("You help the team, but you do not write the answer. In at most five
 
 
 DRAFT_SYSTEM = "You are a helpful assistant."
+# A redraw told what the checks found (`redraft_messages`); {wrong}: their sentences, "; "-joined.
+_TOLD = ("Your answer does not follow my request: {wrong}. Write the whole answer again so that it follows every "
+         "instruction in my request. Reply with the new answer only.")
 _DRAFT_DIRECT = " Begin your answer at once, with no preamble."
 
 
@@ -166,6 +169,14 @@ class FreeForm(AnswerKind):
         given = "\n\n".join(m.content for m in context if m.role == "system")
         system = (given or DRAFT_SYSTEM) + (_DRAFT_DIRECT if style == "direct" else "")
         return [ChatMessage("system", system), *(m for m in context if m.role != "system"), ChatMessage("user", task)]
+
+    def redraft_messages(self, style: str, task: str, context: Sequence[ChatMessage], draft: str,
+                         wrong: str) -> list[ChatMessage]:
+        # The same conversation as the draft's, the draft as the assistant's turn and what the
+        # checks found as the person's next message: told as a person would tell it, so there
+        # is no scaffolding to copy (module docstring).
+        return [*self.draft_messages(style, task, context), ChatMessage("assistant", draft),
+                ChatMessage("user", _TOLD.format(wrong=wrong))]
 
     def instruction(self, style: str, role: Role, revising: bool) -> tuple[str, str]:
         if role is Role.THINKER:

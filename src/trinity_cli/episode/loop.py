@@ -63,12 +63,13 @@ from trinity_cli import conversation
 from trinity_cli.answer_kinds import resolve_kind
 from trinity_cli.answer_kinds.base import AnswerKind, Checks
 from trinity_cli.answer_kinds.short import SHORT
-from trinity_cli.episode.turn import MIN_REPLY_ROOM, Call, fit, play
+from trinity_cli.episode.turn import MIN_REPLY_ROOM, Call, fit, play, reply_room
 from trinity_cli.errors import ConfigError, ContextOverflow
 from trinity_cli.events import DecisionMade, ProgressFn, TextWritten, TurnPlayed, quiet
 from trinity_cli.messages import ChatMessage, Decision, GenParams, Role, Transcript, Turn
 from trinity_cli.pool.pool import Pool
 from trinity_cli.turns import prompts, replies, rules, settle
+from trinity_cli.turns.choose import what_failed
 
 
 class DecisionSource(Protocol):
@@ -125,6 +126,21 @@ def _fit(
     )
     messages, shortened = fit(pool, model, role, candidates, overflow)
     return messages, len(turns) - (most - shortened)  # the turns not shown
+
+
+def told_messages(pool: Pool, model: str, task: str, turns: Sequence[Turn], context: Sequence[ChatMessage],
+                  kind: AnswerKind) -> list[ChatMessage] | None:
+    """`model`'s messages for a redraw of the latest draft told what its checks found wrong
+    (`Decision.told`; the kind's `redraft_messages`), or None for a fresh draft instead: the
+    latest turn did not fail its checks, the kind has no such messages, or they do not fit
+    `model`'s context with room for a reply."""
+    wrong = what_failed(turns[-1]) if turns else None
+    if wrong is None:
+        return None
+    messages = kind.redraft_messages(pool.style(model), task, context, turns[-1].reply, wrong)
+    if messages is None or not pool.fits(model, messages, reply_room(pool, model, Role.WORKER)):
+        return None
+    return messages
 
 
 def unfit_members(pool: Pool, task: str, kind: AnswerKind, masked: Collection[str] = ()) -> set[str]:
@@ -270,7 +286,11 @@ class _Play:
         alone when the source's rules say so) through the turn machinery (episode/turn.py);
         verdicts are `_judge`'s."""
         model = decision.model
-        messages, dropped = _fit(self.pool, model, role, self.task, turns, self.context, self.kind, alone)
+        told = told_messages(self.pool, model, self.task, turns, self.context, self.kind) if decision.told else None
+        if told is not None:  # a redraw shown the draft it redraws: not independent of it
+            messages, dropped, alone = told, 0, False
+        else:
+            messages, dropped = _fit(self.pool, model, role, self.task, turns, self.context, self.kind, alone)
         call = Call(model=model, role=role, messages=messages, answering=rules.role_proposes_answer(role, alone),
                     max_tokens=self.kind.max_tokens(Role.WORKER if alone else role),
                     attempt=sum(t.model == model for t in turns), alone=alone, chosen_role=decision.role,

@@ -4,6 +4,7 @@ exactly like a coordinator (bench's single, self-loop, sc and agree systems)."""
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
+from dataclasses import replace
 
 import numpy as np
 
@@ -120,7 +121,8 @@ class DraftSchedule(FixedSchedule):
 
     stop_reason = "drafted"
 
-    def __init__(self, models: Sequence[str], order: Sequence[str], fallback: str = "first") -> None:
+    def __init__(self, models: Sequence[str], order: Sequence[str], fallback: str = "first",
+                 told: bool = False) -> None:
         from trinity_cli.turns.choose import CHOOSERS
 
         if fallback not in CHOOSERS:
@@ -128,6 +130,16 @@ class DraftSchedule(FixedSchedule):
                               hint="use one of " + ", ".join(CHOOSERS))
         super().__init__(models, order, (Role.WORKER,), alone=True)
         self.fallback = fallback
+        self.told = told
+
+    def decide(self, task: str, turns: Sequence[Turn], rng: np.random.Generator, excluded: Collection[str] = (),
+               context: Sequence[ChatMessage] = (), greedy: bool = False, kind: AnswerKind = SHORT) -> Decision:
+        """The next member in `order`; with `told`, a draft after one that failed its checks is
+        that draft redrawn, told what failed (`Decision.told`; episode/loop.py `told_messages`)."""
+        from trinity_cli.turns.choose import what_failed
+
+        decision = super().decide(task, turns, rng, excluded, context, greedy, kind)
+        return replace(decision, told=True) if self.told and turns and what_failed(turns[-1]) else decision
 
     def stop(self, turns: Sequence[Turn], kind: AnswerKind) -> int | None:
         from trinity_cli.turns.choose import Draft

@@ -46,16 +46,30 @@ class DraftsKind(PolicyKind):
     summary = ("drafts from the question alone until one meets the constraints the question states and does not "
                "degenerate into repeats (at most --max-turns, by default 4)")
     max_turns = MAX_DRAFTS
+    told = False
 
     def make(self, pool: Pool) -> Policy:
         from trinity_cli.episode.schedules import DraftSchedule
         from trinity_cli.policies.fixed import FixedPolicy
 
-        return FixedPolicy(DraftSchedule(pool.names, draw_order(pool), FALLBACK))
+        return FixedPolicy(DraftSchedule(pool.names, draw_order(pool), FALLBACK, told=self.told))
 
     def rows(self, plan: BenchPlan) -> list[Row]:
-        return [Row("drafts", "drafts", max_turns=plan.options.max_turns or self.turn_budget(), stream="fresh",
+        # stream "fresh" for both kinds: the same episode seeds, so a told row's first draft is
+        # the drafts row's (one cached call) and the two rows are paired item by item
+        return [Row(self.name, self.name, max_turns=plan.options.max_turns or self.turn_budget(), stream="fresh",
                     policy=self.make(plan.pool))]
 
 
+class DraftsToldKind(DraftsKind):
+    """`drafts`, but a draft after one that failed its checks is that draft redrawn by the
+    next member, shown it and told in the checks' words what failed (`Decision.told`)."""
+
+    name = "drafts-told"
+    summary = ("drafts until one meets the question's stated constraints, each redraw shown the draft before it and "
+               "told what failed (at most --max-turns, by default 4)")
+    told = True
+
+
 DRAFTS = DraftsKind()
+DRAFTS_TOLD = DraftsToldKind()

@@ -48,6 +48,7 @@ for _name, _target in (
 ):
     POLICIES.register(_name, _target)
 POLICIES.register("drafts", "trinity_cli.policies.drafts:DRAFTS")
+POLICIES.register("drafts-told", "trinity_cli.policies.drafts:DRAFTS_TOLD")
 
 
 def policy_kind(name: str, flag: str = "systems", asking: bool = False) -> PolicyKind:

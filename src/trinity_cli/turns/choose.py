@@ -79,6 +79,20 @@ class Draft:
         return replace(draft, passed=False) if draft.degenerate else draft
 
 
+def what_failed(turn: Turn) -> str | None:
+    """What trinity's checks found wrong with the draft `turn`, in the checks' own sentences
+    ("; "-joined: the stated constraints that failed, then its repeats); None when it did not
+    fail (`Draft.of(turn).passed` is not False) or the call failed. A draft cut at the token cap
+    fails only with `CUT_FAILS`, said as such."""
+    if turn.error is not None or Draft.of(turn).passed is not False:
+        return None
+    checks = turn.examples or {}
+    said = [checks.get("error"), checks.get("repeats")]
+    if CUT_FAILS and turn.finish_reason == "length":
+        said.append("it stops in the middle, at the length limit")
+    return "; ".join(s for s in said if s) or None
+
+
 def words(text: str) -> list[str]:
     """ROUGE's tokens: lower-cased runs of letters and digits."""
     return _WORD.findall(text.lower())
