@@ -97,7 +97,7 @@ def test_models_lists_trinity_and_the_heads_made_for_this_pool(pool_file: Path) 
 
     assert listing["object"] == "list"
     assert [m["id"] for m in listing["data"]] == ["trinity", "trinity/untrained", "trinity/mine", "trinity/agree",
-                                                  "trinity/conductor", "trinity/drafts"]
+                                                  "trinity/conductor", "trinity/drafts", "trinity/drafts-told"]
     assert all(m["object"] == "model" and m["owned_by"] == "trinity" for m in listing["data"])
     assert reply.status_code == 200 and reply.json()["trinity"]["head"] == "mine"
     assert_error(wrong_pool, 404, "model_not_found", "trinity/other")
@@ -524,7 +524,7 @@ def test_real_server_answers_20_parallel_openai_clients(live_server: tuple[str, 
     with pytest.raises(openai.NotFoundError):
         client.chat.completions.create(model="gpt-4", messages=[{"role": "user", "content": "item-01"}])
     assert [m.id for m in client.models.list()] == ["trinity", "trinity/untrained", "trinity/agree",
-                                                    "trinity/conductor", "trinity/drafts"]
+                                                    "trinity/conductor", "trinity/drafts", "trinity/drafts-told"]
     assert len(RunStore().list()) == 21
 
     output = log.read_text()
