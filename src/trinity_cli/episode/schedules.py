@@ -135,11 +135,11 @@ class DraftSchedule(FixedSchedule):
     def decide(self, task: str, turns: Sequence[Turn], rng: np.random.Generator, excluded: Collection[str] = (),
                context: Sequence[ChatMessage] = (), greedy: bool = False, kind: AnswerKind = SHORT) -> Decision:
         """The next member in `order`; with `told`, a draft after one that failed its checks is
-        that draft redrawn, told what failed (`Decision.told`; episode/loop.py `told_messages`)."""
-        from trinity_cli.turns.choose import what_failed
-
+        that draft redrawn, told what failed (`Decision.told`; episode/loop.py `told_messages`
+        reads what failed). Every draft after the first follows one that failed (`stop` ends the
+        episode at the first that does not), unless that call itself failed."""
         decision = super().decide(task, turns, rng, excluded, context, greedy, kind)
-        return replace(decision, told=True) if self.told and turns and what_failed(turns[-1]) else decision
+        return replace(decision, told=True) if self.told and turns and turns[-1].error is None else decision
 
     def stop(self, turns: Sequence[Turn], kind: AnswerKind) -> int | None:
         from trinity_cli.turns.choose import Draft
